@@ -1,0 +1,79 @@
+"""Lightning callbacks that drive module replacing: the replacement rate and the phase switch."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import lightning.pytorch as pl
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities import rank_zero_warn
+
+from theseus_pl.schedules import ReplacementSchedule
+
+log = logging.getLogger(__name__)
+
+REPLACING, SUCCESSOR_FINETUNING = 1, 2
+
+
+class ReplacementScheduler(Callback):
+    """Sets ``pl_module.replacement_rate`` from the schedule before every training batch.
+
+    ``p`` is a pure function of ``trainer.global_step``, so resuming a checkpoint restores it exactly.
+    A batch that replaces nothing still advances ``global_step`` (see ``TheseusModule.training_step``).
+    """
+
+    def __init__(self, schedule: ReplacementSchedule) -> None:
+        self.schedule = schedule
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        total = int(trainer.estimated_stepping_batches)
+        if self.schedule.switch_step > total:
+            rank_zero_warn(
+                f"The replacement schedule {self.schedule} reaches p = 1 at step {self.schedule.switch_step}, "
+                f"but this run has only {total} optimizer steps: successor fine-tuning will never start. Raise "
+                f"trainer.max_steps (or max_epochs) to at least {self.schedule.switch_step}, or make p reach 1 "
+                "sooner."
+            )
+
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        pl_module.replacement_rate = self.schedule.rate(trainer.global_step)
+
+
+class PhaseSwitch(Callback):
+    """Marks the switch from module replacing (phase 1) to successor fine-tuning (phase 2) at ``switch_step``.
+
+    Logs ``train/phase`` every step and the switch once. Early stopping may not end a run before the switch:
+    the trainer's ``min_steps`` is raised to it, and at the switch any stop request and every early-stopping
+    patience counter from phase 1 are cleared, so phase 2 gets its full patience.
+    """
+
+    def __init__(self, switch_step: int) -> None:
+        if switch_step < 0:
+            raise ValueError(f"switch_step={switch_step} must be >= 0.")
+        self.switch_step = switch_step
+
+    def phase(self, step: int) -> int:
+        return SUCCESSOR_FINETUNING if step >= self.switch_step else REPLACING
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        epoch_loop = trainer.fit_loop.epoch_loop
+        epoch_loop.min_steps = max(epoch_loop.min_steps or 0, self.switch_step)
+
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        step = trainer.global_step
+        if step == self.switch_step:
+            log.info("Step %d: every module is replaced; successor fine-tuning starts.", step)
+            trainer.should_stop = False
+            for early_stopping in trainer.early_stopping_callbacks:
+                early_stopping.wait_count = 0
+        pl_module.log("train/phase", float(self.phase(step)), on_step=True, on_epoch=False)
+
+
+def replacement_callbacks(schedule: ReplacementSchedule) -> list[Callback]:
+    """The two callbacks every Theseus run needs, agreeing on one schedule."""
+    return [ReplacementScheduler(schedule), PhaseSwitch(schedule.switch_step)]

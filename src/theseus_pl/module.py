@@ -1,0 +1,119 @@
+"""LightningModules: plain fine-tuning (the predecessor and baselines) and Theseus compression."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from torch import nn
+
+from theseus_pl.optim import adamw_with_linear_schedule
+from theseus_pl.theseus import TheseusModel
+
+Batch = dict[str, torch.Tensor]
+
+
+class ClassifierModule(pl.LightningModule):
+    """What both training modes share: evaluation, prediction and the optimizer.
+
+    ``model`` is called with the batch's keyword arguments (``input_ids``, ``attention_mask``, …, ``labels``)
+    and returns a Hugging Face output with ``loss`` and ``logits``. Only parameters that require grad are
+    optimised.
+    """
+
+    def __init__(
+        self, model: nn.Module, lr: float = 2e-5, weight_decay: float = 0.01, warmup_ratio: float = 0.0
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters(ignore=["model"])
+        self.model = model
+
+    def forward(self, **batch: torch.Tensor) -> Any:
+        return self.model(**batch)
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        loss = self(**batch).loss
+        self.log("val/loss", loss, prog_bar=True, batch_size=len(batch["input_ids"]))
+
+    def predict_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        batch = {key: value for key, value in batch.items() if key != "labels"}
+        return self(**batch).logits
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        optimizer, scheduler = adamw_with_linear_schedule(
+            self.model.parameters(),
+            lr=self.hparams.lr,
+            weight_decay=self.hparams.weight_decay,
+            warmup_ratio=self.hparams.warmup_ratio,
+            total_steps=int(self.trainer.estimated_stepping_batches),
+        )
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+class FineTuningModule(ClassifierModule):
+    """Trains every parameter of a sequence-classification model on the task loss."""
+
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        loss = self(**batch).loss
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["input_ids"]))
+        return loss
+
+
+class TheseusModule(ClassifierModule):
+    """Progressive module replacing: a fresh gate per batch, only successor layers trained.
+
+    The replacement rate ``p`` is set before each batch by :class:`~theseus_pl.callbacks.ReplacementScheduler`.
+    Each module is replaced independently with probability ``p``, drawn once per batch from a generator seeded
+    with ``seed`` and saved in checkpoints, so a resumed run draws the same gates. Validation and prediction
+    use every successor.
+    """
+
+    model: TheseusModel
+
+    def __init__(
+        self,
+        model: TheseusModel,
+        lr: float = 2e-5,
+        weight_decay: float = 0.01,
+        warmup_ratio: float = 0.0,
+        seed: int = 42,
+    ) -> None:
+        super().__init__(model, lr=lr, weight_decay=weight_decay, warmup_ratio=warmup_ratio)
+        self.gate_generator = torch.Generator().manual_seed(seed)
+        self.replacement_rate: float | None = None
+        self.last_gate: torch.Tensor | None = None
+
+    def draw_gate(self, p: float) -> torch.Tensor:
+        """One independent Bernoulli(p) draw per module (True = successor), on the CPU: no device sync."""
+        return torch.rand(self.model.num_modules, generator=self.gate_generator) < p
+
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor | None:
+        if self.replacement_rate is None:
+            raise RuntimeError(
+                "TheseusModule has no replacement rate: add the callbacks from "
+                "theseus_pl.callbacks.replacement_callbacks(schedule) to the Trainer."
+            )
+        gate = self.last_gate = self.draw_gate(self.replacement_rate)
+        replaced = int(gate.sum())
+        batch_size = len(batch["input_ids"])
+        self.log("train/p", self.replacement_rate, on_step=True, on_epoch=False, batch_size=batch_size)
+        self.log("train/replaced_modules", float(replaced), on_step=True, on_epoch=False, batch_size=batch_size)
+        if replaced == 0:
+            # Only successor layers are trainable and none is in this batch's path: the loss would carry no
+            # gradient. Skip forward and backward; Lightning still counts the optimizer step, so the schedule
+            # and the learning rate advance as in the authors' code, while the weights stay as they are.
+            return None
+        loss = self.model(gate, **batch).loss
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch_size)
+        return loss
+
+    def on_fit_start(self) -> None:
+        warnings.filterwarnings("ignore", message=".*`training_step` returned `None`.*")
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["gate_generator_state"] = self.gate_generator.get_state()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.gate_generator.set_state(checkpoint["gate_generator_state"])

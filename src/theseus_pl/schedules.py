@@ -1,0 +1,126 @@
+"""Replacement-rate schedules: pure functions of the optimizer step ``t``.
+
+Each schedule also names its ``switch_step``: the first step of successor fine-tuning, where ``p = 1`` for
+good and every module is the successor's. Callbacks read these; nothing here keeps state.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# k·t + b computed in floating point can land a hair under 1 at the intended step.
+_FULL = 1.0 - 1e-9
+
+
+def constant_rate(step: int, p: float, switch_step: int) -> float:
+    """``p`` until ``switch_step``, then 1."""
+    return 1.0 if step >= switch_step else p
+
+
+def curriculum_rate(step: int, k: float, b: float) -> float:
+    """The paper's linear curriculum ``min(1, k·t + b)``."""
+    rate = k * step + b
+    return 1.0 if rate >= _FULL else rate
+
+
+def anti_curriculum_rate(step: int, k: float, b: float) -> float:
+    """The ablation baseline ``1 - min(1, k·t + b)``; it falls to 0 where the curriculum reaches 1."""
+    return 1.0 - curriculum_rate(step, k, b)
+
+
+def _check_probability(name: str, value: float) -> None:
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"replacement.{name}={value} is outside [0, 1]; it is a probability.")
+
+
+@dataclass(frozen=True)
+class ConstantSchedule:
+    """Replace each module with probability ``p`` until ``switch_step``, then fine-tune the successor alone."""
+
+    p: float
+    switch_step: int
+
+    def __post_init__(self) -> None:
+        _check_probability("p", self.p)
+        if self.switch_step < 0:
+            raise ValueError(
+                f"replacement.switch_step={self.switch_step} must be >= 0: it is the optimizer step at which "
+                "successor fine-tuning (p = 1) starts."
+            )
+
+    def rate(self, step: int) -> float:
+        return constant_rate(step, self.p, self.switch_step)
+
+
+@dataclass(frozen=True)
+class CurriculumSchedule:
+    """``p = min(1, k·t + b)``; reaching ``p = 1`` is the switch to successor fine-tuning.
+
+    Give either ``k`` or ``steps_to_full`` (the paper states its grid as the number of steps for ``p`` to
+    reach 1; then ``k = (1 - b) / steps_to_full``).
+    """
+
+    b: float
+    k: float
+
+    def __post_init__(self) -> None:
+        _check_probability("b", self.b)
+        if not self.k > 0:
+            raise ValueError(
+                f"replacement.k={self.k} must be > 0 so that p grows to 1; or give replacement.steps_to_full."
+            )
+
+    @classmethod
+    def from_steps_to_full(cls, b: float, steps_to_full: int) -> CurriculumSchedule:
+        if steps_to_full < 1:
+            raise ValueError(f"replacement.steps_to_full={steps_to_full} must be >= 1.")
+        _check_probability("b", b)
+        return cls(b=b, k=(1.0 - b) / steps_to_full if b < 1 else 1.0)
+
+    @property
+    def switch_step(self) -> int:
+        """First step with ``k·t + b >= 1``."""
+        return max(0, math.ceil((_FULL - self.b) / self.k))
+
+    def rate(self, step: int) -> float:
+        return curriculum_rate(step, self.k, self.b)
+
+
+@dataclass(frozen=True)
+class AntiCurriculumSchedule(CurriculumSchedule):
+    """Ablation: ``p = 1 - min(1, k·t + b)``, falling to 0; successor fine-tuning (p = 1) follows from there.
+
+    Without that final phase the successor would stop being trained once ``p`` hits 0, so the comparison with
+    the curriculum would be unfair; both switch at the same step.
+    """
+
+    def rate(self, step: int) -> float:
+        return 1.0 if step >= self.switch_step else anti_curriculum_rate(step, self.k, self.b)
+
+
+ReplacementSchedule = ConstantSchedule | CurriculumSchedule
+
+
+def build_schedule(
+    kind: str,
+    p: float | None = None,
+    switch_step: int | None = None,
+    b: float | None = None,
+    k: float | None = None,
+    steps_to_full: int | None = None,
+) -> ReplacementSchedule:
+    """Build a schedule from flat config values (``replacement=constant|curriculum|anti_curriculum``)."""
+    if kind == "constant":
+        if p is None or switch_step is None:
+            raise ValueError("replacement=constant needs replacement.p and replacement.switch_step.")
+        return ConstantSchedule(p=p, switch_step=switch_step)
+    curricula = {"curriculum": CurriculumSchedule, "anti_curriculum": AntiCurriculumSchedule}
+    if kind not in curricula:
+        raise ValueError(f"Unknown replacement kind {kind!r}; choose constant, curriculum or anti_curriculum.")
+    if b is None or (k is None) == (steps_to_full is None):
+        raise ValueError(
+            f"replacement={kind} needs replacement.b and exactly one of replacement.k or replacement.steps_to_full."
+        )
+    cls = curricula[kind]
+    return cls(b=b, k=k) if k is not None else cls.from_steps_to_full(b, steps_to_full)

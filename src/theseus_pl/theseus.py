@@ -1,0 +1,192 @@
+"""Progressive module replacing, independent of Lightning and of the model family.
+
+The predecessor's layer list is replaced in place by ``n`` :class:`TheseusBlock` objects. Block ``i`` holds
+predecessor module ``i`` (a run of consecutive predecessor layers) and successor layer ``i`` (a copy of one
+predecessor layer), and a flag choosing which of the two runs. The model's own encoder loop calls the blocks
+exactly as it called its layers, so no model code is forked: any encoder whose layers take the hidden states
+as their first argument works.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from theseus_pl.encoder_layers import find_layer_stack
+
+
+class SuccessorInit(str, Enum):
+    """Which predecessor layer each successor layer starts as (the paper's footnote compares these)."""
+
+    BOTTOM = "bottom"  # layers 0..n-1, the paper's choice
+    TOP = "top"  # the last n layers
+    EVERY_OTHER = "every_other"  # the first layer of each module: every other layer when L = 2n
+
+
+def module_sizes(num_layers: int, num_modules: int) -> list[int]:
+    """Split ``num_layers`` consecutive layers into ``num_modules`` modules.
+
+    Even split when ``num_modules`` divides ``num_layers``; otherwise the remainder goes one extra layer each
+    to the bottom modules, e.g. 12 → 5 is 3, 3, 2, 2, 2.
+    """
+    if not 1 <= num_modules <= num_layers:
+        raise ValueError(f"successor_layers={num_modules} must be between 1 and the predecessor's {num_layers} layers.")
+    base, extra = divmod(num_layers, num_modules)
+    return [base + 1] * extra + [base] * (num_modules - extra)
+
+
+def module_layer_ranges(num_layers: int, num_modules: int) -> list[range]:
+    """Predecessor layer indices held by each module, in order."""
+    ranges, start = [], 0
+    for size in module_sizes(num_layers, num_modules):
+        ranges.append(range(start, start + size))
+        start += size
+    return ranges
+
+
+def successor_source_layers(num_layers: int, num_modules: int, init: SuccessorInit | str) -> list[int]:
+    """Index of the predecessor layer that initialises each successor layer."""
+    init = SuccessorInit(init)
+    if init is SuccessorInit.BOTTOM:
+        return list(range(num_modules))
+    if init is SuccessorInit.TOP:
+        return list(range(num_layers - num_modules, num_layers))
+    return [r.start for r in module_layer_ranges(num_layers, num_modules)]
+
+
+class TheseusBlock(nn.Module):
+    """One module: either its predecessor layers in sequence, or its single successor layer.
+
+    Called with the same arguments the encoder passes to a layer. A layer may return a tensor or a tuple whose
+    first element is the hidden states; the block returns whatever its last layer returned.
+    """
+
+    def __init__(self, predecessor: Sequence[nn.Module], successor: nn.Module) -> None:
+        super().__init__()
+        self.predecessor = nn.ModuleList(predecessor)
+        self.successor = successor
+        self.use_successor = True
+
+    def forward(self, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        if self.use_successor:
+            return self.successor(hidden_states, *args, **kwargs)
+        output: Any = hidden_states
+        for layer in self.predecessor:
+            output = layer(hidden_states, *args, **kwargs)
+            hidden_states = output[0] if isinstance(output, tuple) else output
+        return output
+
+
+class TheseusModel(nn.Module):
+    """A fine-tuned sequence-classification model whose layer stack is split into replaceable modules.
+
+    Takes ownership of ``predecessor`` (it is modified in place, not copied, so a 12-layer model is not held
+    twice). Every parameter is frozen except the successor layers: predecessor layers, embeddings and task
+    head keep the fine-tuned weights, as in the paper.
+    """
+
+    def __init__(
+        self,
+        predecessor: PreTrainedModel,
+        successor_layers: int,
+        init: SuccessorInit | str = SuccessorInit.BOTTOM,
+        layers_path: str | None = None,
+    ) -> None:
+        super().__init__()
+        stack = find_layer_stack(predecessor, layers_path)
+        _reject_unsupported(predecessor)
+        layers = list(stack.layers)
+        ranges = module_layer_ranges(len(layers), successor_layers)
+        sources = successor_source_layers(len(layers), successor_layers, init)
+        blocks = [
+            TheseusBlock([layers[j] for j in layer_range], copy.deepcopy(layers[source]))
+            for layer_range, source in zip(ranges, sources, strict=True)
+        ]
+        setattr(stack.parent, stack.attribute, nn.ModuleList(blocks))
+
+        self.model = predecessor
+        self.layers_path = stack.path
+        self.predecessor_layers = len(layers)
+        self.module_ranges = ranges
+        self.successor_sources = sources
+        self.model.requires_grad_(False)
+        for block in blocks:
+            block.successor.requires_grad_(True)
+
+    @property
+    def blocks(self) -> nn.ModuleList:
+        return self.model.get_submodule(self.layers_path)
+
+    @property
+    def num_modules(self) -> int:
+        return len(self.module_ranges)
+
+    def successor_parameters(self) -> list[nn.Parameter]:
+        return [p for block in self.blocks for p in block.successor.parameters()]
+
+    def set_gate(self, gate: Sequence[bool] | torch.Tensor | None) -> None:
+        """Choose per module: True runs the successor layer, False the predecessor layers; None is all successors."""
+        if gate is None:
+            gate = [True] * self.num_modules
+        elif isinstance(gate, torch.Tensor):
+            if gate.dim() != 1:
+                raise ValueError(f"The gate must be a 1-D vector, got shape {tuple(gate.shape)}.")
+            gate = gate.tolist()
+        if len(gate) != self.num_modules:
+            raise ValueError(
+                f"The gate has {len(gate)} entries but the model has {self.num_modules} modules; "
+                "give one bool per module (True = successor)."
+            )
+        for block, use_successor in zip(self.blocks, gate, strict=True):
+            block.use_successor = bool(use_successor)
+
+    def forward(self, gate: Sequence[bool] | torch.Tensor | None = None, **inputs: Any) -> Any:
+        """Run the wrapped model with ``gate`` (None: every module uses its successor, as at inference)."""
+        self.set_gate(gate)
+        return self.model(**inputs)
+
+    def to_compact_model(self) -> PreTrainedModel:
+        """The successor as a plain model of the predecessor's class with ``n`` layers and nothing else."""
+        config = copy.deepcopy(self.model.config)
+        config.num_hidden_layers = self.num_modules
+        compact = type(self.model)(config).to(next(self.model.parameters()).dtype)
+        compact.load_state_dict(self._compact_state_dict(), strict=True)
+        return compact.eval()
+
+    def export(self, directory: str | Path, tokenizer: PreTrainedTokenizerBase | None = None) -> Path:
+        """Save the compact successor (and its tokenizer) so ``AutoModelFor…from_pretrained`` loads it."""
+        directory = Path(directory)
+        self.to_compact_model().save_pretrained(directory)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(directory)
+        return directory
+
+    def _compact_state_dict(self) -> dict[str, torch.Tensor]:
+        """Drop predecessor layers and rename ``<layers>.<i>.successor.*`` to ``<layers>.<i>.*``."""
+        prefix = self.layers_path + "."
+        state = {}
+        for key, value in self.model.state_dict().items():
+            if key.startswith(prefix):
+                index, role, rest = key[len(prefix) :].split(".", 2)
+                if role != "successor":
+                    continue
+                key = f"{prefix}{index}.{rest}"
+            state[key] = value
+        return state
+
+
+def _reject_unsupported(model: PreTrainedModel) -> None:
+    """Refuse encoders whose loop treats layer 0 specially, which wrapping the list would silently change."""
+    if getattr(model.config, "conv_kernel_size", 0) > 0:
+        raise ValueError(
+            f"{type(model).__name__} applies a convolution after its first layer (conv_kernel_size="
+            f"{model.config.conv_kernel_size}); module replacing would move it after the first module. "
+            "Models with conv_kernel_size=0 (e.g. DeBERTa-v3) are supported."
+        )

@@ -1,0 +1,91 @@
+"""Tiny random encoders of every supported family, and tiny in-memory batches: no downloads."""
+
+from __future__ import annotations
+
+import copy
+import logging
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+from transformers import (
+    AutoModelForSequenceClassification,
+    BertConfig,
+    DebertaV2Config,
+    DistilBertConfig,
+    ElectraConfig,
+    MPNetConfig,
+    PretrainedConfig,
+    PreTrainedModel,
+    RobertaConfig,
+)
+
+VOCAB = 99
+NUM_LABELS = 3
+_COMMON = dict(
+    vocab_size=VOCAB,
+    hidden_size=32,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    intermediate_size=37,
+    max_position_embeddings=64,
+    num_labels=NUM_LABELS,
+)
+
+FAMILY_CONFIGS: dict[str, PretrainedConfig] = {
+    "bert": BertConfig(**_COMMON),
+    "roberta": RobertaConfig(**_COMMON),
+    "electra": ElectraConfig(embedding_size=16, **_COMMON),
+    "mpnet": MPNetConfig(**_COMMON),
+    "distilbert": DistilBertConfig(
+        vocab_size=VOCAB, dim=32, n_layers=4, n_heads=4, hidden_dim=37, max_position_embeddings=64, num_labels=3
+    ),
+    "deberta-v2": DebertaV2Config(relative_attention=True, position_buckets=8, pos_att_type=["p2c", "c2p"], **_COMMON),
+}
+FAMILIES = list(FAMILY_CONFIGS)
+
+# Lightning's per-fit chatter ("GPU available", model summary, …) drowns test failures.
+logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+
+
+def tiny_model(family: str = "bert", seed: int = 0, **overrides: object) -> PreTrainedModel:
+    """A randomly initialised 4-layer sequence classifier of ``family``."""
+    torch.manual_seed(seed)
+    config = copy.deepcopy(FAMILY_CONFIGS[family])
+    for key, value in overrides.items():
+        setattr(config, key, value)
+    return AutoModelForSequenceClassification.from_config(config)
+
+
+def tiny_inputs(batch_size: int = 3, length: int = 10, seed: int = 1) -> dict[str, torch.Tensor]:
+    """Token ids with a padded tail in the last row, so masks matter."""
+    generator = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(3, VOCAB, (batch_size, length), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[-1, length // 2 :] = 0
+    return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+class TinyClassificationData(Dataset):
+    """Fixed random sentences with labels that depend on the first token, so a model can learn something."""
+
+    def __init__(self, size: int = 32, length: int = 8, seed: int = 0) -> None:
+        generator = torch.Generator().manual_seed(seed)
+        self.input_ids = torch.randint(3, VOCAB, (size, length), generator=generator)
+        self.labels = self.input_ids[:, 0] % NUM_LABELS
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        ids = self.input_ids[index]
+        return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": self.labels[index]}
+
+
+def tiny_loader(size: int = 32, batch_size: int = 4) -> DataLoader:
+    return DataLoader(TinyClassificationData(size), batch_size=batch_size, shuffle=False)
+
+
+@pytest.fixture(params=FAMILIES)
+def family(request: pytest.FixtureRequest) -> str:
+    return request.param

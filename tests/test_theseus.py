@@ -1,0 +1,148 @@
+import copy
+
+import pytest
+import torch
+from conftest import VOCAB, tiny_inputs, tiny_model
+from safetensors import safe_open
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertTokenizer
+
+from theseus_pl.encoder_layers import find_layer_stack
+from theseus_pl.theseus import TheseusModel, module_layer_ranges, module_sizes, successor_source_layers
+
+
+@pytest.mark.parametrize(
+    ("layers", "modules", "sizes"),
+    [(12, 6, [2] * 6), (12, 5, [3, 3, 2, 2, 2]), (6, 3, [2, 2, 2]), (4, 4, [1] * 4), (7, 1, [7]), (6, 4, [2, 2, 1, 1])],
+)
+def test_layers_split_into_consecutive_modules(layers, modules, sizes):
+    assert module_sizes(layers, modules) == sizes
+    ranges = module_layer_ranges(layers, modules)
+    assert [len(r) for r in ranges] == sizes
+    assert [i for r in ranges for i in r] == list(range(layers))
+
+
+@pytest.mark.parametrize("modules", [0, -1, 13])
+def test_successor_depth_outside_one_to_l_is_refused(modules):
+    with pytest.raises(ValueError, match=rf"successor_layers={modules} must be between 1 and the predecessor's 12"):
+        module_sizes(12, modules)
+
+
+def test_successor_depth_is_checked_when_wrapping_a_model():
+    with pytest.raises(ValueError, match="successor_layers=5 must be between 1 and the predecessor's 4 layers"):
+        TheseusModel(tiny_model(), 5)
+
+
+@pytest.mark.parametrize(
+    ("init", "sources"),
+    [("bottom", [0, 1, 2, 3, 4, 5]), ("top", [6, 7, 8, 9, 10, 11]), ("every_other", [0, 2, 4, 6, 8, 10])],
+)
+def test_successor_layers_start_as_the_chosen_predecessor_layers(init, sources):
+    assert successor_source_layers(12, 6, init) == sources
+
+
+def test_unknown_successor_init_is_refused():
+    with pytest.raises(ValueError, match="'middle' is not a valid SuccessorInit"):
+        successor_source_layers(12, 6, "middle")
+
+
+@pytest.mark.parametrize("init", ["bottom", "top", "every_other"])
+def test_successor_weights_are_copies_not_shared(init):
+    model = tiny_model()
+    originals = [copy.deepcopy(layer.state_dict()) for layer in model.bert.encoder.layer]
+    theseus = TheseusModel(model, 2, init=init)
+    for block, source in zip(theseus.blocks, theseus.successor_sources, strict=True):
+        for key, value in block.successor.state_dict().items():
+            assert torch.equal(value, originals[source][key])
+        shared = {p.data_ptr() for p in block.successor.parameters()} & {
+            p.data_ptr() for b in theseus.blocks for p in b.predecessor.parameters()
+        }
+        assert not shared
+
+
+def test_only_successor_layers_are_trainable(family):
+    theseus = TheseusModel(tiny_model(family), 2)
+    successor = {id(p) for p in theseus.successor_parameters()}
+    assert successor
+    for name, parameter in theseus.named_parameters():
+        assert parameter.requires_grad == (id(parameter) in successor), name
+
+
+def test_all_predecessor_gate_reproduces_the_predecessor(family):
+    model = tiny_model(family).eval()
+    inputs = tiny_inputs()
+    with torch.no_grad():
+        expected = model(**inputs).logits
+        theseus = TheseusModel(model, 2).eval()
+        assert torch.allclose(theseus([False, False], **inputs).logits, expected, atol=1e-6)
+
+
+def test_a_mixed_gate_runs_successor_then_predecessor_layers(family):
+    """Gate (successor, predecessor) with bottom init is layers 0, 2, 3 of the predecessor."""
+    model = tiny_model(family).eval()
+    reference = copy.deepcopy(model)
+    stack = find_layer_stack(reference)
+    setattr(stack.parent, stack.attribute, torch.nn.ModuleList([stack.layers[i] for i in (0, 2, 3)]))
+    inputs = tiny_inputs()
+    with torch.no_grad():
+        theseus = TheseusModel(model, 2).eval()
+        assert torch.allclose(theseus([True, False], **inputs).logits, reference(**inputs).logits, atol=1e-6)
+        assert not torch.allclose(theseus([True, True], **inputs).logits, reference(**inputs).logits, atol=1e-4)
+
+
+def test_no_gate_means_every_successor():
+    theseus = TheseusModel(tiny_model(), 2).eval()
+    inputs = tiny_inputs()
+    with torch.no_grad():
+        assert torch.equal(theseus(**inputs).logits, theseus(torch.tensor([True, True]), **inputs).logits)
+
+
+@pytest.mark.parametrize(
+    ("gate", "message"),
+    [
+        ([True], "The gate has 1 entries but the model has 2 modules"),
+        ([True, False, True], "The gate has 3 entries but the model has 2 modules"),
+        (torch.ones(2, 2, dtype=torch.bool), r"1-D vector, got shape \(2, 2\)"),
+    ],
+)
+def test_a_gate_of_the_wrong_shape_is_refused(gate, message):
+    theseus = TheseusModel(tiny_model(), 2)
+    with pytest.raises(ValueError, match=message):
+        theseus(gate, **tiny_inputs())
+
+
+@pytest.mark.parametrize("modules", [1, 2, 3])
+def test_export_is_a_plain_checkpoint_with_only_the_successor(family, modules, tmp_path):
+    model = tiny_model(family)
+    predecessor_parameters = sum(p.numel() for p in model.parameters())
+    layer_parameters = sum(p.numel() for p in find_layer_stack(model).layers[0].parameters())
+    theseus = TheseusModel(model, modules).eval()
+    theseus.export(tmp_path)
+
+    reloaded = AutoModelForSequenceClassification.from_pretrained(tmp_path).eval()
+    assert type(reloaded) is type(model)
+    assert reloaded.config.num_hidden_layers == modules
+    assert sum(p.numel() for p in reloaded.parameters()) == predecessor_parameters - (4 - modules) * layer_parameters
+    with safe_open(str(tmp_path / "model.safetensors"), "pt") as weights:
+        keys = list(weights.keys())
+    assert not [key for key in keys if "predecessor" in key or "successor" in key]
+    assert {
+        int(key.split(theseus.layers_path + ".")[1].split(".")[0]) for key in keys if theseus.layers_path in key
+    } == set(range(modules))
+
+    inputs = tiny_inputs()
+    with torch.no_grad():
+        assert torch.allclose(reloaded(**inputs).logits, theseus(**inputs).logits, atol=1e-5)
+
+
+def test_export_puts_the_tokenizer_beside_the_model(tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *[f"w{i}" for i in range(VOCAB - 5)]]))
+    tokenizer = BertTokenizer(vocab_file=str(vocab))
+    out = TheseusModel(tiny_model(), 2).export(tmp_path / "successor", tokenizer)
+    reloaded = AutoTokenizer.from_pretrained(out)
+    assert reloaded("w1 w2")["input_ids"] == tokenizer("w1 w2")["input_ids"]
+
+
+def test_deberta_with_a_first_layer_convolution_is_refused():
+    with pytest.raises(ValueError, match="conv_kernel_size=3.*DeBERTa-v3"):
+        TheseusModel(tiny_model("deberta-v2", conv_kernel_size=3), 2)
