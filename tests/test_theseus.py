@@ -144,5 +144,5 @@ def test_export_puts_the_tokenizer_beside_the_model(tmp_path):
 
 
 def test_deberta_with_a_first_layer_convolution_is_refused():
-    with pytest.raises(ValueError, match="conv_kernel_size=3.*DeBERTa-v3"):
+    with pytest.raises(ValueError, match=r"conv_kernel_size=3.*DeBERTa-v3"):
         TheseusModel(tiny_model("deberta-v2", conv_kernel_size=3), 2)

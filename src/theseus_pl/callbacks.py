@@ -46,7 +46,7 @@ class PhaseSwitch(Callback):
     """Marks the switch from module replacing (phase 1) to successor fine-tuning (phase 2) at ``switch_step``.
 
     Logs ``train/phase`` every step and the switch once. Early stopping may not end a run before the switch:
-    the trainer's ``min_steps`` is raised to it, and at the switch any stop request and every early-stopping
+    the trainer's ``min_steps`` is raised past it, and at the switch any stop request and every early-stopping
     patience counter from phase 1 are cleared, so phase 2 gets its full patience.
     """
 
@@ -59,14 +59,16 @@ class PhaseSwitch(Callback):
         return SUCCESSOR_FINETUNING if step >= self.switch_step else REPLACING
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # At least one step of phase 2 runs whatever early stopping said in phase 1.
         epoch_loop = trainer.fit_loop.epoch_loop
-        epoch_loop.min_steps = max(epoch_loop.min_steps or 0, self.switch_step)
+        epoch_loop.min_steps = max(epoch_loop.min_steps or 0, self.switch_step + 1)
 
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
         step = trainer.global_step
         if step == self.switch_step:
+            # Validations so far judged phase-1 models; phase 2 starts with a clean slate and full patience.
             log.info("Step %d: every module is replaced; successor fine-tuning starts.", step)
             trainer.should_stop = False
             for early_stopping in trainer.early_stopping_callbacks:

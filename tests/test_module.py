@@ -1,0 +1,188 @@
+import copy
+import itertools
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from conftest import tiny_inputs, tiny_loader, tiny_model
+from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
+
+from theseus_pl.callbacks import PhaseSwitch, ReplacementScheduler, replacement_callbacks
+from theseus_pl.module import FineTuningModule, TheseusModule
+from theseus_pl.schedules import ConstantSchedule, CurriculumSchedule
+from theseus_pl.theseus import TheseusModel
+
+
+def make_trainer(tmp_path, max_steps, callbacks=(), **overrides):
+    settings = dict(
+        max_steps=max_steps,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        default_root_dir=tmp_path,
+        callbacks=list(callbacks),
+    )
+    settings.update(overrides)
+    return pl.Trainer(**settings)
+
+
+def theseus_module(family="bert", modules=2, lr=1e-3, seed=7):
+    return TheseusModule(TheseusModel(tiny_model(family), modules), lr=lr, seed=seed)
+
+
+class Recorder(Callback):
+    """Keeps (step, p, gate, phase) of every training batch."""
+
+    def __init__(self):
+        self.rows = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        phase = next(cb for cb in trainer.callbacks if isinstance(cb, PhaseSwitch)).phase(trainer.global_step - 1)
+        self.rows.append((trainer.global_step - 1, pl_module.replacement_rate, pl_module.last_gate.tolist(), phase))
+
+
+def test_gate_draws_are_bernoulli_p_and_independent_across_modules():
+    module = TheseusModule(TheseusModel(tiny_model(), 4), seed=3)
+    draws = torch.stack([module.draw_gate(0.3) for _ in range(20_000)]).float()
+    assert torch.allclose(draws.mean(0), torch.full((4,), 0.3), atol=0.015)
+    for i, j in itertools.combinations(range(4), 2):
+        assert (draws[:, i] * draws[:, j]).mean().item() == pytest.approx(0.09, abs=0.01)
+    assert draws[:, 0].ne(draws[:, 1]).float().mean().item() == pytest.approx(2 * 0.3 * 0.7, abs=0.015)
+    assert module.draw_gate(1.0).all()
+    assert not module.draw_gate(0.0).any()
+
+
+def test_training_changes_only_successor_layers(family, tmp_path):
+    module = theseus_module(family)
+    before = copy.deepcopy(module.model.state_dict())
+    schedule = CurriculumSchedule(b=0.5, k=0.1)
+    make_trainer(tmp_path, 6, replacement_callbacks(schedule)).fit(module, tiny_loader())
+    after = module.model.state_dict()
+    changed = {key for key in before if not torch.equal(before[key], after[key])}
+    successor_keys = {key for key in before if ".successor." in key}
+    assert changed, "training must update the successor"
+    assert changed <= successor_keys
+    assert {key.split(".successor.")[0] for key in changed} == {key.split(".successor.")[0] for key in successor_keys}
+    for name, parameter in module.model.named_parameters():
+        if ".successor." not in name:
+            assert parameter.grad is None, f"{name} is frozen but got a gradient"
+
+
+def test_modules_before_the_first_replaced_one_run_without_autograd():
+    theseus = TheseusModel(tiny_model(), 3).train()  # 4 layers -> modules of 2, 1, 1
+    tracks_grad = []
+    hooks = [
+        block.register_forward_hook(lambda _m, _i, out: tracks_grad.append(out.requires_grad))
+        for block in theseus.blocks
+    ]
+    theseus([False, True, False], **tiny_inputs(), labels=torch.tensor([0, 1, 2])).loss.backward()
+    for hook in hooks:
+        hook.remove()
+    assert tracks_grad == [False, True, True]
+
+
+def test_a_batch_that_replaces_nothing_skips_the_model_but_advances_the_schedule(tmp_path):
+    module = theseus_module()
+    before = copy.deepcopy(module.model.state_dict())
+    forward_calls = []
+    module.model.model.register_forward_pre_hook(lambda *_: forward_calls.append(1))
+    recorder = Recorder()
+    schedule = ConstantSchedule(p=0.0, switch_step=100)
+    trainer = make_trainer(tmp_path, 5, [*replacement_callbacks(schedule), recorder])
+    trainer.fit(module, tiny_loader())
+    assert trainer.global_step == 5
+    assert [row[0] for row in recorder.rows] == [0, 1, 2, 3, 4]
+    assert not forward_calls
+    after = module.model.state_dict()
+    assert all(torch.equal(before[key], after[key]) for key in before)
+    assert trainer.lr_scheduler_configs[0].scheduler.get_last_lr()[0] < 1e-3
+
+
+def test_p_gate_and_phase_follow_the_schedule_and_are_logged(tmp_path):
+    recorder = Recorder()
+    schedule = ConstantSchedule(p=0.5, switch_step=4)
+    trainer = make_trainer(tmp_path, 6, [*replacement_callbacks(schedule), recorder])
+    trainer.fit(theseus_module(), tiny_loader())
+    assert [row[1] for row in recorder.rows] == [0.5, 0.5, 0.5, 0.5, 1.0, 1.0]
+    assert [row[3] for row in recorder.rows] == [1, 1, 1, 1, 2, 2]
+    assert all(gate == [True, True] for _, _, gate, _ in recorder.rows[4:])
+    metrics = trainer.callback_metrics
+    assert metrics["train/p"] == 1.0
+    assert metrics["train/replaced_modules"] == 2.0
+    assert metrics["train/phase"] == 2.0
+    assert "train/loss" in metrics
+
+
+def test_resume_restores_p_phase_and_gate_generator(tmp_path):
+    schedule = CurriculumSchedule(b=0.2, k=0.1)  # p reaches 1 at step 8
+
+    straight = Recorder()
+    make_trainer(tmp_path / "a", 10, [*replacement_callbacks(schedule), straight]).fit(theseus_module(), tiny_loader())
+
+    checkpoint = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=5, save_top_k=-1)
+    make_trainer(tmp_path / "b", 5, [*replacement_callbacks(schedule), checkpoint], enable_checkpointing=True).fit(
+        theseus_module(), tiny_loader()
+    )
+    resumed = Recorder()
+    make_trainer(tmp_path / "c", 10, [*replacement_callbacks(schedule), resumed]).fit(
+        theseus_module(), tiny_loader(), ckpt_path=str(tmp_path / "ckpt" / "epoch=0-step=5.ckpt")
+    )
+    assert resumed.rows == straight.rows[5:]
+    assert len({tuple(row[2]) for row in straight.rows[:8]}) > 1, "gates must vary between batches"
+
+
+def test_early_stopping_cannot_end_the_run_before_the_switch(tmp_path):
+    def run(callbacks):
+        never_improves = EarlyStopping(monitor="val/loss", patience=1, min_delta=1e6)
+        trainer = make_trainer(tmp_path, 30, [*callbacks, never_improves], val_check_interval=2, limit_val_batches=1)
+        trainer.fit(theseus_module(), tiny_loader(size=128), tiny_loader(size=8))
+        return trainer.global_step
+
+    schedule = ConstantSchedule(p=0.5, switch_step=10)
+    assert run([ReplacementScheduler(schedule)]) == 4
+    assert run(replacement_callbacks(schedule)) == 12
+
+
+def test_a_curriculum_that_cannot_reach_one_warns_with_the_step_it_needs(tmp_path):
+    schedule = CurriculumSchedule.from_steps_to_full(b=0.1, steps_to_full=1000)
+    with pytest.warns(UserWarning, match="reaches p = 1 at step 1000, but this run has only 3 optimizer steps"):
+        make_trainer(tmp_path, 3, replacement_callbacks(schedule)).fit(theseus_module(), tiny_loader())
+
+
+def test_training_without_a_replacement_scheduler_says_what_to_add(tmp_path):
+    with pytest.raises(RuntimeError, match=r"add the callbacks from theseus_pl\.callbacks\.replacement_callbacks"):
+        make_trainer(tmp_path, 1).fit(theseus_module(), tiny_loader())
+
+
+def test_optimizer_holds_only_successor_parameters_without_decay_on_1d(tmp_path):
+    module = theseus_module()
+    trainer = make_trainer(tmp_path, 1, replacement_callbacks(ConstantSchedule(1.0, 0)))
+    trainer.fit(module, tiny_loader())
+    groups = trainer.optimizers[0].param_groups
+    optimised = {id(p) for group in groups for p in group["params"]}
+    assert optimised == {id(p) for p in module.model.successor_parameters()}
+    assert all((p.dim() < 2) == (group["weight_decay"] == 0.0) for group in groups for p in group["params"])
+
+
+def test_validation_and_prediction_use_every_successor(tmp_path):
+    module = theseus_module()
+    module.model.set_gate([False, False])
+    trainer = make_trainer(tmp_path, 1)
+    predictions = trainer.predict(module, tiny_loader(size=4))
+    with torch.no_grad():
+        expected = module.model.eval()(**{k: v for k, v in next(iter(tiny_loader(size=4))).items() if k != "labels"})
+    assert torch.allclose(predictions[0], expected.logits)
+    module.model.set_gate([False, False])
+    trainer.validate(module, tiny_loader(size=4), verbose=False)
+    assert all(block.use_successor for block in module.model.blocks)
+
+
+def test_fine_tuning_trains_every_parameter(tmp_path):
+    model = tiny_model()
+    before = copy.deepcopy(model.state_dict())
+    make_trainer(tmp_path, 3).fit(FineTuningModule(model, lr=1e-3), tiny_loader())
+    unchanged = [key for key, value in model.state_dict().items() if torch.equal(before[key], value)]
+    assert all("position_ids" in key or "token_type_ids" in key for key in unchanged), unchanged
