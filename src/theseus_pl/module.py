@@ -9,6 +9,7 @@ import lightning.pytorch as pl
 import torch
 from torch import nn
 
+from theseus_pl.metrics import TaskMetrics
 from theseus_pl.optim import adamw_with_linear_schedule
 from theseus_pl.theseus import TheseusModel
 
@@ -20,24 +21,40 @@ class ClassifierModule(pl.LightningModule):
 
     ``model`` is called with the batch's keyword arguments (``input_ids``, ``attention_mask``, …, ``labels``)
     and returns a Hugging Face output with ``loss`` and ``logits``. Only parameters that require grad are
-    optimised.
+    optimised. With ``metrics``, validation logs every component under ``val/<name>`` and the task's headline
+    under ``val/score``.
     """
 
     def __init__(
-        self, model: nn.Module, lr: float = 2e-5, weight_decay: float = 0.01, warmup_ratio: float = 0.0
+        self,
+        model: nn.Module,
+        metrics: TaskMetrics | None = None,
+        lr: float = 2e-5,
+        weight_decay: float = 0.01,
+        warmup_ratio: float = 0.0,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters(ignore=["model"])
+        self.save_hyperparameters(ignore=["model", "metrics"])
         self.model = model
+        self.metrics = metrics
 
     def forward(self, **batch: torch.Tensor) -> Any:
         return self.model(**batch)
 
-    def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        loss = self(**batch).loss
-        self.log("val/loss", loss, prog_bar=True, batch_size=len(batch["input_ids"]))
+    def validation_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> None:
+        output = self(**batch)
+        self.log("val/loss", output.loss, prog_bar=True, batch_size=len(batch["input_ids"]), add_dataloader_idx=False)
+        if self.metrics is not None:
+            self.metrics.update(output.logits, batch["labels"], dataloader_idx)
 
-    def predict_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+    def on_validation_epoch_end(self) -> None:
+        if self.metrics is not None:
+            values = self.metrics.compute()
+            self.log("val/score", values.pop("score"), prog_bar=True)
+            self.log_dict({f"val/{name}": value for name, value in values.items()})
+            self.metrics.reset()
+
+    def predict_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> torch.Tensor:
         batch = {key: value for key, value in batch.items() if key != "labels"}
         return self(**batch).logits
 
@@ -75,12 +92,13 @@ class TheseusModule(ClassifierModule):
     def __init__(
         self,
         model: TheseusModel,
+        metrics: TaskMetrics | None = None,
         lr: float = 2e-5,
         weight_decay: float = 0.01,
         warmup_ratio: float = 0.0,
         seed: int = 42,
     ) -> None:
-        super().__init__(model, lr=lr, weight_decay=weight_decay, warmup_ratio=warmup_ratio)
+        super().__init__(model, metrics, lr=lr, weight_decay=weight_decay, warmup_ratio=warmup_ratio)
         self.gate_generator = torch.Generator().manual_seed(seed)
         self.replacement_rate: float | None = None
         self.last_gate: torch.Tensor | None = None

@@ -1,0 +1,151 @@
+"""One LightningDataModule for every GLUE task and for the user's own files."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import lightning.pytorch as pl
+import numpy as np
+import torch
+from datasets import Dataset
+from torch.utils.data import DataLoader
+from transformers import AutoTokenizer, DataCollatorWithPadding, PreTrainedTokenizerBase
+
+from theseus_pl.data.sources import FilesSource, GlueDirSource, HubSource, Source
+from theseus_pl.data.tasks import TaskSpec, custom_task, glue_task, is_glue_task
+from theseus_pl.data.tokenized import tokenized_split
+
+
+def resolve_task(
+    task: str,
+    files: Mapping[str, str] | None = None,
+    text_columns: Sequence[str] | None = None,
+    labels: Sequence[str] | None = None,
+    regression: bool = False,
+    metric: str | None = None,
+    max_length: int | None = None,
+) -> TaskSpec:
+    """A GLUE task by name, or — with ``files`` and ``text_columns`` — a task on the user's own data."""
+    if files and text_columns:
+        spec = custom_task(task, text_columns, labels, regression, metric)
+    elif is_glue_task(task) or not files:
+        spec = glue_task(task)
+    else:
+        raise ValueError(f"Task {task!r} is not a GLUE task: with data.files, also give data.text_columns.")
+    if max_length is not None:
+        spec = replace(spec, max_length=max_length)
+    return spec
+
+
+def resolve_source(
+    task: TaskSpec, glue_dir: str | None, files: Mapping[str, str] | None, label_column: str, hub_dataset: str
+) -> Source:
+    if files:
+        return FilesSource(files, label_column)
+    if glue_dir:
+        return GlueDirSource(glue_dir)
+    return HubSource(hub_dataset)
+
+
+def sample_rows(dataset: Dataset, limit: int | None, seed: int) -> Dataset:
+    """At most ``limit`` rows, drawn without replacement by ``seed`` and kept in file order."""
+    if limit is None or limit >= len(dataset):
+        return dataset
+    if limit < 1:
+        raise ValueError(f"A sample size must be >= 1, got {limit}.")
+    chosen = np.random.default_rng(seed).choice(len(dataset), size=limit, replace=False)
+    return dataset.select(np.sort(chosen))
+
+
+class GlueDataModule(pl.LightningDataModule):
+    """Tokenised, cached, dynamically padded splits of one task.
+
+    Source: ``files`` (own data) if given, else ``glue_dir`` (classic GLUE layout), else the hub. Batches are
+    dicts for a Hugging Face model: ``input_ids``, ``attention_mask`` (``token_type_ids``), ``labels``; each
+    padded to its own longest row, not to ``max_length``.
+    """
+
+    def __init__(
+        self,
+        task: str,
+        tokenizer: str | PreTrainedTokenizerBase,
+        glue_dir: str | None = None,
+        files: Mapping[str, str] | None = None,
+        text_columns: Sequence[str] | None = None,
+        label_column: str = "label",
+        labels: Sequence[str] | None = None,
+        regression: bool = False,
+        metric: str | None = None,
+        hub_dataset: str = "nyu-mll/glue",
+        max_length: int | None = None,
+        batch_size: int = 32,
+        eval_batch_size: int | None = None,
+        max_train_samples: int | None = None,
+        max_eval_samples: int | None = None,
+        seed: int = 42,
+        cache_dir: str | Path | None = None,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__()
+        self.task = resolve_task(task, files, text_columns, labels, regression, metric, max_length)
+        self.source = resolve_source(self.task, glue_dir, files, label_column, hub_dataset)
+        self.tokenizer = AutoTokenizer.from_pretrained(tokenizer) if isinstance(tokenizer, str) else tokenizer
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size or batch_size
+        self.max_train_samples = max_train_samples
+        self.max_eval_samples = max_eval_samples
+        self.seed = seed
+        self.cache_dir = Path(cache_dir).expanduser() if cache_dir else None
+        self.num_workers = num_workers
+        self.collate = DataCollatorWithPadding(self.tokenizer)
+        self.splits: dict[str, Dataset] = {}
+        self.test_indices: dict[str, list[int]] = {}
+
+    def load(self, split: str) -> Dataset:
+        """One split, tokenised (from the cache when it is there), unpadded."""
+        return tokenized_split(self.source, self.task, split, self.tokenizer, self.task.max_length, self.cache_dir)
+
+    def prepare_data(self) -> None:
+        for split in ("train", *self.task.eval_splits):
+            self.load(split)
+
+    def setup(self, stage: str | None = None) -> None:
+        if stage in (None, "fit"):
+            self.splits["train"] = sample_rows(self.load("train"), self.max_train_samples, self.seed)
+        if stage in (None, "fit", "validate"):
+            for split in self.task.eval_splits:
+                self.splits[split] = sample_rows(self.load(split), self.max_eval_samples, self.seed)
+        if stage in ("test", "predict"):
+            for split in self.task.test_splits:
+                dataset = self.load(split)
+                if "idx" in dataset.column_names:
+                    self.test_indices[split] = dataset["idx"]
+                    dataset = dataset.remove_columns("idx")
+                self.splits[split] = dataset
+
+    def train_dataloader(self) -> DataLoader:
+        generator = torch.Generator().manual_seed(self.seed)
+        return self._loader(self.splits["train"], self.batch_size, shuffle=True, generator=generator)
+
+    def val_dataloader(self) -> DataLoader | list[DataLoader]:
+        return self._loaders(self.task.eval_splits)
+
+    def predict_dataloader(self) -> DataLoader | list[DataLoader]:
+        return self._loaders(self.task.test_splits)
+
+    def _loaders(self, splits: Sequence[str]) -> DataLoader | list[DataLoader]:
+        loaders = [self._loader(self.splits[split], self.eval_batch_size) for split in splits]
+        return loaders[0] if len(loaders) == 1 else loaders
+
+    def _loader(self, dataset: Dataset, batch_size: int, shuffle: bool = False, **kwargs: object) -> DataLoader:
+        return DataLoader(
+            dataset,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            collate_fn=self.collate,
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+            **kwargs,
+        )

@@ -1,0 +1,206 @@
+"""Where task data comes from: the Hugging Face hub, a local GLUE folder, or the user's own files.
+
+Every source returns a split as a ``datasets.Dataset`` with the task's text columns and, for labelled splits,
+``label`` (class index, or float score for regression); test splits carry ``idx``, the row id used in GLUE
+submissions. Each source also fingerprints what it reads, for the tokenisation cache.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Protocol
+
+import pandas as pd
+from datasets import Dataset
+
+from theseus_pl.data.tasks import TaskSpec
+
+csv.field_size_limit(sys.maxsize)  # some GLUE sentences (QNLI, MNLI parses) exceed the 128 KiB default
+
+
+class Source(Protocol):
+    def read(self, task: TaskSpec, split: str) -> Dataset: ...
+
+    def fingerprint(self, task: TaskSpec, split: str) -> str: ...
+
+
+def is_test_split(split: str) -> bool:
+    return split.startswith("test")
+
+
+class HubSource:
+    """``nyu-mll/glue`` (or another hub dataset with the same configs and columns)."""
+
+    def __init__(self, dataset: str = "nyu-mll/glue") -> None:
+        self.dataset = dataset
+
+    def fingerprint(self, task: TaskSpec, split: str) -> str:
+        return f"hub:{self.dataset}:{task.hub_config}:{split}"
+
+    def read(self, task: TaskSpec, split: str) -> Dataset:
+        from datasets import load_dataset
+
+        if task.hub_config is None:
+            raise ValueError(f"Task {task.name!r} is not on the hub; give its files with data.files.")
+        try:
+            dataset = load_dataset(self.dataset, task.hub_config, split=split)
+        except Exception as error:
+            folder = task.tsv.folder if task.tsv else task.name
+            raise RuntimeError(
+                f"Could not load {self.dataset} ({task.hub_config}, split {split}) from the Hugging Face hub: "
+                f"{type(error).__name__}: {error}. Offline? Use a local copy of GLUE with data.glue_dir=PATH "
+                f"(classic layout: PATH/{folder}/train.tsv, dev.tsv, test.tsv), or your own files with data.files."
+            ) from error
+        drop = ["label"] if is_test_split(split) else ["idx"]
+        return _require_rows(
+            dataset.remove_columns([c for c in drop if c in dataset.column_names]),
+            task,
+            split,
+            f"{self.dataset}/{task.hub_config}",
+        )
+
+
+class GlueDirSource:
+    """A folder in the classic GLUE download layout: ``<root>/RTE/train.tsv`` and so on."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).expanduser()
+
+    def path(self, task: TaskSpec, split: str) -> Path:
+        if task.tsv is None:
+            raise ValueError(f"Task {task.name!r} has no classic GLUE layout; give its files with data.files.")
+        if not self.root.is_dir():
+            raise FileNotFoundError(
+                f"data.glue_dir={self.root} is not a folder. Expected the classic GLUE layout: "
+                f"{self.root}/{task.tsv.folder}/{{{','.join(task.tsv.files.values())}}}.tsv"
+            )
+        if split not in task.tsv.files:
+            raise ValueError(f"{task.name} has no split {split!r}; it has {', '.join(task.tsv.files)}.")
+        path = self.root / task.tsv.folder / f"{task.tsv.files[split]}.tsv"
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"Missing {path}. The classic GLUE layout for {task.name} is "
+                f"{self.root}/{task.tsv.folder}/{{{','.join(task.tsv.files.values())}}}.tsv"
+            )
+        return path
+
+    def fingerprint(self, task: TaskSpec, split: str) -> str:
+        return _file_fingerprint(self.path(task, split))
+
+    def read(self, task: TaskSpec, split: str) -> Dataset:
+        layout = task.tsv
+        path = self.path(task, split)
+        with path.open(encoding="utf-8-sig", newline="") as handle:  # utf-8-sig: MRPC starts with a BOM
+            rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+        headerless = bool(layout.headerless_names) and not is_test_split(split)
+        header = list(layout.headerless_names) if headerless else rows.pop(0) if rows else []
+        first_line = 1 if headerless else 2
+
+        wanted = [layout.columns[c] for c in task.text_columns]
+        labelled = not is_test_split(split)
+        if labelled:
+            wanted.append(layout.columns["label"])
+        _require_columns(wanted, header, path)
+        positions = [header.index(name) for name in wanted]
+        index_position = header.index(layout.index_column) if layout.index_column in header else None
+
+        columns: dict[str, list] = {name: [] for name in (*task.text_columns, "label" if labelled else "idx")}
+        for number, row in enumerate(rows, start=first_line):
+            if len(row) != len(header):
+                raise ValueError(
+                    f"{path}, line {number}: {len(row)} fields where the header has {len(header)}. The file must be "
+                    "tab-separated with no quoting."
+                )
+            for name, position in zip(task.text_columns, positions, strict=False):
+                columns[name].append(row[position])
+            if labelled:
+                columns["label"].append(_parse_label(row[positions[-1]], layout.label_values, path, number))
+            else:
+                columns["idx"].append(int(row[index_position]) if index_position is not None else number - first_line)
+        return _require_rows(Dataset.from_dict(columns), task, split, str(path))
+
+
+class FilesSource:
+    """The user's own files (csv, tsv, json, jsonl, parquet), one per split, columns named by the task."""
+
+    SUFFIXES = (".csv", ".tsv", ".json", ".jsonl", ".parquet")
+
+    def __init__(self, files: Mapping[str, str | Path], label_column: str = "label") -> None:
+        self.files = {split: Path(path).expanduser() for split, path in files.items()}
+        self.label_column = label_column
+
+    def path(self, split: str) -> Path:
+        if split not in self.files:
+            raise ValueError(f"data.files has no {split!r} file; it names {', '.join(self.files) or 'none'}.")
+        path = self.files[split]
+        if not path.is_file():
+            raise FileNotFoundError(f"data.files.{split}={path} does not exist.")
+        if path.suffix.lower() not in self.SUFFIXES:
+            raise ValueError(f"data.files.{split}={path}: unsupported format; use one of {', '.join(self.SUFFIXES)}.")
+        return path
+
+    def fingerprint(self, task: TaskSpec, split: str) -> str:
+        return _file_fingerprint(self.path(split)) + f":{self.label_column}"
+
+    def read(self, task: TaskSpec, split: str) -> Dataset:
+        path = self.path(split)
+        frame = _read_frame(path)
+        header = [str(column) for column in frame.columns]
+        labelled = self.label_column in header or not is_test_split(split)
+        _require_columns([*task.text_columns, *([self.label_column] if labelled else [])], header, path)
+        columns: dict[str, list] = {name: frame[name].astype(str).tolist() for name in task.text_columns}
+        if labelled:
+            values = ["" if pd.isna(v) else str(v) for v in frame[self.label_column]]
+            label_values = task.label_names
+            columns["label"] = [_parse_label(v, label_values, path, n) for n, v in enumerate(values, start=2)]
+        else:
+            columns["idx"] = list(range(len(frame)))
+        return _require_rows(Dataset.from_dict(columns), task, split, str(path))
+
+
+def _read_frame(path: Path) -> pd.DataFrame:
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        return pd.read_parquet(path)
+    if suffix in {".json", ".jsonl"}:
+        try:
+            return pd.read_json(path, lines=True)
+        except ValueError:
+            return pd.read_json(path)
+    separator = "\t" if suffix == ".tsv" else ","
+    quoting = csv.QUOTE_NONE if suffix == ".tsv" else csv.QUOTE_MINIMAL
+    return pd.read_csv(path, sep=separator, quoting=quoting, keep_default_na=False, dtype=str)
+
+
+def _parse_label(value: str, label_values: tuple[str, ...], path: Path, line: int) -> int | float:
+    if not label_values:
+        try:
+            return float(value)
+        except ValueError:
+            raise ValueError(f"{path}, line {line}: score {value!r} is not a number.") from None
+    try:
+        return label_values.index(value)
+    except ValueError:
+        raise ValueError(
+            f"{path}, line {line}: label {value!r} is not one of the task's labels {list(label_values)}."
+        ) from None
+
+
+def _require_columns(wanted: list[str], found: list[str], path: Path) -> None:
+    missing = [name for name in wanted if name not in found]
+    if missing:
+        raise ValueError(f"{path} has no column {missing[0]!r}; its columns are {found}.")
+
+
+def _require_rows(dataset: Dataset, task: TaskSpec, split: str, where: str) -> Dataset:
+    if len(dataset) == 0:
+        raise ValueError(f"The {split} split of {task.name} ({where}) is empty.")
+    return dataset
+
+
+def _file_fingerprint(path: Path) -> str:
+    stat = path.stat()
+    return f"file:{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"

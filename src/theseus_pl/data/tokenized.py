@@ -1,0 +1,71 @@
+"""Tokenise a split once and keep it on disk: every later run of a sweep loads it in milliseconds.
+
+The cache key holds everything that determines the result: the tokenizer's full definition, the task's
+columns, the source's files (path, size, modification time) or hub id, the split and the max length.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from datasets import Dataset, load_from_disk
+from transformers import PreTrainedTokenizerBase
+
+from theseus_pl.data.sources import Source
+from theseus_pl.data.tasks import TaskSpec
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("THESEUS_PL_CACHE", Path.home() / ".cache" / "theseus_pl")) / "tokenized"
+
+
+def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
+    """A hash of the tokenizer's whole definition (vocabulary, normaliser, special tokens), not of its name."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    definition = backend.to_str() if backend is not None else json.dumps(tokenizer.get_vocab(), sort_keys=True)
+    return hashlib.sha256(f"{type(tokenizer).__name__}:{definition}".encode()).hexdigest()[:16]
+
+
+def tokenized_split(
+    source: Source,
+    task: TaskSpec,
+    split: str,
+    tokenizer: PreTrainedTokenizerBase,
+    max_length: int,
+    cache_dir: Path | None = None,
+) -> Dataset:
+    """The split as ``input_ids``, ``attention_mask`` (``token_type_ids``) and ``labels`` or ``idx``, unpadded."""
+    key = {
+        "tokenizer": tokenizer_fingerprint(tokenizer),
+        "task": [task.name, list(task.text_columns), list(task.label_names)],
+        "source": source.fingerprint(task, split),
+        "split": split,
+        "max_length": max_length,
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
+    path = (cache_dir or default_cache_dir()) / f"{task.name}-{split}-{digest}"
+    if path.is_dir():
+        return load_from_disk(str(path))
+
+    raw = source.read(task, split)
+    encoded = raw.map(
+        lambda rows: tokenizer(*(rows[c] for c in task.text_columns), truncation=True, max_length=max_length),
+        batched=True,
+        remove_columns=list(task.text_columns),
+        desc=f"Tokenising {task.name} {split}",
+    )
+    if "label" in encoded.column_names:
+        encoded = encoded.rename_column("label", "labels")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=".staging-"))
+    encoded.save_to_disk(str(staging))
+    try:
+        staging.rename(path)  # atomic: parallel sweep jobs never see half a cache entry
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)  # another job finished first
+    return load_from_disk(str(path))
