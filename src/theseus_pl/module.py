@@ -43,7 +43,7 @@ class ClassifierModule(pl.LightningModule):
 
     def validation_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> None:
         output = self(**batch)
-        self.log("val/loss", output.loss, prog_bar=True, batch_size=len(batch["input_ids"]), add_dataloader_idx=False)
+        self.log("val/loss", output.loss, prog_bar=True, batch_size=len(batch["input_ids"]))
         if self.metrics is not None:
             self.metrics.update(output.logits, batch["labels"], dataloader_idx)
 

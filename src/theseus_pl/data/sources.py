@@ -165,11 +165,13 @@ def _read_frame(path: Path) -> pd.DataFrame:
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         return pd.read_parquet(path)
-    if suffix in {".json", ".jsonl"}:
+    if suffix == ".jsonl":
+        return pd.read_json(path, lines=True, dtype=False)
+    if suffix == ".json":
         try:
-            return pd.read_json(path, lines=True)
+            return pd.read_json(path, dtype=False)  # an array of records
         except ValueError:
-            return pd.read_json(path)
+            return pd.read_json(path, lines=True, dtype=False)  # JSON lines under a .json name
     separator = "\t" if suffix == ".tsv" else ","
     quoting = csv.QUOTE_NONE if suffix == ".tsv" else csv.QUOTE_MINIMAL
     return pd.read_csv(path, sep=separator, quoting=quoting, keep_default_na=False, dtype=str)

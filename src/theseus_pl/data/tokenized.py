@@ -27,7 +27,12 @@ def default_cache_dir() -> Path:
 def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
     """A hash of the tokenizer's whole definition (vocabulary, normaliser, special tokens), not of its name."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
-    definition = backend.to_str() if backend is not None else json.dumps(tokenizer.get_vocab(), sort_keys=True)
+    if backend is not None:
+        # Truncation and padding are per-call state that the tokenizer keeps from its last use: not identity.
+        definition = {k: v for k, v in json.loads(backend.to_str()).items() if k not in {"truncation", "padding"}}
+    else:
+        definition = tokenizer.get_vocab()
+    definition = json.dumps(definition, sort_keys=True)
     return hashlib.sha256(f"{type(tokenizer).__name__}:{definition}".encode()).hexdigest()[:16]
 
 

@@ -1,0 +1,76 @@
+import pytest
+from glue_files import make_glue_dir
+
+from theseus_pl.data.datamodule import GlueDataModule, sample_rows
+from theseus_pl.data.sources import GlueDirSource
+from theseus_pl.data.tasks import glue_task
+from theseus_pl.data.tokenized import tokenized_split
+
+
+class CountingSource(GlueDirSource):
+    reads = 0
+
+    def read(self, task, split):
+        CountingSource.reads += 1
+        return super().read(task, split)
+
+
+@pytest.fixture
+def glue_dir(tmp_path):
+    return make_glue_dir(tmp_path / "glue")
+
+
+def test_second_load_comes_from_the_cache(glue_dir, tiny_tokenizer, tmp_path):
+    source, task = CountingSource(glue_dir), glue_task("RTE")
+    CountingSource.reads = 0
+    first = tokenized_split(source, task, "train", tiny_tokenizer, 128, tmp_path / "cache")
+    second = tokenized_split(source, task, "train", tiny_tokenizer, 128, tmp_path / "cache")
+    assert CountingSource.reads == 1
+    assert first.to_dict() == second.to_dict()
+    assert set(first.column_names) == {"input_ids", "token_type_ids", "attention_mask", "labels"}
+    tokenized_split(source, task, "train", tiny_tokenizer, 64, tmp_path / "cache")
+    assert CountingSource.reads == 2, "another max length is another cache entry"
+
+
+def test_changed_file_invalidates_the_cache(glue_dir, tiny_tokenizer, tmp_path):
+    source, task = GlueDirSource(glue_dir), glue_task("RTE")
+    before = tokenized_split(source, task, "validation", tiny_tokenizer, 128, tmp_path)
+    path = glue_dir / "RTE" / "dev.tsv"
+    path.write_text(path.read_text() + "1\tthe cat\tthe mat\tentailment\n")
+    assert len(tokenized_split(source, task, "validation", tiny_tokenizer, 128, tmp_path)) == len(before) + 1
+
+
+def test_pairs_are_tokenised_together_and_truncated(glue_dir, tiny_tokenizer, tmp_path):
+    dataset = tokenized_split(GlueDirSource(glue_dir), glue_task("RTE"), "train", tiny_tokenizer, 5, tmp_path)
+    first = dataset[0]
+    assert len(first["input_ids"]) == 5
+    assert first["input_ids"][0] == tiny_tokenizer.cls_token_id
+    assert first["token_type_ids"][-1] == 1
+    assert first["input_ids"][-1] == tiny_tokenizer.sep_token_id
+
+
+def test_sampling_is_reproducible_and_keeps_file_order(glue_dir, tiny_tokenizer, tmp_path):
+    dataset = tokenized_split(GlueDirSource(glue_dir), glue_task("MNLI"), "train", tiny_tokenizer, 128, tmp_path)
+    rows = dataset.add_column("row", list(range(len(dataset))))
+    assert sample_rows(rows, 1, seed=3)["row"] == sample_rows(rows, 1, seed=3)["row"]
+    assert sample_rows(rows, 5, seed=3) is rows
+    big = rows.select([0, 1] * 50).add_column("n", list(range(100))).remove_columns("row")
+    picked = sample_rows(big, 10, seed=1)["n"]
+    assert picked == sorted(picked)
+    assert picked != sample_rows(big, 10, seed=2)["n"]
+
+
+def test_batches_are_padded_to_their_longest_row(glue_dir, tiny_tokenizer, tmp_path):
+    datamodule = GlueDataModule("MRPC", tiny_tokenizer, glue_dir=str(glue_dir), cache_dir=tmp_path, batch_size=2)
+    datamodule.prepare_data()
+    datamodule.setup("fit")
+    batch = next(iter(datamodule.val_dataloader()))
+    assert batch["input_ids"].shape == (1, len(tiny_tokenizer("a cat sat", "a cat sat on the mat")["input_ids"]))
+    assert batch["labels"].tolist() == [1]
+
+
+def test_mnli_validates_on_matched_and_mismatched(glue_dir, tiny_tokenizer, tmp_path):
+    datamodule = GlueDataModule("MNLI", tiny_tokenizer, glue_dir=str(glue_dir), cache_dir=tmp_path)
+    datamodule.setup("validate")
+    loaders = datamodule.val_dataloader()
+    assert [len(loader.dataset) for loader in loaders] == [1, 2]
