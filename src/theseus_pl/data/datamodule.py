@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import cached_property
 from pathlib import Path
 
 import lightning.pytorch as pl
@@ -13,9 +14,10 @@ from datasets import Dataset
 from torch.utils.data import DataLoader
 from transformers import AutoTokenizer, DataCollatorWithPadding, PreTrainedTokenizerBase
 
+from theseus_pl.data.length_grouping import LengthGroupedBatchSampler
 from theseus_pl.data.sources import FilesSource, GlueDirSource, HubSource, Source
 from theseus_pl.data.tasks import TaskSpec, custom_task, glue_task, is_glue_task
-from theseus_pl.data.tokenized import tokenized_split
+from theseus_pl.data.tokenized import tokenized_split, tokenizer_fingerprint
 
 
 def resolve_task(
@@ -64,7 +66,8 @@ class GlueDataModule(pl.LightningDataModule):
 
     Source: ``files`` (own data) if given, else ``glue_dir`` (classic GLUE layout), else the hub. Batches are
     dicts for a Hugging Face model: ``input_ids``, ``attention_mask`` (``token_type_ids``), ``labels``; each
-    padded to its own longest row, not to ``max_length``.
+    padded to its own longest row, not to ``max_length``; ``group_by_length`` also batches rows of similar length
+    together, which removes most of the remaining padding.
     """
 
     def __init__(
@@ -84,6 +87,7 @@ class GlueDataModule(pl.LightningDataModule):
         eval_batch_size: int | None = None,
         max_train_samples: int | None = None,
         max_eval_samples: int | None = None,
+        group_by_length: bool = False,
         seed: int = 42,
         cache_dir: str | Path | None = None,
         num_workers: int = 0,
@@ -96,6 +100,7 @@ class GlueDataModule(pl.LightningDataModule):
         self.eval_batch_size = eval_batch_size or batch_size
         self.max_train_samples = max_train_samples
         self.max_eval_samples = max_eval_samples
+        self.group_by_length = group_by_length
         self.seed = seed
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir else None
         self.num_workers = num_workers
@@ -103,9 +108,15 @@ class GlueDataModule(pl.LightningDataModule):
         self.splits: dict[str, Dataset] = {}
         self.test_indices: dict[str, list[int]] = {}
 
+    @cached_property
+    def tokenizer_id(self) -> str:
+        return tokenizer_fingerprint(self.tokenizer)
+
     def load(self, split: str) -> Dataset:
         """One split, tokenised (from the cache when it is there), unpadded."""
-        return tokenized_split(self.source, self.task, split, self.tokenizer, self.task.max_length, self.cache_dir)
+        return tokenized_split(
+            self.source, self.task, split, self.tokenizer, self.task.max_length, self.cache_dir, self.tokenizer_id
+        )
 
     def prepare_data(self) -> None:
         for split in ("train", *self.task.eval_splits):
@@ -127,7 +138,18 @@ class GlueDataModule(pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         generator = torch.Generator().manual_seed(self.seed)
-        return self._loader(self.splits["train"], self.batch_size, shuffle=True, generator=generator)
+        train = self.splits["train"]
+        if self.group_by_length:
+            lengths = [len(ids) for ids in train["input_ids"]]
+            sampler = LengthGroupedBatchSampler(lengths, self.batch_size, generator)
+            return DataLoader(
+                train,
+                batch_sampler=sampler,
+                collate_fn=self.collate,
+                num_workers=self.num_workers,
+                persistent_workers=self.num_workers > 0,
+            )
+        return self._loader(train, self.batch_size, shuffle=True, generator=generator)
 
     def val_dataloader(self) -> DataLoader | list[DataLoader]:
         return self._loaders(self.task.eval_splits)

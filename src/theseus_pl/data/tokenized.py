@@ -43,10 +43,15 @@ def tokenized_split(
     tokenizer: PreTrainedTokenizerBase,
     max_length: int,
     cache_dir: Path | None = None,
+    tokenizer_id: str | None = None,
 ) -> Dataset:
-    """The split as ``input_ids``, ``attention_mask`` (``token_type_ids``) and ``labels`` or ``idx``, unpadded."""
+    """The split as ``input_ids``, ``attention_mask`` (``token_type_ids``) and ``labels`` or ``idx``, unpadded.
+
+    ``tokenizer_id`` is :func:`tokenizer_fingerprint` of ``tokenizer`` when the caller already has it: hashing a
+    tokenizer takes longer than loading a cached split.
+    """
     key = {
-        "tokenizer": tokenizer_fingerprint(tokenizer),
+        "tokenizer": tokenizer_id or tokenizer_fingerprint(tokenizer),
         "task": [task.name, list(task.text_columns), list(task.label_names)],
         "source": source.fingerprint(task, split),
         "split": split,
