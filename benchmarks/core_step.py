@@ -28,6 +28,7 @@ from transformers.utils import logging as hf_logging
 from theseus_pl.callbacks import replacement_callbacks
 from theseus_pl.module import FineTuningModule, TheseusModule
 from theseus_pl.schedules import ConstantSchedule
+from theseus_pl.speed import inference_speedup
 from theseus_pl.theseus import TheseusModel
 
 CONFIGS = {"finetune": None, "theseus_p0.5": 0.5, "theseus_p1.0": 1.0}
@@ -104,24 +105,12 @@ def measure_training(args: argparse.Namespace) -> dict[str, float]:
     }
 
 
-def measure_inference(args: argparse.Namespace, batch_size: int, repeats: int = 5) -> dict[str, float]:
-    """Predecessor vs exported successor, eval mode, same inputs, best of ``repeats``."""
-    predecessor = load_model(args.model).eval()
-    successor = TheseusModel(load_model(args.model), args.successor_layers).to_compact_model().eval()
+def measure_inference(args: argparse.Namespace, batch_size: int) -> dict[str, float]:
+    """Predecessor vs exported successor, eval mode, same inputs."""
+    predecessor = load_model(args.model)
+    successor = TheseusModel(load_model(args.model), args.successor_layers).to_compact_model()
     batch = next(iter(random_batches(1, batch_size, args.seq_len, predecessor.config.vocab_size)))
-    batch.pop("labels")
-
-    def best_seconds(model: torch.nn.Module) -> float:
-        with torch.inference_mode():
-            model(**batch)
-            times = []
-            for _ in range(repeats):
-                start = time.perf_counter()
-                model(**batch)
-                times.append(time.perf_counter() - start)
-        return min(times)
-
-    return {"speedup": best_seconds(predecessor) / best_seconds(successor)}
+    return {"speedup": inference_speedup(predecessor, successor, batch)}
 
 
 def run_child(args: argparse.Namespace, config: str) -> dict[str, float]:

@@ -101,6 +101,23 @@ def test_a_batch_that_replaces_nothing_skips_the_model_but_advances_the_schedule
     assert trainer.lr_scheduler_configs[0].scheduler.get_last_lr()[0] < 1e-3
 
 
+class AlwaysBackward(TheseusModule):
+    """Behaves as under DDP, where Lightning cannot skip a batch."""
+
+    backward_on_every_batch = True
+
+
+def test_under_ddp_a_batch_that_replaces_nothing_still_leaves_the_weights_alone(tmp_path):
+    module = AlwaysBackward(TheseusModel(tiny_model(), 2), lr=1e-3, seed=7)
+    before = copy.deepcopy(module.model.state_dict())
+    trainer = make_trainer(tmp_path, 3, replacement_callbacks(ConstantSchedule(p=0.0, switch_step=100)))
+    trainer.fit(module, tiny_loader())
+    assert trainer.global_step == 3
+    after = module.model.state_dict()
+    assert all(torch.equal(before[key], after[key]) for key in before)
+    assert all(not trainer.optimizers[0].state[p] for p in module.model.successor_parameters())
+
+
 def test_p_gate_and_phase_follow_the_schedule_and_are_logged(tmp_path):
     recorder = Recorder()
     schedule = ConstantSchedule(p=0.5, switch_step=4)

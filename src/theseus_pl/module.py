@@ -102,6 +102,7 @@ class TheseusModule(ClassifierModule):
         self.gate_generator = torch.Generator().manual_seed(seed)
         self.replacement_rate: float | None = None
         self.last_gate: torch.Tensor | None = None
+        self._discard_gradients = False
 
     def draw_gate(self, p: float) -> torch.Tensor:
         """One independent Bernoulli(p) draw per module (True = successor), on the CPU: no device sync."""
@@ -122,10 +123,26 @@ class TheseusModule(ClassifierModule):
             # Only successor layers are trainable and none is in this batch's path: the loss would carry no
             # gradient. Skip forward and backward; Lightning still counts the optimizer step, so the schedule
             # and the learning rate advance as in the authors' code, while the weights stay as they are.
-            return None
+            if not self.backward_on_every_batch:
+                return None
+            # Under DDP every rank must run backward (all ranks draw the same gate, from the same seed). A zero
+            # loss over the successor weights keeps them in step; on_after_backward drops its zero gradients.
+            self._discard_gradients = True
+            return torch.stack([p.sum() for p in self.model.successor_parameters()]).sum() * 0.0
         loss = self.model(gate, **batch).loss
         self.log("train/loss", loss, prog_bar=True, batch_size=batch_size)
         return loss
+
+    @property
+    def backward_on_every_batch(self) -> bool:
+        """Lightning cannot skip a batch in distributed training."""
+        return self.trainer.world_size > 1
+
+    def on_after_backward(self) -> None:
+        if self._discard_gradients:
+            for parameter in self.model.successor_parameters():
+                parameter.grad = None  # AdamW skips parameters without a gradient: no update, no moment decay
+            self._discard_gradients = False
 
     def on_fit_start(self) -> None:
         warnings.filterwarnings("ignore", message=".*`training_step` returned `None`.*")

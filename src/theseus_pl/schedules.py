@@ -110,7 +110,11 @@ def build_schedule(
     k: float | None = None,
     steps_to_full: int | None = None,
 ) -> ReplacementSchedule:
-    """Build a schedule from flat config values (``replacement=constant|curriculum|anti_curriculum``)."""
+    """Build a schedule from flat config values (``replacement=constant|curriculum|anti_curriculum``).
+
+    A curriculum takes ``k`` when it is set, else ``steps_to_full``; the config sets ``steps_to_full`` by default,
+    so ``replacement.k=...`` alone on the command line is enough.
+    """
     if kind == "constant":
         if p is None or switch_step is None:
             raise ValueError("replacement=constant needs replacement.p and replacement.switch_step.")
@@ -118,9 +122,7 @@ def build_schedule(
     curricula = {"curriculum": CurriculumSchedule, "anti_curriculum": AntiCurriculumSchedule}
     if kind not in curricula:
         raise ValueError(f"Unknown replacement kind {kind!r}; choose constant, curriculum or anti_curriculum.")
-    if b is None or (k is None) == (steps_to_full is None):
-        raise ValueError(
-            f"replacement={kind} needs replacement.b and exactly one of replacement.k or replacement.steps_to_full."
-        )
+    if b is None or (k is None and steps_to_full is None):
+        raise ValueError(f"replacement={kind} needs replacement.b and replacement.k or replacement.steps_to_full.")
     cls = curricula[kind]
     return cls(b=b, k=k) if k is not None else cls.from_steps_to_full(b, steps_to_full)

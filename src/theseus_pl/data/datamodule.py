@@ -29,8 +29,8 @@ def resolve_task(
     metric: str | None = None,
     max_length: int | None = None,
 ) -> TaskSpec:
-    """A GLUE task by name, or — with ``files`` and ``text_columns`` — a task on the user's own data."""
-    if files and text_columns:
+    """A GLUE task by name, or — given ``text_columns`` — a task on the user's own data."""
+    if text_columns:
         spec = custom_task(task, text_columns, labels, regression, metric)
     elif is_glue_task(task) or not files:
         spec = glue_task(task)
@@ -44,6 +44,8 @@ def resolve_task(
 def resolve_source(
     task: TaskSpec, glue_dir: str | None, files: Mapping[str, str] | None, label_column: str, hub_dataset: str
 ) -> Source:
+    if files and glue_dir:
+        raise ValueError("Give data.files or data.glue_dir, not both.")
     if files:
         return FilesSource(files, label_column)
     if glue_dir:
@@ -64,7 +66,8 @@ def sample_rows(dataset: Dataset, limit: int | None, seed: int) -> Dataset:
 class GlueDataModule(pl.LightningDataModule):
     """Tokenised, cached, dynamically padded splits of one task.
 
-    Source: ``files`` (own data) if given, else ``glue_dir`` (classic GLUE layout), else the hub. Batches are
+    Source: ``source`` if given (e.g. the demo's Rotten Tomatoes), else ``files`` (own data), else ``glue_dir``
+    (classic GLUE layout), else the hub. Batches are
     dicts for a Hugging Face model: ``input_ids``, ``attention_mask`` (``token_type_ids``), ``labels``; each
     padded to its own longest row, not to ``max_length``; ``group_by_length`` also batches rows of similar length
     together, which removes most of the remaining padding.
@@ -82,6 +85,7 @@ class GlueDataModule(pl.LightningDataModule):
         regression: bool = False,
         metric: str | None = None,
         hub_dataset: str = "nyu-mll/glue",
+        source: Source | None = None,
         max_length: int | None = None,
         batch_size: int = 32,
         eval_batch_size: int | None = None,
@@ -94,7 +98,7 @@ class GlueDataModule(pl.LightningDataModule):
     ) -> None:
         super().__init__()
         self.task = resolve_task(task, files, text_columns, labels, regression, metric, max_length)
-        self.source = resolve_source(self.task, glue_dir, files, label_column, hub_dataset)
+        self.source = source or resolve_source(self.task, glue_dir, files, label_column, hub_dataset)
         self.tokenizer = AutoTokenizer.from_pretrained(tokenizer) if isinstance(tokenizer, str) else tokenizer
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size or batch_size

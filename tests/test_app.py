@@ -1,0 +1,189 @@
+"""The Hydra app: every config composes, the pipeline runs end to end, outputs are what the README says."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import tiny_model
+from glue_files import make_glue_dir, write_tsv
+from hydra import compose, initialize_config_module
+from hydra.errors import ConfigCompositionException
+from hydra.utils import instantiate
+from sklearn.metrics import accuracy_score
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+from theseus_pl.config import register_resolvers
+from theseus_pl.data.tasks import glue_task
+from theseus_pl.pipeline import run
+from theseus_pl.schedules import build_schedule
+
+CONF = Path(__file__).parents[1] / "src" / "theseus_pl" / "conf"
+EXPERIMENTS = sorted(path.stem for path in (CONF / "experiment").glob("*.yaml"))
+
+register_resolvers()
+
+
+def compose_config(*overrides: str):
+    with initialize_config_module("theseus_pl.conf", version_base="1.3"):
+        return compose("train", overrides=["paths.output_dir=unused", *overrides])
+
+
+def test_every_glue_task_has_a_curriculum_and_a_constant_experiment():
+    for task in ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte", "wnli"):
+        assert {f"{task}_curriculum", f"{task}_constant"} <= set(EXPERIMENTS)
+    assert "demo" in EXPERIMENTS
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_every_experiment_composes_and_instantiates(experiment, tiny_tokenizer, tmp_path):
+    cfg = compose_config(f"+experiment={experiment}", f"paths.cache_dir={tmp_path}")
+    datamodule = instantiate(cfg.data, tokenizer=tiny_tokenizer)
+    expected = "rotten_tomatoes" if experiment == "demo" else glue_task(experiment.split("_")[0]).name
+    assert datamodule.task.name == expected
+    assert build_schedule(**cfg.replacement).switch_step == cfg.schedule_steps
+    assert cfg.schedule_steps < cfg.trainer.max_steps
+    for callback in cfg.callbacks.values():
+        instantiate(callback)
+    if cfg.trainer.accelerator in ("auto", "cpu"):
+        instantiate(cfg.trainer, logger=False, enable_checkpointing=False)
+
+
+def test_rte_curriculum_has_the_papers_settings():
+    cfg = compose_config("+experiment=rte_curriculum")
+    assert cfg.model.base == "bert-base-uncased"
+    assert cfg.theseus.successor_layers == 6 and cfg.theseus.init == "bottom"
+    assert cfg.data.batch_size == 32 and cfg.optimizer.lr == 2e-5
+    assert (cfg.finetune.epochs, cfg.finetune.lr) == (4, 2e-5)
+
+
+@pytest.mark.parametrize("trainer", ["cpu", "gpu", "ddp"])
+def test_trainer_configs_compose(trainer):
+    cfg = compose_config(f"trainer={trainer}")
+    assert cfg.trainer.accelerator == {"cpu": "cpu", "gpu": "gpu", "ddp": "gpu"}[trainer]
+    if trainer != "cpu":
+        assert cfg.trainer.precision == "bf16-mixed"
+
+
+def test_user_overrides_have_the_documented_names():
+    cfg = compose_config(
+        "data.task=MRPC", "data.glue_dir=/g", "data.max_train_samples=10", "data.max_eval_samples=5", "model.base=b",
+        "model.predecessor=p", "theseus.successor_layers=3", "replacement=constant", "replacement.p=0.7",
+        "optimizer.lr=1e-5", "trainer.max_steps=7", "trainer.max_epochs=2", "seed=3",
+    )  # fmt: skip
+    assert (cfg.data.task, cfg.data.glue_dir, cfg.model.predecessor, cfg.replacement.p) == ("MRPC", "/g", "p", 0.7)
+    curriculum = compose_config("replacement.b=0.1", "replacement.k=0.01")
+    assert build_schedule(**curriculum.replacement).k == 0.01
+    steps = compose_config("replacement=anti_curriculum", "replacement.steps_to_full=30")
+    assert build_schedule(**steps.replacement).switch_step == 30
+
+
+def test_an_unknown_experiment_or_value_is_refused():
+    with pytest.raises(ConfigCompositionException):
+        compose_config("+experiment=nope")
+    with pytest.raises(ConfigCompositionException):
+        compose_config("replacement=linear")
+
+
+@pytest.fixture
+def tiny_base(tmp_path, tiny_tokenizer):
+    folder = tmp_path / "base"
+    tiny_model("bert").save_pretrained(folder)
+    tiny_tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture
+def glue_dir(tmp_path):
+    root = make_glue_dir(tmp_path / "glue")
+    header = ["index", "sentence1", "sentence2", "label"]
+    words = ["the cat", "a dog", "he said hi", "the mat", "is not good", "a bad cat"]
+    rows = [[str(i), words[i % 6], words[(i * 5) % 6], ("entailment", "not_entailment")[i % 2]] for i in range(24)]
+    write_tsv(root / "RTE" / "train.tsv", [header, *rows])
+    write_tsv(root / "RTE" / "dev.tsv", [header, *rows[:10]])
+    return root
+
+
+def tiny_run_overrides(tiny_base, glue_dir, tmp_path, output="run"):
+    return [
+        f"model.base={tiny_base}", f"data.glue_dir={glue_dir}", "data.task=RTE", "data.batch_size=4",
+        "theseus.successor_layers=2", "finetune.epochs=1", "schedule_steps=3", "trainer=cpu", "trainer.max_steps=6",
+        "trainer.val_check_interval=2", "logger=csv", "optimizer.lr=1e-3", "benchmark.repeats=1",
+        f"paths.cache_dir={tmp_path / 'cache'}", f"paths.output_dir={tmp_path / output}",
+    ]  # fmt: skip
+
+
+def test_pipeline_end_to_end_on_a_tiny_model(tiny_base, glue_dir, tmp_path):
+    cfg = compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path))
+    results = run(cfg)
+
+    written = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert written == json.loads(json.dumps(results))
+    for key in ("task", "retained", "speedup", "successor_dir", "params", "data"):
+        assert key in written
+    assert written["task"] == "RTE"
+    assert set(written["predecessor"]) >= {"score", "metrics"} and set(written["successor"]) >= {"score", "metrics"}
+    assert written["predecessor"]["metrics"] == {"accuracy": pytest.approx(written["predecessor"]["score"] / 100)}
+    assert written["retained"] == pytest.approx(written["successor"]["score"] / written["predecessor"]["score"])
+    assert written["params"]["successor"] < written["params"]["predecessor"]
+    assert written["data"] == {"train_size": 24, "eval_size": 10}
+    assert written["predecessor"]["origin"] == "fine-tuned"
+    assert written["steps"] == 6
+    assert (tmp_path / "run" / "checkpoints" / "last.ckpt").is_file()
+    assert (tmp_path / "run" / "csv" / "metrics.csv").is_file()
+    assert "successor" in (Path(written["successor_dir"]) / "README.md").read_text()
+
+    # The exported successor is a plain checkpoint that reproduces the score in results.json.
+    successor = AutoModelForSequenceClassification.from_pretrained(written["successor_dir"]).eval()
+    tokenizer = AutoTokenizer.from_pretrained(written["successor_dir"])
+    assert successor.config.num_hidden_layers == 2
+    dev = [line.split("\t") for line in (glue_dir / "RTE" / "dev.tsv").read_text().splitlines()[1:]]
+    with torch.no_grad():
+        inputs = tokenizer([r[1] for r in dev], [r[2] for r in dev], padding=True, return_tensors="pt")
+        predicted = successor(**inputs).logits.argmax(-1)
+    labels = [("entailment", "not_entailment").index(r[3]) for r in dev]
+    assert 100 * accuracy_score(labels, predicted) == pytest.approx(written["successor"]["score"], abs=1e-4)
+
+    # A second run of the same setting reuses the cached predecessor instead of fine-tuning again.
+    again = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path, output="run2")))
+    assert again["predecessor"]["origin"] == "cache"
+    assert again["predecessor"]["dir"] == written["predecessor"]["dir"]
+    assert len(list((tmp_path / "cache" / "predecessors").iterdir())) == 1
+
+
+def test_an_interrupted_run_resumes_from_its_last_checkpoint(tiny_base, glue_dir, tmp_path):
+    overrides = tiny_run_overrides(tiny_base, glue_dir, tmp_path)
+    first = run(compose_config(*overrides, "trainer.max_steps=4"))
+    assert first["resumed_from"] is None and first["steps"] == 4
+    resumed = run(compose_config(*overrides, "trainer.max_steps=6"))
+    assert resumed["resumed_from"] == str(tmp_path / "run" / "checkpoints" / "last.ckpt")
+    assert resumed["steps"] == 6
+
+
+def test_bad_input_fails_before_any_training(tiny_base, glue_dir, tmp_path):
+    base = tiny_run_overrides(tiny_base, glue_dir, tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"model\.predecessor=/nowhere/model does not exist"):
+        run(compose_config(*base, "model.predecessor=/nowhere/model"))
+    with pytest.raises(ValueError, match=r"theseus\.successor_layers=5 must be between 1 and the predecessor's 4"):
+        run(compose_config(*base, "theseus.successor_layers=5"))
+    with pytest.raises(OSError, match=r"'bert-base-uncased' is neither a local folder nor reachable.*Offline"):
+        run(compose_config(*base, "model.base=bert-base-uncased"))
+    with pytest.raises(FileNotFoundError, match="is not a folder"):
+        run(compose_config(*base, f"data.glue_dir={tmp_path / 'missing'}"))
+    assert not (tmp_path / "cache" / "predecessors").exists()
+
+
+def test_the_command_line_writes_every_output_into_the_run_folder(tiny_base, glue_dir, tmp_path):
+    overrides = [o for o in tiny_run_overrides(tiny_base, glue_dir, tmp_path) if not o.startswith("paths.output_dir")]
+    folder = tmp_path / "cli"
+    completed = subprocess.run(
+        [sys.executable, "-m", "theseus_pl", *overrides, f"hydra.run.dir={folder}"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "predecessor" in completed.stdout + completed.stderr
+    for path in (".hydra/config.yaml", "results.json", "successor/config.json", "successor/README.md",
+                 "successor/tokenizer.json", "checkpoints/last.ckpt", "csv/metrics.csv"):  # fmt: skip
+        assert (folder / path).is_file(), path
