@@ -76,6 +76,7 @@ class StepTimer(pl.Callback):
 def measure_training(args: argparse.Namespace) -> dict[str, float]:
     """Child process: time ``args.steps`` training steps of one configuration after one warm-up step."""
     torch.manual_seed(0)
+    rss_libraries = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Python, torch, Lightning: no model yet
     model = load_model(args.model)
     rate = CONFIGS[args.config]
     callbacks: list[pl.Callback] = [timer := StepTimer()]
@@ -84,7 +85,6 @@ def measure_training(args: argparse.Namespace) -> dict[str, float]:
     else:
         module = TheseusModule(TheseusModel(model, args.successor_layers), seed=0)
         callbacks += replacement_callbacks(ConstantSchedule(p=rate, switch_step=10**9 if rate < 1 else 0))
-    rss_loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     trainer = pl.Trainer(
         accelerator="cpu",
         max_steps=args.steps + 1,
@@ -101,7 +101,7 @@ def measure_training(args: argparse.Namespace) -> dict[str, float]:
         "step_seconds": statistics.fmean(timer.seconds[1:]),
         "mean_replaced_modules": statistics.fmean(timer.replaced[1:]),
         "peak_rss_mib": rss_peak / 1024,
-        "training_rss_mib": (rss_peak - rss_loaded) / 1024,
+        "model_rss_mib": (rss_peak - rss_libraries) / 1024,
     }
 
 
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         "training": training,
         "step_time_ratio": {c: training[c]["step_seconds"] / base["step_seconds"] for c in CONFIGS},
         "peak_rss_ratio": {c: training[c]["peak_rss_mib"] / base["peak_rss_mib"] for c in CONFIGS},
-        "training_rss_ratio": {c: training[c]["training_rss_mib"] / base["training_rss_mib"] for c in CONFIGS},
+        "model_rss_ratio": {c: training[c]["model_rss_mib"] / base["model_rss_mib"] for c in CONFIGS},
         "inference": {f"batch_{b}": measure_inference(args, b) for b in (1, args.batch_size)},
     }
     _print_table(report)
@@ -168,14 +168,14 @@ def _print_table(report: dict) -> None:
     print(f"\n{s['model']}: {s['successor_layers']} successor layers, batch {s['batch_size']} x {s['seq_len']}")
     print(
         f"{'config':<14}{'replaced':>9}{'step s':>9}{'step ratio':>12}{'peak RSS MiB':>14}{'RSS ratio':>11}"
-        f"{'train RSS ratio':>17}"
+        f"{'model RSS ratio':>17}"
     )
     for config, row in report["training"].items():
         print(
             f"{config:<14}{row['mean_replaced_modules']:>9.2f}{row['step_seconds']:>9.3f}"
             f"{report['step_time_ratio'][config]:>12.3f}"
             f"{row['peak_rss_mib']:>14.0f}{report['peak_rss_ratio'][config]:>11.3f}"
-            f"{report['training_rss_ratio'][config]:>17.3f}"
+            f"{report['model_rss_ratio'][config]:>17.3f}"
         )
     for name, row in report["inference"].items():
         print(f"inference speed-up of the exported successor, {name.replace('_', ' ')}: {row['speedup']:.2f}x")

@@ -19,7 +19,7 @@ def test_core_benchmark_reports_every_ratio(tmp_path):
     report = benchmark.main(["--batch-size", "2", "--seq-len", "8", "--steps", "1", "--output", str(output)])
     assert json.loads(output.read_text()) == json.loads(json.dumps(report))
     configs = {"finetune", "theseus_p0.5", "theseus_p1.0"}
-    for key in ("step_time_ratio", "peak_rss_ratio", "training_rss_ratio"):
+    for key in ("step_time_ratio", "peak_rss_ratio", "model_rss_ratio"):
         assert set(report[key]) == configs
         assert report[key]["finetune"] == 1.0
         assert all(value > 0 for value in report[key].values())
