@@ -5,6 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 BOM = "\ufeff"
+STSB_HEADER = [
+    "index",
+    "genre",
+    "filename",
+    "year",
+    "old_index",
+    "source1",
+    "source2",
+    "sentence1",
+    "sentence2",
+    "score",
+]
 
 
 def write_tsv(path: Path, rows: list[list[str]], prefix: str = "") -> Path:
@@ -84,21 +96,9 @@ def make_glue_dir(root: Path) -> Path:
     write_tsv(root / "CoLA" / "dev.tsv", [["src2", "1", "", "a dog sat ."]])
     write_tsv(root / "CoLA" / "test.tsv", [["index", "sentence"], ["0", "the mat ."]])
 
-    stsb_header = [
-        "index",
-        "genre",
-        "filename",
-        "year",
-        "old_index",
-        "source1",
-        "source2",
-        "sentence1",
-        "sentence2",
-        "score",
-    ]
     write_tsv(
-        root / "STS-B" / "train.tsv", [stsb_header, ["0", "g", "f", "y", "1", "n", "n", "a cat", "the cat", "4.200"]]
+        root / "STS-B" / "train.tsv", [STSB_HEADER, ["0", "g", "f", "y", "1", "n", "n", "a cat", "the cat", "4.200"]]
     )
-    write_tsv(root / "STS-B" / "dev.tsv", [stsb_header, ["0", "g", "f", "y", "2", "n", "n", "a dog", "a mat", "0.750"]])
-    write_tsv(root / "STS-B" / "test.tsv", [stsb_header[:-1], ["0", "g", "f", "y", "3", "n", "n", "a", "b"]])
+    write_tsv(root / "STS-B" / "dev.tsv", [STSB_HEADER, ["0", "g", "f", "y", "2", "n", "n", "a dog", "a mat", "0.750"]])
+    write_tsv(root / "STS-B" / "test.tsv", [STSB_HEADER[:-1], ["0", "g", "f", "y", "3", "n", "n", "a", "b"]])
     return root

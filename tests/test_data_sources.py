@@ -2,7 +2,7 @@ import json
 
 import pandas as pd
 import pytest
-from glue_files import make_glue_dir, write_tsv
+from glue_files import STSB_HEADER, make_glue_dir, write_tsv
 
 from theseus_pl.data.datamodule import GlueDataModule, resolve_task
 from theseus_pl.data.sources import FilesSource, GlueDirSource, HubSource
@@ -134,19 +134,9 @@ def test_label_outside_the_tasks_set_names_file_and_line(glue_dir):
 
 
 def test_non_numeric_stsb_score_names_file_and_line(glue_dir):
-    header = [
-        "index",
-        "genre",
-        "filename",
-        "year",
-        "old_index",
-        "source1",
-        "source2",
-        "sentence1",
-        "sentence2",
-        "score",
-    ]
-    path = write_tsv(glue_dir / "STS-B" / "train.tsv", [header, ["0", "g", "f", "y", "1", "n", "n", "a", "b", "high"]])
+    path = write_tsv(
+        glue_dir / "STS-B" / "train.tsv", [STSB_HEADER, ["0", "g", "f", "y", "1", "n", "n", "a", "b", "high"]]
+    )
     message = _error(lambda: GlueDirSource(glue_dir).read(glue_task("STS-B"), "train"))
     assert f"{path}, line 2: score 'high' is not a number" in message
 

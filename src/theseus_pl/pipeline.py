@@ -11,7 +11,7 @@ import lightning.pytorch as pl
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
-from transformers import AutoConfig, PreTrainedModel
+from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
 
 from theseus_pl.callbacks import replacement_callbacks
 from theseus_pl.data.datamodule import GlueDataModule
@@ -68,7 +68,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     if best:
         module.load_state_dict(torch.load(best, map_location="cpu", weights_only=False)["state_dict"])
     successor_dir = theseus.export(output_dir / "successor", datamodule.tokenizer)
-    successor = theseus.to_compact_model()
+    successor = AutoModelForSequenceClassification.from_pretrained(successor_dir)  # judge what users will ship
     predecessor_model = load_classifier(predecessor.directory, task)
 
     successor_metrics = evaluate(successor, datamodule, evaluation)
