@@ -110,7 +110,8 @@ def tiny_run_overrides(tiny_base, glue_dir, tmp_path, output="run"):
     return [
         f"model.base={tiny_base}", f"data.glue_dir={glue_dir}", "data.task=RTE", "data.batch_size=4",
         "theseus.successor_layers=2", "finetune.epochs=1", "schedule_steps=3", "trainer=cpu", "trainer.max_steps=6",
-        "trainer.val_check_interval=2", "logger=csv", "optimizer.lr=1e-3", "benchmark.repeats=1",
+        "trainer.val_check_interval=2", "trainer.log_every_n_steps=1", "logger=csv", "optimizer.lr=1e-3",
+        "benchmark.repeats=1",
         f"paths.cache_dir={tmp_path / 'cache'}", f"paths.output_dir={tmp_path / output}",
     ]  # fmt: skip
 

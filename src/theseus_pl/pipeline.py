@@ -18,8 +18,8 @@ from theseus_pl.data.datamodule import GlueDataModule
 from theseus_pl.loggers import build_loggers
 from theseus_pl.metrics import TaskMetrics
 from theseus_pl.module import ClassifierModule, TheseusModule
+from theseus_pl.outputs import flat_summary, write_model_card, write_results
 from theseus_pl.predecessor import check_fits_task, check_model_reference, load_classifier, prepare_predecessor
-from theseus_pl.report import flat_summary, write_model_card, write_results
 from theseus_pl.schedules import build_schedule
 from theseus_pl.speed import inference_speedup
 from theseus_pl.theseus import TheseusModel
@@ -75,6 +75,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     predecessor_metrics = evaluate(predecessor_model, datamodule, evaluation)
     results = {
         "task": task.name,
+        "method": f"theseus_{cfg.replacement.kind}",
+        "settings": _settings(cfg),
         "predecessor": {
             "score": predecessor_metrics.pop("score"), "metrics": predecessor_metrics,
             "dir": predecessor.directory, "origin": predecessor.origin,
@@ -124,6 +126,19 @@ def _evaluation_settings(trainer_cfg: DictConfig) -> dict[str, Any]:
         "devices": 1,
         "enable_model_summary": False,
     }
+
+
+def _settings(cfg: DictConfig) -> dict[str, Any]:
+    """The values a sweep varies, flat, so a report can group runs by them."""
+    flat = {f"replacement.{key}": value for key, value in cfg.replacement.items() if key != "kind"}
+    flat.update({
+        "optimizer.lr": cfg.optimizer.lr,
+        "theseus.successor_layers": cfg.theseus.successor_layers,
+        "theseus.init": cfg.theseus.init,
+        "model": cfg.model.predecessor or cfg.model.base,
+        "seed": cfg.seed,
+    })  # fmt: skip
+    return flat
 
 
 def _check_depth(model: str, successor_layers: int) -> None:

@@ -1,66 +1,161 @@
-"""What a run leaves behind for people: ``results.json`` and the exported successor's model card."""
+"""Tables and plots from finished runs: ``python -m theseus_pl.report <run or multirun folders…>``.
+
+Reads every ``results.json`` below the folders and writes, into ``--output``:
+
+- ``table.md`` and ``table.csv``: one row per value of ``--rows`` (default ``method``), one column per task, and
+  the macro average over tasks. A cell is the best dev score over the settings a sweep varied, each setting first
+  reduced to its median over seeds (as the paper reports). The predecessor gets a row of its own.
+- ``p_over_steps.png``: the replacement rate logged by each schedule over the training steps.
+- ``score_vs_rate.png``: successor score against the constant replacing rate ``p`` (when such runs exist).
+
+A folder of a half-finished Hydra multirun is reported with what finished; the jobs without results are named.
+"""
 
 from __future__ import annotations
 
+import argparse
+import csv
 import json
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-
-def write_results(path: Path, results: dict[str, Any]) -> Path:
-    path.write_text(json.dumps(results, indent=2) + "\n")
-    return path
+PREDECESSOR = "predecessor"
 
 
-def flat_summary(results: dict[str, Any]) -> dict[str, float]:
-    """The headline numbers as flat ``final/*`` metrics for loggers."""
-    return {
-        "final/predecessor_score": results["predecessor"]["score"],
-        "final/successor_score": results["successor"]["score"],
-        "final/retained": results["retained"],
-        "final/speedup": results["speedup"],
-        "final/params_predecessor": float(results["params"]["predecessor"]),
-        "final/params_successor": float(results["params"]["successor"]),
-    }
+def find_runs(folders: Sequence[Path]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every run's results (with its folder under ``_dir``), and the Hydra jobs that have none yet."""
+    runs, missing = [], []
+    for folder in folders:
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{folder} is not a folder.")
+        for results in sorted(folder.rglob("results.json")):
+            run = json.loads(results.read_text())
+            run["_dir"] = str(results.parent)
+            runs.append(run)
+        for job in sorted(folder.rglob(".hydra")):
+            if not (job.parent / "results.json").is_file():
+                overrides = job / "overrides.yaml"
+                what = " ".join(line.removeprefix("- ").strip() for line in overrides.read_text().splitlines()) \
+                    if overrides.is_file() else ""  # fmt: skip
+                missing.append(f"{job.parent} ({what})" if what else str(job.parent))
+    if not runs:
+        raise FileNotFoundError(
+            f"No results.json under {', '.join(map(str, folders))}: give the folders of finished runs (a run folder "
+            "or a multirun folder such as multirun/2026-01-01_12-00-00)."
+        )
+    return runs, missing
 
 
-def write_model_card(directory: Path, results: dict[str, Any]) -> Path:
-    predecessor, successor = results["predecessor"], results["successor"]
-    rows = "\n".join(
-        f"| {name} | {predecessor['metrics'].get(name, float('nan')):.4f} | {value:.4f} |"
-        for name, value in successor["metrics"].items()
+def _row_key(run: dict[str, Any], rows: str) -> str:
+    value: Any = run
+    for part in rows.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    if value is None:
+        value = run.get("settings", {}).get(rows)
+    return str(value)
+
+
+def build_table(runs: list[dict[str, Any]], rows: str = "method") -> tuple[list[str], dict[str, dict[str, float]]]:
+    """Tasks (columns) and ``{row: {task: score}}``, the predecessor first."""
+    per_setting: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    predecessor: dict[str, list[float]] = defaultdict(list)
+    for run in runs:
+        setting = json.dumps({k: v for k, v in run.get("settings", {}).items() if k != "seed"}, sort_keys=True)
+        per_setting[(_row_key(run, rows), run["task"], setting)].append(run["successor"]["score"])
+        predecessor[run["task"]].append(run["predecessor"]["score"])
+    table: dict[str, dict[str, float]] = {PREDECESSOR: {t: statistics.median(s) for t, s in predecessor.items()}}
+    for (row, task, _), scores in per_setting.items():
+        median = statistics.median(scores)
+        cells = table.setdefault(row, {})
+        cells[task] = max(cells.get(task, float("-inf")), median)
+    return sorted(predecessor), table
+
+
+def macro(cells: dict[str, float], tasks: list[str]) -> float | None:
+    return statistics.fmean(cells[t] for t in tasks) if all(t in cells for t in tasks) else None
+
+
+def write_tables(tasks: list[str], table: dict[str, dict[str, float]], rows: str, output: Path) -> list[Path]:
+    def cell(value: float | None) -> str:
+        return "" if value is None else f"{value:.2f}"
+
+    header = [rows, *tasks, "macro"]
+    lines = [[name, *(cell(cells.get(t)) for t in tasks), cell(macro(cells, tasks))] for name, cells in table.items()]
+    markdown = output / "table.md"
+    markdown.write_text(
+        "\n".join(
+            ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            + ["| " + " | ".join(line) + " |" for line in lines]
+        )
+        + "\n"
     )
-    card = f"""---
-library_name: transformers
-pipeline_tag: text-classification
-tags: [bert-of-theseus, model-compression, theseus_pl]
----
+    table_csv = output / "table.csv"
+    with table_csv.open("w", newline="") as handle:
+        csv.writer(handle).writerows([header, *lines])
+    return [markdown, table_csv]
 
-# {results["task"]} successor, {results["layers"]["successor"]} layers (BERT-of-Theseus)
 
-Compressed from a {results["layers"]["predecessor"]}-layer predecessor (`{predecessor["dir"]}`) by progressive
-module replacing (Xu et al., EMNLP 2020) with theseus_pl: `{results["schedule"]}`, {results["steps"]} steps.
+def write_plots(runs: list[dict[str, Any]], output: Path) -> list[Path]:
+    import matplotlib
 
-| | predecessor | successor |
-|---|---|---|
-| dev score (x100) | {predecessor["score"]:.2f} | {successor["score"]:.2f} |
-| parameters | {results["params"]["predecessor"]:,} | {results["params"]["successor"]:,} |
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
-The successor keeps {100 * results["retained"]:.1f}% of the predecessor's score and runs {results["speedup"]:.2f}x
-faster at inference on the machine that trained it. Dev set: {results["data"]["eval_size"]} examples; training set:
-{results["data"]["train_size"]}.
+    written = []
+    curves = {}
+    for run in runs:
+        metrics = Path(run["_dir"]) / "csv" / "metrics.csv"
+        if run.get("schedule") in curves or not metrics.is_file():
+            continue
+        with metrics.open() as handle:
+            points = [(int(r["step"]), float(r["train/p"])) for r in csv.DictReader(handle) if r.get("train/p")]
+        if points:
+            curves[run["schedule"]] = points
+    if curves:
+        figure, axes = plt.subplots(figsize=(7, 4))
+        for schedule, points in curves.items():
+            axes.plot(*zip(*points, strict=True), label=schedule)
+        axes.set(xlabel="optimizer step", ylabel="replacement rate p", title="p over steps")
+        axes.legend(fontsize=7)
+        written.append(output / "p_over_steps.png")
+        figure.savefig(written[-1], dpi=120, bbox_inches="tight")
+        plt.close(figure)
+    constant = [r for r in runs if r.get("method") == "theseus_constant" and "replacement.p" in r.get("settings", {})]
+    if constant:
+        figure, axes = plt.subplots(figsize=(6, 4))
+        for task in sorted({r["task"] for r in constant}):
+            points = sorted(
+                (r["settings"]["replacement.p"], r["successor"]["score"]) for r in constant if r["task"] == task
+            )
+            axes.plot(*zip(*points, strict=True), marker="o", label=task)
+        axes.set(xlabel="replacing rate p", ylabel="dev score", title="score against replacing rate")
+        axes.legend()
+        written.append(output / "score_vs_rate.png")
+        figure.savefig(written[-1], dpi=120, bbox_inches="tight")
+        plt.close(figure)
+    return written
 
-| metric | predecessor | successor |
-|---|---|---|
-{rows}
 
-```python
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folders", nargs="+", type=Path, help="run or multirun folders")
+    parser.add_argument("--rows", default="method", help="results field or setting per row, e.g. theseus.init")
+    parser.add_argument("--output", type=Path, default=Path("report"))
+    args = parser.parse_args(argv)
 
-model = AutoModelForSequenceClassification.from_pretrained("<this folder>")
-tokenizer = AutoTokenizer.from_pretrained("<this folder>")
-```
-"""
-    path = directory / "README.md"
-    path.write_text(card)
-    return path
+    runs, missing = find_runs(args.folders)
+    tasks, table = build_table(runs, args.rows)
+    args.output.mkdir(parents=True, exist_ok=True)
+    written = write_tables(tasks, table, args.rows, args.output) + write_plots(runs, args.output)
+    print((args.output / "table.md").read_text())
+    print(f"{len(runs)} finished runs; wrote {', '.join(str(p) for p in written)}")
+    if missing:
+        print(f"{len(missing)} jobs have no results yet:\n  " + "\n  ".join(missing))
+    return {"tasks": tasks, "table": table, "missing": missing, "written": written}
+
+
+if __name__ == "__main__":
+    main()

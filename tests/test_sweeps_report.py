@@ -1,0 +1,104 @@
+"""Sweeps compose, a 2 x 2 multirun runs end to end, and the report command turns results into tables."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from hydra import compose, initialize_config_module
+from test_app import EXPERIMENTS, compose_config, glue_dir, tiny_base, tiny_run_overrides  # noqa: F401
+
+from theseus_pl.report import build_table, main
+
+SWEEPS = Path(__file__).parents[1] / "sweeps"
+
+
+def test_paper_grid_sweeps_the_papers_values_and_trains_past_the_switch():
+    with initialize_config_module("theseus_pl.conf", version_base="1.3"):
+        cfg = compose("train", overrides=["+experiment=rte_curriculum", "+sweep=paper_grid", "paths.output_dir=x"],
+                      return_hydra_config=True)  # fmt: skip
+    assert dict(cfg.hydra.sweeper.params) == {
+        "optimizer.lr": "1e-5,2e-5", "replacement.b": "0.1,0.3", "replacement.steps_to_full": "1000,5000,10000,30000",
+    }  # fmt: skip
+    assert cfg.trainer.max_steps == 2 * cfg.replacement.steps_to_full
+
+
+@pytest.mark.parametrize("path", sorted((SWEEPS / "wandb").glob("*.yaml")), ids=lambda p: p.stem)
+def test_wandb_sweep_files_run_the_app_with_the_grid(path):
+    sweep = yaml.safe_load(path.read_text())
+    assert sweep["method"] == "grid"
+    assert sweep["command"][1:4] == ["python", "-m", "theseus_pl"] and sweep["command"][-1] == "${args_no_hyphens}"
+    experiment = next(arg for arg in sweep["command"] if arg.startswith("+experiment="))
+    assert experiment.split("=")[1] in EXPERIMENTS
+    values = {name: spec["values"] for name, spec in sweep["parameters"].items()}
+    assert values == {"optimizer.lr": [1e-5, 2e-5], "replacement.b": [0.1, 0.3],
+                      "replacement.steps_to_full": [1000, 5000, 10000, 30000]}  # fmt: skip
+    first = [f"{name}={spec[0]}" for name, spec in values.items()]
+    cfg = compose_config(experiment, "+sweep=paper_grid", *first)
+    assert cfg.trainer.max_steps == 2000
+
+
+def fake_run(folder: Path, task: str, method: str, score: float, seed: int = 1, lr: float = 2e-5) -> None:
+    folder.mkdir(parents=True)
+    results = {"task": task, "method": method, "predecessor": {"score": 80.0}, "successor": {"score": score},
+               "settings": {"optimizer.lr": lr, "seed": seed}}  # fmt: skip
+    (folder / "results.json").write_text(json.dumps(results))
+
+
+def test_cells_are_the_best_setting_of_the_median_over_seeds(tmp_path):
+    for seed, score in ((1, 70.0), (2, 74.0), (3, 90.0)):  # median 74 at lr 2e-5
+        fake_run(tmp_path / f"a{seed}", "RTE", "theseus_curriculum", score, seed)
+    for seed, score in ((1, 72.0), (2, 73.0), (3, 75.0)):  # median 73 at lr 1e-5
+        fake_run(tmp_path / f"b{seed}", "RTE", "theseus_curriculum", score, seed, lr=1e-5)
+    fake_run(tmp_path / "c", "CoLA", "theseus_curriculum", 50.0)
+    fake_run(tmp_path / "d", "RTE", "fine_tuning", 60.0)
+    report = main([str(tmp_path), "--output", str(tmp_path / "out")])
+    assert report["tasks"] == ["CoLA", "RTE"]
+    assert report["table"]["theseus_curriculum"] == {"RTE": 74.0, "CoLA": 50.0}
+    assert report["table"]["predecessor"] == {"RTE": 80.0, "CoLA": 80.0}
+    lines = (tmp_path / "out" / "table.md").read_text().splitlines()
+    assert lines[0] == "| method | CoLA | RTE | macro |"
+    assert "| theseus_curriculum | 50.00 | 74.00 | 62.00 |" in lines
+    assert "| fine_tuning |  | 60.00 |  |" in lines
+    assert (tmp_path / "out" / "table.csv").read_text().splitlines()[0] == "method,CoLA,RTE,macro"
+    by_lr = build_table([json.loads(p.read_text()) for p in tmp_path.glob("[ab]*/results.json")], "optimizer.lr")[1]
+    assert by_lr["2e-05"] == {"RTE": 74.0} and by_lr["1e-05"] == {"RTE": 73.0}
+
+
+def test_a_half_finished_sweep_names_what_is_missing(tmp_path, capsys):
+    fake_run(tmp_path / "0", "RTE", "theseus_curriculum", 70.0)
+    (tmp_path / "1" / ".hydra").mkdir(parents=True)
+    (tmp_path / "1" / ".hydra" / "overrides.yaml").write_text("- optimizer.lr=1e-5\n- replacement.b=0.3\n")
+    report = main([str(tmp_path), "--output", str(tmp_path / "out")])
+    assert report["missing"] == [f"{tmp_path / '1'} (optimizer.lr=1e-5 replacement.b=0.3)"]
+    assert "1 jobs have no results yet" in capsys.readouterr().out
+
+
+def test_a_report_over_folders_without_results_says_so(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"No results\.json under .*give the folders of finished runs"):
+        main([str(tmp_path)])
+
+
+def test_a_two_by_two_multirun_end_to_end(tiny_base, glue_dir, tmp_path):  # noqa: F811
+    overrides = [o for o in tiny_run_overrides(tiny_base, glue_dir, tmp_path) if not o.startswith("paths.output_dir")]
+    sweep_dir = tmp_path / "multirun"
+    completed = subprocess.run(
+        [sys.executable, "-m", "theseus_pl", "-m", *overrides, "optimizer.lr=1e-3,3e-3", "replacement.b=0.1,0.5",
+         f"hydra.sweep.dir={sweep_dir}"],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    results = [json.loads(path.read_text()) for path in sorted(sweep_dir.glob("*/results.json"))]
+    assert len(results) == 4
+    assert {(r["settings"]["optimizer.lr"], r["settings"]["replacement.b"]) for r in results} == {
+        (1e-3, 0.1), (1e-3, 0.5), (3e-3, 0.1), (3e-3, 0.5)
+    }  # fmt: skip
+    assert len({r["predecessor"]["dir"] for r in results}) == 1, "one predecessor for the whole sweep"
+    report = main([str(sweep_dir), "--output", str(tmp_path / "report")])
+    assert report["table"]["theseus_curriculum"] == {"RTE": max(r["successor"]["score"] for r in results)}
+    assert report["missing"] == []
+    assert (tmp_path / "report" / "p_over_steps.png").stat().st_size > 0
+    by_b = main([str(sweep_dir), "--rows", "replacement.b", "--output", str(tmp_path / "by_b")])["table"]
+    assert set(by_b) == {"predecessor", "0.1", "0.5"}
