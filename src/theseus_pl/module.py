@@ -34,7 +34,8 @@ class ClassifierModule(pl.LightningModule):
         warmup_ratio: float = 0.0,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters(ignore=["model", "metrics"])
+        # By name: saving every init argument would also pickle models (a student's teacher, say) into checkpoints.
+        self.save_hyperparameters("lr", "weight_decay", "warmup_ratio")
         self.model = model
         self.metrics = metrics
 
@@ -99,6 +100,7 @@ class TheseusModule(ClassifierModule):
         seed: int = 42,
     ) -> None:
         super().__init__(model, metrics, lr=lr, weight_decay=weight_decay, warmup_ratio=warmup_ratio)
+        self.save_hyperparameters("seed")
         self.gate_generator = torch.Generator().manual_seed(seed)
         self.replacement_rate: float | None = None
         self.last_gate: torch.Tensor | None = None

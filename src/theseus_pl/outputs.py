@@ -36,10 +36,11 @@ pipeline_tag: text-classification
 tags: [bert-of-theseus, model-compression, theseus_pl]
 ---
 
-# {results["task"]} successor, {results["layers"]["successor"]} layers (BERT-of-Theseus)
+# {results["task"]} successor, {results["layers"]["successor"]} layers ({results["method"]})
 
-Compressed from a {results["layers"]["predecessor"]}-layer predecessor (`{predecessor["dir"]}`) by progressive
-module replacing (Xu et al., EMNLP 2020) with theseus_pl: `{results["schedule"]}`, {results["steps"]} steps.
+Compressed from a {results["layers"]["predecessor"]}-layer predecessor (`{predecessor["dir"]}`) with theseus_pl,
+method `{results["method"]}`{f" (`{results['schedule']}`)" if results["schedule"] else ""}, {results["steps"]} steps.
+`theseus_*` methods are progressive module replacing (BERT-of-Theseus, Xu et al., EMNLP 2020).
 
 | | predecessor | successor |
 |---|---|---|

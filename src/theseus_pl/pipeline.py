@@ -13,16 +13,15 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
 
-from theseus_pl.callbacks import replacement_callbacks
 from theseus_pl.data.datamodule import GlueDataModule
 from theseus_pl.loggers import build_loggers
+from theseus_pl.methods import build_method
 from theseus_pl.metrics import TaskMetrics
-from theseus_pl.module import ClassifierModule, TheseusModule
+from theseus_pl.module import ClassifierModule
 from theseus_pl.outputs import flat_summary, write_model_card, write_results
 from theseus_pl.predecessor import check_fits_task, check_model_reference, load_classifier, prepare_predecessor
 from theseus_pl.schedules import build_schedule
 from theseus_pl.speed import inference_speedup
-from theseus_pl.theseus import TheseusModel
 
 log = logging.getLogger(__name__)
 
@@ -51,23 +50,25 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         Path(cfg.paths.cache_dir), evaluation,
     )  # fmt: skip
 
-    theseus = TheseusModel(load_classifier(predecessor.directory, task), **cfg.theseus)
-    module = TheseusModule(theseus, TaskMetrics.for_task(task), seed=cfg.seed, **cfg.optimizer)
+    method = build_method(
+        OmegaConf.to_container(cfg.method), predecessor.directory, task, OmegaConf.to_container(cfg.theseus),
+        OmegaConf.to_container(cfg.optimizer), schedule, cfg.replacement.kind, cfg.seed,
+    )  # fmt: skip
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
     loggers = build_loggers(output_dir, cfg.logger.wandb, OmegaConf.to_container(cfg, resolve=True))
-    trainer: pl.Trainer = instantiate(
-        cfg.trainer, callbacks=[*callbacks, *replacement_callbacks(schedule)], logger=loggers
-    )
+    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=[*callbacks, *method.callbacks], logger=loggers)
     last = output_dir / "checkpoints" / "last.ckpt"
     resume_from = str(last) if cfg.resume and last.is_file() else None
     if resume_from:
         log.info("Resuming from %s", resume_from)
-    trainer.fit(module, datamodule=datamodule, ckpt_path=resume_from)
+    trainer.fit(method.module, datamodule=datamodule, ckpt_path=resume_from)
 
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     if best:
-        module.load_state_dict(torch.load(best, map_location="cpu", weights_only=False)["state_dict"])
-    successor_dir = theseus.export(output_dir / "successor", datamodule.tokenizer)
+        method.module.load_state_dict(torch.load(best, map_location="cpu", weights_only=False)["state_dict"])
+    successor_dir = output_dir / "successor"
+    method.successor().save_pretrained(successor_dir)
+    datamodule.tokenizer.save_pretrained(successor_dir)
     successor = AutoModelForSequenceClassification.from_pretrained(successor_dir)  # judge what users will ship
     predecessor_model = load_classifier(predecessor.directory, task)
 
@@ -75,7 +76,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     predecessor_metrics = evaluate(predecessor_model, datamodule, evaluation)
     results = {
         "task": task.name,
-        "method": f"theseus_{cfg.replacement.kind}",
+        "method": method.name,
         "settings": _settings(cfg),
         "predecessor": {
             "score": predecessor_metrics.pop("score"), "metrics": predecessor_metrics,
@@ -86,11 +87,12 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             "best_checkpoint": best or None,
         },
         "successor_dir": str(successor_dir),
-        "layers": {"predecessor": theseus.predecessor_layers, "successor": theseus.num_modules},
+        "layers": {"predecessor": predecessor_model.config.num_hidden_layers,
+                   "successor": successor.config.num_hidden_layers},
         "params": {"predecessor": _count(predecessor_model), "successor": _count(successor)},
         "speedup": _speedup(predecessor_model, successor, datamodule, cfg),
-        "schedule": repr(schedule),
-        "switch_step": schedule.switch_step,
+        "schedule": repr(schedule) if method.name.startswith("theseus") else None,
+        "switch_step": schedule.switch_step if method.name.startswith("theseus") else None,
         "steps": trainer.global_step,
         "resumed_from": resume_from,
         "data": {"train_size": len(datamodule.splits["train"]),

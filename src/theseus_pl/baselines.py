@@ -1,0 +1,122 @@
+"""The paper's baselines (Table 2): knowledge distillation, BERT-PKD and LayerDrop, model-agnostic.
+
+Plain "Fine-tuning" (the bottom ``n`` layers of the predecessor, every parameter trained) needs nothing beyond
+:class:`~theseus_pl.module.FineTuningModule` on a truncated copy of the predecessor.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PreTrainedModel
+
+from theseus_pl.encoder_layers import find_layer_stack
+from theseus_pl.metrics import TaskMetrics
+from theseus_pl.module import Batch, ClassifierModule
+from theseus_pl.theseus import module_layer_ranges
+
+
+def distillation_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Soft-target loss: T² · KL(teacher ‖ student) at temperature T; MSE for a regression head."""
+    if student.shape[-1] == 1:
+        return F.mse_loss(student, teacher)
+    return (
+        F.kl_div(
+            F.log_softmax(student / temperature, dim=-1),
+            F.softmax(teacher / temperature, dim=-1),
+            reduction="batchmean",
+        )
+        * temperature**2
+    )
+
+
+def patient_loss(student_cls: list[torch.Tensor], teacher_cls: list[torch.Tensor]) -> torch.Tensor:
+    """BERT-PKD's patient loss: squared distance between L2-normalised [CLS] states of matched layers."""
+    return sum(
+        (F.normalize(s, dim=-1) - F.normalize(t, dim=-1)).pow(2).sum(-1).mean()
+        for s, t in zip(student_cls, teacher_cls, strict=True)
+    )
+
+
+class DistillationModule(ClassifierModule):
+    """Vanilla KD (``beta = 0``) or BERT-PKD (``beta > 0``) from a frozen teacher into a student.
+
+    Loss: ``alpha · KD + (1 - alpha) · task loss + beta · patient loss``. The patient loss (PKD-skip) matches
+    student layer ``j`` (``j = 1 … n - 1``) with the teacher layer that ends module ``j`` when the teacher's
+    ``L`` layers are split into ``n`` modules (every other layer for 12 → 6).
+    """
+
+    def __init__(
+        self,
+        student: PreTrainedModel,
+        teacher: PreTrainedModel,
+        metrics: TaskMetrics | None = None,
+        alpha: float = 0.5,
+        temperature: float = 10.0,
+        beta: float = 0.0,
+        lr: float = 2e-5,
+        weight_decay: float = 0.01,
+        warmup_ratio: float = 0.0,
+    ) -> None:
+        super().__init__(student, metrics, lr=lr, weight_decay=weight_decay, warmup_ratio=warmup_ratio)
+        self.save_hyperparameters("alpha", "temperature", "beta")
+        if not 0.0 <= alpha <= 1.0:
+            raise ValueError(f"method.alpha={alpha} must be in [0, 1].")
+        if temperature <= 0 or beta < 0:
+            raise ValueError(f"method.temperature={temperature} must be > 0 and method.beta={beta} >= 0.")
+        self.teacher = teacher.eval().requires_grad_(False)
+        student_layers = len(find_layer_stack(student).layers)
+        teacher_layers = len(find_layer_stack(teacher).layers)
+        self.teacher_layers = [r.stop for r in module_layer_ranges(teacher_layers, student_layers)][:-1]
+
+    def train(self, mode: bool = True) -> DistillationModule:
+        super().train(mode)
+        self.teacher.eval()  # the teacher's dropout stays off: its soft targets are fixed
+        return self
+
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        patient = self.hparams.beta > 0
+        student = self.model(**batch, output_hidden_states=patient)
+        with torch.no_grad():
+            teacher = self.teacher(**{k: v for k, v in batch.items() if k != "labels"}, output_hidden_states=patient)
+        loss = self.hparams.alpha * distillation_loss(student.logits, teacher.logits, self.hparams.temperature)
+        loss = loss + (1 - self.hparams.alpha) * student.loss
+        if patient:
+            student_cls = [h[:, 0] for h in student.hidden_states[1:-1]]
+            teacher_cls = [teacher.hidden_states[i][:, 0] for i in self.teacher_layers]
+            loss = loss + self.hparams.beta * patient_loss(student_cls, teacher_cls)
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["input_ids"]))
+        return loss
+
+
+class DroppableLayer(nn.Module):
+    """LayerDrop (Fan et al., 2020): in training, skip the whole layer for the batch with probability ``rate``."""
+
+    def __init__(self, layer: nn.Module, rate: float) -> None:
+        super().__init__()
+        self.layer = layer
+        self.rate = rate
+        self.returns_tuple: bool | None = None  # learnt from the first call, to skip in the layer's own format
+
+    def forward(self, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        skip = self.training and self.returns_tuple is not None and float(torch.rand(())) < self.rate
+        if skip:
+            return (hidden_states, None) if self.returns_tuple else hidden_states
+        output = self.layer(hidden_states, *args, **kwargs)
+        self.returns_tuple = isinstance(output, tuple)
+        return output
+
+
+def add_layerdrop(model: PreTrainedModel, rate: float, layers_path: str | None = None) -> None:
+    if not 0.0 <= rate < 1.0:
+        raise ValueError(f"method.drop_rate={rate} must be in [0, 1).")
+    stack = find_layer_stack(model, layers_path)
+    setattr(stack.parent, stack.attribute, nn.ModuleList(DroppableLayer(layer, rate) for layer in stack.layers))
+
+
+def remove_layerdrop(model: PreTrainedModel, layers_path: str | None = None) -> None:
+    stack = find_layer_stack(model, layers_path)
+    setattr(stack.parent, stack.attribute, nn.ModuleList(wrapper.layer for wrapper in stack.layers))

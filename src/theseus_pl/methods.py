@@ -1,0 +1,85 @@
+"""What is trained to produce the ``n``-layer successor: Theseus, or one of the paper's baselines.
+
+Each method gives the pipeline a LightningModule, the callbacks it needs, and a way to get the compact successor
+once training is over; everything around it (predecessor, data, evaluation, export, results) is shared, so every
+method writes the same ``results.json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import lightning.pytorch as pl
+from transformers import PreTrainedModel
+
+from theseus_pl.baselines import DistillationModule, add_layerdrop, remove_layerdrop
+from theseus_pl.callbacks import replacement_callbacks
+from theseus_pl.data.tasks import TaskSpec
+from theseus_pl.encoder_layers import find_layer_stack
+from theseus_pl.metrics import TaskMetrics
+from theseus_pl.module import FineTuningModule, TheseusModule
+from theseus_pl.predecessor import load_classifier
+from theseus_pl.schedules import ReplacementSchedule
+from theseus_pl.theseus import TheseusModel
+
+METHODS = ("theseus", "fine_tuning", "kd", "pkd", "layerdrop")
+
+
+@dataclass
+class Method:
+    name: str
+    module: pl.LightningModule
+    successor: Callable[[], PreTrainedModel]  # the compact model, called after the best weights are loaded
+    callbacks: list[pl.Callback] = field(default_factory=list)
+
+
+def bottom_layers(predecessor: PreTrainedModel, layers: int, layers_path: str | None) -> PreTrainedModel:
+    """The predecessor cut to its bottom ``layers`` layers, embeddings and head kept: the baselines' student."""
+    return TheseusModel(predecessor, layers, "bottom", layers_path).to_compact_model().train()
+
+
+def build_method(
+    settings: dict[str, Any],
+    predecessor_dir: str,
+    task: TaskSpec,
+    theseus: dict[str, Any],
+    optimizer: dict[str, Any],
+    schedule: ReplacementSchedule,
+    replacement_kind: str,
+    seed: int,
+) -> Method:
+    """``settings`` is the ``method`` config: ``name`` and that method's own values."""
+    name = settings["name"]
+    if name not in METHODS:
+        raise ValueError(f"Unknown method {name!r}; choose one of {', '.join(METHODS)}.")
+    metrics = TaskMetrics.for_task(task)
+    layers, layers_path = theseus["successor_layers"], theseus.get("layers_path")
+    if name == "theseus":
+        model = TheseusModel(load_classifier(predecessor_dir, task), layers, theseus["init"], layers_path)
+        module = TheseusModule(model, metrics, seed=seed, **optimizer)
+        return Method(f"theseus_{replacement_kind}", module, model.to_compact_model, replacement_callbacks(schedule))
+    if name == "fine_tuning":
+        student = bottom_layers(load_classifier(predecessor_dir, task), layers, layers_path)
+        return Method(name, FineTuningModule(student, metrics, **optimizer), lambda: student)
+    if name in ("kd", "pkd"):
+        student = bottom_layers(load_classifier(predecessor_dir, task), layers, layers_path)
+        teacher = load_classifier(predecessor_dir, task)
+        beta = settings["beta"] if name == "pkd" else 0.0
+        module = DistillationModule(
+            student, teacher, metrics, alpha=settings["alpha"], temperature=settings["temperature"], beta=beta,
+            **optimizer,
+        )  # fmt: skip
+        return Method(name, module, lambda: student)
+    model = load_classifier(predecessor_dir, task)
+    rate = settings.get("drop_rate")
+    if rate is None:  # keeping n of L layers: drop each with probability 1 - n/L in training
+        rate = 1 - layers / len(find_layer_stack(model, layers_path).layers)
+    add_layerdrop(model, rate, layers_path)
+
+    def keep_every_other() -> PreTrainedModel:
+        remove_layerdrop(model, layers_path)
+        return TheseusModel(model, layers, "every_other", layers_path).to_compact_model()
+
+    return Method(name, FineTuningModule(model, metrics, **optimizer), keep_every_other)

@@ -1,0 +1,101 @@
+"""The paper's baselines: each loss is what the method says, and each runs through the pipeline."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import FAMILIES, tiny_inputs, tiny_model
+from test_app import compose_config, glue_dir, tiny_base, tiny_run_overrides  # noqa: F401
+from transformers import AutoModelForSequenceClassification
+
+from theseus_pl.baselines import DistillationModule, add_layerdrop, distillation_loss, patient_loss, remove_layerdrop
+from theseus_pl.methods import bottom_layers
+from theseus_pl.pipeline import run
+
+LABELS = torch.tensor([0, 2, 1])
+
+
+def test_distillation_loss_is_temperature_scaled_kl_and_mse_for_regression():
+    student, teacher = torch.tensor([[1.0, 0.0, -1.0]]), torch.tensor([[0.0, 2.0, 0.5]])
+    t = 4.0
+    p = F.softmax(teacher / t, -1)
+    expected = (p * (p.log() - F.log_softmax(student / t, -1))).sum() * t**2
+    assert distillation_loss(student, teacher, t) == pytest.approx(expected.item(), rel=1e-5)
+    assert distillation_loss(teacher, teacher, t).item() == pytest.approx(0.0, abs=1e-6)
+    assert distillation_loss(torch.tensor([[1.0]]), torch.tensor([[3.0]]), t).item() == pytest.approx(4.0)
+
+
+def test_patient_loss_compares_directions_of_cls_states():
+    teacher = [torch.randn(4, 8), torch.randn(4, 8)]
+    assert patient_loss([3 * h for h in teacher], teacher).item() == pytest.approx(0.0, abs=1e-6)
+    opposite = patient_loss([-h for h in teacher], teacher).item()
+    assert opposite == pytest.approx(2 * 4.0, rel=1e-5)  # |u - (-u)|^2 = 4 for unit vectors, two layers
+
+
+def distiller(alpha=0.5, beta=0.0, family="bert"):
+    teacher = tiny_model(family).eval()
+    student = bottom_layers(copy.deepcopy(teacher), 2, None).eval()
+    return DistillationModule(student, teacher, alpha=alpha, temperature=2.0, beta=beta).eval()
+
+
+def test_kd_with_alpha_zero_is_plain_fine_tuning():
+    module = distiller(alpha=0.0)
+    batch = tiny_inputs() | {"labels": LABELS}
+    with torch.no_grad():
+        assert module.training_step(batch, 0).item() == pytest.approx(module.model(**batch).loss.item(), rel=1e-6)
+
+
+def test_kd_mixes_soft_targets_and_task_loss():
+    module = distiller(alpha=0.3)
+    batch = tiny_inputs() | {"labels": LABELS}
+    with torch.no_grad():
+        student, teacher = module.model(**batch), module.teacher(**tiny_inputs())
+        expected = 0.3 * distillation_loss(student.logits, teacher.logits, 2.0) + 0.7 * student.loss
+        assert module.training_step(batch, 0).item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_pkd_adds_the_patient_loss_of_skip_matched_layers():
+    module = distiller(alpha=0.5, beta=10.0)
+    assert module.teacher_layers == [2]  # 4 -> 2 layers: student layer 1 meets the end of teacher module 1
+    batch = tiny_inputs() | {"labels": LABELS}
+    with torch.no_grad():
+        kd = distiller(alpha=0.5).training_step(batch, 0)
+        student = module.model(**batch, output_hidden_states=True)
+        teacher = module.teacher(**tiny_inputs(), output_hidden_states=True)
+        patient = patient_loss([student.hidden_states[1][:, 0]], [teacher.hidden_states[2][:, 0]])
+        assert module.training_step(batch, 0).item() == pytest.approx((kd + 10.0 * patient).item(), rel=1e-5)
+
+
+def test_the_teacher_stays_frozen_and_in_eval_mode():
+    module = distiller().train()
+    assert not module.teacher.training and module.model.training
+    assert not any(p.requires_grad for p in module.teacher.parameters())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_layerdrop_skips_layers_only_in_training_and_unwraps(family):
+    model = tiny_model(family).eval()
+    reference = copy.deepcopy(model)
+    add_layerdrop(model, 0.9)
+    inputs = tiny_inputs()
+    with torch.no_grad():
+        assert torch.allclose(model(**inputs).logits, reference(**inputs).logits, atol=1e-6)
+        model.train()
+        torch.manual_seed(0)
+        for _ in range(5):  # layers return tensors or tuples: skipping must keep each family's format
+            model(**inputs)
+        model.eval()
+        remove_layerdrop(model)
+        assert torch.allclose(model(**inputs).logits, reference(**inputs).logits, atol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["fine_tuning", "kd", "pkd", "layerdrop"])
+def test_every_baseline_runs_and_exports_a_plain_checkpoint(method, tiny_base, glue_dir, tmp_path):  # noqa: F811
+    results = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), f"method={method}"))
+    assert results["method"] == method
+    assert results["layers"] == {"predecessor": 4, "successor": 2}
+    assert results["schedule"] is None
+    exported = AutoModelForSequenceClassification.from_pretrained(results["successor_dir"])
+    assert exported.config.num_hidden_layers == 2
+    assert f"({method})" in (tmp_path / "run" / "successor" / "README.md").read_text()
