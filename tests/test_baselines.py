@@ -68,7 +68,8 @@ def test_pkd_adds_the_patient_loss_of_skip_matched_layers():
 
 
 def test_the_teacher_stays_frozen_and_in_eval_mode():
-    module = distiller().train()
+    module = distiller()
+    module.on_fit_start()
     assert not module.teacher.training and module.model.training
     assert not any(p.requires_grad for p in module.teacher.parameters())
 

@@ -197,6 +197,19 @@ def test_validation_and_prediction_use_every_successor(tmp_path):
     assert all(block.use_successor for block in module.model.blocks)
 
 
+class ModeRecorder(Callback):
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.modes = {name: module.training for name, module in pl_module.named_modules()}
+
+
+@pytest.mark.parametrize("make", [lambda m: TheseusModule(TheseusModel(m, 2)), FineTuningModule])
+def test_training_runs_with_dropout_on_even_from_an_eval_mode_model(make, tmp_path):
+    module = make(tiny_model().eval())  # as from_pretrained returns it
+    recorder = ModeRecorder()
+    make_trainer(tmp_path, 1, [*replacement_callbacks(ConstantSchedule(1.0, 0)), recorder]).fit(module, tiny_loader())
+    assert all(recorder.modes.values())
+
+
 def test_fine_tuning_trains_every_parameter(tmp_path):
     model = tiny_model()
     before = copy.deepcopy(model.state_dict())

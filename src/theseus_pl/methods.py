@@ -24,7 +24,7 @@ from theseus_pl.predecessor import load_classifier
 from theseus_pl.schedules import ReplacementSchedule
 from theseus_pl.theseus import TheseusModel
 
-METHODS = ("theseus", "fine_tuning", "kd", "pkd", "layerdrop")
+METHODS = ("theseus", "fine_tuning", "kd", "pkd", "layerdrop", "transfer")
 
 
 @dataclass
@@ -62,6 +62,11 @@ def build_method(
         return Method(f"theseus_{replacement_kind}", module, model.to_compact_model, replacement_callbacks(schedule))
     if name == "fine_tuning":
         student = bottom_layers(load_classifier(predecessor_dir, task), layers, layers_path)
+        return Method(name, FineTuningModule(student, metrics, **optimizer), lambda: student)
+    if name == "transfer":
+        # Intermediate-task transfer (Table 4): a successor compressed on another task (MNLI in the paper),
+        # fine-tuned here with a new head.
+        student = load_classifier(settings["successor"], task, new_head=True)
         return Method(name, FineTuningModule(student, metrics, **optimizer), lambda: student)
     if name in ("kd", "pkd"):
         student = bottom_layers(load_classifier(predecessor_dir, task), layers, layers_path)

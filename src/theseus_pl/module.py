@@ -42,6 +42,11 @@ class ClassifierModule(pl.LightningModule):
     def forward(self, **batch: torch.Tensor) -> Any:
         return self.model(**batch)
 
+    def on_fit_start(self) -> None:
+        # from_pretrained returns models in eval mode and Lightning keeps each module's mode: without this,
+        # training would run with dropout off.
+        self.train()
+
     def validation_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> None:
         output = self(**batch)
         self.log("val/loss", output.loss, prog_bar=True, batch_size=len(batch["input_ids"]))
@@ -147,6 +152,7 @@ class TheseusModule(ClassifierModule):
             self._discard_gradients = False
 
     def on_fit_start(self) -> None:
+        super().on_fit_start()
         warnings.filterwarnings("ignore", message=".*`training_step` returned `None`.*")
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:

@@ -22,6 +22,7 @@ from theseus_pl.outputs import flat_summary, write_model_card, write_results
 from theseus_pl.predecessor import check_fits_task, check_model_reference, load_classifier, prepare_predecessor
 from theseus_pl.schedules import build_schedule
 from theseus_pl.speed import inference_speedup
+from theseus_pl.theseus import TheseusModel
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     datamodule.source.fingerprint(task, "train")  # a missing data folder or file is reported now
     if cfg.model.predecessor:
         check_fits_task(cfg.model.predecessor, task)
+    if cfg.evaluation.single_modules and cfg.method.name != "theseus":
+        raise ValueError("evaluation.single_modules scores Theseus modules: it needs method=theseus.")
 
     evaluation = _evaluation_settings(cfg.trainer)
     predecessor = prepare_predecessor(
@@ -66,6 +69,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     if best:
         method.module.load_state_dict(torch.load(best, map_location="cpu", weights_only=False)["state_dict"])
+    single_modules = (
+        single_module_scores(method.module.model, datamodule, evaluation) if cfg.evaluation.single_modules else None
+    )
     successor_dir = output_dir / "successor"
     method.successor().save_pretrained(successor_dir)
     datamodule.tokenizer.save_pretrained(successor_dir)
@@ -98,6 +104,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         "data": {"train_size": len(datamodule.splits["train"]),
                  "eval_size": sum(len(datamodule.splits[s]) for s in task.eval_splits)},
         "seed": cfg.seed,
+        "single_module_scores": single_modules,
     }  # fmt: skip
     results["retained"] = results["successor"]["score"] / results["predecessor"]["score"]
     results["wall_seconds"] = time.perf_counter() - started
@@ -120,6 +127,16 @@ def evaluate(model: PreTrainedModel, datamodule: GlueDataModule, settings: dict[
     }
 
 
+def single_module_scores(theseus: TheseusModel, datamodule: GlueDataModule, settings: dict[str, Any]) -> list[float]:
+    """Table 5: the dev score with only module ``i`` replaced by its successor, for each ``i``."""
+    scores = []
+    for i in range(theseus.num_modules):
+        theseus.set_gate([j == i for j in range(theseus.num_modules)])  # stays set: evaluate calls theseus.model
+        scores.append(evaluate(theseus.model, datamodule, settings)["score"])
+    theseus.set_gate(None)
+    return scores
+
+
 def _evaluation_settings(trainer_cfg: DictConfig) -> dict[str, Any]:
     """One device with the run's accelerator and precision: for evaluation and predecessor fine-tuning."""
     return {
@@ -140,6 +157,7 @@ def _settings(cfg: DictConfig) -> dict[str, Any]:
         "model": cfg.model.predecessor or cfg.model.base,
         "seed": cfg.seed,
     })  # fmt: skip
+    flat.update({f"method.{key}": value for key, value in cfg.method.items() if key != "name"})
     return flat
 
 

@@ -104,6 +104,7 @@ def write_plots(runs: list[dict[str, Any]], output: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    output.mkdir(parents=True, exist_ok=True)
     written = []
     curves = {}
     for run in runs:

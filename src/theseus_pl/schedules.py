@@ -29,7 +29,15 @@ def anti_curriculum_rate(step: int, k: float, b: float) -> float:
     return 1.0 - curriculum_rate(step, k, b)
 
 
+def _check_number(name: str, value: object, integer: bool = False) -> None:
+    """A sweep value of the wrong type (``replacement.b=high``) gets a message, not a comparison error."""
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise ValueError(f"replacement.{name}={value!r} must be {'an integer' if integer else 'a number'}.")
+
+
 def _check_probability(name: str, value: float) -> None:
+    _check_number(name, value)
     if not 0.0 <= value <= 1.0:
         raise ValueError(f"replacement.{name}={value} is outside [0, 1]; it is a probability.")
 
@@ -43,6 +51,7 @@ class ConstantSchedule:
 
     def __post_init__(self) -> None:
         _check_probability("p", self.p)
+        _check_number("switch_step", self.switch_step, integer=True)
         if self.switch_step < 0:
             raise ValueError(
                 f"replacement.switch_step={self.switch_step} must be >= 0: it is the optimizer step at which "
@@ -66,6 +75,7 @@ class CurriculumSchedule:
 
     def __post_init__(self) -> None:
         _check_probability("b", self.b)
+        _check_number("k", self.k)
         if not self.k > 0:
             raise ValueError(
                 f"replacement.k={self.k} must be > 0 so that p grows to 1; or give replacement.steps_to_full."
@@ -73,6 +83,7 @@ class CurriculumSchedule:
 
     @classmethod
     def from_steps_to_full(cls, b: float, steps_to_full: int) -> CurriculumSchedule:
+        _check_number("steps_to_full", steps_to_full, integer=True)
         if steps_to_full < 1:
             raise ValueError(f"replacement.steps_to_full={steps_to_full} must be >= 1.")
         _check_probability("b", b)

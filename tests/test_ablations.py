@@ -1,0 +1,116 @@
+"""The ablations: each sweep composes to the right axis, Table 5 evaluates one successor module at a time,
+intermediate-task transfer starts from another run's successor, and launchers compose."""
+
+import json
+
+import pytest
+from conftest import tiny_model
+from hydra import compose, initialize_config_module
+from test_app import compose_config, glue_dir, tiny_base, tiny_run_overrides  # noqa: F401
+
+from theseus_pl.data.datamodule import GlueDataModule
+from theseus_pl.pipeline import run, single_module_scores
+from theseus_pl.schedules import build_schedule
+from theseus_pl.theseus import TheseusModel
+
+
+def sweep_config(*overrides):
+    with initialize_config_module("theseus_pl.conf", version_base="1.3"):
+        return compose("train", overrides=["paths.output_dir=x", *overrides], return_hydra_config=True)
+
+
+@pytest.mark.parametrize(
+    ("sweep", "axis", "values"),
+    [
+        ("schedulers", "replacement", "constant,curriculum,anti_curriculum"),
+        ("depths", "theseus.successor_layers", "6,4,3"),
+        ("rates", "replacement.p", "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9"),
+        ("rates_equivalent_lr", "replacement.p", "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9"),
+        ("init", "theseus.init", "bottom,top,every_other"),
+    ],
+)
+def test_ablation_sweeps_vary_their_axis(sweep, axis, values):
+    cfg = sweep_config("+experiment=rte_constant", f"+sweep={sweep}")
+    assert dict(cfg.hydra.sweeper.params) == {axis: values}
+
+
+def test_equivalent_learning_rate_is_lr_prime_over_p():
+    cfg = compose_config(
+        "+experiment=rte_constant", "+sweep=rates_equivalent_lr", "replacement.p=0.4", "equivalent_lr=2e-5"
+    )
+    assert cfg.optimizer.lr == pytest.approx(5e-5)
+    assert compose_config("+experiment=rte_constant", "+sweep=rates", "replacement.p=0.4").optimizer.lr == 2e-5
+
+
+def test_single_module_sweep_stops_at_the_switch():
+    cfg = compose_config("+experiment=rte_constant", "+sweep=single_module")
+    assert cfg.trainer.max_steps == build_schedule(**cfg.replacement).switch_step
+    assert cfg.evaluation.single_modules
+
+
+@pytest.mark.parametrize(("launcher", "target"), [("local_parallel", "JoblibLauncher"), ("slurm", "SlurmLauncher")])
+def test_launcher_configs_compose(launcher, target):
+    cfg = sweep_config(f"hydra/launcher={launcher}")
+    assert cfg.hydra.launcher._target_.endswith(target)
+
+
+def test_fixed_gate_evaluation_runs_exactly_one_successor_module(tiny_tokenizer, tmp_path):
+    from glue_files import make_glue_dir
+
+    theseus = TheseusModel(tiny_model("bert", num_labels=2), 3)
+    calls = []
+    for index, block in enumerate(theseus.blocks):
+        block.successor.register_forward_hook(lambda *_, i=index: calls.append(("successor", i)))
+        for layer in block.predecessor:
+            layer.register_forward_hook(lambda *_, i=index: calls.append(("predecessor", i)))
+    datamodule = GlueDataModule("RTE", tiny_tokenizer, glue_dir=str(make_glue_dir(tmp_path / "g")), cache_dir=tmp_path,
+                                batch_size=8, eval_batch_size=8)  # fmt: skip
+    scores = single_module_scores(
+        theseus, datamodule, {"accelerator": "cpu", "devices": 1, "enable_progress_bar": False}
+    )
+    assert len(scores) == 3
+    per_evaluation = [calls[i * 4 : (i + 1) * 4] for i in range(3)]  # one dev batch: 2 + 1 + 1 layers
+    for i, seen in enumerate(per_evaluation):
+        assert [what for what in seen if what[0] == "successor"] == [("successor", i)]
+    assert all(block.use_successor for block in theseus.blocks), "the gate is reset to all successors afterwards"
+
+
+def test_table5_run_writes_one_score_per_module(tiny_base, glue_dir, tmp_path):  # noqa: F811
+    overrides = [o for o in tiny_run_overrides(tiny_base, glue_dir, tmp_path) if not o.startswith("trainer.max_steps")]
+    cfg = compose_config(*overrides, "+sweep=single_module")
+    results = run(cfg)
+    assert len(results["single_module_scores"]) == 2
+    assert results["steps"] == cfg.schedule_steps
+
+
+def test_single_module_scores_need_theseus(tiny_base, glue_dir, tmp_path):  # noqa: F811
+    with pytest.raises(ValueError, match="needs method=theseus"):
+        run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "+sweep=single_module", "method=kd"))
+
+
+def test_intermediate_task_transfer_fine_tunes_another_runs_successor(tiny_base, glue_dir, tmp_path):  # noqa: F811
+    source = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path, output="mnli"), "data.task=MNLI"))
+    transfer = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "method=transfer",
+                                  f"method.successor={source['successor_dir']}"))  # fmt: skip
+    assert transfer["method"] == "transfer" and transfer["task"] == "RTE"
+    assert transfer["layers"]["successor"] == 2
+    assert (
+        json.loads((tmp_path / "run" / "results.json").read_text())["settings"]["method.successor"]
+        == source["successor_dir"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [("replacement.b=high", r"replacement\.b='high' must be a number"),
+     ("replacement.steps_to_full=1.5", r"replacement\.steps_to_full=1\.5 must be an integer")],
+)  # fmt: skip
+def test_a_sweep_value_of_the_wrong_type_is_named(override, message, tiny_base, glue_dir, tmp_path):  # noqa: F811
+    with pytest.raises(ValueError, match=message):
+        run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), override))
+
+
+def test_an_ablation_deeper_than_the_predecessor_is_refused_before_training(tiny_base, glue_dir, tmp_path):  # noqa: F811
+    with pytest.raises(ValueError, match=r"theseus\.successor_layers=6 must be between 1 and the predecessor's 4"):
+        run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "theseus.successor_layers=6"))
+    assert not (tmp_path / "cache").exists()

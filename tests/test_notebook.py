@@ -1,0 +1,40 @@
+"""The analysis notebook is stored without outputs and runs on the results of a sweep."""
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "analysis.ipynb"
+
+pytestmark = pytest.mark.slow
+
+
+def test_notebook_is_stored_without_outputs():
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    assert all(
+        not cell.get("outputs") and not cell.get("execution_count")
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+    )
+
+
+def test_notebook_executes_on_sweep_results(tmp_path, monkeypatch):
+    for job, (method, score) in enumerate([("theseus_curriculum", 71.0), ("theseus_constant", 69.5), ("kd", 66.0)]):
+        folder = tmp_path / "multirun" / str(job)
+        (folder / "csv").mkdir(parents=True)
+        results = {"task": "RTE", "method": method, "predecessor": {"score": 75.0}, "successor": {"score": score},
+                   "retained": score / 75, "speedup": 2.0, "schedule": f"S{job}",
+                   "settings": {"replacement.p": 0.5, "seed": 1}}  # fmt: skip
+        (folder / "results.json").write_text(json.dumps(results))
+        (folder / "csv" / "metrics.csv").write_text("step,train/p\n0,0.3\n1,0.6\n2,1.0\n")
+    monkeypatch.setenv("THESEUS_RESULTS", str(tmp_path / "multirun"))
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    NotebookClient(notebook, timeout=300, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    text = json.dumps([cell.get("outputs", []) for cell in notebook.cells])
+    assert "3 finished runs" in text
+    assert "theseus_curriculum" in text and "71.0" in text
+    assert "image/png" in text
+    assert (tmp_path / "report_plots" / "p_over_steps.png").is_file()
