@@ -37,7 +37,7 @@ class Method:
 
 def bottom_layers(predecessor: PreTrainedModel, layers: int, layers_path: str | None) -> PreTrainedModel:
     """The predecessor cut to its bottom ``layers`` layers, embeddings and head kept: the baselines' student."""
-    return TheseusModel(predecessor, layers, "bottom", layers_path).to_compact_model().train()
+    return TheseusModel(predecessor, layers, "bottom", layers_path).to_compact_model()
 
 
 def build_method(
