@@ -25,6 +25,11 @@ def test_paper_grid_sweeps_the_papers_values_and_trains_past_the_switch():
     assert cfg.trainer.max_steps == 2 * cfg.replacement.steps_to_full
 
 
+def test_every_paper_task_has_a_wandb_grid_sweep():
+    tasks = ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte")
+    assert sorted(path.stem for path in (SWEEPS / "wandb").glob("*.yaml")) == sorted(f"{t}_grid" for t in tasks)
+
+
 @pytest.mark.parametrize("path", sorted((SWEEPS / "wandb").glob("*.yaml")), ids=lambda p: p.stem)
 def test_wandb_sweep_files_run_the_app_with_the_grid(path):
     sweep = yaml.safe_load(path.read_text())
