@@ -1,0 +1,1 @@
+"""Task data: the GLUE registry, sources (hub, local GLUE folder, own files, demo), cached tokenisation, DataModule."""
