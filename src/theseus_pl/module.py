@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable
 from typing import Any
 
 import lightning.pytorch as pl
@@ -64,9 +65,13 @@ class ClassifierModule(pl.LightningModule):
         batch = {key: value for key, value in batch.items() if key != "labels"}
         return self(**batch).logits
 
+    def trainable_parameters(self) -> Iterable[nn.Parameter]:
+        """What the optimizer may update (of these, the ones that require grad)."""
+        return self.model.parameters()
+
     def configure_optimizers(self) -> dict[str, Any]:
         optimizer, scheduler = adamw_with_linear_schedule(
-            self.model.parameters(),
+            self.trainable_parameters(),
             lr=self.hparams.lr,
             weight_decay=self.hparams.weight_decay,
             warmup_ratio=self.hparams.warmup_ratio,
@@ -91,6 +96,11 @@ class TheseusModule(ClassifierModule):
     Each module is replaced independently with probability ``p``, drawn once per batch from a generator seeded
     with ``seed`` and saved in checkpoints, so a resumed run draws the same gates. Validation and prediction
     use every successor.
+
+    ``reference_mode=True`` trains the same way but does the work the authors' code does: every parameter
+    requires grad, every gradient is computed (and then left unused), and a batch that replaces nothing still
+    runs forward and backward. It exists so that benchmarks can measure what skipping that work saves and tests
+    can check that skipping it changes no successor gradient.
     """
 
     model: TheseusModel
@@ -103,9 +113,13 @@ class TheseusModule(ClassifierModule):
         weight_decay: float = 0.01,
         warmup_ratio: float = 0.0,
         seed: int = 42,
+        reference_mode: bool = False,
     ) -> None:
         super().__init__(model, metrics, lr=lr, weight_decay=weight_decay, warmup_ratio=warmup_ratio)
-        self.save_hyperparameters("seed")
+        self.save_hyperparameters("seed", "reference_mode")
+        self.reference_mode = reference_mode
+        if reference_mode:
+            model.requires_grad_(True)
         self.gate_generator = torch.Generator().manual_seed(seed)
         self.replacement_rate: float | None = None
         self.last_gate: torch.Tensor | None = None
@@ -126,7 +140,7 @@ class TheseusModule(ClassifierModule):
         batch_size = len(batch["input_ids"])
         self.log("train/p", self.replacement_rate, on_step=True, on_epoch=False, batch_size=batch_size)
         self.log("train/replaced_modules", float(replaced), on_step=True, on_epoch=False, batch_size=batch_size)
-        if replaced == 0:
+        if replaced == 0 and not self.reference_mode:
             # Only successor layers are trainable and none is in this batch's path: the loss would carry no
             # gradient. Skip forward and backward; Lightning still counts the optimizer step, so the schedule
             # and the learning rate advance as in the authors' code, while the weights stay as they are.
@@ -139,6 +153,16 @@ class TheseusModule(ClassifierModule):
         loss = self.model(gate, **batch).loss
         self.log("train/loss", loss, prog_bar=True, batch_size=batch_size)
         return loss
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        """The successor layers only, also in reference mode where everything requires grad."""
+        return self.model.successor_parameters()
+
+    def optimizer_zero_grad(self, epoch: int, batch_idx: int, optimizer: torch.optim.Optimizer) -> None:
+        if self.reference_mode:  # the frozen parts' gradients are outside the optimizer: clear them too
+            self.model.zero_grad(set_to_none=True)
+        else:
+            optimizer.zero_grad(set_to_none=True)
 
     @property
     def backward_on_every_batch(self) -> bool:
