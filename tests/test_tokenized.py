@@ -69,6 +69,16 @@ def test_batches_are_padded_to_their_longest_row(glue_dir, tiny_tokenizer, tmp_p
     assert batch["labels"].tolist() == [1]
 
 
+def test_pad_to_max_length_gives_every_batch_the_same_shape(glue_dir, tiny_tokenizer, tmp_path):
+    datamodule = GlueDataModule(
+        "MRPC", tiny_tokenizer, glue_dir=str(glue_dir), cache_dir=tmp_path, max_length=24, pad_to_max_length=True
+    )
+    datamodule.setup("fit")
+    batch = next(iter(datamodule.val_dataloader()))
+    assert batch["input_ids"].shape == (1, 24)
+    assert batch["attention_mask"].sum() == len(tiny_tokenizer("a cat sat", "a cat sat on the mat")["input_ids"])
+
+
 def test_mnli_validates_on_matched_and_mismatched(glue_dir, tiny_tokenizer, tmp_path):
     datamodule = GlueDataModule("MNLI", tiny_tokenizer, glue_dir=str(glue_dir), cache_dir=tmp_path)
     datamodule.setup("validate")

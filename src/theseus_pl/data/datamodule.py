@@ -70,7 +70,8 @@ class GlueDataModule(pl.LightningDataModule):
     (classic GLUE layout), else the hub. Batches are
     dicts for a Hugging Face model: ``input_ids``, ``attention_mask`` (``token_type_ids``), ``labels``; each
     padded to its own longest row, not to ``max_length``; ``group_by_length`` also batches rows of similar length
-    together, which removes most of the remaining padding.
+    together, which removes most of the remaining padding. ``pad_to_max_length`` pads every batch to ``max_length``
+    instead: fixed shapes, for a compiled model that should not see a new shape per batch, and for benchmarks.
     """
 
     def __init__(
@@ -92,6 +93,7 @@ class GlueDataModule(pl.LightningDataModule):
         max_train_samples: int | None = None,
         max_eval_samples: int | None = None,
         group_by_length: bool = False,
+        pad_to_max_length: bool = False,
         seed: int = 42,
         cache_dir: str | Path | None = None,
         num_workers: int = 0,
@@ -108,7 +110,8 @@ class GlueDataModule(pl.LightningDataModule):
         self.seed = seed
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir else None
         self.num_workers = num_workers
-        self.collate = DataCollatorWithPadding(self.tokenizer)
+        padding = {"padding": "max_length", "max_length": self.task.max_length} if pad_to_max_length else {}
+        self.collate = DataCollatorWithPadding(self.tokenizer, **padding)
         self.splits: dict[str, Dataset] = {}
         self.test_indices: dict[str, list[int]] = {}
 
