@@ -216,3 +216,21 @@ def test_fine_tuning_trains_every_parameter(tmp_path):
     make_trainer(tmp_path, 3).fit(FineTuningModule(model, lr=1e-3), tiny_loader())
     unchanged = [key for key, value in model.state_dict().items() if torch.equal(before[key], value)]
     assert all("position_ids" in key or "token_type_ids" in key for key in unchanged), unchanged
+
+
+def test_per_step_numbers_are_logged_as_tensors_so_logging_never_waits_for_a_gpu(tmp_path):
+    module = theseus_module()
+    logged = []
+    log = module.log
+
+    def spy(name, value, *args, **kwargs):
+        logged.append((name, value))
+        return log(name, value, *args, **kwargs)
+
+    module.log = spy
+    trainer = make_trainer(tmp_path, 3, replacement_callbacks(ConstantSchedule(p=0.5, switch_step=2)))
+    trainer.fit(module, tiny_loader())
+    assert {"train/p", "train/replaced_modules", "train/phase", "train/loss"} <= {name for name, _ in logged}
+    # A Python number would become a tensor on the model's device: a blocking host-to-device copy per step.
+    assert all(isinstance(value, torch.Tensor) for _, value in logged), logged
+    assert trainer.callback_metrics["train/phase"] == 2.0

@@ -9,6 +9,7 @@ import lightning.pytorch as pl
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import rank_zero_warn
 
+from theseus_pl.loggers import log_step_number
 from theseus_pl.schedules import ReplacementSchedule
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ class PhaseSwitch(Callback):
             trainer.should_stop = False
             for early_stopping in trainer.early_stopping_callbacks:
                 early_stopping.wait_count = 0
-        pl_module.log("train/phase", float(self.phase(step)), on_step=True, on_epoch=False)
+        log_step_number(pl_module, "train/phase", self.phase(step))
 
 
 def replacement_callbacks(schedule: ReplacementSchedule) -> list[Callback]:

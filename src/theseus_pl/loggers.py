@@ -1,4 +1,7 @@
-"""Run loggers: a CSV log always, and Weights & Biases when it can be had, never at the cost of the run."""
+"""Run loggers: a CSV log always, and Weights & Biases when it can be had, never at the cost of the run.
+
+Also how per-step numbers are logged without making the CPU wait for the GPU.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +11,21 @@ import os
 from pathlib import Path
 from typing import Any
 
+import lightning.pytorch as pl
+import torch
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 
 log = logging.getLogger(__name__)
+
+
+def log_step_number(pl_module: pl.LightningModule, name: str, value: float, batch_size: int | None = None) -> None:
+    """Log ``value`` for this step from a CPU tensor.
+
+    Given a Python number, Lightning makes a tensor on the model's device: on a GPU that is a blocking
+    host-to-device copy, so the CPU would wait for every queued kernel once per logged number and step.
+    """
+    number = torch.tensor(value, dtype=torch.float32)
+    pl_module.log(name, number, on_step=True, on_epoch=False, batch_size=batch_size)
 
 
 def wandb_mode(mode: str = "auto") -> str:

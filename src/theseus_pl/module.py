@@ -10,6 +10,7 @@ import lightning.pytorch as pl
 import torch
 from torch import nn
 
+from theseus_pl.loggers import log_step_number
 from theseus_pl.metrics import TaskMetrics
 from theseus_pl.optim import adamw_with_linear_schedule
 from theseus_pl.theseus import TheseusModel
@@ -138,8 +139,8 @@ class TheseusModule(ClassifierModule):
         gate = self.last_gate = self.draw_gate(self.replacement_rate)
         replaced = int(gate.sum())
         batch_size = len(batch["input_ids"])
-        self.log("train/p", self.replacement_rate, on_step=True, on_epoch=False, batch_size=batch_size)
-        self.log("train/replaced_modules", float(replaced), on_step=True, on_epoch=False, batch_size=batch_size)
+        log_step_number(self, "train/p", self.replacement_rate, batch_size)
+        log_step_number(self, "train/replaced_modules", replaced, batch_size)
         if replaced == 0 and not self.reference_mode:
             # Only successor layers are trainable and none is in this batch's path: the loss would carry no
             # gradient. Skip forward and backward; Lightning still counts the optimizer step, so the schedule
