@@ -39,7 +39,7 @@ def test_core_benchmark_reports_every_figure(tmp_path, tiny_tokenizer):
             assert row[key] == 1.0 if config == "finetune" else row[key] > 0, (config, key)
     assert training["theseus_p1.0"]["mean_replaced_modules"] == training["reference_p1.0"]["mean_replaced_modules"] == 2
     assert report["loop_overhead"]["lightning_step_seconds"] > 0 and report["loop_overhead"]["bare_step_seconds"] > 0
-    assert set(report["throughput"]) == {"pad_to_128", "dynamic", "dynamic_grouped"}
+    assert set(report["throughput"]) == {"padded_to_max_length", "dynamic", "dynamic_grouped"}
     assert all(row["examples_per_second"] > 0 for row in report["throughput"].values())
     assert all(report["inference"][f"batch_{b}"]["speedup"] > 0 for b in (1, 2))
     assert list(report["scale"]["seq_len"]) == ["8"]
