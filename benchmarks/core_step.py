@@ -73,8 +73,9 @@ def default_glue_dir() -> str:
 
 
 def load_model(name: str) -> torch.nn.Module:
+    """The model with a fresh two-label head where it has none or another one (timing does not care)."""
     hf_logging.set_verbosity_error()  # the sentence-embedding checkpoint has no classifier head: expected
-    return AutoModelForSequenceClassification.from_pretrained(name, num_labels=2)
+    return AutoModelForSequenceClassification.from_pretrained(name, num_labels=2, ignore_mismatched_sizes=True)
 
 
 def vocab_size(model: str) -> int:
