@@ -121,7 +121,7 @@ def test_under_ddp_a_batch_that_replaces_nothing_still_leaves_the_weights_alone(
 def test_p_gate_and_phase_follow_the_schedule_and_are_logged(tmp_path):
     recorder = Recorder()
     schedule = ConstantSchedule(p=0.5, switch_step=4)
-    trainer = make_trainer(tmp_path, 6, [*replacement_callbacks(schedule), recorder])
+    trainer = make_trainer(tmp_path, 6, [*replacement_callbacks(schedule), recorder], log_every_n_steps=1)
     trainer.fit(theseus_module(), tiny_loader())
     assert [row[1] for row in recorder.rows] == [0.5, 0.5, 0.5, 0.5, 1.0, 1.0]
     assert [row[3] for row in recorder.rows] == [1, 1, 1, 1, 2, 2]
@@ -218,7 +218,7 @@ def test_fine_tuning_trains_every_parameter(tmp_path):
     assert all("position_ids" in key or "token_type_ids" in key for key in unchanged), unchanged
 
 
-def test_per_step_numbers_are_logged_as_tensors_so_logging_never_waits_for_a_gpu(tmp_path):
+def test_per_step_numbers_are_logged_as_tensors_and_only_on_steps_the_loggers_write(tmp_path):
     module = theseus_module()
     logged = []
     log = module.log
@@ -228,9 +228,13 @@ def test_per_step_numbers_are_logged_as_tensors_so_logging_never_waits_for_a_gpu
         return log(name, value, *args, **kwargs)
 
     module.log = spy
-    trainer = make_trainer(tmp_path, 3, replacement_callbacks(ConstantSchedule(p=0.5, switch_step=2)))
+    schedule = ConstantSchedule(p=1.0, switch_step=2)
+    trainer = make_trainer(tmp_path, 6, replacement_callbacks(schedule), log_every_n_steps=3)
     trainer.fit(module, tiny_loader())
-    assert {"train/p", "train/replaced_modules", "train/phase", "train/loss"} <= {name for name, _ in logged}
+    names = [name for name, _ in logged]
+    # Each LightningModule.log call costs about a millisecond: numbers the loggers would drop are not logged.
+    assert names.count("train/loss") == 6
+    assert names.count("train/p") == names.count("train/replaced_modules") == names.count("train/phase") == 2
     # A Python number would become a tensor on the model's device: a blocking host-to-device copy per step.
     assert all(isinstance(value, torch.Tensor) for _, value in logged), logged
     assert trainer.callback_metrics["train/phase"] == 2.0

@@ -19,13 +19,16 @@ log = logging.getLogger(__name__)
 
 
 def log_step_number(pl_module: pl.LightningModule, name: str, value: float, batch_size: int | None = None) -> None:
-    """Log ``value`` for this step from a CPU tensor.
+    """Log ``value`` for this step, on the steps whose values the loggers write (``log_every_n_steps``).
 
-    Given a Python number, Lightning makes a tensor on the model's device: on a GPU that is a blocking
-    host-to-device copy, so the CPU would wait for every queued kernel once per logged number and step.
+    Each ``LightningModule.log`` call costs about a millisecond of Python (Lightning copies its result records),
+    which adds up to a tenth of a short GPU step, and the loggers keep only every n-th step's value anyway (the
+    same rule as Lightning's LearningRateMonitor). The value goes in as a CPU tensor: from a Python number
+    Lightning makes a tensor on the model's device, on a GPU a blocking host-to-device copy.
     """
-    number = torch.tensor(value, dtype=torch.float32)
-    pl_module.log(name, number, on_step=True, on_epoch=False, batch_size=batch_size)
+    if pl_module.trainer._logger_connector.should_update_logs:
+        number = torch.tensor(value, dtype=torch.float32)
+        pl_module.log(name, number, on_step=True, on_epoch=False, batch_size=batch_size)
 
 
 def wandb_mode(mode: str = "auto") -> str:
