@@ -238,3 +238,10 @@ def test_per_step_numbers_are_logged_as_tensors_and_only_on_steps_the_loggers_wr
     # A Python number would become a tensor on the model's device: a blocking host-to-device copy per step.
     assert all(isinstance(value, torch.Tensor) for _, value in logged), logged
     assert trainer.callback_metrics["train/phase"] == 2.0
+
+
+def test_a_training_step_called_by_hand_needs_no_trainer():
+    module = theseus_module().eval()  # no dropout: the two forward passes must agree
+    module.replacement_rate = 1.0
+    batch = next(iter(tiny_loader()))
+    assert module.training_step(batch, 0).item() == pytest.approx(module.model(None, **batch).loss.item())

@@ -26,7 +26,8 @@ def log_step_number(pl_module: pl.LightningModule, name: str, value: float, batc
     same rule as Lightning's LearningRateMonitor). The value goes in as a CPU tensor: from a Python number
     Lightning makes a tensor on the model's device, on a GPU a blocking host-to-device copy.
     """
-    if pl_module.trainer._logger_connector.should_update_logs:
+    trainer = pl_module._trainer  # None when a step is called by hand: nothing to log to
+    if trainer is not None and trainer._logger_connector.should_update_logs:
         number = torch.tensor(value, dtype=torch.float32)
         pl_module.log(name, number, on_step=True, on_epoch=False, batch_size=batch_size)
 
