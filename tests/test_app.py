@@ -20,7 +20,7 @@ from theseus_pl.data.tasks import glue_task
 from theseus_pl.pipeline import run
 from theseus_pl.schedules import build_schedule
 
-CONF = Path(__file__).parents[1] / "src" / "theseus_pl" / "conf"
+CONF = Path(__file__).parents[1] / "conf"
 EXPERIMENTS = sorted(path.stem for path in (CONF / "experiment").glob("*.yaml"))
 
 register_resolvers()

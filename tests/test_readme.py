@@ -14,6 +14,6 @@ def quick_start_commands() -> list[str]:
 def test_quick_start_has_exactly_two_commands_and_ci_runs_the_test_one():
     main_job, tests = quick_start_commands()
     assert main_job.endswith("python -m theseus_pl +experiment=demo")
-    assert (ROOT / "src" / "theseus_pl" / "conf" / "experiment" / "demo.yaml").is_file()
+    assert (ROOT / "conf" / "experiment" / "demo.yaml").is_file()
     assert tests.endswith("python -m pytest")
     assert tests in (ROOT / ".ci" / "run").read_text()

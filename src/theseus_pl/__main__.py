@@ -15,7 +15,7 @@ log = logging.getLogger("theseus_pl")
 register_resolvers()
 
 
-@hydra.main(version_base="1.3", config_path="conf", config_name="train")
+@hydra.main(version_base="1.3", config_path="pkg://theseus_pl.conf", config_name="train")
 def main(cfg: DictConfig) -> float:
     """Print the composed config, run the pipeline, print the headline; the return value serves sweepers."""
     log.info("Composed config:\n%s", OmegaConf.to_yaml(cfg, resolve=True))
