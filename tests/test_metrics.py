@@ -1,5 +1,7 @@
 """Every GLUE metric agrees with an independent computation (scikit-learn, SciPy) on fixed predictions."""
 
+import warnings
+
 import pytest
 import torch
 from scipy.stats import pearsonr, spearmanr
@@ -76,3 +78,68 @@ def test_reset_starts_a_new_epoch():
     metrics.reset()
     metrics.update(one_hot_logits(LABELS), LABELS)
     assert metrics.compute()["score"] == 100.0
+
+
+# Degenerate predictions and labels, where libraries disagree: GLUE's reference is scikit-learn and SciPy.
+LABELLED = torch.tensor([0, 1, 1, 0, 1, 1, 0, 0, 1, 1])
+DEGENERATE = {
+    "constant 0": (LABELLED, torch.zeros(10, dtype=torch.long)),
+    "constant 1": (LABELLED, torch.ones(10, dtype=torch.long)),
+    "one-class labels": (torch.ones(10, dtype=torch.long), LABELLED),
+    "one class everywhere": (torch.ones(10, dtype=torch.long), torch.ones(10, dtype=torch.long)),
+    "perfect": (LABELLED, LABELLED),
+    "inverted": (LABELLED, 1 - LABELLED),
+}
+
+
+def glue_reference(metric: str, labels: torch.Tensor, predicted: torch.Tensor) -> float:
+    """The task's headline x100 as GLUE computes it."""
+    if metric == "matthews":
+        return 100 * matthews_corrcoef(labels, predicted)
+    if metric == "accuracy":
+        return 100 * accuracy_score(labels, predicted)
+    return 50 * (f1_score(labels, predicted, zero_division=0) + accuracy_score(labels, predicted))
+
+
+@pytest.mark.parametrize("case", DEGENERATE)
+@pytest.mark.parametrize("task", ["CoLA", "SST-2", "QNLI", "RTE", "WNLI", "MRPC", "QQP"])
+def test_classification_scores_equal_glue_reference_in_degenerate_cases(task, case):
+    labels, predicted = DEGENERATE[case]
+    score = compute(task, (one_hot_logits(predicted), labels))["score"]
+    assert score == pytest.approx(glue_reference(glue_task(task).metric, labels, predicted), abs=1e-4)
+
+
+@pytest.mark.parametrize("case", DEGENERATE)
+def test_mnli_equals_glue_reference_in_degenerate_cases(case):
+    labels, predicted = DEGENERATE[case]
+    three_class = (labels * 2, predicted * 2)  # entailment / contradiction only: class 1 never occurs
+    sets = (one_hot_logits(three_class[1], 3), three_class[0]), (one_hot_logits(predicted, 3), labels)
+    score = compute("MNLI", *sets)["score"]
+    expected = 50 * (accuracy_score(*three_class) + accuracy_score(labels, predicted))
+    assert score == pytest.approx(expected)
+
+
+def test_cola_constant_predictions_score_zero_not_torchmetrics_epsilon():
+    # A predecessor that always predicts "acceptable" scored -11.11 here before (torchmetrics' MCC).
+    labels = torch.tensor([1] * 45 + [0] * 19)
+    assert compute("CoLA", (one_hot_logits(torch.ones(64, dtype=torch.long)), labels))["score"] == 0.0
+
+
+STSB_LABELS = torch.tensor([0.0, 1.2, 2.5, 3.1, 4.8, 5.0, 2.2, 0.4])
+STSB_DEGENERATE = {
+    "constant predictions": (STSB_LABELS, torch.full((8,), 2.5)),
+    "constant labels": (torch.full((8,), 3.0), STSB_LABELS),
+    "perfect": (STSB_LABELS, STSB_LABELS),
+    "inverted": (STSB_LABELS, -STSB_LABELS),
+}
+
+
+@pytest.mark.parametrize("case", STSB_DEGENERATE)
+def test_stsb_equals_scipy_in_degenerate_cases(case):
+    labels, scores = STSB_DEGENERATE[case]
+    values = compute("STS-B", (scores.unsqueeze(-1), labels))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SciPy warns that a constant input has no correlation
+        expected = {"pearson": pearsonr(scores, labels).statistic, "spearman": spearmanr(scores, labels).statistic}
+    for name, value in expected.items():
+        assert values[name] == pytest.approx(value, abs=1e-5, nan_ok=True), name

@@ -4,6 +4,10 @@ CoLA: Matthews correlation. SST-2, QNLI, RTE, WNLI: accuracy. MRPC, QQP: F1 and 
 STS-B: Pearson and Spearman, and their mean. MNLI: accuracy on matched and mismatched dev sets, and their mean.
 Each evaluation set's headline is the mean of its components; ``score`` is the mean over evaluation sets, times 100
 as in the paper's tables. Checkpointing and early stopping monitor ``val/score``.
+
+Degenerate cases follow GLUE's reference (scikit-learn, SciPy), not torchmetrics: Matthews correlation is 0 when
+either the labels or the predictions hold one class (torchmetrics gives about +-0.18 there), and Spearman
+correlation is NaN for a constant input, as SciPy's (torchmetrics gives 0).
 """
 
 from __future__ import annotations
@@ -13,15 +17,38 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 from torchmetrics import Metric
-from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score, MulticlassMatthewsCorrCoef
+from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix, MulticlassF1Score
 from torchmetrics.regression import PearsonCorrCoef, SpearmanCorrCoef
+from torchmetrics.utilities import dim_zero_cat
 
 from theseus_pl.data.tasks import METRICS, TaskSpec
 
 
+class MatthewsCorrCoef(MulticlassConfusionMatrix):
+    """Matthews correlation from the confusion matrix, with scikit-learn's rule: 0 when it is undefined."""
+
+    def compute(self) -> torch.Tensor:
+        matrix = super().compute().double()
+        samples, correct = matrix.sum(), matrix.trace()
+        true_counts, predicted_counts = matrix.sum(1), matrix.sum(0)
+        covariance = correct * samples - true_counts @ predicted_counts
+        spread = (samples**2 - predicted_counts @ predicted_counts) * (samples**2 - true_counts @ true_counts)
+        return covariance / spread.sqrt() if spread > 0 else torch.zeros((), dtype=torch.float64)
+
+
+class SpearmanCorrelation(SpearmanCorrCoef):
+    """Spearman correlation, NaN when predictions or labels are constant (SciPy's ``spearmanr``)."""
+
+    def compute(self) -> torch.Tensor:
+        predictions, labels = dim_zero_cat(self.preds), dim_zero_cat(self.target)
+        if predictions.unique().numel() < 2 or labels.unique().numel() < 2:
+            return torch.tensor(float("nan"))
+        return super().compute()
+
+
 def _components(metric: str, num_labels: int) -> dict[str, Metric]:
     if metric == "matthews":
-        return {"matthews_corr": MulticlassMatthewsCorrCoef(num_classes=num_labels)}
+        return {"matthews_corr": MatthewsCorrCoef(num_classes=num_labels)}
     if metric == "accuracy":
         return {"accuracy": MulticlassAccuracy(num_classes=num_labels, average="micro")}
     if metric == "f1_accuracy":
@@ -33,7 +60,7 @@ def _components(metric: str, num_labels: int) -> dict[str, Metric]:
         )
         return {"f1": f1, "accuracy": MulticlassAccuracy(num_classes=num_labels, average="micro")}
     if metric == "pearson_spearman":
-        return {"pearson": PearsonCorrCoef(), "spearman": SpearmanCorrCoef()}
+        return {"pearson": PearsonCorrCoef(), "spearman": SpearmanCorrelation()}
     raise ValueError(f"Unknown metric {metric!r}; choose one of {', '.join(METRICS)}.")
 
 
