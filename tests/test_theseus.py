@@ -146,3 +146,25 @@ def test_export_puts_the_tokenizer_beside_the_model(tmp_path):
 def test_deberta_with_a_first_layer_convolution_is_refused():
     with pytest.raises(ValueError, match=r"conv_kernel_size=3.*DeBERTa-v3"):
         TheseusModel(tiny_model("deberta-v2", conv_kernel_size=3), 2)
+
+
+@pytest.mark.parametrize("gate", [[False, False], [True, False], [True, True]])
+@pytest.mark.parametrize("output", ["output_hidden_states", "output_attentions"])
+def test_per_layer_outputs_are_refused_for_every_gate_rather_than_counted_per_inner_layer(family, gate, output):
+    theseus = TheseusModel(tiny_model(family), 2).eval()
+    with pytest.raises(ValueError, match=rf"{output}=True is not supported on a TheseusModel.*to_compact_model"):
+        theseus(gate, **tiny_inputs(), **{output: True})
+
+
+def test_hidden_states_asked_for_through_the_config_are_refused_too(family):
+    theseus = TheseusModel(tiny_model(family), 2).eval()
+    theseus.model.config.output_hidden_states = True
+    with pytest.raises(ValueError, match=r"output_hidden_states=True is not supported"):
+        theseus(None, **tiny_inputs())
+
+
+def test_the_compact_successor_gives_one_hidden_state_per_module(family):
+    theseus = TheseusModel(tiny_model(family), 2).eval()
+    with torch.no_grad():
+        hidden = theseus.to_compact_model()(**tiny_inputs(), output_hidden_states=True).hidden_states
+    assert len(hidden) == 2 + 1  # embeddings, then each module

@@ -149,8 +149,24 @@ class TheseusModel(nn.Module):
 
     def forward(self, gate: Sequence[bool] | torch.Tensor | None = None, **inputs: Any) -> Any:
         """Run the wrapped model with ``gate`` (None: every module uses its successor, as at inference)."""
+        self._refuse_per_layer_outputs(inputs)
         self.set_gate(gate)
         return self.model(**inputs)
+
+    def _refuse_per_layer_outputs(self, inputs: dict[str, Any]) -> None:
+        """Per-layer outputs would count every inner predecessor layer, so their number would follow the gate.
+
+        Hugging Face models record hidden states and attentions at each layer of the layer's class, and a
+        predecessor module holds several such layers while its successor holds one: rather than outputs whose
+        meaning changes from batch to batch, a clear refusal.
+        """
+        for name in ("output_hidden_states", "output_attentions"):
+            if inputs.get(name, getattr(self.model.config, name, False)):
+                raise ValueError(
+                    f"{name}=True is not supported on a TheseusModel: a predecessor module holds several layers "
+                    "and its successor one, so the number of per-layer outputs would change with the gate. Ask "
+                    "the compact successor (TheseusModel.to_compact_model()) or the predecessor for them."
+                )
 
     def to_compact_model(self) -> PreTrainedModel:
         """The successor as a plain model of the predecessor's class with ``n`` layers and nothing else."""
