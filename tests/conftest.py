@@ -11,6 +11,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing downloads at test time: 
 
 import pytest
 import torch
+from glue_files import make_glue_dir, write_tsv
+from hydra import compose, initialize_config_module
+from omegaconf import DictConfig
 from torch.utils.data import DataLoader, Dataset
 from transformers import (
     AutoModelForSequenceClassification,
@@ -24,6 +27,10 @@ from transformers import (
     PreTrainedModel,
     RobertaConfig,
 )
+
+from theseus_pl.config import register_resolvers
+
+register_resolvers()  # the app's ${package_path:...}, ${mul:...} in composed configs
 
 # The real GLUE files live beside the checkout (never inside it): ../shared/data/glue.
 REAL_GLUE_DIR = Path(os.environ.get("THESEUS_PL_GLUE_DIR", Path(__file__).parents[2] / "shared" / "data" / "glue"))
@@ -109,3 +116,41 @@ def tiny_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> BertTokenizer:
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     vocab.write_text("\n".join(specials + WORDS + [f"w{i}" for i in range(VOCAB - len(specials) - len(WORDS))]))
     return BertTokenizer(vocab_file=str(vocab))
+
+
+def compose_config(*overrides: str) -> DictConfig:
+    """The app's config as ``python -m theseus_pl <overrides>`` composes it (output folder left to the caller)."""
+    with initialize_config_module("theseus_pl.conf", version_base="1.3"):
+        return compose("train", overrides=["paths.output_dir=unused", *overrides])
+
+
+@pytest.fixture
+def tiny_base(tmp_path: Path, tiny_tokenizer: BertTokenizer) -> Path:
+    """A saved tiny BERT and its tokenizer: the app's ``model.base``."""
+    folder = tmp_path / "base"
+    tiny_model("bert").save_pretrained(folder)
+    tiny_tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture
+def glue_dir(tmp_path: Path) -> Path:
+    """A GLUE folder whose RTE has 24 training and 10 dev rows of the tiny tokenizer's words."""
+    root = make_glue_dir(tmp_path / "glue")
+    header = ["index", "sentence1", "sentence2", "label"]
+    words = ["the cat", "a dog", "he said hi", "the mat", "is not good", "a bad cat"]
+    rows = [[str(i), words[i % 6], words[(i * 5) % 6], ("entailment", "not_entailment")[i % 2]] for i in range(24)]
+    write_tsv(root / "RTE" / "train.tsv", [header, *rows])
+    write_tsv(root / "RTE" / "dev.tsv", [header, *rows[:10]])
+    return root
+
+
+def tiny_run_overrides(tiny_base: Path, glue_dir: Path, tmp_path: Path, output: str = "run") -> list[str]:
+    """A whole app run in seconds: tiny model, tiny RTE, 6 steps, CSV log only."""
+    return [
+        f"model.base={tiny_base}", f"data.glue_dir={glue_dir}", "data.task=RTE", "data.batch_size=4",
+        "theseus.successor_layers=2", "finetune.epochs=1", "schedule_steps=3", "trainer=cpu", "trainer.max_steps=6",
+        "trainer.val_check_interval=2", "trainer.log_every_n_steps=1", "logger=csv", "optimizer.lr=1e-3",
+        "benchmark.repeats=1",
+        f"paths.cache_dir={tmp_path / 'cache'}", f"paths.output_dir={tmp_path / output}",
+    ]  # fmt: skip

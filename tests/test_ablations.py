@@ -4,9 +4,8 @@ intermediate-task transfer starts from another run's successor, and launchers co
 import json
 
 import pytest
-from conftest import tiny_model
+from conftest import compose_config, tiny_model, tiny_run_overrides
 from hydra import compose, initialize_config_module
-from test_app import compose_config, glue_dir, tiny_base, tiny_run_overrides  # noqa: F401
 
 from theseus_pl.data.datamodule import GlueDataModule
 from theseus_pl.pipeline import run, single_module_scores
@@ -75,7 +74,7 @@ def test_fixed_gate_evaluation_runs_exactly_one_successor_module(tiny_tokenizer,
     assert all(block.use_successor for block in theseus.blocks), "the gate is reset to all successors afterwards"
 
 
-def test_table5_run_writes_one_score_per_module(tiny_base, glue_dir, tmp_path):  # noqa: F811
+def test_table5_run_writes_one_score_per_module(tiny_base, glue_dir, tmp_path):
     overrides = [o for o in tiny_run_overrides(tiny_base, glue_dir, tmp_path) if not o.startswith("trainer.max_steps")]
     cfg = compose_config(*overrides, "+sweep=single_module")
     results = run(cfg)
@@ -83,12 +82,12 @@ def test_table5_run_writes_one_score_per_module(tiny_base, glue_dir, tmp_path): 
     assert results["steps"] == cfg.schedule_steps
 
 
-def test_single_module_scores_need_theseus(tiny_base, glue_dir, tmp_path):  # noqa: F811
+def test_single_module_scores_need_theseus(tiny_base, glue_dir, tmp_path):
     with pytest.raises(ValueError, match="needs method=theseus"):
         run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "+sweep=single_module", "method=kd"))
 
 
-def test_intermediate_task_transfer_fine_tunes_another_runs_successor(tiny_base, glue_dir, tmp_path):  # noqa: F811
+def test_intermediate_task_transfer_fine_tunes_another_runs_successor(tiny_base, glue_dir, tmp_path):
     source = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path, output="mnli"), "data.task=MNLI"))
     transfer = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "method=transfer",
                                   f"method.successor={source['successor_dir']}"))  # fmt: skip
@@ -105,12 +104,12 @@ def test_intermediate_task_transfer_fine_tunes_another_runs_successor(tiny_base,
     [("replacement.b=high", r"replacement\.b='high' must be a number"),
      ("replacement.steps_to_full=1.5", r"replacement\.steps_to_full=1\.5 must be an integer")],
 )  # fmt: skip
-def test_a_sweep_value_of_the_wrong_type_is_named(override, message, tiny_base, glue_dir, tmp_path):  # noqa: F811
+def test_a_sweep_value_of_the_wrong_type_is_named(override, message, tiny_base, glue_dir, tmp_path):
     with pytest.raises(ValueError, match=message):
         run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), override))
 
 
-def test_an_ablation_deeper_than_the_predecessor_is_refused_before_training(tiny_base, glue_dir, tmp_path):  # noqa: F811
+def test_an_ablation_deeper_than_the_predecessor_is_refused_before_training(tiny_base, glue_dir, tmp_path):
     with pytest.raises(ValueError, match=r"theseus\.successor_layers=6 must be between 1 and the predecessor's 4"):
         run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "theseus.successor_layers=6"))
     assert not (tmp_path / "cache").exists()

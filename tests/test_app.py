@@ -7,28 +7,18 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import tiny_model
-from glue_files import make_glue_dir, write_tsv
-from hydra import compose, initialize_config_module
+from conftest import compose_config, tiny_run_overrides
 from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
 from sklearn.metrics import accuracy_score
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from theseus_pl.config import register_resolvers
 from theseus_pl.data.tasks import glue_task
 from theseus_pl.pipeline import run
 from theseus_pl.schedules import build_schedule
 
 CONF = Path(__file__).parents[1] / "conf"
 EXPERIMENTS = sorted(path.stem for path in (CONF / "experiment").glob("*.yaml"))
-
-register_resolvers()
-
-
-def compose_config(*overrides: str):
-    with initialize_config_module("theseus_pl.conf", version_base="1.3"):
-        return compose("train", overrides=["paths.output_dir=unused", *overrides])
 
 
 def test_every_glue_task_has_a_curriculum_and_a_constant_experiment():
@@ -85,35 +75,6 @@ def test_an_unknown_experiment_or_value_is_refused():
         compose_config("+experiment=nope")
     with pytest.raises(ConfigCompositionException):
         compose_config("replacement=linear")
-
-
-@pytest.fixture
-def tiny_base(tmp_path, tiny_tokenizer):
-    folder = tmp_path / "base"
-    tiny_model("bert").save_pretrained(folder)
-    tiny_tokenizer.save_pretrained(folder)
-    return folder
-
-
-@pytest.fixture
-def glue_dir(tmp_path):
-    root = make_glue_dir(tmp_path / "glue")
-    header = ["index", "sentence1", "sentence2", "label"]
-    words = ["the cat", "a dog", "he said hi", "the mat", "is not good", "a bad cat"]
-    rows = [[str(i), words[i % 6], words[(i * 5) % 6], ("entailment", "not_entailment")[i % 2]] for i in range(24)]
-    write_tsv(root / "RTE" / "train.tsv", [header, *rows])
-    write_tsv(root / "RTE" / "dev.tsv", [header, *rows[:10]])
-    return root
-
-
-def tiny_run_overrides(tiny_base, glue_dir, tmp_path, output="run"):
-    return [
-        f"model.base={tiny_base}", f"data.glue_dir={glue_dir}", "data.task=RTE", "data.batch_size=4",
-        "theseus.successor_layers=2", "finetune.epochs=1", "schedule_steps=3", "trainer=cpu", "trainer.max_steps=6",
-        "trainer.val_check_interval=2", "trainer.log_every_n_steps=1", "logger=csv", "optimizer.lr=1e-3",
-        "benchmark.repeats=1",
-        f"paths.cache_dir={tmp_path / 'cache'}", f"paths.output_dir={tmp_path / output}",
-    ]  # fmt: skip
 
 
 def test_pipeline_end_to_end_on_a_tiny_model(tiny_base, glue_dir, tmp_path):

@@ -3,8 +3,7 @@
 import json
 
 import pytest
-from conftest import REAL_GLUE_DIR
-from test_app import compose_config
+from conftest import REAL_GLUE_DIR, compose_config
 
 from theseus_pl.pipeline import run
 

@@ -5,8 +5,7 @@ import copy
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import FAMILIES, tiny_inputs, tiny_model
-from test_app import compose_config, glue_dir, tiny_base, tiny_run_overrides  # noqa: F401
+from conftest import FAMILIES, compose_config, tiny_inputs, tiny_model, tiny_run_overrides
 from transformers import AutoModelForSequenceClassification
 
 from theseus_pl.baselines import DistillationModule, add_layerdrop, distillation_loss, patient_loss, remove_layerdrop
@@ -92,7 +91,7 @@ def test_layerdrop_skips_layers_only_in_training_and_unwraps(family):
 
 
 @pytest.mark.parametrize("method", ["fine_tuning", "kd", "pkd", "layerdrop"])
-def test_every_baseline_runs_and_exports_a_plain_checkpoint(method, tiny_base, glue_dir, tmp_path):  # noqa: F811
+def test_every_baseline_runs_and_exports_a_plain_checkpoint(method, tiny_base, glue_dir, tmp_path):
     results = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), f"method={method}"))
     assert results["method"] == method
     assert results["layers"] == {"predecessor": 4, "successor": 2}

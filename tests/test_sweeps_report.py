@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import compose_config, tiny_run_overrides
 from hydra import compose, initialize_config_module
-from test_app import EXPERIMENTS, compose_config, glue_dir, tiny_base, tiny_run_overrides  # noqa: F401
+from test_app import EXPERIMENTS
 
 from theseus_pl.report import build_table, main
 
@@ -86,7 +87,7 @@ def test_a_report_over_folders_without_results_says_so(tmp_path):
         main([str(tmp_path)])
 
 
-def test_a_two_by_two_multirun_end_to_end(tiny_base, glue_dir, tmp_path):  # noqa: F811
+def test_a_two_by_two_multirun_end_to_end(tiny_base, glue_dir, tmp_path):
     overrides = [o for o in tiny_run_overrides(tiny_base, glue_dir, tmp_path) if not o.startswith("paths.output_dir")]
     sweep_dir = tmp_path / "multirun"
     completed = subprocess.run(

@@ -79,17 +79,36 @@ def load_classifier(name: str, task: TaskSpec, new_head: bool = False) -> PreTra
     )  # fmt: skip
 
 
-def cache_key(base: str, datamodule: GlueDataModule, finetune: dict[str, Any], seed: int) -> str:
+def cache_key(base: str, datamodule: GlueDataModule, finetune: dict[str, Any], seed: int, precision: str) -> str:
+    """A key of everything that changes the fine-tuned predecessor, so a sweep never reuses one trained otherwise.
+
+    The base model (a local folder by its files' sizes and times), the tokenizer's definition, the task (labels,
+    metric, max length), the data files, the sample caps, how batches are formed, the precision, the fine-tuning
+    settings and the seed. What only the compression uses (its learning rate, the schedule, the depth) is not
+    in it: every run of a sweep over those shares one predecessor.
+    """
     task = datamodule.task
     key = {
-        "base": str(Path(base).expanduser().resolve()) if looks_like_path(base) else base,
-        "task": [task.name, list(task.text_columns), list(task.label_names), task.max_length],
+        "base": _model_fingerprint(base),
+        "tokenizer": datamodule.tokenizer_id,
+        "task": [task.name, list(task.text_columns), list(task.label_names), task.metric, task.max_length],
         "data": [datamodule.source.fingerprint(task, split) for split in ("train", *task.eval_splits)],
-        "samples": [datamodule.max_train_samples, datamodule.max_eval_samples],
+        "samples": [datamodule.max_train_samples, datamodule.max_eval_samples, datamodule.seed],
+        "batches": [datamodule.batch_size, datamodule.group_by_length, datamodule.pad_to_max_length],
+        "precision": str(precision),
         "finetune": finetune,
         "seed": seed,
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _model_fingerprint(name: str) -> str | list[str]:
+    """A hub id as it is; a local folder by its path and each file's size and modification time."""
+    if not looks_like_path(name):
+        return name
+    folder = Path(name).expanduser().resolve()
+    files = sorted(path for path in folder.rglob("*") if path.is_file())
+    return [str(folder)] + [f"{p.relative_to(folder)}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files]
 
 
 def prepare_predecessor(
@@ -103,7 +122,8 @@ def prepare_predecessor(
 ) -> Predecessor:
     if given:
         return Predecessor(str(Path(given).expanduser()) if looks_like_path(given) else given, "given")
-    directory = cache_dir / "predecessors" / f"{datamodule.task.name}-{cache_key(base, datamodule, finetune, seed)}"
+    key = cache_key(base, datamodule, finetune, seed, trainer_settings["precision"])
+    directory = cache_dir / "predecessors" / f"{datamodule.task.name}-{key}"
     if (directory / "config.json").is_file():
         log.info("Reusing the cached predecessor %s", directory)
         return Predecessor(str(directory), "cache")

@@ -107,6 +107,7 @@ class GlueDataModule(pl.LightningDataModule):
         self.max_train_samples = max_train_samples
         self.max_eval_samples = max_eval_samples
         self.group_by_length = group_by_length
+        self.pad_to_max_length = pad_to_max_length
         self.seed = seed
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir else None
         self.num_workers = num_workers

@@ -1,0 +1,60 @@
+"""The predecessor cache key: every input that changes the fine-tuned predecessor changes it, nothing else does."""
+
+import os
+import shutil
+
+import pytest
+from conftest import compose_config, tiny_run_overrides
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from theseus_pl.pipeline import _evaluation_settings
+from theseus_pl.predecessor import cache_key
+
+
+def key_of(*overrides: str) -> str:
+    """The key as the app computes it for ``python -m theseus_pl <overrides>``."""
+    cfg = compose_config(*overrides)
+    datamodule = instantiate(cfg.data, tokenizer=cfg.model.base)
+    finetune = OmegaConf.to_container(cfg.finetune)
+    return cache_key(cfg.model.base, datamodule, finetune, cfg.seed, _evaluation_settings(cfg.trainer)["precision"])
+
+
+@pytest.fixture
+def base_overrides(tiny_base, glue_dir, tmp_path):
+    return tiny_run_overrides(tiny_base, glue_dir, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "finetune.lr=1e-4", "finetune.epochs=2", "finetune.weight_decay=0.1", "finetune.warmup_ratio=0.1",
+        "seed=7", "data.batch_size=8", "data.max_train_samples=12", "data.max_eval_samples=5", "data.max_length=16",
+        "data.group_by_length=true", "data.pad_to_max_length=true", "trainer.precision=bf16-mixed",
+    ],
+)  # fmt: skip
+def test_each_fine_tuning_input_gives_a_new_key(base_overrides, change):
+    assert key_of(*base_overrides, change) != key_of(*base_overrides)
+
+
+def test_compression_settings_keep_the_key(base_overrides):
+    unrelated = [
+        "optimizer.lr=5e-5", "replacement.b=0.1", "theseus.successor_layers=3", "trainer.max_steps=99",
+        "schedule_steps=4", "data.eval_batch_size=3", "method=kd", "benchmark.repeats=3",
+    ]  # fmt: skip
+    assert key_of(*base_overrides, *unrelated) == key_of(*base_overrides)
+
+
+def test_base_model_and_data_files_are_part_of_the_key(base_overrides, tiny_base, glue_dir, tmp_path):
+    before = key_of(*base_overrides)
+    train = glue_dir / "RTE" / "train.tsv"
+    train.write_text(train.read_text().replace("the cat", "a cat", 1))
+    after_data = key_of(*base_overrides)
+    assert after_data != before
+
+    weights = tiny_base / "model.safetensors"
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))  # re-saved weights
+    assert key_of(*base_overrides) != after_data
+
+    copy = shutil.copytree(tiny_base, tmp_path / "another_base")
+    assert key_of(*base_overrides, f"model.base={copy}") != key_of(*base_overrides)
