@@ -5,6 +5,9 @@ from lightning.pytorch.loggers import CSVLogger, WandbLogger
 
 from theseus_pl import loggers
 from theseus_pl.loggers import build_loggers, wandb_mode
+from theseus_pl.run_identity import RunIdentity
+
+IDENTITY = RunIdentity(name="RTE theseus_curriculum", group=None, job_type="theseus_curriculum", tags=["RTE"])
 
 
 def test_auto_mode_is_offline_without_an_account(monkeypatch, tmp_path):
@@ -22,7 +25,7 @@ def test_auto_mode_is_offline_without_an_account(monkeypatch, tmp_path):
 
 def test_offline_wandb_run_writes_locally(monkeypatch, tmp_path):
     monkeypatch.setenv("WANDB_MODE", "offline")
-    built = build_loggers(tmp_path, {"enabled": True, "project": "t", "mode": "auto"}, {"seed": 1})
+    built = build_loggers(tmp_path, {"enabled": True, "project": "t", "mode": "auto"}, {"seed": 1}, IDENTITY)
     assert [type(logger) for logger in built] == [CSVLogger, WandbLogger]
     built[1].log_metrics({"train/p": 0.5}, step=0)
     built[1].experiment.finish()
@@ -34,11 +37,11 @@ def test_a_wandb_that_cannot_start_leaves_the_csv_log(monkeypatch, tmp_path, cap
         raise ConnectionError("api.wandb.ai unreachable")
 
     monkeypatch.setattr(loggers, "WandbLogger", unreachable)
-    built = build_loggers(tmp_path, {"enabled": True, "mode": "online"}, {})
+    built = build_loggers(tmp_path, {"enabled": True, "mode": "online"}, {}, IDENTITY)
     assert [type(logger) for logger in built] == [CSVLogger]
     assert "Weights & Biases is unavailable (ConnectionError: api.wandb.ai unreachable)" in caplog.text
 
 
 @pytest.mark.parametrize("settings", [{"enabled": False}, {"enabled": True, "mode": "disabled"}])
 def test_wandb_can_be_switched_off(tmp_path, settings):
-    assert [type(logger) for logger in build_loggers(tmp_path, settings, {})] == [CSVLogger]
+    assert [type(logger) for logger in build_loggers(tmp_path, settings, {}, IDENTITY)] == [CSVLogger]

@@ -16,16 +16,21 @@ register_resolvers()
 
 
 @hydra.main(version_base="1.3", config_path="pkg://theseus_pl.conf", config_name="train")
-def main(cfg: DictConfig) -> float:
+def main(cfg: DictConfig) -> float | None:
     """Print the composed config, run the pipeline, print the headline; the return value serves sweepers."""
     log.info("Composed config:\n%s", OmegaConf.to_yaml(cfg, resolve=True))
     results = run(cfg)
+    if results is None:  # a DDP rank other than 0: rank 0 reports
+        return None
+    retained = "n/a" if results["retained"] is None else f"{100 * results['retained']:.1f}%"
+    speedup = "n/a" if results["speedup"] is None else f"{results['speedup']:.2f}x"
     log.info(
-        "%s: predecessor %.2f, successor %.2f (%.1f%% retained), %d -> %d layers, %.2fx faster; results in %s",
-        results["task"], results["predecessor"]["score"], results["successor"]["score"], 100 * results["retained"],
-        results["layers"]["predecessor"], results["layers"]["successor"], results["speedup"],
-        cfg.paths.output_dir,
+        "%s: predecessor %.2f, successor %.2f (%s retained), %d -> %d layers, %s faster; results in %s",
+        results["task"], results["predecessor"]["score"], results["successor"]["score"], retained,
+        results["layers"]["predecessor"], results["layers"]["successor"], speedup, cfg.paths.output_dir,
     )  # fmt: skip
+    for step, error in results["failed_steps"].items():
+        log.warning("Step %r did not complete: %s", step, error)
     return results["successor"]["score"]
 
 

@@ -15,6 +15,8 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 
+from theseus_pl.run_identity import RunIdentity
+
 log = logging.getLogger(__name__)
 
 
@@ -46,38 +48,83 @@ def wandb_mode(mode: str = "auto") -> str:
         return "offline"
 
 
+WANDB_MODES = ("auto", "online", "offline", "disabled")
+
+
+def check_wandb_settings(settings: dict[str, Any]) -> None:
+    """Refuse W&B settings of the wrong type or value before anything starts (Hydra types ``name=123`` as int)."""
+    problems = []
+    for key in ("project", "entity", "group", "name"):
+        value = settings.get(key)
+        if value is not None and not isinstance(value, str):
+            problems.append(
+                f"logger.wandb.{key}={value!r} is a {type(value).__name__}; give text, quoted if it looks like a "
+                f"number: 'logger.wandb.{key}=\"{value}\"'."
+            )
+    tags = settings.get("tags") or []
+    if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
+        problems.append(f"logger.wandb.tags={tags!r} must be a list of text, e.g. 'logger.wandb.tags=[baseline,v2]'.")
+    if settings.get("mode", "auto") not in WANDB_MODES:
+        problems.append(
+            f"logger.wandb.mode={settings.get('mode')!r} is unknown; choose one of {', '.join(WANDB_MODES)}."
+        )
+    log_model = settings.get("log_model", False)
+    if not isinstance(log_model, bool):
+        problems.append(f"logger.wandb.log_model={log_model!r} must be true or false.")
+    elif log_model and (not settings.get("enabled", True) or wandb_mode(settings.get("mode", "auto")) == "disabled"):
+        problems.append(
+            "logger.wandb.log_model=true uploads the exported successor to a W&B run, but W&B is off here "
+            "(logger=csv, logger.wandb.enabled=false or mode disabled): turn W&B on or drop log_model."
+        )
+    if problems:
+        raise ValueError("Bad W&B settings:\n  " + "\n  ".join(problems))
+
+
 def wandb_logger(
-    save_dir: Path, project: str, name: str | None, mode: str, config: dict[str, Any]
+    save_dir: Path, settings: dict[str, Any], identity: RunIdentity, config: dict[str, Any]
 ) -> WandbLogger | None:
     """A started W&B run, or None (with a warning) if W&B cannot start: the run goes on with the CSV log."""
     import wandb
 
-    resolved = wandb_mode(mode)
+    resolved = wandb_mode(settings.get("mode", "auto"))
     if resolved == "disabled":
         return None
     try:
         logger = WandbLogger(
-            project=project,
-            name=name,
+            project=settings.get("project", "theseus_pl"),
+            entity=settings.get("entity"),
+            name=identity.name,
+            group=identity.group,
+            job_type=identity.job_type,
+            tags=identity.tags,
             save_dir=str(save_dir),
             mode=resolved,
             settings=wandb.Settings(init_timeout=60, silent=True),
         )
-        logger.experiment.config.update(config, allow_val_change=True)
+        run = logger.experiment
+        run.config.update(config, allow_val_change=True)
+        # The dashboard's headline: the best dev score, not the last one logged.
+        run.define_metric("val/score", step_metric="trainer/global_step", summary="max")
     except Exception as error:  # any failure to reach or start W&B must not cost the user the run
         log.warning("Weights & Biases is unavailable (%s: %s); logging to CSV only.", type(error).__name__, error)
         return None
-    log.info("Weights & Biases run in %s mode, files under %s", resolved, save_dir)
+    log.info(
+        "Weights & Biases run %r (group %s) in %s mode, files under %s",
+        identity.name,
+        identity.group,
+        resolved,
+        save_dir,
+    )
     return logger
 
 
-def build_loggers(output_dir: Path, wandb_settings: dict[str, Any], config: dict[str, Any]) -> list[Logger]:
+def build_loggers(
+    output_dir: Path, wandb_settings: dict[str, Any], config: dict[str, Any], identity: RunIdentity
+) -> list[Logger]:
+    """The CSV log, and a W&B run named by ``identity`` when W&B is on and can start."""
     loggers: list[Logger] = [CSVLogger(save_dir=str(output_dir), name="csv", version="")]
     if wandb_settings.get("enabled", True):
-        run = wandb_logger(
-            output_dir, wandb_settings.get("project", "theseus_pl"), wandb_settings.get("name"),
-            wandb_settings.get("mode", "auto"), config,
-        )  # fmt: skip
+        run = wandb_logger(output_dir, wandb_settings, identity, config)
         if run is not None:
             loggers.append(run)
     return loggers

@@ -4,38 +4,53 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
 import torch
 from hydra.utils import instantiate
+from lightning.pytorch.loggers import CSVLogger, Logger
 from omegaconf import DictConfig, OmegaConf
 from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
 
 from theseus_pl.data.datamodule import GlueDataModule
-from theseus_pl.loggers import build_loggers
-from theseus_pl.methods import build_method
+from theseus_pl.loggers import build_loggers, check_wandb_settings
+from theseus_pl.methods import Method, build_method
 from theseus_pl.metrics import TaskMetrics
 from theseus_pl.module import ClassifierModule
-from theseus_pl.outputs import flat_summary, write_model_card, write_results
-from theseus_pl.predecessor import check_fits_task, check_model_reference, load_classifier, prepare_predecessor
-from theseus_pl.schedules import build_schedule
+from theseus_pl.outputs import flat_summary, retained, write_model_card, write_results
+from theseus_pl.predecessor import (
+    Predecessor,
+    check_fits_task,
+    check_model_reference,
+    load_classifier,
+    prepare_predecessor,
+)
+from theseus_pl.run_identity import run_identity
+from theseus_pl.schedules import ReplacementSchedule, build_schedule
 from theseus_pl.speed import inference_speedup
 from theseus_pl.theseus import TheseusModel
+from theseus_pl.wandb_report import finish, publish, run_link, wandb_run
 
 log = logging.getLogger(__name__)
 
 
-def run(cfg: DictConfig) -> dict[str, Any]:
-    """Run every stage and return what ``results.json`` holds."""
+def run(cfg: DictConfig) -> dict[str, Any] | None:
+    """Run every stage and return what ``results.json`` holds (None on DDP ranks other than 0, which write nothing).
+
+    The job's W&B run ends with it: finished, or failed with the error in its summary, so the next job of a
+    multirun (same process under the basic and joblib launchers) starts a fresh run.
+    """
     started = time.perf_counter()
     output_dir = Path(cfg.paths.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     pl.seed_everything(cfg.seed, workers=True)
 
-    # Everything that can be wrong with the config fails here, before any training.
+    # Everything that can be wrong with the config fails here, before any training and before W&B starts.
     schedule = build_schedule(**cfg.replacement)
+    check_wandb_settings(OmegaConf.to_container(cfg.logger.wandb))
     start_model = cfg.model.predecessor or cfg.model.base
     check_model_reference(start_model, "model.predecessor" if cfg.model.predecessor else "model.base")
     _check_depth(start_model, cfg.theseus.successor_layers)
@@ -52,20 +67,66 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         cfg.model.base, cfg.model.predecessor, datamodule, OmegaConf.to_container(cfg.finetune), cfg.seed,
         Path(cfg.paths.cache_dir), evaluation,
     )  # fmt: skip
-
     method = build_method(
         OmegaConf.to_container(cfg.method), predecessor.directory, task, OmegaConf.to_container(cfg.theseus),
         OmegaConf.to_container(cfg.optimizer), schedule, cfg.replacement.kind, cfg.seed,
     )  # fmt: skip
+    identity = run_identity(cfg, task.name, method.name)
+    loggers = build_loggers(output_dir, cfg.logger.wandb, OmegaConf.to_container(cfg, resolve=True), identity)
+    wandb = wandb_run(loggers)
+    try:
+        trainer, resumed_from = _train(cfg, method, datamodule, loggers, output_dir)
+        if not trainer.is_global_zero:
+            log.info("Rank %d is done; rank 0 evaluates, exports and writes the results.", trainer.global_rank)
+            results = None
+        else:
+            results = _report(
+                cfg, trainer, resumed_from, method, predecessor, datamodule, evaluation, schedule, loggers, started
+            )
+    except BaseException as error:
+        finish(wandb, error)
+        raise
+    finish(wandb)
+    return results
+
+
+def _train(
+    cfg: DictConfig, method: Method, datamodule: GlueDataModule, loggers: list[Logger], output_dir: Path
+) -> tuple[pl.Trainer, str | None]:
+    """The fitted Trainer, and the checkpoint it resumed from (None for a fresh run)."""
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
-    loggers = build_loggers(output_dir, cfg.logger.wandb, OmegaConf.to_container(cfg, resolve=True))
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=[*callbacks, *method.callbacks], logger=loggers)
     last = output_dir / "checkpoints" / "last.ckpt"
-    resume_from = str(last) if cfg.resume and last.is_file() else None
-    if resume_from:
-        log.info("Resuming from %s", resume_from)
-    trainer.fit(method.module, datamodule=datamodule, ckpt_path=resume_from)
+    resumed_from = str(last) if cfg.resume and last.is_file() else None
+    if resumed_from:
+        log.info("Resuming from %s", resumed_from)
+    trainer.fit(method.module, datamodule=datamodule, ckpt_path=resumed_from)
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        # Training is over: rank 0 evaluates and exports alone, and a later Trainer must not wait for ranks that
+        # have finished (its data preparation barrier would make a new group of every rank and hang).
+        torch.distributed.destroy_process_group()
+    return trainer, resumed_from
 
+
+def _report(
+    cfg: DictConfig,
+    trainer: pl.Trainer,
+    resumed_from: str | None,
+    method: Method,
+    predecessor: Predecessor,
+    datamodule: GlueDataModule,
+    evaluation: dict[str, Any],
+    schedule: ReplacementSchedule,
+    loggers: list[Logger],
+    started: float,
+) -> dict[str, Any]:
+    """Evaluate, export and write ``results.json`` as soon as the scores are known; then the optional steps.
+
+    An optional step that fails (speed-up, model card, logging the summary) is named under ``failed_steps`` in
+    ``results.json`` with its error, and the scores stay on disk.
+    """
+    output_dir = Path(cfg.paths.output_dir)
+    task = datamodule.task
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     if best:
         method.module.load_state_dict(torch.load(best, map_location="cpu", weights_only=False)["state_dict"])
@@ -80,6 +141,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
     successor_metrics = evaluate(successor, datamodule, evaluation)
     predecessor_metrics = evaluate(predecessor_model, datamodule, evaluation)
+    theseus = method.name.startswith("theseus")
     results = {
         "task": task.name,
         "method": method.name,
@@ -96,22 +158,50 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         "layers": {"predecessor": predecessor_model.config.num_hidden_layers,
                    "successor": successor.config.num_hidden_layers},
         "params": {"predecessor": _count(predecessor_model), "successor": _count(successor)},
-        "speedup": _speedup(predecessor_model, successor, datamodule, cfg),
-        "schedule": repr(schedule) if method.name.startswith("theseus") else None,
-        "switch_step": schedule.switch_step if method.name.startswith("theseus") else None,
+        "speedup": None,
+        "schedule": repr(schedule) if theseus else None,
+        "switch_step": schedule.switch_step if theseus else None,
         "steps": trainer.global_step,
-        "resumed_from": resume_from,
+        "resumed_from": resumed_from,
         "data": {"train_size": len(datamodule.splits["train"]),
                  "eval_size": sum(len(datamodule.splits[s]) for s in task.eval_splits)},
         "seed": cfg.seed,
         "single_module_scores": single_modules,
+        "wandb": run_link(wandb_run(loggers)),
+        "failed_steps": {},
     }  # fmt: skip
-    results["retained"] = results["successor"]["score"] / results["predecessor"]["score"]
+    results["retained"], results["retained_note"] = retained(
+        results["predecessor"]["score"], results["successor"]["score"]
+    )
+    results_path = write_results(output_dir / "results.json", results)  # the scores are safe from here on
+
+    def measure_speedup() -> None:
+        results["speedup"] = _speedup(predecessor_model, successor, datamodule, cfg)
+
+    _optional(results, "speedup", measure_speedup)
+    _optional(results, "model_card", lambda: write_model_card(successor_dir, results))
     results["wall_seconds"] = time.perf_counter() - started
-    write_results(output_dir / "results.json", results)
-    write_model_card(successor_dir, results)
-    _log_summary(loggers, results, trainer.global_step)
+    _optional(results, "csv_summary", lambda: _log_csv_summary(loggers, results, trainer.global_step))
+    write_results(results_path, results)
+    run = wandb_run(loggers)
+    if run is not None:
+        files = {"results.json": results_path, "config.yaml": output_dir / ".hydra" / "config.yaml",
+                 "model_card.md": successor_dir / "README.md"}  # fmt: skip
+        log_model = cfg.logger.wandb.get("log_model", False)
+        if _optional(results, "wandb", lambda: publish(run, results, files, successor_dir, log_model)):
+            write_results(results_path, results)
     return results
+
+
+def _optional(results: dict[str, Any], step: str, action: Callable[[], object]) -> bool:
+    """Run a step the scores do not depend on; a failure is recorded and logged, never raised. True if it failed."""
+    try:
+        action()
+    except Exception as error:
+        results["failed_steps"][step] = f"{type(error).__name__}: {error}"
+        log.warning("Step %r failed (%s: %s); the scores are in results.json.", step, type(error).__name__, error)
+        return True
+    return False
 
 
 def evaluate(model: PreTrainedModel, datamodule: GlueDataModule, settings: dict[str, Any]) -> dict[str, float]:
@@ -183,11 +273,10 @@ def _speedup(
     return inference_speedup(predecessor.to(device), successor.to(device), batch, cfg.benchmark.repeats)
 
 
-def _log_summary(loggers: list, results: dict[str, Any], step: int) -> None:
-    summary = flat_summary(results)
+def _log_csv_summary(loggers: list[Logger], results: dict[str, Any], step: int) -> None:
+    """The final numbers as the last row of ``csv/metrics.csv`` (the W&B run gets them in its summary)."""
+    summary = {key: value for key, value in flat_summary(results).items() if value is not None}
     for logger in loggers:
-        try:
+        if isinstance(logger, CSVLogger):
             logger.log_metrics(summary, step=step)
             logger.save()
-        except Exception as error:  # a logger that fails at the end must not lose the results already written
-            log.warning("Could not log the summary to %s: %s", type(logger).__name__, error)
