@@ -27,7 +27,7 @@ def test_notebook_executes_on_sweep_results(tmp_path, monkeypatch):
         (folder / "csv").mkdir(parents=True)
         results = {"task": "RTE", "method": method, "predecessor": {"score": 75.0}, "successor": {"score": score},
                    "retained": score / 75, "speedup": 2.0, "schedule": f"S{job}",
-                   "settings": {"replacement.p": 0.5, "seed": 1}}  # fmt: skip
+                   "settings": {"replacement.p": 0.5, "seed": 1}, "wandb": {"name": f"RTE {method} p=0.5"}}  # fmt: skip
         (folder / "results.json").write_text(json.dumps(results))
         (folder / "csv" / "metrics.csv").write_text("step,train/p\n0,0.3\n1,0.6\n2,1.0\n")
     monkeypatch.setenv("THESEUS_RESULTS", str(tmp_path / "multirun"))
@@ -36,5 +36,6 @@ def test_notebook_executes_on_sweep_results(tmp_path, monkeypatch):
     text = json.dumps([cell.get("outputs", []) for cell in notebook.cells])
     assert "3 finished runs" in text
     assert "theseus_curriculum" in text and "71.0" in text
+    assert "RTE kd p=0.5" in text  # each run's W&B name beside it
     assert "image/png" in text
     assert (tmp_path / "report_plots" / "p_over_steps.png").is_file()

@@ -1,5 +1,6 @@
 """Sweeps compose, a 2 x 2 multirun runs end to end, and the report command turns results into tables."""
 
+import csv
 import json
 import subprocess
 import sys
@@ -71,6 +72,22 @@ def test_cells_are_the_best_setting_of_the_median_over_seeds(tmp_path):
     assert (tmp_path / "out" / "table.csv").read_text().splitlines()[0] == "method,CoLA,RTE,macro"
     by_lr = build_table([json.loads(p.read_text()) for p in tmp_path.glob("[ab]*/results.json")], "optimizer.lr")[1]
     assert by_lr["2e-05"] == {"RTE": 74.0} and by_lr["1e-05"] == {"RTE": 73.0}
+
+
+def test_the_runs_list_names_each_runs_wandb_run_where_it_had_one(tmp_path):
+    fake_run(tmp_path / "a", "RTE", "theseus_curriculum", 70.0)
+    fake_run(tmp_path / "b", "RTE", "kd", 65.0)
+    linked = json.loads((tmp_path / "a" / "results.json").read_text())
+    linked["wandb"] = {"id": "x1", "name": "RTE theseus_curriculum lr=2e-05", "group": "g", "url": "https://w/x1"}
+    (tmp_path / "a" / "results.json").write_text(json.dumps(linked))
+    main([str(tmp_path), "--output", str(tmp_path / "out")])
+    lines = (tmp_path / "out" / "runs.md").read_text().splitlines()
+    assert lines[0] == "| task | method | predecessor | successor | wandb | wandb_url | folder |"
+    assert lines[2] == f"| RTE | kd | 80.00 | 65.00 |  |  | {tmp_path / 'b'} |"
+    name_and_url = "RTE theseus_curriculum lr=2e-05 | https://w/x1"
+    assert lines[3] == f"| RTE | theseus_curriculum | 80.00 | 70.00 | {name_and_url} | {tmp_path / 'a'} |"
+    with (tmp_path / "out" / "runs.csv").open() as handle:
+        assert [row["wandb"] for row in csv.DictReader(handle)] == ["", "RTE theseus_curriculum lr=2e-05"]
 
 
 def test_a_half_finished_sweep_names_what_is_missing(tmp_path, capsys):

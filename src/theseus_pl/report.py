@@ -5,6 +5,8 @@ Reads every ``results.json`` below the folders and writes, into ``--output``:
 - ``table.md`` and ``table.csv``: one row per value of ``--rows`` (default ``method``), one column per task, and
   the macro average over tasks. A cell is the best dev score over the settings a sweep varied, each setting first
   reduced to its median over seeds (as the paper reports). The predecessor gets a row of its own.
+- ``runs.md`` and ``runs.csv``: every run — task, method, scores, its folder and, when it had one, its W&B
+  run's name and URL — so a cell of the table leads to the runs behind it.
 - ``p_over_steps.png``: the replacement rate logged by each schedule over the training steps.
 - ``score_vs_rate.png``: successor score against the constant replacing rate ``p`` (when such runs exist).
 
@@ -98,6 +100,48 @@ def write_tables(tasks: list[str], table: dict[str, dict[str, float]], rows: str
     return [markdown, table_csv]
 
 
+RUN_COLUMNS = ["task", "method", "predecessor", "successor", "wandb", "wandb_url", "folder"]
+
+
+def run_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per run, sorted by task and method, with its W&B name and URL where it has them."""
+    rows = [
+        {
+            "task": run["task"],
+            "method": run["method"],
+            "predecessor": run["predecessor"]["score"],
+            "successor": run["successor"]["score"],
+            "wandb": (run.get("wandb") or {}).get("name") or "",
+            "wandb_url": (run.get("wandb") or {}).get("url") or "",
+            "folder": run["_dir"],
+        }
+        for run in runs
+    ]
+    return sorted(rows, key=lambda row: (row["task"], row["method"], row["folder"]))
+
+
+def write_runs(runs: list[dict[str, Any]], output: Path) -> list[Path]:
+    rows = run_rows(runs)
+
+    def text(value: Any) -> str:
+        return "" if value is None else f"{value:.2f}" if isinstance(value, float) else str(value)
+
+    markdown = output / "runs.md"
+    markdown.write_text(
+        "\n".join(
+            ["| " + " | ".join(RUN_COLUMNS) + " |", "|" + "---|" * len(RUN_COLUMNS)]
+            + ["| " + " | ".join(text(row[c]) for c in RUN_COLUMNS) + " |" for row in rows]
+        )
+        + "\n"
+    )
+    runs_csv = output / "runs.csv"
+    with runs_csv.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, RUN_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    return [markdown, runs_csv]
+
+
 def write_plots(runs: list[dict[str, Any]], output: Path) -> list[Path]:
     import matplotlib
 
@@ -150,7 +194,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     runs, missing = find_runs(args.folders)
     tasks, table = build_table(runs, args.rows)
     args.output.mkdir(parents=True, exist_ok=True)
-    written = write_tables(tasks, table, args.rows, args.output) + write_plots(runs, args.output)
+    written = (
+        write_tables(tasks, table, args.rows, args.output)
+        + write_runs(runs, args.output)
+        + write_plots(runs, args.output)
+    )
     print((args.output / "table.md").read_text())
     print(f"{len(runs)} finished runs; wrote {', '.join(str(p) for p in written)}")
     if missing:
