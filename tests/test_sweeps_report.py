@@ -2,6 +2,7 @@
 
 import csv
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -125,3 +126,13 @@ def test_a_two_by_two_multirun_end_to_end(tiny_base, glue_dir, tmp_path):
     assert (tmp_path / "report" / "p_over_steps.png").stat().st_size > 0
     by_b = main([str(sweep_dir), "--rows", "replacement.b", "--output", str(tmp_path / "by_b")])["table"]
     assert set(by_b) == {"predecessor", "0.1", "0.5"}
+
+
+def test_the_sweeps_readme_gives_a_composing_command_for_every_hydra_sweep():
+    readme = (SWEEPS / "README.md").read_text()
+    commands = dict(re.findall(r"\| `(\w+)` \|[^\n]*\| `(python -m theseus_pl [^`]+)` \|", readme))
+    assert set(commands) == {path.stem for path in (SWEEPS.parent / "conf" / "sweep").glob("*.yaml")}
+    for sweep, command in commands.items():
+        overrides = [word for word in command.split()[3:] if word != "-m"]
+        assert f"+sweep={sweep}" in overrides
+        compose_config(*overrides)  # composes as written
