@@ -32,8 +32,24 @@ from theseus_pl.config import register_resolvers
 
 register_resolvers()  # the app's ${package_path:...}, ${mul:...} in composed configs
 
-# The real GLUE files live beside the checkout (never inside it): ../shared/data/glue.
+# The real GLUE files never live inside the checkout: $THESEUS_PL_GLUE_DIR, else ../shared/data/glue beside it.
 REAL_GLUE_DIR = Path(os.environ.get("THESEUS_PL_GLUE_DIR", Path(__file__).parents[2] / "shared" / "data" / "glue"))
+MISSING_GLUE = (
+    f"needs the real GLUE files, not found at {REAL_GLUE_DIR}: download GLUE in its classic layout "
+    "(<dir>/RTE/train.tsv, dev.tsv, …; e.g. with the GLUE benchmark's download_glue_data.py) and set "
+    "THESEUS_PL_GLUE_DIR=<dir>"
+)
+
+
+@pytest.fixture
+def real_glue_dir() -> Path:
+    """The real GLUE folder; a test that needs it skips without it, or fails when THESEUS_PL_REQUIRE_GLUE=1 (CI)."""
+    if (REAL_GLUE_DIR / "RTE" / "train.tsv").is_file():
+        return REAL_GLUE_DIR
+    if os.environ.get("THESEUS_PL_REQUIRE_GLUE") == "1":
+        pytest.fail(MISSING_GLUE + " (THESEUS_PL_REQUIRE_GLUE=1 turns this skip into a failure)")
+    pytest.skip(MISSING_GLUE)
+
 
 VOCAB = 99
 NUM_LABELS = 3

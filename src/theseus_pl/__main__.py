@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
+import sys
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from theseus_pl.config import register_resolvers
-from theseus_pl.pipeline import run
 
 log = logging.getLogger("theseus_pl")
 
@@ -18,6 +18,8 @@ register_resolvers()
 @hydra.main(version_base="1.3", config_path="pkg://theseus_pl.conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
     """Print the composed config, run the pipeline, print the headline; the return value serves sweepers."""
+    from theseus_pl.pipeline import run  # torch, Lightning, transformers: not needed to refuse a bad command line
+
     log.info("Composed config:\n%s", OmegaConf.to_yaml(cfg, resolve=True))
     results = run(cfg)
     if results is None:  # a DDP rank other than 0: rank 0 reports
@@ -34,5 +36,17 @@ def main(cfg: DictConfig) -> float | None:
     return results["successor"]["score"]
 
 
+def refuse_home_shorthand(arguments: list[str]) -> None:
+    """Hydra's override grammar rejects an unquoted ``~`` with a lexer error that names no fix: name it here."""
+    for argument in arguments:
+        key, equals, value = argument.partition("=")
+        if equals and value.startswith("~"):
+            raise SystemExit(
+                f"{argument}: Hydra's override grammar does not accept an unquoted ~. Write {key}=$HOME{value[1:]} "
+                "(your shell expands $HOME) or give the full path."
+            )
+
+
 if __name__ == "__main__":
+    refuse_home_shorthand(sys.argv[1:])
     main()
