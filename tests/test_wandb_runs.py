@@ -44,10 +44,15 @@ def offline_runs(job: Path) -> list:
 
 
 @pytest.mark.slow
-def test_a_multirun_gives_each_job_its_own_named_grouped_summarised_run(tiny_base, glue_dir, tmp_path):
+@pytest.mark.parametrize(
+    "launcher",
+    [[], ["hydra/launcher=local_parallel", "hydra.launcher.n_jobs=2"]],  # joblib: a worker process runs two jobs
+    ids=["basic", "joblib"],
+)
+def test_a_multirun_gives_each_job_its_own_named_grouped_summarised_run(tiny_base, glue_dir, tmp_path, launcher):
     sweep = tmp_path / "sweep_2026"
     completed = app(
-        "-m", *multirun_overrides(tiny_base, glue_dir, tmp_path), "optimizer.lr=1e-3,2e-3,3e-3",
+        "-m", *launcher, *multirun_overrides(tiny_base, glue_dir, tmp_path), "optimizer.lr=1e-3,2e-3,3e-3",
         f"hydra.sweep.dir={sweep}", cwd=tmp_path,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr[-3000:]
