@@ -159,3 +159,17 @@ def test_a_home_shorthand_in_an_override_gets_a_fix_not_a_lexer_error(tmp_path):
     assert completed.returncode == 1
     assert "data.glue_dir=~/glue_data: Hydra's override grammar does not accept an unquoted ~" in completed.stderr
     assert "data.glue_dir=$HOME/glue_data" in completed.stderr and "LexerNoViableAlt" not in completed.stderr
+
+
+def test_help_describes_the_tool_and_lists_every_experiment_and_sweep(tmp_path):
+    completed = subprocess.run(
+        [sys.executable, "-m", "theseus_pl", "--help"], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    text = completed.stdout
+    assert text.startswith("theseus_pl: compress a fine-tuned Transformer encoder")
+    listed = {line.split(":")[0]: line.split(": ")[1].split(", ") for line in text.splitlines() if ": " in line}
+    assert listed["experiment"] == EXPERIMENTS
+    assert listed["sweep"] == sorted(path.stem for path in (CONF / "sweep").glob("*.yaml"))
+    assert "Resume" in text and "results.json" in text
+    assert len(text.splitlines()) < 60  # a page, not the composed config
