@@ -19,7 +19,9 @@ register_resolvers()
 def main(cfg: DictConfig) -> float | None:
     """Print the composed config, run the pipeline, print the headline; the return value serves sweepers."""
     from theseus_pl.pipeline import run  # torch, Lightning, transformers: not needed to refuse a bad command line
+    from theseus_pl.quiet import install_filters
 
+    install_filters()
     log.info("Composed config:\n%s", OmegaConf.to_yaml(cfg, resolve=True))
     results = run(cfg)
     if results is None:  # a DDP rank other than 0: rank 0 reports

@@ -17,6 +17,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+import transformers
 from lightning.pytorch.callbacks import ModelCheckpoint
 from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
 
@@ -73,10 +74,16 @@ def load_classifier(name: str, task: TaskSpec, new_head: bool = False) -> PreTra
     if not new_head:
         check_fits_task(name, task)
     id2label = {i: label for i, label in enumerate(task.label_names)} or {0: "score"}
-    return AutoModelForSequenceClassification.from_pretrained(
-        name, num_labels=task.num_labels, id2label=id2label, label2id={v: k for k, v in id2label.items()},
-        ignore_mismatched_sizes=new_head,
-    )  # fmt: skip
+    verbosity = transformers.logging.get_verbosity()
+    if new_head:  # transformers reports the new head (and a dropped old one) at length: expected here, so quiet
+        transformers.logging.set_verbosity_error()
+    try:
+        return AutoModelForSequenceClassification.from_pretrained(
+            name, num_labels=task.num_labels, id2label=id2label, label2id={v: k for k, v in id2label.items()},
+            ignore_mismatched_sizes=new_head,
+        )  # fmt: skip
+    finally:
+        transformers.logging.set_verbosity(verbosity)
 
 
 def cache_key(base: str, datamodule: GlueDataModule, finetune: dict[str, Any], seed: int, precision: str) -> str:

@@ -1,0 +1,30 @@
+"""Narrow filters for third-party messages that point at nothing a user of the app can change.
+
+Each filter matches one message from one module; every other warning, and every warning about a choice the
+user made, still shows. Installed by the app (``python -m theseus_pl``), not on import: a library user keeps
+everything.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+# Lightning's own use of a torch pytree class that torch deprecated (printed on every fit and validate).
+PYTREE_DEPRECATION = r"`isinstance\(treespec, LeafSpec\)` is deprecated"
+# Lightning's advertisement for its hosted logger, printed by every Trainer that has other loggers.
+LITLOGGER_TIP = "💡 Tip: For seamless cloud logging and experiment tracking"
+
+
+class _DropMessage(logging.Filter):
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(self.prefix)
+
+
+def install_filters() -> None:
+    warnings.filterwarnings("ignore", message=PYTREE_DEPRECATION, module=r"lightning\.pytorch\.utilities\._pytree")
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropMessage(LITLOGGER_TIP))
