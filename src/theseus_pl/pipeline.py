@@ -73,7 +73,7 @@ def run(cfg: DictConfig) -> dict[str, Any] | None:
     )  # fmt: skip
     identity = run_identity(cfg, task.name, method.name)
     loggers = build_loggers(output_dir, cfg.logger.wandb, OmegaConf.to_container(cfg, resolve=True), identity)
-    wandb = wandb_run(loggers)
+    experiment = wandb_run(loggers)  # the W&B run, as Lightning calls it; None without W&B
     try:
         trainer, resumed_from = _train(cfg, method, datamodule, loggers, output_dir)
         if not trainer.is_global_zero:
@@ -84,9 +84,9 @@ def run(cfg: DictConfig) -> dict[str, Any] | None:
                 cfg, trainer, resumed_from, method, predecessor, datamodule, evaluation, schedule, loggers, started
             )
     except BaseException as error:
-        finish(wandb, error)
+        finish(experiment, error)
         raise
-    finish(wandb)
+    finish(experiment)
     return results
 
 
@@ -183,12 +183,12 @@ def _report(
     results["wall_seconds"] = time.perf_counter() - started
     _optional(results, "csv_summary", lambda: _log_csv_summary(loggers, results, trainer.global_step))
     write_results(results_path, results)
-    run = wandb_run(loggers)
-    if run is not None:
+    experiment = wandb_run(loggers)
+    if experiment is not None:
         files = {"results.json": results_path, "config.yaml": output_dir / ".hydra" / "config.yaml",
                  "model_card.md": successor_dir / "README.md"}  # fmt: skip
         log_model = cfg.logger.wandb.get("log_model", False)
-        if _optional(results, "wandb", lambda: publish(run, results, files, successor_dir, log_model)):
+        if _optional(results, "wandb", lambda: publish(experiment, results, files, successor_dir, log_model)):
             write_results(results_path, results)
     return results
 
