@@ -38,15 +38,17 @@ def test_loading_a_base_with_a_new_head_prints_no_load_report(tmp_path):
     printed = io.StringIO()
     handler = logging.StreamHandler(printed)
     transformers.logging.add_handler(handler)  # transformers' loggers do not propagate to the root logger
+    before = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_warning()  # the library default; another test may have lowered it
     try:
-        before = transformers.logging.get_verbosity()
         model = load_classifier(str(tmp_path), glue_task("RTE"), new_head=True)
         assert model.config.num_labels == 2
         assert "LOAD REPORT" not in printed.getvalue()
-        assert transformers.logging.get_verbosity() == before
+        assert transformers.logging.get_verbosity() == transformers.logging.WARNING
         transformers.AutoModelForSequenceClassification.from_pretrained(
             tmp_path, num_labels=2, ignore_mismatched_sizes=True
         )
         assert "LOAD REPORT" in printed.getvalue()  # elsewhere the report still shows
     finally:
         transformers.logging.remove_handler(handler)
+        transformers.logging.set_verbosity(before)
