@@ -81,8 +81,9 @@ def run(cfg: DictConfig) -> dict[str, Any] | None:
             results = None
         else:
             results = _report(
-                cfg, trainer, resumed_from, method, predecessor, datamodule, evaluation, schedule, loggers, started
-            )
+                cfg, trainer, resumed_from, method, predecessor, datamodule, evaluation, schedule, loggers,
+                experiment, started,
+            )  # fmt: skip
     except BaseException as error:
         finish(experiment, error)
         raise
@@ -118,6 +119,7 @@ def _report(
     evaluation: dict[str, Any],
     schedule: ReplacementSchedule,
     loggers: list[Logger],
+    experiment: Any | None,
     started: float,
 ) -> dict[str, Any]:
     """Evaluate, export and write ``results.json`` as soon as the scores are known; then the optional steps.
@@ -167,7 +169,7 @@ def _report(
                  "eval_size": sum(len(datamodule.splits[s]) for s in task.eval_splits)},
         "seed": cfg.seed,
         "single_module_scores": single_modules,
-        "wandb": run_link(wandb_run(loggers)),
+        "wandb": run_link(experiment),
         "failed_steps": {},
     }  # fmt: skip
     results["retained"], results["retained_note"] = retained(
@@ -183,7 +185,6 @@ def _report(
     results["wall_seconds"] = time.perf_counter() - started
     _optional(results, "csv_summary", lambda: _log_csv_summary(loggers, results, trainer.global_step))
     write_results(results_path, results)
-    experiment = wandb_run(loggers)
     if experiment is not None:
         files = {"results.json": results_path, "config.yaml": output_dir / ".hydra" / "config.yaml",
                  "model_card.md": successor_dir / "README.md"}  # fmt: skip

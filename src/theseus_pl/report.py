@@ -81,23 +81,9 @@ def macro(cells: dict[str, float], tasks: list[str]) -> float | None:
 
 
 def write_tables(tasks: list[str], table: dict[str, dict[str, float]], rows: str, output: Path) -> list[Path]:
-    def cell(value: float | None) -> str:
-        return "" if value is None else f"{value:.2f}"
-
     header = [rows, *tasks, "macro"]
-    lines = [[name, *(cell(cells.get(t)) for t in tasks), cell(macro(cells, tasks))] for name, cells in table.items()]
-    markdown = output / "table.md"
-    markdown.write_text(
-        "\n".join(
-            ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-            + ["| " + " | ".join(line) + " |" for line in lines]
-        )
-        + "\n"
-    )
-    table_csv = output / "table.csv"
-    with table_csv.open("w", newline="") as handle:
-        csv.writer(handle).writerows([header, *lines])
-    return [markdown, table_csv]
+    lines = [[name, *(_cell(cells.get(t)) for t in tasks), _cell(macro(cells, tasks))] for name, cells in table.items()]
+    return _write_markdown_and_csv(output, "table", header, lines)
 
 
 RUN_COLUMNS = ["task", "method", "predecessor", "successor", "wandb", "wandb_url", "folder"]
@@ -121,25 +107,30 @@ def run_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def write_runs(runs: list[dict[str, Any]], output: Path) -> list[Path]:
-    rows = run_rows(runs)
+    lines = [
+        [_cell(v) if v is None or isinstance(v, float) else str(v) for v in row.values()] for row in run_rows(runs)
+    ]
+    return _write_markdown_and_csv(output, "runs", RUN_COLUMNS, lines)
 
-    def text(value: Any) -> str:
-        return "" if value is None else f"{value:.2f}" if isinstance(value, float) else str(value)
 
-    markdown = output / "runs.md"
+def _cell(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}"
+
+
+def _write_markdown_and_csv(output: Path, stem: str, header: list[str], lines: list[list[str]]) -> list[Path]:
+    """``<stem>.md`` (a Markdown table) and ``<stem>.csv`` with the same header and cells."""
+    markdown = output / f"{stem}.md"
     markdown.write_text(
         "\n".join(
-            ["| " + " | ".join(RUN_COLUMNS) + " |", "|" + "---|" * len(RUN_COLUMNS)]
-            + ["| " + " | ".join(text(row[c]) for c in RUN_COLUMNS) + " |" for row in rows]
+            ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            + ["| " + " | ".join(line) + " |" for line in lines]
         )
         + "\n"
     )
-    runs_csv = output / "runs.csv"
-    with runs_csv.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, RUN_COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    return [markdown, runs_csv]
+    table_csv = output / f"{stem}.csv"
+    with table_csv.open("w", newline="") as handle:
+        csv.writer(handle).writerows([header, *lines])
+    return [markdown, table_csv]
 
 
 def write_plots(runs: list[dict[str, Any]], output: Path) -> list[Path]:

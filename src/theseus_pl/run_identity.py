@@ -82,6 +82,6 @@ def swept_values(job_overrides: list[str], keys: set[str]) -> list[str]:
 def model_tag(model: str) -> str:
     """A hub id as it is; a local folder by its name (its parent's when it is called ``model``, as in packages)."""
     path = Path(model)
-    if "/" in model and not path.expanduser().exists() and model.count("/") == 1:
+    if model.count("/") == 1 and not path.expanduser().exists():  # organisation/name on the hub
         return model
     return path.parent.name if path.name == "model" else path.name
