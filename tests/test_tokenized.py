@@ -1,4 +1,5 @@
 import pytest
+from datasets import Dataset
 from glue_files import make_glue_dir
 
 from theseus_pl.data.datamodule import GlueDataModule, sample_rows
@@ -84,3 +85,14 @@ def test_mnli_validates_on_matched_and_mismatched(glue_dir, tiny_tokenizer, tmp_
     datamodule.setup("validate")
     loaders = datamodule.val_dataloader()
     assert [len(loader.dataset) for loader in loaders] == [1, 2]
+
+
+def test_dev_batches_go_longest_first_with_every_row_once(glue_dir, tiny_tokenizer, tmp_path):
+    datamodule = GlueDataModule("MRPC", tiny_tokenizer, glue_dir=str(glue_dir), cache_dir=tmp_path, batch_size=2)
+    sizes = [3, 9, 4, 7, 5]
+    datamodule.splits["validation"] = Dataset.from_dict(
+        {"input_ids": [[101] * n for n in sizes], "attention_mask": [[1] * n for n in sizes], "label": sizes}
+    )
+    batches = list(datamodule.val_dataloader())
+    assert [batch["labels"].tolist() for batch in batches] == [[9, 7], [5, 4], [3]]
+    assert [batch["input_ids"].shape[1] for batch in batches] == [9, 5, 3]

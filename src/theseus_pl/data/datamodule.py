@@ -63,6 +63,12 @@ def sample_rows(dataset: Dataset, limit: int | None, seed: int) -> Dataset:
     return dataset.select(np.sort(chosen))
 
 
+def longest_first(dataset: Dataset) -> list[int]:
+    """Row indices by decreasing token count (ties in file order); the first batch is the largest one."""
+    lengths = np.array([len(ids) for ids in dataset["input_ids"]])
+    return np.argsort(-lengths, kind="stable").tolist()
+
+
 class GlueDataModule(pl.LightningDataModule):
     """Tokenised, cached, dynamically padded splits of one task.
 
@@ -160,13 +166,19 @@ class GlueDataModule(pl.LightningDataModule):
         return self._loader(train, self.batch_size, shuffle=True, generator=generator)
 
     def val_dataloader(self) -> DataLoader | list[DataLoader]:
-        return self._loaders(self.task.eval_splits)
+        """Dev rows longest first: every metric ignores row order, and sorted batches carry almost no padding
+        (Rotten Tomatoes: 27 tokens a row on average, 52 a batch when drawn at random)."""
+        return self._loaders(self.task.eval_splits, by_length=True)
 
     def predict_dataloader(self) -> DataLoader | list[DataLoader]:
-        return self._loaders(self.task.test_splits)
+        return self._loaders(self.task.test_splits, by_length=False)  # predictions are written in file order
 
-    def _loaders(self, splits: Sequence[str]) -> DataLoader | list[DataLoader]:
-        loaders = [self._loader(self.splits[split], self.eval_batch_size) for split in splits]
+    def _loaders(self, splits: Sequence[str], by_length: bool) -> DataLoader | list[DataLoader]:
+        datasets = [self.splits[split] for split in splits]
+        loaders = [
+            self._loader(dataset, self.eval_batch_size, sampler=longest_first(dataset) if by_length else None)
+            for dataset in datasets
+        ]
         return loaders[0] if len(loaders) == 1 else loaders
 
     def _loader(self, dataset: Dataset, batch_size: int, shuffle: bool = False, **kwargs: object) -> DataLoader:
