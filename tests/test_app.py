@@ -15,6 +15,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from theseus_pl.data.tasks import glue_task
 from theseus_pl.pipeline import run
+from theseus_pl.preflight import MissingResources
 from theseus_pl.schedules import build_schedule
 
 CONF = Path(__file__).parents[1] / "conf"
@@ -126,13 +127,11 @@ def test_an_interrupted_run_resumes_from_its_last_checkpoint(tiny_base, glue_dir
 
 def test_bad_input_fails_before_any_training(tiny_base, glue_dir, tmp_path):
     base = tiny_run_overrides(tiny_base, glue_dir, tmp_path)
-    with pytest.raises(FileNotFoundError, match=r"model\.predecessor=/nowhere/model does not exist"):
+    with pytest.raises(MissingResources, match=r"model\.predecessor='/nowhere/model' \(model and tokenizer\): no such"):
         run(compose_config(*base, "model.predecessor=/nowhere/model"))
     with pytest.raises(ValueError, match=r"theseus\.successor_layers=5 must be between 1 and the predecessor's 4"):
         run(compose_config(*base, "theseus.successor_layers=5"))
-    with pytest.raises(OSError, match=r"'bert-base-uncased' is neither a local folder nor reachable.*Offline"):
-        run(compose_config(*base, "model.base=bert-base-uncased"))
-    with pytest.raises(FileNotFoundError, match="is not a folder"):
+    with pytest.raises(MissingResources, match="is not a folder"):
         run(compose_config(*base, f"data.glue_dir={tmp_path / 'missing'}"))
     assert not (tmp_path / "cache" / "predecessors").exists()
 

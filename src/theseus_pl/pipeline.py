@@ -24,10 +24,10 @@ from theseus_pl.outputs import flat_summary, retained, write_model_card, write_r
 from theseus_pl.predecessor import (
     Predecessor,
     check_fits_task,
-    check_model_reference,
     load_classifier,
     prepare_predecessor,
 )
+from theseus_pl.preflight import check_resources
 from theseus_pl.run_identity import run_identity
 from theseus_pl.schedules import ReplacementSchedule, build_schedule
 from theseus_pl.speed import inference_speedup
@@ -51,12 +51,11 @@ def run(cfg: DictConfig) -> dict[str, Any] | None:
     # Everything that can be wrong with the config fails here, before any training and before W&B starts.
     schedule = build_schedule(**cfg.replacement)
     check_wandb_settings(OmegaConf.to_container(cfg.logger.wandb))
+    check_resources(cfg)  # every model, tokenizer and data file, local or on the hub: all problems at once
     start_model = cfg.model.predecessor or cfg.model.base
-    check_model_reference(start_model, "model.predecessor" if cfg.model.predecessor else "model.base")
     _check_depth(start_model, cfg.theseus.successor_layers)
     datamodule: GlueDataModule = instantiate(cfg.data, tokenizer=start_model)
     task = datamodule.task
-    datamodule.source.fingerprint(task, "train")  # a missing data folder or file is reported now
     if cfg.model.predecessor:
         check_fits_task(cfg.model.predecessor, task)
     if cfg.evaluation.single_modules and cfg.method.name != "theseus":

