@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import compose_config, tiny_run_overrides
+from huggingface_hub import ModelCard
 from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
 from sklearn.metrics import accuracy_score
@@ -91,12 +92,19 @@ def test_pipeline_end_to_end_on_a_tiny_model(tiny_base, glue_dir, tmp_path):
     assert written["predecessor"]["metrics"] == {"accuracy": pytest.approx(written["predecessor"]["score"] / 100)}
     assert written["retained"] == pytest.approx(written["successor"]["score"] / written["predecessor"]["score"])
     assert written["params"]["successor"] < written["params"]["predecessor"]
-    assert written["data"] == {"train_size": 24, "eval_size": 10}
+    assert (written["data"]["train_size"], written["data"]["eval_size"]) == (24, 10)
     assert written["predecessor"]["origin"] == "fine-tuned"
     assert written["steps"] == 6
     assert (tmp_path / "run" / "checkpoints" / "last.ckpt").is_file()
     assert (tmp_path / "run" / "csv" / "metrics.csv").is_file()
-    assert "successor" in (Path(written["successor_dir"]) / "README.md").read_text()
+    card = ModelCard.load(Path(written["successor_dir"]) / "README.md")
+    assert card.data.base_model is None  # a local folder, no model.hub_id: the card names no path instead
+    assert card.data.datasets == ["nyu-mll/glue"] and card.data.pipeline_tag == "text-classification"
+    assert [(r.metric_type, r.metric_value, r.dataset_config, r.dataset_split) for r in card.data.eval_results] == [
+        ("accuracy", written["successor"]["metrics"]["accuracy"], "rte", "validation")
+    ]
+    assert "0 = `entailment`, 1 = `not_entailment`" in card.text
+    assert str(tmp_path) not in card.content
 
     # The exported successor is a plain checkpoint that reproduces the score in results.json.
     successor = AutoModelForSequenceClassification.from_pretrained(written["successor_dir"]).eval()

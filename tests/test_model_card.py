@@ -1,0 +1,64 @@
+"""The successor's model card: valid hub metadata from results.json, whatever the task's metric and dev sets."""
+
+import pytest
+from conftest import compose_config
+from huggingface_hub import ModelCard
+
+from theseus_pl.model_card import model_card
+from theseus_pl.pipeline import _hub_id
+
+
+def results_for(task, metrics, eval_splits=("validation",), labels=("a", "b"), dataset="nyu-mll/glue", **extra):
+    scores = {"score": 50.0, "metrics": metrics}
+    results = {
+        "task": task, "method": "theseus_curriculum", "base_model": "org/base", "schedule": "CurriculumSchedule(b=0.5)",
+        "switch_step": 100, "steps": 200, "layers": {"predecessor": 6, "successor": 3},
+        "params": {"predecessor": 2000, "successor": 1000}, "predecessor": {**scores, "origin": "fine-tuned"},
+        "successor": scores, "retained": 1.0, "retained_note": None, "speedup": 2.0,
+        "data": {"train_size": 10, "eval_size": 5, "eval_splits": list(eval_splits), "text_columns": ["text"],
+                 "labels": list(labels), "source": "somewhere", "dataset": dataset,
+                 "dataset_config": task.lower() if dataset else None},
+    }  # fmt: skip
+    return results | extra
+
+
+def parsed(results):
+    return ModelCard(str(model_card(results)))  # what a reader of the saved file gets
+
+
+def test_mnli_scores_name_their_dev_set():
+    metrics = {"accuracy_m": 0.8, "accuracy_mm": 0.7}
+    card = parsed(results_for("MNLI", metrics, ("validation_matched", "validation_mismatched"), ("e", "n", "c")))
+    assert {(r.dataset_split, r.metric_type, r.metric_value) for r in card.data.eval_results} == {
+        ("validation_matched", "accuracy", 0.8), ("validation_mismatched", "accuracy", 0.7)
+    }  # fmt: skip
+    assert card.data.eval_results[0].dataset_name == "GLUE MNLI"
+
+
+def test_a_regression_names_hub_metrics_and_no_labels():
+    card = parsed(results_for("STS-B", {"pearson": 0.9, "spearman": 0.8, "mean": 0.85}, labels=()))
+    assert card.data.metrics == ["pearsonr", "spearmanr"]
+    assert [r.metric_type for r in card.data.eval_results] == ["pearsonr", "spearmanr"]
+    assert "a regression" in card.text
+
+
+def test_own_data_has_no_hub_dataset_and_missing_numbers_are_not_invented():
+    results = results_for("reviews", {"accuracy": None}, dataset=None, speedup=None, retained=None,
+                          retained_note="a score is not a number")  # fmt: skip
+    card = parsed(results)
+    assert card.data.datasets is None and card.data.eval_results is None
+    assert "speed-up was not measured" in card.text and "n/a" in card.text
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["model=minilm"], "sentence-transformers/all-MiniLM-L6-v2"),
+        (["model.base=org/base"], "org/base"),
+        (["model.base=org/base", "model.predecessor=org/fine-tuned"], "org/fine-tuned"),
+        (["model.base=/models/mine"], None),
+        (["model.base=/models/mine", "model.hub_id=org/mine"], "org/mine"),
+    ],
+)
+def test_base_model_is_the_hub_id_the_user_named(overrides, expected):
+    assert _hub_id(compose_config(*overrides).model) == expected
