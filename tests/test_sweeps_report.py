@@ -81,8 +81,12 @@ def test_the_runs_list_names_each_runs_wandb_run_where_it_had_one(tmp_path):
     linked = json.loads((tmp_path / "a" / "results.json").read_text())
     linked["wandb"] = {"id": "x1", "name": "RTE theseus_curriculum lr=2e-05", "group": "g", "url": "https://w/x1"}
     (tmp_path / "a" / "results.json").write_text(json.dumps(linked))
+    wandb_copy = tmp_path / "a" / "wandb" / "offline-run-20261122_100000-x1" / "files"  # saved for `wandb sync`
+    wandb_copy.mkdir(parents=True)
+    (wandb_copy / "results.json").write_text(json.dumps(linked))
     main([str(tmp_path), "--output", str(tmp_path / "out")])
     lines = (tmp_path / "out" / "runs.md").read_text().splitlines()
+    assert len(lines) == 4, "each run once, not again for its W&B copy"
     assert lines[0] == "| task | method | predecessor | successor | wandb | wandb_url | folder |"
     assert lines[2] == f"| RTE | kd | 80.00 | 65.00 |  |  | {tmp_path / 'b'} |"
     name_and_url = "RTE theseus_curriculum lr=2e-05 | https://w/x1"

@@ -34,6 +34,8 @@ def find_runs(folders: Sequence[Path]) -> tuple[list[dict[str, Any]], list[str]]
         if not folder.is_dir():
             raise FileNotFoundError(f"{folder} is not a folder.")
         for results in sorted(folder.rglob("results.json")):
+            if _is_wandb_copy(results):
+                continue
             run = json.loads(results.read_text())
             run["_dir"] = str(results.parent)
             runs.append(run)
@@ -49,6 +51,12 @@ def find_runs(folders: Sequence[Path]) -> tuple[list[dict[str, Any]], list[str]]
             "or a multirun folder such as multirun/2026-01-01_12-00-00)."
         )
     return runs, missing
+
+
+def _is_wandb_copy(results: Path) -> bool:
+    """The copy each run saves into its W&B run's files (``wandb/offline-run-*/files/``): the same run again."""
+    run_folder = results.parent.parent.name
+    return results.parent.name == "files" and run_folder.startswith(("run-", "offline-run-"))
 
 
 def _row_key(run: dict[str, Any], rows: str) -> str:
