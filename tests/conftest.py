@@ -28,6 +28,7 @@ from transformers import (
     RobertaConfig,
 )
 
+from theseus_pl import loggers
 from theseus_pl.config import register_resolvers
 
 register_resolvers()  # the app's ${package_path:...}, ${mul:...} in composed configs
@@ -170,3 +171,9 @@ def tiny_run_overrides(tiny_base: Path, glue_dir: Path, tmp_path: Path, output: 
         "benchmark.repeats=1",
         f"paths.cache_dir={tmp_path / 'cache'}", f"paths.output_dir={tmp_path / output}",
     ]  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def wandb_online_not_failed_yet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts as a new process would: W&B has not failed online in it yet."""
+    monkeypatch.setattr(loggers, "_online_failure", None)

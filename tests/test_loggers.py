@@ -1,5 +1,7 @@
 """W&B works offline with no account, and a W&B that cannot start never costs the run; CSV always."""
 
+import time
+
 import pytest
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 
@@ -45,3 +47,23 @@ def test_a_wandb_that_cannot_start_leaves_the_csv_log(monkeypatch, tmp_path, cap
 @pytest.mark.parametrize("settings", [{"enabled": False}, {"enabled": True, "mode": "disabled"}])
 def test_wandb_can_be_switched_off(tmp_path, settings):
     assert [type(logger) for logger in build_loggers(tmp_path, settings, {}, IDENTITY)] == [CSVLogger]
+
+
+def test_an_unreachable_wandb_costs_its_timeout_once_then_the_process_logs_offline(monkeypatch, tmp_path, caplog):
+    monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # a closed port: connection refused
+    monkeypatch.setenv("WANDB_API_KEY", "a" * 40)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    settings = {"enabled": True, "mode": "online", "init_timeout": 3}
+    jobs = {}
+    for job in ("first", "second"):  # two jobs of one process, each finishing its run as the pipeline does
+        started = time.perf_counter()
+        built = build_loggers(tmp_path / job, settings, {}, IDENTITY)
+        jobs[job] = time.perf_counter() - started
+        assert [type(logger) for logger in built] == [CSVLogger, WandbLogger]
+        assert built[1].experiment.offline
+        built[1].experiment.finish()
+        assert list((tmp_path / job / "wandb").glob("offline-run-*"))
+    first_seconds = jobs["first"]
+    assert first_seconds < 3 + 8, f"{first_seconds:.1f} s"  # the timeout, then an offline start
+    assert caplog.text.count("could not start online within logger.wandb.init_timeout=3 s") == 1
+    assert jobs["second"] < first_seconds - 2, jobs  # no second wait

@@ -162,6 +162,8 @@ def test_a_two_process_cpu_ddp_run_reports_once(tiny_base, glue_dir, tmp_path):
         ("logger.wandb.mode=cloud", r"logger\.wandb\.mode='cloud' is unknown; choose one of auto, online"),
         ("logger.wandb.tags=x", r"logger\.wandb\.tags='x' must be a list of text"),
         ("logger.wandb.log_model=maybe", r"log_model='maybe' must be true or false"),
+        ("logger.wandb.init_timeout=0", r"init_timeout=0 must be a number of seconds above 0"),
+        ("logger.wandb.init_timeout=soon", r"init_timeout='soon' must be a number of seconds above 0"),
     ],
 )
 def test_bad_wandb_settings_are_refused_before_anything_starts(override, message):

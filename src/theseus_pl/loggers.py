@@ -68,6 +68,9 @@ def check_wandb_settings(settings: dict[str, Any]) -> None:
         problems.append(
             f"logger.wandb.mode={settings.get('mode')!r} is unknown; choose one of {', '.join(WANDB_MODES)}."
         )
+    timeout = settings.get("init_timeout", 10)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        problems.append(f"logger.wandb.init_timeout={timeout!r} must be a number of seconds above 0.")
     log_model = settings.get("log_model", False)
     if not isinstance(log_model, bool):
         problems.append(f"logger.wandb.log_model={log_model!r} must be true or false.")
@@ -80,41 +83,64 @@ def check_wandb_settings(settings: dict[str, Any]) -> None:
         raise ValueError("Bad W&B settings:\n  " + "\n  ".join(problems))
 
 
+# Why W&B could not start online earlier in this process, if it could not: the later jobs of a multirun run in this
+# process go straight to offline mode instead of waiting out the timeout again.
+_online_failure: str | None = None
+
+
 def wandb_logger(
     save_dir: Path, settings: dict[str, Any], identity: RunIdentity, config: dict[str, Any]
 ) -> WandbLogger | None:
-    """A started W&B run, or None (with a warning) if W&B cannot start: the run goes on with the CSV log."""
+    """A started W&B run, or None (with a warning) if W&B cannot start: the run goes on with the CSV log.
+
+    Online, W&B gets ``init_timeout`` seconds to start; if it cannot, this job and the rest of the process log
+    offline (``wandb sync`` uploads them later), which is said once.
+    """
+    global _online_failure
+    mode = wandb_mode(settings.get("mode", "auto"))
+    if mode == "disabled":
+        return None
+    if mode == "online" and _online_failure:
+        mode = "offline"
+    try:
+        logger = _start_wandb(mode, save_dir, settings, identity, config)
+    except Exception as error:  # any failure to reach or start W&B must not cost the user the run
+        reason = f"{type(error).__name__}: {str(error).splitlines()[0]}"
+        if mode != "online":
+            log.warning("Weights & Biases is unavailable (%s); logging to CSV only.", reason)
+            return None
+        _online_failure = reason
+        log.warning(
+            "Weights & Biases could not start online within logger.wandb.init_timeout=%s s (%s). This job and the "
+            "later ones in this process log to W&B offline; `wandb sync <run folder>/wandb/offline-run-*` uploads "
+            "them.", settings.get("init_timeout", 10), reason,
+        )  # fmt: skip
+        return wandb_logger(save_dir, settings, identity, config)
+    log.info("Weights & Biases run %r (group %s) in %s mode, files under %s", identity.name, identity.group, mode,
+             save_dir)  # fmt: skip
+    return logger
+
+
+def _start_wandb(
+    mode: str, save_dir: Path, settings: dict[str, Any], identity: RunIdentity, config: dict[str, Any]
+) -> WandbLogger:
     import wandb
 
-    resolved = wandb_mode(settings.get("mode", "auto"))
-    if resolved == "disabled":
-        return None
-    try:
-        logger = WandbLogger(
-            project=settings.get("project", "theseus_pl"),
-            entity=settings.get("entity"),
-            name=identity.name,
-            group=identity.group,
-            job_type=identity.job_type,
-            tags=identity.tags,
-            save_dir=str(save_dir),
-            mode=resolved,
-            settings=wandb.Settings(init_timeout=60, silent=True),
-        )
-        run = logger.experiment
-        run.config.update(config, allow_val_change=True)
-        # The dashboard's headline: the best dev score, not the last one logged.
-        run.define_metric("val/score", step_metric="trainer/global_step", summary="max")
-    except Exception as error:  # any failure to reach or start W&B must not cost the user the run
-        log.warning("Weights & Biases is unavailable (%s: %s); logging to CSV only.", type(error).__name__, error)
-        return None
-    log.info(
-        "Weights & Biases run %r (group %s) in %s mode, files under %s",
-        identity.name,
-        identity.group,
-        resolved,
-        save_dir,
+    logger = WandbLogger(
+        project=settings.get("project", "theseus_pl"),
+        entity=settings.get("entity"),
+        name=identity.name,
+        group=identity.group,
+        job_type=identity.job_type,
+        tags=identity.tags,
+        save_dir=str(save_dir),
+        mode=mode,
+        settings=wandb.Settings(init_timeout=settings.get("init_timeout", 10), silent=True),
     )
+    run = logger.experiment
+    run.config.update(config, allow_val_change=True)
+    # The dashboard's headline: the best dev score, not the last one logged.
+    run.define_metric("val/score", step_metric="trainer/global_step", summary="max")
     return logger
 
 
