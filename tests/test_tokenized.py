@@ -96,3 +96,18 @@ def test_dev_batches_go_longest_first_with_every_row_once(glue_dir, tiny_tokeniz
     batches = list(datamodule.val_dataloader())
     assert [batch["labels"].tolist() for batch in batches] == [[9, 7], [5, 4], [3]]
     assert [batch["input_ids"].shape[1] for batch in batches] == [9, 5, 3]
+
+
+def test_a_dev_split_of_one_class_is_warned_about_once(glue_dir, tiny_tokenizer, tmp_path, caplog):
+    datamodule = GlueDataModule("MRPC", tiny_tokenizer, glue_dir=str(glue_dir), cache_dir=tmp_path)
+    datamodule.setup("fit")
+    datamodule.setup("validate")
+    warnings = [r.getMessage() for r in caplog.records if "holds only the class" in r.getMessage()]
+    assert warnings == ["The validation split of MRPC (1 rows) holds only the class 'equivalent': its scores say "
+                        "nothing about the model (a constant predictor scores 100). Use more dev rows "
+                        "(data.max_eval_samples) or check the file."]  # fmt: skip
+    caplog.clear()
+    two_classes = GlueDataModule("MRPC", tiny_tokenizer, glue_dir=str(glue_dir), cache_dir=tmp_path)
+    two_classes.load = lambda split: datamodule.load("train")  # the train file holds both classes
+    two_classes.setup("validate")
+    assert "holds only the class" not in caplog.text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import cached_property
@@ -18,6 +19,8 @@ from theseus_pl.data.length_grouping import LengthGroupedBatchSampler
 from theseus_pl.data.sources import FilesSource, GlueDirSource, HubSource, Source
 from theseus_pl.data.tasks import TaskSpec, custom_task, glue_task, is_glue_task
 from theseus_pl.data.tokenized import tokenized_split, tokenizer_fingerprint
+
+log = logging.getLogger(__name__)
 
 
 def resolve_task(
@@ -121,6 +124,7 @@ class GlueDataModule(pl.LightningDataModule):
         self.collate = DataCollatorWithPadding(self.tokenizer, **padding)
         self.splits: dict[str, Dataset] = {}
         self.test_indices: dict[str, list[int]] = {}
+        self._checked_eval_splits: set[str] = set()
 
     @cached_property
     def tokenizer_id(self) -> str:
@@ -142,6 +146,7 @@ class GlueDataModule(pl.LightningDataModule):
         if stage in (None, "fit", "validate"):
             for split in self.task.eval_splits:
                 self.splits[split] = sample_rows(self.load(split), self.max_eval_samples, self.seed)
+                self._warn_if_one_class(split)
         if stage in ("test", "predict"):
             for split in self.task.test_splits:
                 dataset = self.load(split)
@@ -149,6 +154,20 @@ class GlueDataModule(pl.LightningDataModule):
                     self.test_indices[split] = dataset["idx"]
                     dataset = dataset.remove_columns("idx")
                 self.splits[split] = dataset
+
+    def _warn_if_one_class(self, split: str) -> None:
+        """A dev set of one class scores a constant predictor 100 on accuracy, F1 and MCC: say so, once."""
+        if self.task.is_regression or split in self._checked_eval_splits:
+            return
+        self._checked_eval_splits.add(split)
+        classes = set(self.splits[split]["labels"])
+        if len(classes) == 1:
+            (only,) = classes
+            log.warning(
+                "The %s split of %s (%d rows) holds only the class %r: its scores say nothing about the model (a "
+                "constant predictor scores 100). Use more dev rows (data.max_eval_samples) or check the file.",
+                split, self.task.name, len(self.splits[split]), self.task.label_names[only],
+            )  # fmt: skip
 
     def train_dataloader(self) -> DataLoader:
         generator = torch.Generator().manual_seed(self.seed)
