@@ -141,6 +141,14 @@ def test_non_numeric_stsb_score_names_file_and_line(glue_dir):
     assert f"{path}, line 2: score 'high' is not a number" in message
 
 
+@pytest.mark.parametrize("score", ["nan", "inf", "-Infinity"])
+def test_a_non_finite_stsb_score_names_file_and_line(glue_dir, score):
+    row = ["0", "g", "f", "y", "1", "n", "n", "a", "b"]
+    path = write_tsv(glue_dir / "STS-B" / "dev.tsv", [STSB_HEADER, [*row, "1.0"], [*row, score]])
+    message = _error(lambda: GlueDirSource(glue_dir).read(glue_task("STS-B"), "validation"))
+    assert f"{path}, line 3: score {score!r} is not a finite number" in message
+
+
 def test_a_row_with_a_wrong_field_count_is_refused(glue_dir):
     path = write_tsv(
         glue_dir / "RTE" / "train.tsv", [["index", "sentence1", "sentence2", "label"], ["0", "a", "entailment"]]

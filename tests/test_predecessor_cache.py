@@ -8,7 +8,7 @@ from conftest import compose_config, tiny_run_overrides
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from theseus_pl.pipeline import _evaluation_settings
+from theseus_pl.pipeline import _evaluation_settings, run
 from theseus_pl.predecessor import cache_key
 
 
@@ -58,3 +58,10 @@ def test_base_model_and_data_files_are_part_of_the_key(base_overrides, tiny_base
 
     copy = shutil.copytree(tiny_base, tmp_path / "another_base")
     assert key_of(*base_overrides, f"model.base={copy}") != key_of(*base_overrides)
+
+
+def test_a_predecessor_that_diverged_is_not_cached(base_overrides, tmp_path):
+    with pytest.raises(RuntimeError, match=r"into the predecessor diverged \(.*\); nothing was cached"):
+        run(compose_config(*base_overrides, "finetune.lr=1e30"))
+    cached = tmp_path / "cache" / "predecessors"
+    assert not cached.exists() or not [path for path in cached.iterdir() if not path.name.startswith(".")]

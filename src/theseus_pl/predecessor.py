@@ -139,6 +139,7 @@ def fine_tune(
             default_root_dir=staging,
         )  # fmt: skip
         trainer.fit(module, datamodule=datamodule)
+        _require_finite(base, checkpoint.best_model_score, trainer.callback_metrics.get("train/loss"))
         best = torch.load(checkpoint.best_model_path, map_location="cpu", weights_only=True)["state_dict"]
         module.load_state_dict(best)
         staged = Path(staging) / "model"
@@ -149,3 +150,17 @@ def fine_tune(
             staged.rename(directory)  # atomic: parallel sweep jobs never see half a predecessor
         except OSError:
             shutil.rmtree(staged, ignore_errors=True)  # another job of the sweep finished first
+
+
+def _require_finite(base: str, best_score: torch.Tensor | None, last_loss: torch.Tensor | None) -> None:
+    """A predecessor that diverged must never enter the cache, where every later run of its settings would reuse it."""
+    problems = []
+    if best_score is None or not torch.isfinite(best_score):
+        problems.append(f"best dev score {None if best_score is None else float(best_score)}")
+    if last_loss is not None and not torch.isfinite(last_loss):
+        problems.append(f"last training loss {float(last_loss)}")
+    if problems:
+        raise RuntimeError(
+            f"Fine-tuning {base} into the predecessor diverged ({', '.join(problems)}); nothing was cached. "
+            "Lower finetune.lr, or check the training data."
+        )

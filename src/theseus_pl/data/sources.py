@@ -8,6 +8,7 @@ submissions. Each source also fingerprints what it reads, for the tokenisation c
 from __future__ import annotations
 
 import csv
+import math
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -193,9 +194,12 @@ def _read_frame(path: Path) -> pd.DataFrame:
 def _parse_label(value: str, label_values: tuple[str, ...], path: Path, line: int) -> int | float:
     if not label_values:
         try:
-            return float(value)
+            score = float(value)
         except ValueError:
             raise ValueError(f"{path}, line {line}: score {value!r} is not a number.") from None
+        if not math.isfinite(score):  # a NaN label trains a NaN model, which would then be cached
+            raise ValueError(f"{path}, line {line}: score {value!r} is not a finite number.")
+        return score
     try:
         return label_values.index(value)
     except ValueError:
