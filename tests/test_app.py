@@ -124,13 +124,33 @@ def test_pipeline_end_to_end_on_a_tiny_model(tiny_base, glue_dir, tmp_path):
     assert len(list((tmp_path / "cache" / "predecessors").iterdir())) == 1
 
 
-def test_an_interrupted_run_resumes_from_its_last_checkpoint(tiny_base, glue_dir, tmp_path):
-    overrides = tiny_run_overrides(tiny_base, glue_dir, tmp_path)
-    first = run(compose_config(*overrides, "trainer.max_steps=4"))
-    assert first["resumed_from"] is None and first["steps"] == 4
-    resumed = run(compose_config(*overrides, "trainer.max_steps=6"))
-    assert resumed["resumed_from"] == str(tmp_path / "run" / "checkpoints" / "last.ckpt")
+def test_an_interrupted_run_resumes_from_its_latest_validation(tiny_base, glue_dir, tmp_path):
+    overrides = tiny_run_overrides(tiny_base, glue_dir, tmp_path)  # validates every 2 of 6 steps
+    killed = ["+callbacks.fail._target_=raise_at_step.RaiseAtStep", "+callbacks.fail.step=5"]
+    with pytest.raises(RuntimeError, match="planned failure at step 5"):
+        run(compose_config(*overrides, *killed))
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    assert torch.load(last, map_location="cpu", weights_only=False)["global_step"] == 4  # whatever its score
+    resumed = run(compose_config(*overrides))
+    assert resumed["resumed_from"] == str(last)
     assert resumed["steps"] == 6
+
+
+def test_a_finished_run_folder_is_left_untouched_unless_forced(tiny_base, glue_dir, tmp_path):
+    overrides = tiny_run_overrides(tiny_base, glue_dir, tmp_path)
+    first = run(compose_config(*overrides))
+    folder = tmp_path / "run"
+    files = {path: path.stat().st_mtime_ns for path in folder.rglob("*") if path.is_file()}
+    again = run(compose_config(*overrides))
+    assert again == json.loads(json.dumps(first))
+    assert {path: path.stat().st_mtime_ns for path in folder.rglob("*") if path.is_file()} == files
+    stale = folder / "checkpoints" / "best-step999.ckpt"
+    stale.write_bytes(b"from the old run")
+    redone = run(compose_config(*overrides, "resume=force"))
+    assert redone["resumed_from"] is None and redone["steps"] == 6
+    assert not stale.exists()
+    with pytest.raises(ValueError, match=r"resume='maybe' must be true \(continue\), false"):
+        run(compose_config(*overrides, "resume=maybe"))
 
 
 def test_bad_input_fails_before_any_training(tiny_base, glue_dir, tmp_path):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,6 +49,9 @@ def run(cfg: DictConfig) -> dict[str, Any] | None:
     """
     started = time.perf_counter()
     output_dir = Path(cfg.paths.output_dir)
+    finished = _finished_run(output_dir, cfg.resume)
+    if finished is not None:
+        return finished
     output_dir.mkdir(parents=True, exist_ok=True)
     pl.seed_everything(cfg.seed, workers=True)
 
@@ -92,6 +97,31 @@ def run(cfg: DictConfig) -> dict[str, Any] | None:
     return results
 
 
+def _finished_run(output_dir: Path, resume: bool | str) -> dict[str, Any] | None:
+    """A finished run's results, left untouched; None when this folder is to be trained (``resume`` permitting).
+
+    Only ``resume=force`` redoes a finished run in place: it removes the old results and checkpoints first, so
+    nothing of the old run is resumed or mistaken for the new one's.
+    """
+    if resume not in (True, False, "force"):
+        raise ValueError(
+            f"resume={resume!r} must be true (continue), false (start afresh) or force (redo a finished run)."
+        )
+    results = output_dir / "results.json"
+    if not results.is_file():
+        return None
+    if resume == "force":
+        log.warning("resume=force: redoing the finished run in %s; its results and checkpoints go.", output_dir)
+        results.unlink()
+        shutil.rmtree(output_dir / "checkpoints", ignore_errors=True)
+        return None
+    log.warning(
+        "%s holds a finished run (results.json); nothing was changed. To redo it, rerun with resume=force (in place) "
+        "or into another folder (hydra.run.dir=DIR).", output_dir,
+    )  # fmt: skip
+    return json.loads(results.read_text())
+
+
 def _train(
     cfg: DictConfig, method: Method, datamodule: GlueDataModule, loggers: list[Logger], output_dir: Path
 ) -> tuple[pl.Trainer, str | None]:
@@ -99,7 +129,7 @@ def _train(
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=[*callbacks, *method.callbacks], logger=loggers)
     last = output_dir / "checkpoints" / "last.ckpt"
-    resumed_from = str(last) if cfg.resume and last.is_file() else None
+    resumed_from = str(last) if cfg.resume is True and last.is_file() else None
     if resumed_from:
         log.info("Resuming from %s", resumed_from)
     trainer.fit(method.module, datamodule=datamodule, ckpt_path=resumed_from)
