@@ -1,5 +1,6 @@
 """The Hydra app: every config composes, the pipeline runs end to end, outputs are what the README says."""
 
+import csv
 import json
 import subprocess
 import sys
@@ -134,6 +135,15 @@ def test_an_interrupted_run_resumes_from_its_latest_validation(tiny_base, glue_d
     resumed = run(compose_config(*overrides))
     assert resumed["resumed_from"] == str(last)
     assert resumed["steps"] == 6
+    run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path, output="whole")))
+    assert logged(tmp_path / "run") == logged(tmp_path / "whole")  # every row once: none lost, none twice
+
+
+def logged(folder: Path) -> list[tuple[int, list[str]]]:
+    """Each row of a run's CSV log: its step and the metrics it holds."""
+    with (folder / "csv" / "metrics.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    return [(int(row["step"]), sorted(key for key, value in row.items() if value and key != "step")) for row in rows]
 
 
 def test_a_finished_run_folder_is_left_untouched_unless_forced(tiny_base, glue_dir, tmp_path):

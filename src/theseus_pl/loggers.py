@@ -5,6 +5,7 @@ Also how per-step numbers are logged without making the CPU wait for the GPU.
 
 from __future__ import annotations
 
+import csv
 import logging
 import netrc
 import os
@@ -89,7 +90,7 @@ _online_failure: str | None = None
 
 
 def wandb_logger(
-    save_dir: Path, settings: dict[str, Any], identity: RunIdentity, config: dict[str, Any]
+    save_dir: Path, settings: dict[str, Any], identity: RunIdentity, config: dict[str, Any], run_id: str | None = None
 ) -> WandbLogger | None:
     """A started W&B run, or None (with a warning) if W&B cannot start: the run goes on with the CSV log.
 
@@ -103,7 +104,7 @@ def wandb_logger(
     if mode == "online" and _online_failure:
         mode = "offline"
     try:
-        logger = _start_wandb(mode, save_dir, settings, identity, config)
+        logger = _start_wandb(mode, save_dir, settings, identity, config, run_id)
     except Exception as error:  # any failure to reach or start W&B must not cost the user the run
         reason = f"{type(error).__name__}: {str(error).splitlines()[0]}"
         if mode != "online":
@@ -115,15 +116,21 @@ def wandb_logger(
             "later ones in this process log to W&B offline; `wandb sync <run folder>/wandb/offline-run-*` uploads "
             "them.", settings.get("init_timeout", 10), reason,
         )  # fmt: skip
-        return wandb_logger(save_dir, settings, identity, config)
+        return wandb_logger(save_dir, settings, identity, config, run_id)
     log.info("Weights & Biases run %r (group %s) in %s mode, files under %s", identity.name, identity.group, mode,
              save_dir)  # fmt: skip
     return logger
 
 
 def _start_wandb(
-    mode: str, save_dir: Path, settings: dict[str, Any], identity: RunIdentity, config: dict[str, Any]
+    mode: str,
+    save_dir: Path,
+    settings: dict[str, Any],
+    identity: RunIdentity,
+    config: dict[str, Any],
+    run_id: str | None,
 ) -> WandbLogger:
+    """Start the run (``run_id``: continue that one, as Lightning's ``resume="allow"`` does) and note its id."""
     import wandb
 
     logger = WandbLogger(
@@ -134,6 +141,7 @@ def _start_wandb(
         job_type=identity.job_type,
         tags=identity.tags,
         save_dir=str(save_dir),
+        id=run_id,
         mode=mode,
         settings=wandb.Settings(init_timeout=settings.get("init_timeout", 10), silent=True),
     )
@@ -141,16 +149,49 @@ def _start_wandb(
     run.config.update(config, allow_val_change=True)
     # The dashboard's headline: the best dev score, not the last one logged.
     run.define_metric("val/score", step_metric="trainer/global_step", summary="max")
+    _run_id_file(save_dir).write_text(run.id)
     return logger
 
 
+def _run_id_file(save_dir: Path) -> Path:
+    """Where a run folder keeps its W&B run's id, so that resuming it continues the same W&B run."""
+    return save_dir / "wandb" / "run_id"
+
+
 def build_loggers(
-    output_dir: Path, wandb_settings: dict[str, Any], config: dict[str, Any], identity: RunIdentity
+    output_dir: Path,
+    wandb_settings: dict[str, Any],
+    config: dict[str, Any],
+    identity: RunIdentity,
+    resume_step: int | None = None,
 ) -> list[Logger]:
-    """The CSV log, and a W&B run named by ``identity`` when W&B is on and can start."""
-    loggers: list[Logger] = [CSVLogger(save_dir=str(output_dir), name="csv", version="")]
+    """The CSV log, and a W&B run named by ``identity`` when W&B is on and can start.
+
+    ``resume_step``: the run continues from a checkpoint at that step, so its CSV log keeps the rows before it and
+    its W&B run continues (same id).
+    """
+    csv_logger = CSVLogger(save_dir=str(output_dir), name="csv", version="")
+    if resume_step is not None:
+        _keep_rows_before(csv_logger, resume_step)
+    loggers: list[Logger] = [csv_logger]
     if wandb_settings.get("enabled", True):
-        run = wandb_logger(output_dir, wandb_settings, identity, config)
+        id_file = _run_id_file(output_dir)
+        run_id = id_file.read_text().strip() if resume_step is not None and id_file.is_file() else None
+        run = wandb_logger(output_dir, wandb_settings, identity, config, run_id)
         if run is not None:
             loggers.append(run)
     return loggers
+
+
+def _keep_rows_before(logger: CSVLogger, step: int) -> None:
+    """Carry the rows an interrupted run logged before ``step`` into the new log (Lightning's CSV writer starts the
+    file afresh); the rows from ``step`` on are logged again by the resumed run."""
+    path = Path(logger.log_dir) / "metrics.csv"
+    if not path.is_file():
+        return
+    with path.open(newline="") as handle:
+        rows = [row for row in csv.DictReader(handle) if row.get("step") and int(row["step"]) < step]
+    for row in rows:
+        values = {key: float(value) for key, value in row.items() if key != "step" and value != ""}
+        logger.log_metrics(values, step=int(row["step"]))
+    logger.save()

@@ -78,10 +78,14 @@ def run(cfg: DictConfig) -> dict[str, Any] | None:
         OmegaConf.to_container(cfg.optimizer), schedule, cfg.replacement.kind, cfg.seed,
     )  # fmt: skip
     identity = run_identity(cfg, task.name, method.name)
-    loggers = build_loggers(output_dir, cfg.logger.wandb, OmegaConf.to_container(cfg, resolve=True), identity)
+    last = output_dir / "checkpoints" / "last.ckpt"
+    resume_from = last if cfg.resume is True and last.is_file() else None
+    resume_step = _checkpoint_step(resume_from) if resume_from else None
+    loggers = build_loggers(output_dir, cfg.logger.wandb, OmegaConf.to_container(cfg, resolve=True), identity,
+                            resume_step)  # fmt: skip
     experiment = wandb_run(loggers)  # the W&B run, as Lightning calls it; None without W&B
     try:
-        trainer, resumed_from = _train(cfg, method, datamodule, loggers, output_dir)
+        trainer, resumed_from = _train(cfg, method, datamodule, loggers, resume_from)
         if not trainer.is_global_zero:
             log.info("Rank %d is done; rank 0 evaluates, exports and writes the results.", trainer.global_rank)
             results = None
@@ -95,6 +99,11 @@ def run(cfg: DictConfig) -> dict[str, Any] | None:
         raise
     finish(experiment)
     return results
+
+
+def _checkpoint_step(path: Path) -> int:
+    """The step a checkpoint was saved at (memory-mapped: the weights are not read)."""
+    return torch.load(path, map_location="cpu", weights_only=False, mmap=True)["global_step"]
 
 
 def _finished_run(output_dir: Path, resume: bool | str) -> dict[str, Any] | None:
@@ -123,13 +132,12 @@ def _finished_run(output_dir: Path, resume: bool | str) -> dict[str, Any] | None
 
 
 def _train(
-    cfg: DictConfig, method: Method, datamodule: GlueDataModule, loggers: list[Logger], output_dir: Path
+    cfg: DictConfig, method: Method, datamodule: GlueDataModule, loggers: list[Logger], resume_from: Path | None
 ) -> tuple[pl.Trainer, str | None]:
     """The fitted Trainer, and the checkpoint it resumed from (None for a fresh run)."""
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=[*callbacks, *method.callbacks], logger=loggers)
-    last = output_dir / "checkpoints" / "last.ckpt"
-    resumed_from = str(last) if cfg.resume is True and last.is_file() else None
+    resumed_from = str(resume_from) if resume_from else None
     if resumed_from:
         log.info("Resuming from %s", resumed_from)
     trainer.fit(method.module, datamodule=datamodule, ckpt_path=resumed_from)
