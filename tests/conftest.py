@@ -28,7 +28,6 @@ from transformers import (
     RobertaConfig,
 )
 
-from theseus_pl import loggers
 from theseus_pl.config import register_resolvers
 
 register_resolvers()  # the app's ${package_path:...}, ${mul:...} in composed configs
@@ -175,5 +174,11 @@ def tiny_run_overrides(tiny_base: Path, glue_dir: Path, tmp_path: Path, output: 
 
 @pytest.fixture(autouse=True)
 def wandb_online_not_failed_yet(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test starts as a new process would: W&B has not failed online in it yet."""
+    """Each test starts as a new process would: W&B has not failed online in it yet.
+
+    Imported here, not at the top: importing Lightning while no handler is on the root logger (when pytest loads
+    this file) makes Lightning stop its loggers propagating, which hides their records from ``caplog``.
+    """
+    from theseus_pl import loggers
+
     monkeypatch.setattr(loggers, "_online_failure", None)
