@@ -59,7 +59,7 @@ _COMMON = dict(
     num_hidden_layers=4,
     num_attention_heads=4,
     intermediate_size=37,
-    max_position_embeddings=64,
+    max_position_embeddings=258,  # room for the longest task default (QNLI, 256) plus RoBERTa's offset
     num_labels=NUM_LABELS,
 )
 
@@ -69,7 +69,7 @@ FAMILY_CONFIGS: dict[str, PretrainedConfig] = {
     "electra": ElectraConfig(embedding_size=16, **_COMMON),
     "mpnet": MPNetConfig(**_COMMON),
     "distilbert": DistilBertConfig(
-        vocab_size=VOCAB, dim=32, n_layers=4, n_heads=4, hidden_dim=37, max_position_embeddings=64, num_labels=3
+        vocab_size=VOCAB, dim=32, n_layers=4, n_heads=4, hidden_dim=37, max_position_embeddings=258, num_labels=3
     ),
     "deberta-v2": DebertaV2Config(relative_attention=True, position_buckets=8, pos_att_type=["p2c", "c2p"], **_COMMON),
 }

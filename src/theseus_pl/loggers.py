@@ -54,6 +54,13 @@ WANDB_MODES = ("auto", "online", "offline", "disabled")
 
 def check_wandb_settings(settings: dict[str, Any]) -> None:
     """Refuse W&B settings of the wrong type or value before anything starts (Hydra types ``name=123`` as int)."""
+    problems = wandb_setting_problems(settings)
+    if problems:
+        raise ValueError("Bad W&B settings:\n  " + "\n  ".join(problems))
+
+
+def wandb_setting_problems(settings: dict[str, Any]) -> list[str]:
+    """Each W&B setting of the wrong type or value, with the fix."""
     problems = []
     for key in ("project", "entity", "group", "name"):
         value = settings.get(key)
@@ -80,8 +87,7 @@ def check_wandb_settings(settings: dict[str, Any]) -> None:
             "logger.wandb.log_model=true uploads the exported successor to a W&B run, but W&B is off here "
             "(logger=csv, logger.wandb.enabled=false or mode disabled): turn W&B on or drop log_model."
         )
-    if problems:
-        raise ValueError("Bad W&B settings:\n  " + "\n  ".join(problems))
+    return problems
 
 
 # Why W&B could not start online earlier in this process, if it could not: the later jobs of a multirun run in this

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
 
 from theseus_pl.data.datamodule import GlueDataModule
-from theseus_pl.loggers import build_loggers, check_wandb_settings
+from theseus_pl.loggers import build_loggers
 from theseus_pl.methods import Method, build_method
 from theseus_pl.metrics import TaskMetrics
 from theseus_pl.model_card import write_model_card
@@ -34,6 +34,7 @@ from theseus_pl.predecessor import (
 from theseus_pl.preflight import check_resources
 from theseus_pl.run_identity import run_identity
 from theseus_pl.schedules import ReplacementSchedule, build_schedule
+from theseus_pl.settings_check import check_settings
 from theseus_pl.speed import inference_speedup
 from theseus_pl.theseus import TheseusModel
 from theseus_pl.wandb_report import finish, publish, run_link, wandb_run
@@ -52,16 +53,15 @@ def run(cfg: DictConfig) -> dict[str, Any] | None:
     finished = _finished_run(output_dir, cfg.resume)
     if finished is not None:
         return finished
+    # Everything that can be wrong with the config fails here, before any training and before W&B starts.
+    check_settings(cfg)
     output_dir.mkdir(parents=True, exist_ok=True)
     pl.seed_everything(cfg.seed, workers=True)
-
-    # Everything that can be wrong with the config fails here, before any training and before W&B starts.
     schedule = build_schedule(**cfg.replacement)
-    check_wandb_settings(OmegaConf.to_container(cfg.logger.wandb))
     check_resources(cfg)  # every model, tokenizer and data file, local or on the hub: all problems at once
     start_model = cfg.model.predecessor or cfg.model.base
-    _check_depth(start_model, cfg.theseus.successor_layers)
     datamodule: GlueDataModule = instantiate(cfg.data, tokenizer=start_model)
+    _check_fits_model(start_model, cfg.theseus.successor_layers, datamodule)
     task = datamodule.task
     if cfg.model.predecessor:
         check_fits_task(cfg.model.predecessor, task)
@@ -312,12 +312,20 @@ def _data_facts(cfg: DictConfig, datamodule: GlueDataModule) -> dict[str, Any]:
     }
 
 
-def _check_depth(model: str, successor_layers: int) -> None:
-    layers = AutoConfig.from_pretrained(model).num_hidden_layers
-    if not 1 <= successor_layers <= layers:
-        raise ValueError(
-            f"theseus.successor_layers={successor_layers} must be between 1 and the predecessor's {layers} layers."
+def _check_fits_model(model: str, successor_layers: int, datamodule: GlueDataModule) -> None:
+    """The successor depth and the sequence length against what the predecessor has, both reported at once."""
+    config = AutoConfig.from_pretrained(model)
+    problems = []
+    if not 1 <= successor_layers <= config.num_hidden_layers:
+        problems.append(
+            f"theseus.successor_layers={successor_layers} must be between 1 and the predecessor's "
+            f"{config.num_hidden_layers} layers."
         )
+    positions = min(getattr(config, "max_position_embeddings", None) or 10**9, datamodule.tokenizer.model_max_length)
+    if datamodule.task.max_length > positions:
+        problems.append(f"data.max_length={datamodule.task.max_length} is more than {model} takes: {positions} tokens.")
+    if problems:
+        raise ValueError("\n".join(problems))
 
 
 def _count(model: torch.nn.Module) -> int:

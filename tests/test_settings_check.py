@@ -1,0 +1,53 @@
+"""Every option users type is checked before anything starts, and all problems are reported together."""
+
+import pytest
+from conftest import compose_config, tiny_run_overrides
+from test_app import EXPERIMENTS
+
+from theseus_pl.pipeline import run
+from theseus_pl.settings_check import check_settings, setting_problems
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_every_experiment_passes_as_shipped(experiment):
+    assert setting_problems(compose_config(f"+experiment={experiment}")) == []
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("theseus.successor_layers=abc", "theseus.successor_layers='abc' must be a whole number of layers"),
+        ("theseus.successor_layers=2.5", "theseus.successor_layers=2.5 must be a whole number of layers"),
+        ("theseus.init=foo", "theseus.init='foo' must be one of bottom, top, every_other"),
+        ("optimizer.lr=abc", "optimizer.lr='abc' must be a number above 0"),
+        ("optimizer.lr=0", "optimizer.lr=0 must be a number above 0"),
+        ("finetune.epochs=0", "finetune.epochs=0 must be a whole number of epochs"),
+        ("seed=abc", "seed='abc' must be a whole number from 0 to 4294967295"),
+        ("data.batch_size=0", "data.batch_size=0 must be a whole number, at least 1"),
+        ("data.max_length=0", "data.max_length=0 must be null (the task's own) or at least 2 tokens"),
+        ("data.max_eval_samples=0", "data.max_eval_samples=0 must be null (all rows)"),
+        ("trainer.val_check_interval=0", "trainer.val_check_interval=0 must be a whole number of steps"),
+        ("trainer.max_steps=0", "trainer.max_steps=0 must be at least 1"),
+        ("replacement.b=abc", "replacement: "),
+        ("logger.wandb.init_timeout=0", "logger.wandb.init_timeout=0 must be a number of seconds above 0"),
+    ],
+)
+def test_each_bad_value_is_named_with_what_is_valid(override, message):
+    with pytest.raises(ValueError, match="Bad settings") as raised:
+        check_settings(compose_config(override))
+    assert message in str(raised.value)
+
+
+def test_several_problems_are_reported_together_before_anything_starts(tiny_base, glue_dir, tmp_path):
+    bad = ["optimizer.lr=abc", "seed=abc", "trainer.max_steps=0"]
+    with pytest.raises(ValueError) as raised:
+        run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), *bad))
+    lines = str(raised.value).splitlines()
+    assert lines[0] == "Bad settings (nothing was started):" and len(lines) == 4
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "run").exists()
+
+
+def test_a_max_length_beyond_the_models_positions_is_refused_before_training(tiny_base, glue_dir, tmp_path):
+    with pytest.raises(ValueError, match=r"data\.max_length=1000 is more than .* takes: \d+ tokens"):
+        run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "data.max_length=1000"))
+    assert not (tmp_path / "cache" / "predecessors").exists()
