@@ -34,14 +34,15 @@ def test_offline_wandb_run_writes_locally(monkeypatch, tmp_path):
     assert list((tmp_path / "wandb").glob("offline-run-*"))
 
 
-def test_a_wandb_that_cannot_start_leaves_the_csv_log(monkeypatch, tmp_path, caplog):
+@pytest.mark.parametrize("message", ["api.wandb.ai unreachable", ""])
+def test_a_wandb_that_cannot_start_leaves_the_csv_log(monkeypatch, tmp_path, caplog, message):
     def unreachable(**kwargs):
-        raise ConnectionError("api.wandb.ai unreachable")
+        raise ConnectionError(message)
 
     monkeypatch.setattr(loggers, "WandbLogger", unreachable)
     built = build_loggers(tmp_path, {"enabled": True, "mode": "online"}, {}, IDENTITY)
     assert [type(logger) for logger in built] == [CSVLogger]
-    assert "Weights & Biases is unavailable (ConnectionError: api.wandb.ai unreachable)" in caplog.text
+    assert f"Weights & Biases is unavailable (ConnectionError: {message}); logging to CSV only." in caplog.text
 
 
 @pytest.mark.parametrize("settings", [{"enabled": False}, {"enabled": True, "mode": "disabled"}])

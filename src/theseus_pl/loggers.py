@@ -112,7 +112,7 @@ def wandb_logger(
     try:
         logger = _start_wandb(mode, save_dir, settings, identity, config, run_id)
     except Exception as error:  # any failure to reach or start W&B must not cost the user the run
-        reason = f"{type(error).__name__}: {str(error).splitlines()[0]}"
+        reason = f"{type(error).__name__}: {next(iter(str(error).splitlines()), '')}"  # W&B's first line
         if mode != "online":
             log.warning("Weights & Biases is unavailable (%s); logging to CSV only.", reason)
             return None
