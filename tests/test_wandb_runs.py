@@ -11,9 +11,9 @@ from conftest import compose_config, tiny_model, tiny_run_overrides
 from glue_files import write_tsv
 from wandb_records import read_offline_run
 
-from theseus_pl.loggers import check_wandb_settings
 from theseus_pl.pipeline import run
 from theseus_pl.run_identity import model_tag, swept_values
+from theseus_pl.settings_check import check_settings
 
 TESTS = Path(__file__).parent
 
@@ -168,7 +168,7 @@ def test_a_two_process_cpu_ddp_run_reports_once(tiny_base, glue_dir, tmp_path):
 )
 def test_bad_wandb_settings_are_refused_before_anything_starts(override, message):
     with pytest.raises(ValueError, match=message):
-        check_wandb_settings(dict(compose_config(override).logger.wandb))
+        check_settings(compose_config(override))
 
 
 def test_log_model_without_a_wandb_run_is_refused(tiny_base, glue_dir, tmp_path):
@@ -179,7 +179,7 @@ def test_log_model_without_a_wandb_run_is_refused(tiny_base, glue_dir, tmp_path)
 
 def test_several_bad_wandb_settings_are_reported_together():
     with pytest.raises(ValueError) as refused:
-        check_wandb_settings({"name": 1, "mode": "x", "tags": []})
+        check_settings(compose_config("logger.wandb.name=1", "logger.wandb.mode=x"))
     assert "logger.wandb.name" in str(refused.value) and "logger.wandb.mode" in str(refused.value)
 
 

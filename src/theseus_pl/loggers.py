@@ -52,15 +52,12 @@ def wandb_mode(mode: str = "auto") -> str:
 WANDB_MODES = ("auto", "online", "offline", "disabled")
 
 
-def check_wandb_settings(settings: dict[str, Any]) -> None:
-    """Refuse W&B settings of the wrong type or value before anything starts (Hydra types ``name=123`` as int)."""
-    problems = wandb_setting_problems(settings)
-    if problems:
-        raise ValueError("Bad W&B settings:\n  " + "\n  ".join(problems))
+# Seconds W&B gets to start online when the settings do not say (conf/logger/default.yaml does: the same 10).
+DEFAULT_INIT_TIMEOUT = 10
 
 
 def wandb_setting_problems(settings: dict[str, Any]) -> list[str]:
-    """Each W&B setting of the wrong type or value, with the fix."""
+    """Each W&B setting of the wrong type or value, with the fix (Hydra types ``name=123`` as int)."""
     problems = []
     for key in ("project", "entity", "group", "name"):
         value = settings.get(key)
@@ -76,7 +73,7 @@ def wandb_setting_problems(settings: dict[str, Any]) -> list[str]:
         problems.append(
             f"logger.wandb.mode={settings.get('mode')!r} is unknown; choose one of {', '.join(WANDB_MODES)}."
         )
-    timeout = settings.get("init_timeout", 10)
+    timeout = settings.get("init_timeout", DEFAULT_INIT_TIMEOUT)
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
         problems.append(f"logger.wandb.init_timeout={timeout!r} must be a number of seconds above 0.")
     log_model = settings.get("log_model", False)
@@ -120,7 +117,7 @@ def wandb_logger(
         log.warning(
             "Weights & Biases could not start online within logger.wandb.init_timeout=%s s (%s). This job and the "
             "later ones in this process log to W&B offline; `wandb sync <run folder>/wandb/offline-run-*` uploads "
-            "them.", settings.get("init_timeout", 10), reason,
+            "them.", settings.get("init_timeout", DEFAULT_INIT_TIMEOUT), reason,
         )  # fmt: skip
         return wandb_logger(save_dir, settings, identity, config, run_id)
     log.info("Weights & Biases run %r (group %s) in %s mode, files under %s", identity.name, identity.group, mode,
@@ -149,7 +146,7 @@ def _start_wandb(
         save_dir=str(save_dir),
         id=run_id,
         mode=mode,
-        settings=wandb.Settings(init_timeout=settings.get("init_timeout", 10), silent=True),
+        settings=wandb.Settings(init_timeout=settings.get("init_timeout", DEFAULT_INIT_TIMEOUT), silent=True),
     )
     run = logger.experiment
     run.config.update(config, allow_val_change=True)

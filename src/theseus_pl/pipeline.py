@@ -50,11 +50,11 @@ def run(cfg: DictConfig) -> dict[str, Any] | None:
     """
     started = time.perf_counter()
     output_dir = Path(cfg.paths.output_dir)
+    # Everything that can be wrong with the config fails here, before any training and before W&B starts.
+    check_settings(cfg)
     finished = _finished_run(output_dir, cfg.resume)
     if finished is not None:
         return finished
-    # Everything that can be wrong with the config fails here, before any training and before W&B starts.
-    check_settings(cfg)
     output_dir.mkdir(parents=True, exist_ok=True)
     pl.seed_everything(cfg.seed, workers=True)
     schedule = build_schedule(**cfg.replacement)
@@ -112,10 +112,6 @@ def _finished_run(output_dir: Path, resume: bool | str) -> dict[str, Any] | None
     Only ``resume=force`` redoes a finished run in place: it removes the old results and checkpoints first, so
     nothing of the old run is resumed or mistaken for the new one's.
     """
-    if resume not in (True, False, "force"):
-        raise ValueError(
-            f"resume={resume!r} must be true (continue), false (start afresh) or force (redo a finished run)."
-        )
     results = output_dir / "results.json"
     if not results.is_file():
         return None

@@ -58,6 +58,8 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "data.max_train_samples": (optional_positive_int, "null (all rows) or a whole number, at least 1"),
     "data.max_eval_samples": (optional_positive_int, "null (all rows) or a whole number, at least 1"),
     "trainer.val_check_interval": (validation_interval, "a whole number of steps, or a share of an epoch in (0, 1]"),
+    "resume": (lambda v: v is True or v is False or v == "force",
+               "true (continue), false (start afresh) or force (redo a finished run)"),
 }  # fmt: skip
 
 
