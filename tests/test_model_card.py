@@ -62,3 +62,9 @@ def test_own_data_has_no_hub_dataset_and_missing_numbers_are_not_invented():
 )
 def test_base_model_is_the_hub_id_the_user_named(overrides, expected):
     assert _hub_id(compose_config(*overrides).model) == expected
+
+
+def test_a_score_that_is_not_a_number_is_left_out_of_the_metadata():
+    card = parsed(results_for("STS-B", {"pearson": 0.9, "spearman": float("nan")}, labels=()))
+    assert [(r.metric_type, r.metric_value) for r in card.data.eval_results] == [("pearsonr", 0.9)]
+    assert "| spearman | n/a | n/a |" in card.text

@@ -7,6 +7,7 @@ appears, since the card travels with the model.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +76,7 @@ def _eval_results(results: dict[str, Any]) -> list[EvalResult] | None:
             metric_value=results["successor"]["metrics"][name],
         )
         for base, name, split in _metric_rows(results)
-        if results["successor"]["metrics"][name] is not None
+        if _known(results["successor"]["metrics"][name])
     ]
     return rows or None
 
@@ -156,8 +157,13 @@ def _example_input(results: dict[str, Any]) -> str:
     return '"A sentence to classify."'
 
 
+def _known(value: float | None) -> bool:
+    """A number to show: not missing, and finite (the card is written before results.json turns NaN into null)."""
+    return value is not None and math.isfinite(value)
+
+
 def _number(value: float | None, digits: int) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
+    return f"{value:.{digits}f}" if _known(value) else "n/a"
 
 
 def _retained_and_speed(results: dict[str, Any]) -> str:

@@ -92,6 +92,8 @@ def _data_problems(cfg: DictConfig, needs: list[HubNeed]) -> list[str]:
 
 
 def _hub_problems(needs: list[HubNeed]) -> list[str]:
+    if not needs:
+        return []  # local folders only: the hub cache is not even scanned
     cached = _cached_repos()
     unreachable = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else None
     problems = []
