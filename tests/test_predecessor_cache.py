@@ -1,7 +1,12 @@
 """The predecessor cache key: every input that changes the fine-tuned predecessor changes it, nothing else does."""
 
+import json
+import logging
 import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from conftest import compose_config, tiny_run_overrides
@@ -65,3 +70,35 @@ def test_a_predecessor_that_diverged_is_not_cached(base_overrides, tmp_path):
         run(compose_config(*base_overrides, "finetune.lr=1e30"))
     cached = tmp_path / "cache" / "predecessors"
     assert not cached.exists() or not [path for path in cached.iterdir() if not path.name.startswith(".")]
+
+
+def test_truncated_cache_files_are_rebuilt_by_the_next_run(base_overrides, tmp_path, caplog):
+    first = run(compose_config(*base_overrides))
+    weights = Path(first["predecessor"]["dir"]) / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    (arrow,) = (tmp_path / "cache" / "tokenized").glob("RTE-train-*/*.arrow")
+    arrow.write_bytes(arrow.read_bytes()[:-100])
+
+    with caplog.at_level(logging.WARNING, logger="theseus_pl.cache_entry"):
+        again = run(compose_config(*base_overrides, f"paths.output_dir={tmp_path / 'again'}"))
+    damaged = [record.getMessage() for record in caplog.records]
+    assert any(f"at {weights.parent} is damaged (model.safetensors has 1000 bytes" in m for m in damaged), damaged
+    assert any(f"at {arrow.parent} is damaged ({arrow.name} has" in m for m in damaged), damaged
+    assert again["predecessor"]["origin"] == "fine-tuned"
+    assert again["predecessor"]["score"] == first["predecessor"]["score"]  # the same settings, the same predecessor
+
+
+def test_two_jobs_at_once_fine_tune_their_shared_predecessor_once(base_overrides, tmp_path):
+    def job(name: str) -> subprocess.Popen:
+        folder = tmp_path / name
+        command = [sys.executable, "-m", "theseus_pl", *base_overrides, "finetune.epochs=3",
+                   f"paths.output_dir={folder}", f"hydra.run.dir={folder}"]  # fmt: skip
+        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    jobs = [job("a"), job("b")]
+    for job in jobs:
+        assert job.wait(timeout=300) == 0, job.stderr.read()[-3000:]
+    origins = sorted(json.loads((tmp_path / name / "results.json").read_text())["predecessor"]["origin"]
+                     for name in ("a", "b"))  # fmt: skip
+    assert origins == ["cache", "fine-tuned"]
+    assert len([p for p in (tmp_path / "cache" / "predecessors").iterdir() if not p.name.startswith(".")]) == 1

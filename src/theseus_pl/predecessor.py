@@ -1,7 +1,8 @@
 """The predecessor: a given fine-tuned checkpoint, or the base model fine-tuned on the task once and cached.
 
 Every run of a sweep that shares the base model, task, data and fine-tuning settings reuses one cached
-predecessor: the cache key holds everything that determines it.
+predecessor: the cache key holds everything that determines it. When several jobs need it at once, one fine-tunes
+and the others wait for it; a damaged entry is rebuilt (``cache_entry``).
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +19,10 @@ import lightning.pytorch as pl
 import torch
 import transformers
 from lightning.pytorch.callbacks import ModelCheckpoint
+from safetensors import safe_open
 from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
 
+from theseus_pl.cache_entry import load_or_build
 from theseus_pl.data.datamodule import GlueDataModule
 from theseus_pl.data.tasks import TaskSpec
 from theseus_pl.metrics import TaskMetrics
@@ -114,42 +116,48 @@ def prepare_predecessor(
         return Predecessor(str(Path(given).expanduser()) if looks_like_path(given) else given, "given")
     key = cache_key(base, datamodule, finetune, seed, trainer_settings["precision"])
     directory = cache_dir / "predecessors" / f"{datamodule.task.name}-{key}"
-    if (directory / "config.json").is_file():
+
+    def build(staging: Path) -> None:
+        log.info("Fine-tuning %s on %s into the predecessor (cached as %s)", base, datamodule.task.name, directory)
+        fine_tune(base, datamodule, finetune, staging, trainer_settings)
+
+    _, built = load_or_build(directory, check_loadable, build, f"{datamodule.task.name} predecessor")
+    if not built:
         log.info("Reusing the cached predecessor %s", directory)
-        return Predecessor(str(directory), "cache")
-    log.info("Fine-tuning %s on %s into the predecessor (cached as %s)", base, datamodule.task.name, directory)
-    fine_tune(base, datamodule, finetune, directory, trainer_settings)
-    return Predecessor(str(directory), "fine-tuned")
+    return Predecessor(str(directory), "fine-tuned" if built else "cache")
+
+
+def check_loadable(folder: Path) -> None:
+    """Read what loading the predecessor reads first (its config, its weights' headers), without the weights."""
+    AutoConfig.from_pretrained(folder)
+    for weights in folder.glob("*.safetensors"):
+        with safe_open(weights, framework="pt") as tensors:
+            tensors.keys()
 
 
 def fine_tune(
     base: str, datamodule: GlueDataModule, finetune: dict[str, Any], directory: Path, trainer_settings: dict[str, Any]
 ) -> None:
-    """Fine-tune every parameter of ``base`` (paper: batch 32, lr 2e-5, 4 epochs); keep the best dev epoch."""
+    """Fine-tune every parameter of ``base`` (paper: batch 32, lr 2e-5, 4 epochs) into ``directory``; keep the best
+    dev epoch. The directory then holds the model, its tokenizer and ``predecessor.json`` (how it was made)."""
     model = load_classifier(base, datamodule.task, new_head=True)
     module = FineTuningModule(
         model, TaskMetrics.for_task(datamodule.task),
         lr=finetune["lr"], weight_decay=finetune["weight_decay"], warmup_ratio=finetune["warmup_ratio"],
     )  # fmt: skip
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=directory.parent, prefix=".staging-") as staging:
-        checkpoint = ModelCheckpoint(dirpath=staging, monitor="val/score", mode="max", save_weights_only=True)
+    with tempfile.TemporaryDirectory(prefix="theseus-pl-finetune-") as work:
+        checkpoint = ModelCheckpoint(dirpath=work, monitor="val/score", mode="max", save_weights_only=True)
         trainer = pl.Trainer(
             **trainer_settings, max_epochs=finetune["epochs"], callbacks=[checkpoint], logger=False,
-            default_root_dir=staging,
+            default_root_dir=work,
         )  # fmt: skip
         trainer.fit(module, datamodule=datamodule)
         _require_finite(base, checkpoint.best_model_score, trainer.callback_metrics.get("train/loss"))
         best = torch.load(checkpoint.best_model_path, map_location="cpu", weights_only=True)["state_dict"]
-        module.load_state_dict(best)
-        staged = Path(staging) / "model"
-        model.save_pretrained(staged)
-        datamodule.tokenizer.save_pretrained(staged)
-        (staged / "predecessor.json").write_text(json.dumps({"base": base, "finetune": finetune}, indent=2))
-        try:
-            staged.rename(directory)  # atomic: parallel sweep jobs never see half a predecessor
-        except OSError:
-            shutil.rmtree(staged, ignore_errors=True)  # another job of the sweep finished first
+    module.load_state_dict(best)
+    model.save_pretrained(directory)
+    datamodule.tokenizer.save_pretrained(directory)
+    (directory / "predecessor.json").write_text(json.dumps({"base": base, "finetune": finetune}, indent=2))
 
 
 def _require_finite(base: str, best_score: torch.Tensor | None, last_loss: torch.Tensor | None) -> None:

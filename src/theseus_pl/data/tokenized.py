@@ -1,7 +1,8 @@
 """Tokenise a split once and keep it on disk: every later run of a sweep loads it in milliseconds.
 
 The cache key holds everything that determines the result: the tokenizer's full definition, the task's
-columns, the source's files (path, size, modification time) or hub id, the split and the max length.
+columns, the source's files (path, size, modification time) or hub id, the split and the max length. Entries are
+checked, rebuilt when damaged and built by one job at a time (``cache_entry``).
 """
 
 from __future__ import annotations
@@ -9,13 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from datasets import Dataset, load_from_disk
 from transformers import PreTrainedTokenizerBase
 
+from theseus_pl.cache_entry import load_or_build
 from theseus_pl.data.sources import Source
 from theseus_pl.data.tasks import TaskSpec
 
@@ -59,23 +59,20 @@ def tokenized_split(
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
     path = (cache_dir or default_cache_dir()) / f"{task.name}-{split}-{digest}"
-    if path.is_dir():
-        return load_from_disk(str(path))
 
-    raw = source.read(task, split)
-    encoded = raw.map(
-        lambda rows: tokenizer(*(rows[c] for c in task.text_columns), truncation=True, max_length=max_length),
-        batched=True,
-        remove_columns=list(task.text_columns),
-        desc=f"Tokenising {task.name} {split}",
-    )
-    if "label" in encoded.column_names:
-        encoded = encoded.rename_column("label", "labels")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=".staging-"))
-    encoded.save_to_disk(str(staging))
-    try:
-        staging.rename(path)  # atomic: parallel sweep jobs never see half a cache entry
-    except OSError:
-        shutil.rmtree(staging, ignore_errors=True)  # another job finished first
-    return load_from_disk(str(path))
+    def build(staging: Path) -> None:
+        encoded = source.read(task, split).map(
+            lambda rows: tokenizer(*(rows[c] for c in task.text_columns), truncation=True, max_length=max_length),
+            batched=True,
+            remove_columns=list(task.text_columns),
+            desc=f"Tokenising {task.name} {split}",
+        )
+        if "label" in encoded.column_names:
+            encoded = encoded.rename_column("label", "labels")
+        encoded.save_to_disk(str(staging))
+
+    def load(folder: Path) -> Dataset:
+        return load_from_disk(str(folder))
+
+    dataset, _ = load_or_build(path, load, build, f"tokenised {task.name} {split} split")
+    return dataset

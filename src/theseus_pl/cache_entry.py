@@ -1,0 +1,94 @@
+"""Cache entries (tokenised splits, fine-tuned predecessors) that are whole or rebuilt, and built once.
+
+An entry is a folder, built in a staging folder beside it and renamed into place (atomic: no job ever sees half an
+entry), with ``manifest.json`` listing each file's size. An entry whose files do not match its manifest, that has
+no manifest, or that fails to load, is reported by path, removed and built again, once. Building happens under a
+file lock: when two jobs of a sweep need the same missing entry, one builds it and the other waits, then loads it.
+The lock is the operating system's (``filelock``), so a job that is killed releases it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from filelock import FileLock, Timeout
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+T = TypeVar("T")
+
+
+def load_or_build(path: Path, load: Callable[[Path], T], build: Callable[[Path], None], what: str) -> tuple[T, bool]:
+    """The entry at ``path`` loaded, and whether it was built by this call.
+
+    ``build(staging)`` writes the entry's files into an empty folder; ``load(path)`` reads a finished entry and
+    raises if it cannot. ``what`` names the entry in messages ("the predecessor", "the tokenised RTE train split").
+    """
+    found = _load_checked(path, load, what)
+    if found is not None:
+        return found[0], False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(path.parent / f".{path.name}.lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        log.info("Another job is building %s (%s); waiting for it.", what, path)
+        lock.acquire()
+    try:
+        found = _load_checked(path, load, what)  # built by the job we waited for
+        if found is not None:
+            return found[0], False
+        staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=".staging-"))
+        try:
+            build(staging)
+            write_manifest(staging)
+            staging.rename(path)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return load(path), True
+    finally:
+        lock.release()
+
+
+def _load_checked(path: Path, load: Callable[[Path], T], what: str) -> tuple[T] | None:
+    """The entry loaded (in a 1-tuple: a loader may return None); None when there is none, or when it was damaged
+    (then it is reported and removed)."""
+    if not path.exists():
+        return None
+    problem = manifest_problem(path)
+    if problem is None:
+        try:
+            return (load(path),)
+        except Exception as error:  # whatever a damaged file makes a loader raise
+            problem = f"it fails to load: {type(error).__name__}: {error}"
+    log.warning("The cached %s at %s is damaged (%s); removing it and building it again.", what, path, problem)
+    shutil.rmtree(path, ignore_errors=True)
+    return None
+
+
+def write_manifest(folder: Path) -> None:
+    sizes = {str(file.relative_to(folder)): file.stat().st_size for file in sorted(folder.rglob("*")) if file.is_file()}
+    (folder / MANIFEST).write_text(json.dumps(sizes, indent=1))
+
+
+def manifest_problem(folder: Path) -> str | None:
+    """What is wrong with the entry's files, or None when each is there with its recorded size."""
+    try:
+        sizes = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return f"no readable {MANIFEST}"
+    for name, size in sizes.items():
+        file = folder / name
+        if not file.is_file():
+            return f"{name} is missing"
+        if file.stat().st_size != size:
+            return f"{name} has {file.stat().st_size} bytes, {size} when written"
+    return None
