@@ -1,4 +1,7 @@
-"""A callback that makes a job fail mid-training, for tests of what a failed job leaves behind."""
+"""Callbacks that make a job fail or die mid-training, for tests of what it leaves behind and how it resumes."""
+
+import os
+import signal
 
 import lightning.pytorch as pl
 
@@ -10,3 +13,14 @@ class RaiseAtStep(pl.Callback):
     def on_train_batch_start(self, trainer: pl.Trainer, *args: object) -> None:
         if trainer.global_step == self.step:
             raise RuntimeError(f"planned failure at step {self.step}")
+
+
+class KillAtStep(pl.Callback):
+    """Kills its own process before step ``step``, as a lost machine would: no exception, no cleanup, no flush."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: object) -> None:
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), signal.SIGKILL)

@@ -80,6 +80,7 @@ def test_table5_run_writes_one_score_per_module(tiny_base, glue_dir, tmp_path):
     results = run(cfg)
     assert len(results["single_module_scores"]) == 2
     assert results["steps"] == cfg.schedule_steps
+    assert results["successor_finetuning_steps"] == 0
 
 
 def test_single_module_scores_need_theseus(tiny_base, glue_dir, tmp_path):
@@ -112,4 +113,4 @@ def test_a_sweep_value_of_the_wrong_type_is_named(override, message, tiny_base, 
 def test_an_ablation_deeper_than_the_predecessor_is_refused_before_training(tiny_base, glue_dir, tmp_path):
     with pytest.raises(ValueError, match=r"theseus\.successor_layers=6 must be between 1 and the predecessor's 4"):
         run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "theseus.successor_layers=6"))
-    assert not (tmp_path / "cache").exists()
+    assert not (tmp_path / "cache" / "predecessors").exists()

@@ -17,7 +17,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from theseus_pl.data.tasks import glue_task
 from theseus_pl.pipeline import run
-from theseus_pl.preflight import MissingResources
+from theseus_pl.run_checks import RunRefused
 from theseus_pl.schedules import build_schedule
 
 CONF = Path(__file__).parents[1] / "conf"
@@ -122,7 +122,7 @@ def test_pipeline_end_to_end_on_a_tiny_model(tiny_base, glue_dir, tmp_path):
     again = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path, output="run2")))
     assert again["predecessor"]["origin"] == "cache"
     assert again["predecessor"]["dir"] == written["predecessor"]["dir"]
-    assert len(list((tmp_path / "cache" / "predecessors").iterdir())) == 1
+    assert [p.name.startswith(".") for p in (tmp_path / "cache" / "predecessors").iterdir()].count(False) == 1
 
 
 def test_an_interrupted_run_resumes_from_its_latest_validation(tiny_base, glue_dir, tmp_path):
@@ -165,11 +165,11 @@ def test_a_finished_run_folder_is_left_untouched_unless_forced(tiny_base, glue_d
 
 def test_bad_input_fails_before_any_training(tiny_base, glue_dir, tmp_path):
     base = tiny_run_overrides(tiny_base, glue_dir, tmp_path)
-    with pytest.raises(MissingResources, match=r"model\.predecessor='/nowhere/model' \(model and tokenizer\): no such"):
+    with pytest.raises(RunRefused, match=r"model\.predecessor='/nowhere/model' \(model and tokenizer\): no such"):
         run(compose_config(*base, "model.predecessor=/nowhere/model"))
-    with pytest.raises(ValueError, match=r"theseus\.successor_layers=5 must be between 1 and the predecessor's 4"):
+    with pytest.raises(RunRefused, match=r"theseus\.successor_layers=5 must be between 1 and the predecessor's 4"):
         run(compose_config(*base, "theseus.successor_layers=5"))
-    with pytest.raises(MissingResources, match="is not a folder"):
+    with pytest.raises(RunRefused, match="is not a folder"):
         run(compose_config(*base, f"data.glue_dir={tmp_path / 'missing'}"))
     assert not (tmp_path / "cache" / "predecessors").exists()
 

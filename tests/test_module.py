@@ -163,12 +163,6 @@ def test_early_stopping_cannot_end_the_run_before_the_switch(tmp_path):
     assert run(replacement_callbacks(schedule)) == 12
 
 
-def test_a_curriculum_that_cannot_reach_one_warns_with_the_step_it_needs(tmp_path):
-    schedule = CurriculumSchedule.from_steps_to_full(b=0.1, steps_to_full=1000)
-    with pytest.warns(UserWarning, match="reaches p = 1 at step 1000, but this run has only 3 optimizer steps"):
-        make_trainer(tmp_path, 3, replacement_callbacks(schedule)).fit(theseus_module(), tiny_loader())
-
-
 def test_training_without_a_replacement_scheduler_says_what_to_add(tmp_path):
     with pytest.raises(RuntimeError, match=r"add the callbacks from theseus_pl\.callbacks\.replacement_callbacks"):
         make_trainer(tmp_path, 1).fit(theseus_module(), tiny_loader())

@@ -24,6 +24,17 @@ def test_the_pytree_deprecation_is_silenced_only_where_lightning_raises_it():
     assert [str(w.message) for w in caught] == [PYTREE, "another"]
 
 
+def test_lightnings_mid_epoch_resume_warning_is_silenced_only_from_its_epoch_loop():
+    resume = "You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable."
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        install_filters()
+        loop = "lightning.pytorch.loops.training_epoch_loop"
+        warnings.warn_explicit(resume, UserWarning, "loop.py", 224, module=loop)
+        warnings.warn_explicit(resume, UserWarning, "mine.py", 1, module="my_code")
+    assert [w.filename for w in caught] == ["mine.py"]
+
+
 def test_the_litlogger_tip_is_dropped_and_other_lightning_info_kept(caplog):
     install_filters()
     rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")

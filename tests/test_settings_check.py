@@ -5,7 +5,8 @@ from conftest import compose_config, tiny_run_overrides
 from test_app import EXPERIMENTS
 
 from theseus_pl.pipeline import run
-from theseus_pl.settings_check import check_settings, setting_problems
+from theseus_pl.run_checks import RunRefused
+from theseus_pl.settings_check import setting_problems
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
@@ -33,17 +34,17 @@ def test_every_experiment_passes_as_shipped(experiment):
     ],
 )
 def test_each_bad_value_is_named_with_what_is_valid(override, message):
-    with pytest.raises(ValueError, match="Bad settings") as raised:
-        check_settings(compose_config(override))
-    assert message in str(raised.value)
+    (problem,) = setting_problems(compose_config(override))
+    assert problem.startswith(message)
 
 
 def test_several_problems_are_reported_together_before_anything_starts(tiny_base, glue_dir, tmp_path):
-    bad = ["optimizer.lr=abc", "seed=abc", "trainer.max_steps=0"]
-    with pytest.raises(ValueError) as raised:
+    bad = ["optimizer.lr=abc", "seed=abc", "trainer.max_steps=0", "model.base=/nowhere/model"]
+    with pytest.raises(RunRefused) as raised:
         run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), *bad))
     lines = str(raised.value).splitlines()
-    assert lines[0] == "Bad settings (nothing was started):" and len(lines) == 4
+    assert lines[0] == "The run cannot start (nothing was trained or logged):" and len(lines) == 5
+    assert lines[-1].startswith("- model.base='/nowhere/model' (model and tokenizer): no such folder")
     assert not (tmp_path / "cache").exists() and not (tmp_path / "run").exists()
 
 

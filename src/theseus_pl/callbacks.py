@@ -1,13 +1,17 @@
-"""Lightning callbacks that drive module replacing: the replacement rate and the phase switch."""
+"""Lightning callbacks: the ones that drive module replacing (the rate, the phase switch) and the ones that let a
+killed run resume exactly (a checkpoint that does not wait for a better score, a seed per step)."""
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
-from lightning.pytorch.callbacks import Callback
-from lightning.pytorch.utilities import rank_zero_warn
+import numpy as np
+import torch
+from lightning.pytorch.callbacks import Callback, Checkpoint
+from lightning.pytorch.trainer.states import TrainerFn
 
 from theseus_pl.loggers import log_step_number
 from theseus_pl.schedules import ReplacementSchedule
@@ -26,16 +30,6 @@ class ReplacementScheduler(Callback):
 
     def __init__(self, schedule: ReplacementSchedule) -> None:
         self.schedule = schedule
-
-    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        total = int(trainer.estimated_stepping_batches)
-        if self.schedule.switch_step > total:
-            rank_zero_warn(
-                f"The replacement schedule {self.schedule} reaches p = 1 at step {self.schedule.switch_step}, "
-                f"but this run has only {total} optimizer steps: successor fine-tuning will never start. Raise "
-                f"trainer.max_steps (or max_epochs) to at least {self.schedule.switch_step}, or make p reach 1 "
-                "sooner."
-            )
 
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
@@ -80,3 +74,67 @@ class PhaseSwitch(Callback):
 def replacement_callbacks(schedule: ReplacementSchedule) -> list[Callback]:
     """The two callbacks every Theseus run needs, agreeing on one schedule."""
     return [ReplacementScheduler(schedule), PhaseSwitch(schedule.switch_step)]
+
+
+class StepSeed(Callback):
+    """Seeds torch's global generator before each training step from the run's seed and the step.
+
+    Dropout then depends on the step alone, not on what drew from the generator before it: a resumed run (whose
+    loaders and validations drew differently) trains exactly as an uninterrupted one, and so does a run that
+    validates more often.
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        torch.manual_seed(int(np.random.SeedSequence([self.seed, trainer.global_step]).generate_state(1)[0]))
+
+
+class ResumeCheckpoint(Checkpoint):
+    """``last.ckpt``, what a rerun resumes from: the state after every validation and every ``every_n_steps``
+    optimizer steps, whatever the score (Lightning's ``save_last`` rewrites it only when the score improves).
+
+    A :class:`Checkpoint`, so Lightning runs it after the other callbacks: the early-stopping and best-checkpoint
+    state it saves already count this validation. Lightning writes the file atomically (a temporary file, then a
+    rename), so a run killed mid-write keeps the previous one. A step checkpoint is not written when a validation
+    follows the step: resuming from it, Lightning would skip that validation; the one written after it serves.
+    """
+
+    def __init__(self, dirpath: str | Path, every_n_steps: int | None = None) -> None:
+        self.path = Path(dirpath) / "last.ckpt"
+        self.every_n_steps = every_n_steps
+        self._saved_step: int | None = None
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking:
+            self._save(trainer)
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        every = self.every_n_steps
+        if every and trainer.global_step % every == 0 and not validation_follows(trainer, batch_idx):
+            self._save(trainer)
+
+    def _save(self, trainer: pl.Trainer) -> None:
+        if self._saved_step != trainer.global_step:
+            trainer.save_checkpoint(self.path)
+            self._saved_step = trainer.global_step
+
+
+def validation_follows(trainer: pl.Trainer, batch_idx: int) -> bool:
+    """Whether Lightning validates after this training batch: its rule for step intervals, from public state.
+
+    Validation runs every ``val_check_batch`` batches, counted over the whole run when ``check_val_every_n_epoch``
+    is None and within the epoch otherwise; a run that is stopping validates once more.
+    """
+    every_epochs = trainer.check_val_every_n_epoch
+    if not trainer.enable_validation or (every_epochs and (trainer.current_epoch + 1) % every_epochs):
+        return False
+    if trainer.should_stop:
+        return True
+    batches = trainer.global_step * trainer.accumulate_grad_batches if every_epochs is None else batch_idx + 1
+    return trainer.val_check_batch is not None and batches % trainer.val_check_batch == 0

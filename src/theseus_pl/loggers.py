@@ -173,7 +173,8 @@ def build_loggers(
     ``resume_step``: the run continues from a checkpoint at that step, so its CSV log keeps the rows before it and
     its W&B run continues (same id).
     """
-    csv_logger = CSVLogger(save_dir=str(output_dir), name="csv", version="")
+    # Every row reaches the disk when it is logged: a killed run loses none that its checkpoint has passed.
+    csv_logger = CSVLogger(save_dir=str(output_dir), name="csv", version="", flush_logs_every_n_steps=1)
     if resume_step is not None:
         _keep_rows_before(csv_logger, resume_step)
     loggers: list[Logger] = [csv_logger]

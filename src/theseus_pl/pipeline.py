@@ -15,8 +15,9 @@ import torch
 from hydra.utils import instantiate
 from lightning.pytorch.loggers import CSVLogger, Logger
 from omegaconf import DictConfig, OmegaConf
-from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
+from transformers import AutoModelForSequenceClassification, PreTrainedModel
 
+from theseus_pl.callbacks import StepSeed
 from theseus_pl.data.datamodule import GlueDataModule
 from theseus_pl.loggers import build_loggers
 from theseus_pl.methods import Method, build_method
@@ -24,17 +25,11 @@ from theseus_pl.metrics import TaskMetrics
 from theseus_pl.model_card import write_model_card
 from theseus_pl.module import ClassifierModule
 from theseus_pl.outputs import flat_summary, retained, write_results
-from theseus_pl.predecessor import (
-    Predecessor,
-    check_fits_task,
-    load_classifier,
-    looks_like_path,
-    prepare_predecessor,
-)
-from theseus_pl.preflight import check_resources
+from theseus_pl.predecessor import Predecessor, load_classifier, looks_like_path, prepare_predecessor
+from theseus_pl.run_checks import checked_datamodule
 from theseus_pl.run_identity import run_identity
 from theseus_pl.schedules import ReplacementSchedule, build_schedule
-from theseus_pl.settings_check import check_settings
+from theseus_pl.settings_check import setting_problems
 from theseus_pl.speed import inference_speedup
 from theseus_pl.theseus import TheseusModel
 from theseus_pl.wandb_report import finish, publish, run_link, wandb_run
@@ -50,23 +45,16 @@ def run(cfg: DictConfig) -> dict[str, Any] | None:
     """
     started = time.perf_counter()
     output_dir = Path(cfg.paths.output_dir)
-    # Everything that can be wrong with the config fails here, before any training and before W&B starts.
-    check_settings(cfg)
-    finished = _finished_run(output_dir, cfg.resume)
+    # A finished run is returned as it is (its settings permitting); anything wrong with a run to be trained fails
+    # here, in one message, before any training and before W&B starts.
+    finished = None if setting_problems(cfg) else _finished_run(output_dir, cfg.resume)
     if finished is not None:
         return finished
+    datamodule = checked_datamodule(cfg)
     output_dir.mkdir(parents=True, exist_ok=True)
     pl.seed_everything(cfg.seed, workers=True)
     schedule = build_schedule(**cfg.replacement)
-    check_resources(cfg)  # every model, tokenizer and data file, local or on the hub: all problems at once
-    start_model = cfg.model.predecessor or cfg.model.base
-    datamodule: GlueDataModule = instantiate(cfg.data, tokenizer=start_model)
-    _check_fits_model(start_model, cfg.theseus.successor_layers, datamodule)
     task = datamodule.task
-    if cfg.model.predecessor:
-        check_fits_task(cfg.model.predecessor, task)
-    if cfg.evaluation.single_modules and cfg.method.name != "theseus":
-        raise ValueError("evaluation.single_modules scores Theseus modules: it needs method=theseus.")
 
     evaluation = _evaluation_settings(cfg.trainer)
     predecessor = prepare_predecessor(
@@ -132,7 +120,8 @@ def _train(
 ) -> tuple[pl.Trainer, str | None]:
     """The fitted Trainer, and the checkpoint it resumed from (None for a fresh run)."""
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
-    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=[*callbacks, *method.callbacks], logger=loggers)
+    callbacks += [*method.callbacks, StepSeed(cfg.seed)]
+    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
     resumed_from = str(resume_from) if resume_from else None
     if resumed_from:
         log.info("Resuming from %s", resumed_from)
@@ -198,6 +187,7 @@ def _report(
         "speedup": None,
         "schedule": repr(schedule) if theseus else None,
         "switch_step": schedule.switch_step if theseus else None,
+        "successor_finetuning_steps": max(0, trainer.global_step - schedule.switch_step) if theseus else None,
         "steps": trainer.global_step,
         "resumed_from": resumed_from,
         "base_model": _hub_id(cfg.model),
@@ -306,22 +296,6 @@ def _data_facts(cfg: DictConfig, datamodule: GlueDataModule) -> dict[str, Any]:
         "dataset": cfg.data.hub_dataset if task.hub_config and not cfg.data.files else None,
         "dataset_config": task.hub_config,
     }
-
-
-def _check_fits_model(model: str, successor_layers: int, datamodule: GlueDataModule) -> None:
-    """The successor depth and the sequence length against what the predecessor has, both reported at once."""
-    config = AutoConfig.from_pretrained(model)
-    problems = []
-    if not 1 <= successor_layers <= config.num_hidden_layers:
-        problems.append(
-            f"theseus.successor_layers={successor_layers} must be between 1 and the predecessor's "
-            f"{config.num_hidden_layers} layers."
-        )
-    positions = min(getattr(config, "max_position_embeddings", None) or 10**9, datamodule.tokenizer.model_max_length)
-    if datamodule.task.max_length > positions:
-        problems.append(f"data.max_length={datamodule.task.max_length} is more than {model} takes: {positions} tokens.")
-    if problems:
-        raise ValueError("\n".join(problems))
 
 
 def _count(model: torch.nn.Module) -> int:

@@ -23,10 +23,6 @@ from theseus_pl.predecessor import looks_like_path
 PACKAGED_MODEL_FIX = "model=minilm (all-MiniLM-L6-v2, installed from PyPI, no download)"
 
 
-class MissingResources(RuntimeError):
-    """What the run needs and cannot read, each with its fix."""
-
-
 @dataclass(frozen=True)
 class HubNeed:
     repo_id: str
@@ -35,8 +31,8 @@ class HubNeed:
     fix: str
 
 
-def check_resources(cfg: DictConfig) -> None:
-    """Raise :class:`MissingResources` naming every model, tokenizer and data source the run cannot read."""
+def resource_problems(cfg: DictConfig) -> list[str]:
+    """Every model, tokenizer and data source the run cannot read, each with its fix."""
     problems: list[str] = []
     needs: list[HubNeed] = []
     for key, name in _model_references(cfg):
@@ -50,10 +46,7 @@ def check_resources(cfg: DictConfig) -> None:
             needs.append(HubNeed(name, "model", what, f"{PACKAGED_MODEL_FIX}, or {key}=PATH to a local copy"))
     problems += _data_problems(cfg, needs)
     problems += _hub_problems(needs)
-    if problems:
-        raise MissingResources(
-            "The run cannot start (nothing was trained):\n" + "\n".join(f"- {problem}" for problem in problems)
-        )
+    return problems
 
 
 def _model_references(cfg: DictConfig) -> list[tuple[str, str]]:

@@ -14,6 +14,8 @@ import warnings
 PYTREE_DEPRECATION = r"`isinstance\(treespec, LeafSpec\)` is deprecated"
 # Lightning's advertisement for its hosted logger, printed by every Trainer that has other loggers.
 LITLOGGER_TIP = "💡 Tip: For seamless cloud logging and experiment tracking"
+# Lightning cannot see that the data module restores the training order mid-epoch (training_order.py).
+MID_EPOCH_RESUME = "You're resuming from a checkpoint that ended before the epoch ended"
 
 
 class _DropMessage(logging.Filter):
@@ -27,4 +29,7 @@ class _DropMessage(logging.Filter):
 
 def install_filters() -> None:
     warnings.filterwarnings("ignore", message=PYTREE_DEPRECATION, module=r"lightning\.pytorch\.utilities\._pytree")
+    warnings.filterwarnings(
+        "ignore", message=MID_EPOCH_RESUME, module=r"lightning\.pytorch\.loops\.training_epoch_loop"
+    )
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropMessage(LITLOGGER_TIP))

@@ -1,4 +1,4 @@
-"""The options users type, checked for type and range before anything starts: every problem in one message.
+"""The options users type, checked for type and range before anything starts (see ``run_checks``).
 
 Hydra types each override from its text (``optimizer.lr=abc`` is a string, ``theseus.successor_layers=2.5`` a
 float), so a wrong value would otherwise surface as a TypeError deep in training, or worse, run: ``trainer.max_steps=0``
@@ -58,6 +58,8 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "data.max_train_samples": (optional_positive_int, "null (all rows) or a whole number, at least 1"),
     "data.max_eval_samples": (optional_positive_int, "null (all rows) or a whole number, at least 1"),
     "trainer.val_check_interval": (validation_interval, "a whole number of steps, or a share of an epoch in (0, 1]"),
+    "checkpoint.every_n_steps": (optional_positive_int, "null (at validations only) or a whole number, at least 1"),
+    "allow_unfinished_schedule": (lambda v: isinstance(v, bool), "true or false"),
     "resume": (lambda v: v is True or v is False or v == "force",
                "true (continue), false (start afresh) or force (redo a finished run)"),
 }  # fmt: skip
@@ -82,9 +84,3 @@ def setting_problems(cfg: DictConfig) -> list[str]:
         problems.append(f"replacement: {error}")
     problems += wandb_setting_problems(OmegaConf.to_container(cfg.logger.wandb))
     return problems
-
-
-def check_settings(cfg: DictConfig) -> None:
-    problems = setting_problems(cfg)
-    if problems:
-        raise ValueError("Bad settings (nothing was started):\n" + "\n".join(f"- {problem}" for problem in problems))

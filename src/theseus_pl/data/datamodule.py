@@ -10,15 +10,14 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 import numpy as np
-import torch
 from datasets import Dataset
 from torch.utils.data import DataLoader
 from transformers import AutoTokenizer, DataCollatorWithPadding, PreTrainedTokenizerBase
 
-from theseus_pl.data.length_grouping import LengthGroupedBatchSampler
 from theseus_pl.data.sources import FilesSource, GlueDirSource, HubSource, Source
 from theseus_pl.data.tasks import TaskSpec, custom_task, glue_task, is_glue_task
 from theseus_pl.data.tokenized import tokenized_split, tokenizer_fingerprint
+from theseus_pl.data.training_order import LengthGroupedSampler, ShuffledSampler
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +124,7 @@ class GlueDataModule(pl.LightningDataModule):
         self.splits: dict[str, Dataset] = {}
         self.test_indices: dict[str, list[int]] = {}
         self._checked_eval_splits: set[str] = set()
+        self._resume_batches = 0
 
     @cached_property
     def tokenizer_id(self) -> str:
@@ -170,19 +170,26 @@ class GlueDataModule(pl.LightningDataModule):
             )  # fmt: skip
 
     def train_dataloader(self) -> DataLoader:
-        generator = torch.Generator().manual_seed(self.seed)
+        """Shuffled rows (or length-grouped batches), in an order fixed by the seed and the epoch; after a resume,
+        from the batch the interrupted run would have trained on next."""
         train = self.splits["train"]
         if self.group_by_length:
-            lengths = [len(ids) for ids in train["input_ids"]]
-            sampler = LengthGroupedBatchSampler(lengths, self.batch_size, generator)
-            return DataLoader(
-                train,
-                batch_sampler=sampler,
-                collate_fn=self.collate,
-                num_workers=self.num_workers,
-                persistent_workers=self.num_workers > 0,
-            )
-        return self._loader(train, self.batch_size, shuffle=True, generator=generator)
+            order = LengthGroupedSampler([len(ids) for ids in train["input_ids"]], self.batch_size, self.seed)
+        else:
+            order = ShuffledSampler(len(train), self.seed)
+        batches_per_epoch = -(-len(train) // self.batch_size)
+        done, self._resume_batches = self._resume_batches, 0
+        order.start_at(done // batches_per_epoch, done % batches_per_epoch * self.batch_size)
+        return self._loader(train, self.batch_size, sampler=order)
+
+    def state_dict(self) -> dict[str, int]:
+        """Saved in every checkpoint: how many training batches the run has consumed."""
+        trainer = self.trainer
+        return {"train_batches_done": trainer.global_step * trainer.accumulate_grad_batches} if trainer else {}
+
+    def load_state_dict(self, state_dict: dict[str, int]) -> None:
+        """Lightning restores this before it asks for the training loader, which then starts where the run was."""
+        self._resume_batches = state_dict.get("train_batches_done", 0)
 
     def val_dataloader(self) -> DataLoader | list[DataLoader]:
         """Dev rows longest first: every metric ignores row order, and sorted batches carry almost no padding
@@ -200,11 +207,10 @@ class GlueDataModule(pl.LightningDataModule):
         ]
         return loaders[0] if len(loaders) == 1 else loaders
 
-    def _loader(self, dataset: Dataset, batch_size: int, shuffle: bool = False, **kwargs: object) -> DataLoader:
+    def _loader(self, dataset: Dataset, batch_size: int, **kwargs: object) -> DataLoader:
         return DataLoader(
             dataset,
             batch_size=batch_size,
-            shuffle=shuffle,
             collate_fn=self.collate,
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,

@@ -10,7 +10,8 @@ from __future__ import annotations
 import csv
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
@@ -104,7 +105,7 @@ class GlueDirSource:
     def read(self, task: TaskSpec, split: str) -> Dataset:
         layout = task.tsv
         path = self.path(task, split)
-        with path.open(encoding="utf-8-sig", newline="") as handle:  # utf-8-sig: MRPC starts with a BOM
+        with _utf8(path), path.open(encoding="utf-8-sig", newline="") as handle:  # utf-8-sig: MRPC starts with a BOM
             rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
         headerless = bool(layout.headerless_names) and not is_test_split(split)
         header = list(layout.headerless_names) if headerless else rows.pop(0) if rows else []
@@ -161,7 +162,8 @@ class FilesSource:
 
     def read(self, task: TaskSpec, split: str) -> Dataset:
         path = self.path(split)
-        frame = _read_frame(path)
+        with _utf8(path):
+            frame = _read_frame(path)
         header = [str(column) for column in frame.columns]
         labelled = self.label_column in header or not is_test_split(split)
         _require_columns([*task.text_columns, *([self.label_column] if labelled else [])], header, path)
@@ -173,6 +175,18 @@ class FilesSource:
         else:
             columns["idx"] = list(range(len(frame)))
         return _require_rows(Dataset.from_dict(columns), task, split, str(path))
+
+
+@contextmanager
+def _utf8(path: Path) -> Iterator[None]:
+    """A decoding error names the file (Python's names only the codec and the byte)."""
+    try:
+        yield
+    except UnicodeDecodeError as error:
+        raise ValueError(
+            f"{path} is not UTF-8 text ({error.reason} at byte {error.start}). Save it as UTF-8; a file that starts "
+            "with the bytes FF FE is UTF-16."
+        ) from None
 
 
 def _read_frame(path: Path) -> pd.DataFrame:

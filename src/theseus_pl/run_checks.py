@@ -1,0 +1,107 @@
+"""Everything that can be known to be wrong with a run before it starts, found in one pass, said in one message.
+
+Before any training and before W&B starts: first the options (``settings_check``) and the models and data the run
+reads (``preflight``), together; then, when those can be loaded, what needs them: the successor's depth and the
+sequence length against the model, a given predecessor's labels against the task, every row of every split (read
+and tokenised now, cached for the run), and whether the replacement schedule ends inside the run.
+"""
+
+from __future__ import annotations
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+from transformers import AutoConfig
+
+from theseus_pl.data.datamodule import GlueDataModule
+from theseus_pl.predecessor import check_fits_task
+from theseus_pl.preflight import resource_problems
+from theseus_pl.schedules import build_schedule
+from theseus_pl.settings_check import setting_problems
+
+
+class RunRefused(ValueError):
+    """Every problem found with a run, each naming the option or file and the fix; nothing was started."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__(
+            "The run cannot start (nothing was trained or logged):\n" + "\n".join(f"- {p}" for p in problems)
+        )
+
+
+def checked_datamodule(cfg: DictConfig) -> GlueDataModule:
+    """The run's data module, its splits read and tokenised; :class:`RunRefused` listing all problems otherwise."""
+    problems = setting_problems(cfg) + resource_problems(cfg)
+    if problems:
+        raise RunRefused(problems)
+    start_model = cfg.model.predecessor or cfg.model.base
+    datamodule: GlueDataModule = instantiate(cfg.data, tokenizer=start_model)
+    problems = model_fit_problems(cfg, start_model, datamodule)
+    problems += data_problems(datamodule)
+    if not problems:
+        problems += schedule_problems(cfg, datamodule)
+    if problems:
+        raise RunRefused(problems)
+    return datamodule
+
+
+def model_fit_problems(cfg: DictConfig, model: str, datamodule: GlueDataModule) -> list[str]:
+    """The successor depth, the sequence length and a given predecessor's labels against what the model has."""
+    config = AutoConfig.from_pretrained(model)
+    problems = []
+    layers = cfg.theseus.successor_layers
+    if not 1 <= layers <= config.num_hidden_layers:
+        problems.append(
+            f"theseus.successor_layers={layers} must be between 1 and the predecessor's {config.num_hidden_layers} "
+            "layers."
+        )
+    positions = min(getattr(config, "max_position_embeddings", None) or 10**9, datamodule.tokenizer.model_max_length)
+    if datamodule.task.max_length > positions:
+        problems.append(f"data.max_length={datamodule.task.max_length} is more than {model} takes: {positions} tokens.")
+    if cfg.model.predecessor:
+        try:
+            check_fits_task(cfg.model.predecessor, datamodule.task)
+        except ValueError as error:
+            problems.append(f"model.predecessor: {error}")
+    if cfg.evaluation.single_modules and cfg.method.name != "theseus":
+        problems.append("evaluation.single_modules=true scores Theseus modules: it needs method=theseus.")
+    return problems
+
+
+def data_problems(datamodule: GlueDataModule) -> list[str]:
+    """Each split read and tokenised (then cached): a bad encoding, label, field count or an empty split, by file."""
+    problems = []
+    for split in ("train", *datamodule.task.eval_splits):
+        try:
+            datamodule.load(split)
+        except (OSError, ValueError, RuntimeError) as error:  # the source's own message names the file and row
+            problems.append(f"data: {error}")
+    return problems
+
+
+def schedule_problems(cfg: DictConfig, datamodule: GlueDataModule) -> list[str]:
+    """A Theseus run whose replacing phase cannot end inside the run, unless the user allows it."""
+    if not cfg.method.name.startswith("theseus") or cfg.get("allow_unfinished_schedule", False):
+        return []
+    switch_step = build_schedule(**cfg.replacement).switch_step
+    total = total_steps(cfg, datamodule)
+    if switch_step < total:
+        return []
+    return [
+        f"The replacement schedule reaches p = 1 at step {switch_step} but the run has {total} optimizer steps: "
+        f"successor fine-tuning (phase 2) would never run. Raise trainer.max_steps above {switch_step}, make p "
+        "reach 1 sooner (schedule_steps), or allow it with allow_unfinished_schedule=true."
+    ]
+
+
+def total_steps(cfg: DictConfig, datamodule: GlueDataModule) -> int:
+    """The run's optimizer steps on one device: ``max_steps``, or fewer when ``max_epochs`` ends it first."""
+    max_steps, max_epochs = cfg.trainer.get("max_steps", -1), cfg.trainer.get("max_epochs")
+    if max_epochs is None or max_epochs < 0:
+        return max_steps
+    rows = len(datamodule.load("train"))
+    if datamodule.max_train_samples is not None:
+        rows = min(rows, datamodule.max_train_samples)
+    accumulate = cfg.trainer.get("accumulate_grad_batches", 1)
+    epoch_steps = -(-rows // datamodule.batch_size) // accumulate
+    return min(max_steps if max_steps > 0 else max_epochs * epoch_steps, max_epochs * epoch_steps)

@@ -1,0 +1,77 @@
+"""Whatever is wrong with a run is found before the Trainer starts, all of it, each problem naming file or option."""
+
+import lightning.pytorch as pl
+import pytest
+from conftest import compose_config, tiny_model, tiny_run_overrides
+from glue_files import write_tsv
+
+from theseus_pl.pipeline import run
+from theseus_pl.run_checks import RunRefused
+
+HEADER = ["index", "sentence1", "sentence2", "label"]
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """Any Trainer.fit or validate fails the test: the checks must come first."""
+
+    def started(*args, **kwargs):
+        raise AssertionError("a Trainer started")
+
+    monkeypatch.setattr(pl.Trainer, "fit", started)
+    monkeypatch.setattr(pl.Trainer, "validate", started)
+
+
+def refusal(overrides: list[str]) -> list[str]:
+    with pytest.raises(RunRefused) as raised:
+        run(compose_config(*overrides))
+    return raised.value.problems
+
+
+def test_bad_rows_in_every_split_are_reported_together_by_file_and_line(tiny_base, glue_dir, tmp_path, no_training):
+    train, dev = glue_dir / "RTE" / "train.tsv", glue_dir / "RTE" / "dev.tsv"
+    write_tsv(train, [HEADER, ["0", "the cat", "a dog", "entailment"], ["1", "the cat", "a dog", "maybe"]])
+    dev.write_bytes("\t".join(HEADER).encode("utf-16"))
+    problems = refusal(tiny_run_overrides(tiny_base, glue_dir, tmp_path))
+    assert problems == [
+        f"data: {train}, line 3: label 'maybe' is not one of the task's labels ['entailment', 'not_entailment'].",
+        f"data: {dev} is not UTF-8 text (invalid start byte at byte 0). Save it as UTF-8; a file that starts with "
+        "the bytes FF FE is UTF-16.",
+    ]
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_wrong_field_count_and_an_empty_split_are_refused(tiny_base, glue_dir, tmp_path, no_training):
+    train, dev = glue_dir / "RTE" / "train.tsv", glue_dir / "RTE" / "dev.tsv"
+    write_tsv(train, [HEADER, ["0", "the cat", "a dog", "entailment"], ["1", "the cat", "entailment"]])
+    write_tsv(dev, [HEADER])
+    problems = refusal(tiny_run_overrides(tiny_base, glue_dir, tmp_path))
+    assert problems[0].startswith(f"data: {train}, line 3: 3 fields where the header has 4.")
+    assert problems[1] == f"data: The validation split of RTE ({dev}) is empty."
+
+
+def test_model_problems_come_together(tiny_base, tiny_tokenizer, glue_dir, tmp_path, no_training):
+    three_labels = tmp_path / "mnli_model"
+    tiny_model("bert").save_pretrained(three_labels)  # 3 labels; RTE has 2
+    tiny_tokenizer.save_pretrained(three_labels)
+    problems = refusal([
+        *tiny_run_overrides(tiny_base, glue_dir, tmp_path), f"model.predecessor={three_labels}",
+        "data.max_length=1000", "theseus.successor_layers=9",
+    ])  # fmt: skip
+    assert problems[0].startswith("theseus.successor_layers=9 must be between 1 and the predecessor's 4 layers")
+    assert problems[1].startswith("data.max_length=1000 is more than")
+    assert problems[2].startswith(f"model.predecessor: {three_labels} predicts 3 labels but RTE has 2")
+
+
+def test_a_schedule_that_cannot_finish_is_refused_unless_allowed(tiny_base, glue_dir, tmp_path):
+    overrides = [*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "schedule_steps=6"]  # p = 1 at step 6 of 6
+    (problem,) = refusal(overrides)
+    assert problem.startswith("The replacement schedule reaches p = 1 at step 6 but the run has 6 optimizer steps")
+    assert "allow_unfinished_schedule=true" in problem
+    epochs = [*overrides, "trainer.max_steps=-1", "trainer.max_epochs=1"]  # 24 rows in batches of 4: 6 steps
+    assert refusal(epochs)[0].startswith("The replacement schedule reaches p = 1 at step 6 but the run has 6")
+
+    results = run(compose_config(*overrides, "allow_unfinished_schedule=true"))
+    assert (results["steps"], results["switch_step"], results["successor_finetuning_steps"]) == (6, 6, 0)
+    finished = run(compose_config(*overrides[:-1], "schedule_steps=3", f"paths.output_dir={tmp_path / 'done'}"))
+    assert finished["successor_finetuning_steps"] == 3
