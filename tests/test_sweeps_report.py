@@ -140,3 +140,67 @@ def test_the_sweeps_readme_gives_a_composing_command_for_every_hydra_sweep():
         overrides = [word for word in command.split()[3:] if word != "-m"]
         assert f"+sweep={sweep}" in overrides
         compose_config(*overrides)  # composes as written
+
+
+def planted_run(folder: Path, method: str, score: float, seed: int, point: dict, max_steps: int = 600) -> None:
+    folder.mkdir(parents=True)
+    settings = {**point, "seed": seed, "trainer.max_steps": max_steps}
+    results = {"task": "SST-2", "method": method, "predecessor": {"score": 85.0}, "successor": {"score": score},
+               "settings": settings}  # fmt: skip
+    (folder / "results.json").write_text(json.dumps(results))
+
+
+def test_the_protocol_report_picks_each_methods_best_grid_point_by_median_and_shows_its_spread(tmp_path):
+    # Point b has the best single run (90) but point a the best median (81 over 80, 81, 83).
+    point_a, point_b = {"optimizer.lr": 1e-4, "replacement.b": 0.1}, {"optimizer.lr": 1e-4, "replacement.b": 0.3}
+    for seed, (a, b) in enumerate([(80.0, 90.0), (81.0, 70.0), (83.0, 71.0)], start=1):
+        planted_run(tmp_path / f"theseus_a{seed}", "theseus_curriculum", a, seed, point_a)
+        planted_run(tmp_path / f"theseus_b{seed}", "theseus_curriculum", b, seed, point_b)
+        planted_run(tmp_path / f"kd{seed}", "kd", 78.0 + seed, seed, {"optimizer.lr": 5e-5})
+    report = main([str(tmp_path), "--output", str(tmp_path / "out")])
+    assert report["table"]["theseus_curriculum"] == {"SST-2": 81.0} and report["table"]["kd"] == {"SST-2": 80.0}
+    assert report["warnings"] == []
+    with (tmp_path / "out" / "best_settings.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows == [
+        {"task": "SST-2", "method": "kd", "median": "80.00", "min": "79.00", "max": "81.00", "seeds": "1 2 3",
+         "grid point": ""},
+        {"task": "SST-2", "method": "theseus_curriculum", "median": "81.00", "min": "80.00", "max": "83.00",
+         "seeds": "1 2 3", "grid point": "replacement.b=0.1"},
+    ]  # fmt: skip
+
+
+def test_the_report_warns_of_unequal_step_budgets_and_missing_seeds(tmp_path, capsys):
+    for seed in (1, 2, 3):
+        planted_run(tmp_path / f"theseus{seed}", "theseus_curriculum", 80.0, seed, {}, max_steps=600)
+    for seed in (1, 2):
+        planted_run(tmp_path / f"kd{seed}", "kd", 80.0, seed, {}, max_steps=750)
+    warnings = main([str(tmp_path), "--output", str(tmp_path / "out")])["warnings"]
+    assert warnings == [
+        "SST-2: the methods had different step budgets (trainer.max_steps): kd 750; theseus_curriculum 600.",
+        "SST-2: kd lacks seed 3, which other methods ran.",
+    ]
+    assert "Warning: SST-2: kd lacks seed 3" in capsys.readouterr().out
+
+
+def test_the_protocol_sweep_runs_every_method_on_a_tiny_model(tiny_base, glue_dir, tmp_path):
+    # The grid sets the learning rate: a command-line optimizer.lr would beat it.
+    unset = ("paths.output_dir", "optimizer.lr")
+    overrides = [o for o in tiny_run_overrides(tiny_base, glue_dir, tmp_path) if not o.startswith(unset)]
+    sweep_dir = tmp_path / "multirun"
+    completed = subprocess.run(
+        [sys.executable, "-m", "theseus_pl", "-m", *overrides, "+sweep=protocol", "hydra/launcher=basic",
+         "protocol.point=a,b", "seed=1,2", f"hydra.sweep.dir={sweep_dir}"],
+        capture_output=True, text=True, timeout=1500,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    results = [json.loads(path.read_text()) for path in sorted(sweep_dir.glob("*/results.json"))]
+    assert len(results) == 5 * 2 * 2
+    methods = {"fine_tuning", "kd", "theseus_constant", "theseus_curriculum", "theseus_anti_curriculum"}
+    assert {r["method"] for r in results} == methods
+    assert {r["settings"]["trainer.max_steps"] for r in results} == {6}  # one budget for every method
+    assert {(r["method"], r["settings"]["optimizer.lr"]) for r in results if r["method"] == "kd"} == {
+        ("kd", 2e-5), ("kd", 5e-5)
+    }  # fmt: skip
+    report = main([str(sweep_dir), "--output", str(tmp_path / "report")])
+    assert set(report["table"]) == {"predecessor", *methods} and report["warnings"] == []

@@ -52,19 +52,23 @@ def run(cfg: DictConfig) -> dict[str, Any] | None:
         return finished
     datamodule = checked_datamodule(cfg)
     output_dir.mkdir(parents=True, exist_ok=True)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
     pl.seed_everything(cfg.seed, workers=True)
     schedule = build_schedule(**cfg.replacement)
     task = datamodule.task
 
     evaluation = _evaluation_settings(cfg.trainer)
+    # Resolved: sweeps set values by interpolation (rates_equivalent_lr's lr = lr'/p, the protocol's grid points).
+    finetune, method_settings, theseus, optimizer = (
+        OmegaConf.to_container(cfg[group], resolve=True) for group in ("finetune", "method", "theseus", "optimizer")
+    )
     predecessor = prepare_predecessor(
-        cfg.model.base, cfg.model.predecessor, datamodule, OmegaConf.to_container(cfg.finetune), cfg.seed,
-        Path(cfg.paths.cache_dir), evaluation,
-    )  # fmt: skip
+        cfg.model.base, cfg.model.predecessor, datamodule, finetune, cfg.seed, Path(cfg.paths.cache_dir), evaluation
+    )
     method = build_method(
-        OmegaConf.to_container(cfg.method), predecessor.directory, task, OmegaConf.to_container(cfg.theseus),
-        OmegaConf.to_container(cfg.optimizer), schedule, cfg.replacement.kind, cfg.seed,
-    )  # fmt: skip
+        method_settings, predecessor.directory, task, theseus, optimizer, schedule, cfg.replacement.kind, cfg.seed
+    )
     identity = run_identity(cfg, task.name, method.name)
     last = output_dir / "checkpoints" / "last.ckpt"
     resume_from = last if cfg.resume is True and last.is_file() else None
@@ -268,6 +272,7 @@ def _settings(cfg: DictConfig) -> dict[str, Any]:
     flat = {f"replacement.{key}": value for key, value in cfg.replacement.items() if key != "kind"}
     flat.update({
         "optimizer.lr": cfg.optimizer.lr,
+        "trainer.max_steps": cfg.trainer.max_steps,
         "theseus.successor_layers": cfg.theseus.successor_layers,
         "theseus.init": cfg.theseus.init,
         "model": cfg.model.predecessor or cfg.model.base,

@@ -5,6 +5,8 @@ Reads every ``results.json`` below the folders and writes, into ``--output``:
 - ``table.md`` and ``table.csv``: one row per value of ``--rows`` (default ``method``), one column per task, and
   the macro average over tasks. A cell is the best dev score over the settings a sweep varied, each setting first
   reduced to its median over seeds (as the paper reports). The predecessor gets a row of its own.
+- ``best_settings.md`` and ``best_settings.csv``: for each cell, the grid point chosen, its median, min and max
+  over seeds and the seeds. A warning is printed when rows had different step budgets or one lacks a seed.
 - ``runs.md`` and ``runs.csv``: every run — task, method, scores, its folder and, when it had one, its W&B
   run's name and URL — so a cell of the table leads to the runs behind it.
 - ``p_over_steps.png``: the replacement rate logged by each schedule over the training steps.
@@ -21,6 +23,7 @@ import json
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,20 +71,85 @@ def _row_key(run: dict[str, Any], rows: str) -> str:
     return str(value)
 
 
+@dataclass(frozen=True)
+class BestSetting:
+    """A row's cell for one task: the grid point whose median over seeds is best, and its spread."""
+
+    median: float
+    low: float
+    high: float
+    seeds: tuple[Any, ...]
+    point: str  # the values that set this grid point apart from the row's other runs on the task
+
+
+def best_settings(runs: list[dict[str, Any]], rows: str = "method") -> dict[tuple[str, str], BestSetting]:
+    """``{(row, task): best setting}``: each setting's scores reduced to their median over seeds, the best kept."""
+    scores: dict[tuple[str, str], dict[str, list[tuple[Any, float]]]] = defaultdict(lambda: defaultdict(list))
+    for run in runs:
+        setting = {k: v for k, v in run.get("settings", {}).items() if k != "seed"}
+        seed = run.get("settings", {}).get("seed", run.get("seed"))
+        scores[(_row_key(run, rows), run["task"])][json.dumps(setting, sort_keys=True)].append(
+            (seed, run["successor"]["score"])
+        )
+    best = {}
+    for cell, by_setting in scores.items():
+        varied = _varied_keys([json.loads(setting) for setting in by_setting])
+        candidates = []
+        for setting, seeded in by_setting.items():
+            values = [score for _, score in seeded]
+            point = " ".join(f"{key}={json.loads(setting)[key]}" for key in varied)
+            candidates.append(BestSetting(
+                statistics.median(values), min(values), max(values), tuple(seed for seed, _ in seeded), point
+            ))  # fmt: skip
+        best[cell] = max(candidates, key=lambda candidate: candidate.median)
+    return best
+
+
+def _varied_keys(settings: list[dict[str, Any]]) -> list[str]:
+    keys = sorted({key for setting in settings for key in setting})
+    return [key for key in keys if len({json.dumps(setting.get(key)) for setting in settings}) > 1]
+
+
 def build_table(runs: list[dict[str, Any]], rows: str = "method") -> tuple[list[str], dict[str, dict[str, float]]]:
-    """Tasks (columns) and ``{row: {task: score}}``, the predecessor first."""
-    per_setting: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    """Tasks (columns) and ``{row: {task: score}}``, the predecessor first: each cell a best setting's median."""
     predecessor: dict[str, list[float]] = defaultdict(list)
     for run in runs:
-        setting = json.dumps({k: v for k, v in run.get("settings", {}).items() if k != "seed"}, sort_keys=True)
-        per_setting[(_row_key(run, rows), run["task"], setting)].append(run["successor"]["score"])
         predecessor[run["task"]].append(run["predecessor"]["score"])
     table: dict[str, dict[str, float]] = {PREDECESSOR: {t: statistics.median(s) for t, s in predecessor.items()}}
-    for (row, task, _), scores in per_setting.items():
-        median = statistics.median(scores)
-        cells = table.setdefault(row, {})
-        cells[task] = max(cells.get(task, float("-inf")), median)
+    for (row, task), best in best_settings(runs, rows).items():
+        table.setdefault(row, {})[task] = best.median
     return sorted(predecessor), table
+
+
+def protocol_warnings(runs: list[dict[str, Any]], rows: str = "method") -> list[str]:
+    """What makes a comparison between rows unfair: different step budgets, or seeds one row lacks."""
+    budgets: dict[str, dict[str, set[Any]]] = defaultdict(lambda: defaultdict(set))
+    seeds: dict[str, dict[str, set[Any]]] = defaultdict(lambda: defaultdict(set))
+    for run in runs:
+        settings = run.get("settings", {})
+        budgets[run["task"]][_row_key(run, rows)].add(settings.get("trainer.max_steps"))
+        seeds[run["task"]][_row_key(run, rows)].add(settings.get("seed", run.get("seed")))
+    warnings = []
+    for task in sorted(budgets):
+        if len({tuple(sorted(map(str, steps))) for steps in budgets[task].values()}) > 1:
+            named = "; ".join(f"{row} {', '.join(sorted(map(str, s)))}" for row, s in sorted(budgets[task].items()))
+            warnings.append(f"{task}: the {rows}s had different step budgets (trainer.max_steps): {named}.")
+        every = set().union(*seeds[task].values())
+        for row, row_seeds in sorted(seeds[task].items()):
+            if row_seeds != every:
+                lacking = ", ".join(sorted(map(str, every - row_seeds)))
+                warnings.append(f"{task}: {row} lacks seed {lacking}, which other {rows}s ran.")
+    return warnings
+
+
+def write_best_settings(best: dict[tuple[str, str], BestSetting], rows: str, output: Path) -> list[Path]:
+    """Per task and row: the chosen grid point, its median, min and max over seeds, and the seeds."""
+    header = ["task", rows, "median", "min", "max", "seeds", "grid point"]
+    lines = [
+        [task, row, _cell(b.median), _cell(b.low), _cell(b.high), " ".join(map(str, sorted(b.seeds, key=str))), b.point]
+        for (row, task), b in sorted(best.items(), key=lambda item: (item[0][1], item[0][0]))
+    ]
+    return _write_markdown_and_csv(output, "best_settings", header, lines)
 
 
 def macro(cells: dict[str, float], tasks: list[str]) -> float | None:
@@ -192,9 +260,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     runs, missing = find_runs(args.folders)
     tasks, table = build_table(runs, args.rows)
+    warnings = protocol_warnings(runs, args.rows)
     args.output.mkdir(parents=True, exist_ok=True)
     written = (
         write_tables(tasks, table, args.rows, args.output)
+        + write_best_settings(best_settings(runs, args.rows), args.rows, args.output)
         + write_runs(runs, args.output)
         + write_plots(runs, args.output)
     )
@@ -202,7 +272,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print(f"{len(runs)} finished runs; wrote {', '.join(str(p) for p in written)}")
     if missing:
         print(f"{len(missing)} jobs have no results yet:\n  " + "\n  ".join(missing))
-    return {"tasks": tasks, "table": table, "missing": missing, "written": written}
+    for warning in warnings:
+        print(f"Warning: {warning}")
+    return {"tasks": tasks, "table": table, "missing": missing, "warnings": warnings, "written": written}
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ def validation_interval(value: Any) -> bool:
 # option -> (rule, what a valid value is)
 RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "seed": (lambda v: _is_int(v) and 0 <= v <= MAX_SEED, f"a whole number from 0 to {MAX_SEED}"),
+    "threads": (optional_positive_int, "null (torch's default) or a whole number of threads, at least 1"),
     "theseus.successor_layers": (positive_int, "a whole number of layers, at least 1"),
     "theseus.init": (lambda v: v in {init.value for init in SuccessorInit},
                      "one of " + ", ".join(init.value for init in SuccessorInit)),
@@ -82,5 +83,5 @@ def setting_problems(cfg: DictConfig) -> list[str]:
         build_schedule(**cfg.replacement)
     except (TypeError, ValueError) as error:
         problems.append(f"replacement: {error}")
-    problems += wandb_setting_problems(OmegaConf.to_container(cfg.logger.wandb))
+    problems += wandb_setting_problems(OmegaConf.to_container(cfg.logger.wandb, resolve=True))
     return problems
