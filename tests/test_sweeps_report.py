@@ -188,9 +188,9 @@ def test_the_protocol_sweep_runs_every_method_on_a_tiny_model(tiny_base, glue_di
     unset = ("paths.output_dir", "optimizer.lr")
     overrides = [o for o in tiny_run_overrides(tiny_base, glue_dir, tmp_path) if not o.startswith(unset)]
     sweep_dir = tmp_path / "multirun"
-    completed = subprocess.run(
-        [sys.executable, "-m", "theseus_pl", "-m", *overrides, "+sweep=protocol", "hydra/launcher=basic",
-         "protocol.point=a,b", "seed=1,2", f"hydra.sweep.dir={sweep_dir}"],
+    completed = subprocess.run(  # sst2_quick sets optimizer.lr, which the grid must beat; the tiny model runs it
+        [sys.executable, "-m", "theseus_pl", "-m", "+experiment=sst2_quick", *overrides, "+sweep=protocol",
+         "hydra/launcher=basic", "protocol.point=a,b", "seed=1,2", f"hydra.sweep.dir={sweep_dir}"],
         capture_output=True, text=True, timeout=1500,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr[-3000:]
@@ -199,8 +199,11 @@ def test_the_protocol_sweep_runs_every_method_on_a_tiny_model(tiny_base, glue_di
     methods = {"fine_tuning", "kd", "theseus_constant", "theseus_curriculum", "theseus_anti_curriculum"}
     assert {r["method"] for r in results} == methods
     assert {r["settings"]["trainer.max_steps"] for r in results} == {6}  # one budget for every method
-    assert {(r["method"], r["settings"]["optimizer.lr"]) for r in results if r["method"] == "kd"} == {
-        ("kd", 2e-5), ("kd", 5e-5)
+    assert {(r["method"], r["settings"]["optimizer.lr"], r["settings"].get("replacement.p")) for r in results} == {
+        ("fine_tuning", 2e-5, None), ("fine_tuning", 5e-5, None), ("kd", 2e-5, None), ("kd", 5e-5, None),
+        ("theseus_constant", 5e-5, 0.5), ("theseus_constant", 5e-5, 0.7), ("theseus_curriculum", 5e-5, None),
+        ("theseus_anti_curriculum", 5e-5, None),
     }  # fmt: skip
+    assert {r["settings"]["replacement.b"] for r in results if r["method"] == "theseus_curriculum"} == {0.1, 0.3}
     report = main([str(sweep_dir), "--output", str(tmp_path / "report")])
     assert set(report["table"]) == {"predecessor", *methods} and report["warnings"] == []
