@@ -12,7 +12,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from transformers import AutoConfig
 
-from theseus_pl.data.datamodule import GlueDataModule
+from theseus_pl.data.datamodule import GlueDataModule, sample_rows
 from theseus_pl.predecessor import check_fits_task
 from theseus_pl.preflight import resource_problems
 from theseus_pl.schedules import build_schedule
@@ -99,9 +99,6 @@ def total_steps(cfg: DictConfig, datamodule: GlueDataModule) -> int:
     max_steps, max_epochs = cfg.trainer.get("max_steps", -1), cfg.trainer.get("max_epochs")
     if max_epochs is None or max_epochs < 0:
         return max_steps
-    rows = len(datamodule.load("train"))
-    if datamodule.max_train_samples is not None:
-        rows = min(rows, datamodule.max_train_samples)
-    accumulate = cfg.trainer.get("accumulate_grad_batches", 1)
-    epoch_steps = -(-rows // datamodule.batch_size) // accumulate
+    rows = len(sample_rows(datamodule.load("train"), datamodule.max_train_samples, datamodule.seed))
+    epoch_steps = datamodule.batches_per_epoch(rows) // cfg.trainer.get("accumulate_grad_batches", 1)
     return min(max_steps if max_steps > 0 else max_epochs * epoch_steps, max_epochs * epoch_steps)

@@ -177,10 +177,14 @@ class GlueDataModule(pl.LightningDataModule):
             order = LengthGroupedSampler([len(ids) for ids in train["input_ids"]], self.batch_size, self.seed)
         else:
             order = ShuffledSampler(len(train), self.seed)
-        batches_per_epoch = -(-len(train) // self.batch_size)
+        batches_per_epoch = self.batches_per_epoch(len(train))
         done, self._resume_batches = self._resume_batches, 0
         order.start_at(done // batches_per_epoch, done % batches_per_epoch * self.batch_size)
         return self._loader(train, self.batch_size, sampler=order)
+
+    def batches_per_epoch(self, rows: int) -> int:
+        """Training batches in an epoch of ``rows`` rows (the last one may be short)."""
+        return -(-rows // self.batch_size)
 
     def state_dict(self) -> dict[str, int]:
         """Saved in every checkpoint: how many training batches the run has consumed."""
