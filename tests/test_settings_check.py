@@ -31,6 +31,9 @@ def test_every_experiment_passes_as_shipped(experiment):
         ("trainer.max_steps=0", "trainer.max_steps=0 must be at least 1"),
         ("replacement.b=abc", "replacement: "),
         ("logger.wandb.init_timeout=0", "logger.wandb.init_timeout=0 must be a number of seconds above 0"),
+        ("threads=0", "threads=0 must be null (torch's default) or a whole number of threads"),
+        ("checkpoint.every_n_steps=0", "checkpoint.every_n_steps=0 must be null (at validations only)"),
+        ("allow_unfinished_schedule=maybe", "allow_unfinished_schedule='maybe' must be true or false"),
     ],
 )
 def test_each_bad_value_is_named_with_what_is_valid(override, message):
