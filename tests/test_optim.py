@@ -1,0 +1,41 @@
+"""The shared optimizer: what it trains, and that its fast CPU kernel makes AdamW's updates."""
+
+import torch
+from torch import nn
+
+from theseus_pl.optim import adamw_with_linear_schedule
+
+
+def _layer(seed: int) -> nn.Linear:
+    torch.manual_seed(seed)
+    return nn.Linear(8, 4)
+
+
+def test_cpu_steps_use_the_fused_kernel_and_match_adamw_step_by_step():
+    fast, reference = _layer(0), _layer(0)
+    optimizer, _ = adamw_with_linear_schedule(fast.parameters(), 1e-2, 0.1, 0.0, total_steps=10)
+    assert optimizer.defaults["fused"]
+    expected = torch.optim.AdamW(
+        [
+            {"params": [reference.weight], "weight_decay": 0.1},
+            {"params": [reference.bias], "weight_decay": 0.0},
+        ],
+        lr=1e-2,
+        foreach=False,
+    )
+    for step in range(3):
+        torch.manual_seed(100 + step)
+        batch = torch.randn(5, 8)
+        for layer, opt in ((fast, optimizer), (reference, expected)):
+            opt.zero_grad()
+            layer(batch).pow(2).sum().backward()
+            opt.step()
+        torch.testing.assert_close(fast.weight, reference.weight)
+        torch.testing.assert_close(fast.bias, reference.bias)
+
+
+def test_parameters_without_grad_are_left_out():
+    layer = _layer(0)
+    layer.bias.requires_grad_(False)
+    optimizer, _ = adamw_with_linear_schedule(layer.parameters(), 1e-3, 0.01, 0.0, total_steps=10)
+    assert [p for group in optimizer.param_groups for p in group["params"]] == [layer.weight]
