@@ -190,7 +190,7 @@ def test_the_protocol_sweep_runs_every_method_on_a_tiny_model(tiny_base, glue_di
     sweep_dir = tmp_path / "multirun"
     completed = subprocess.run(  # sst2_quick sets optimizer.lr, which the grid must beat; the tiny model runs it
         [sys.executable, "-m", "theseus_pl", "-m", "+experiment=sst2_quick", *overrides, "+sweep=protocol",
-         "hydra/launcher=basic", "protocol.point=a,b", "seed=1,2", f"hydra.sweep.dir={sweep_dir}"],
+         "hydra/launcher=basic", "protocol.point=a,c", "seed=1,2", f"hydra.sweep.dir={sweep_dir}"],
         capture_output=True, text=True, timeout=1500,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr[-3000:]
@@ -200,9 +200,10 @@ def test_the_protocol_sweep_runs_every_method_on_a_tiny_model(tiny_base, glue_di
     assert {r["method"] for r in results} == methods
     assert {r["settings"]["trainer.max_steps"] for r in results} == {6}  # one budget for every method
     assert {(r["method"], r["settings"]["optimizer.lr"], r["settings"].get("replacement.p")) for r in results} == {
-        ("fine_tuning", 2e-5, None), ("fine_tuning", 5e-5, None), ("kd", 2e-5, None), ("kd", 5e-5, None),
-        ("theseus_constant", 5e-5, 0.5), ("theseus_constant", 5e-5, 0.7), ("theseus_curriculum", 5e-5, None),
-        ("theseus_anti_curriculum", 5e-5, None),
+        ("fine_tuning", 5e-5, None), ("fine_tuning", 2e-4, None), ("kd", 5e-5, None), ("kd", 2e-4, None),
+        ("theseus_constant", 1e-4, 0.5), ("theseus_constant", 2e-4, 0.7), ("theseus_curriculum", 1e-4, None),
+        ("theseus_curriculum", 2e-4, None), ("theseus_anti_curriculum", 1e-4, None),
+        ("theseus_anti_curriculum", 2e-4, None),
     }  # fmt: skip
     assert {r["settings"]["replacement.b"] for r in results if r["method"] == "theseus_curriculum"} == {0.1, 0.3}
     report = main([str(sweep_dir), "--output", str(tmp_path / "report")])
