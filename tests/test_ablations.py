@@ -1,11 +1,15 @@
 """The ablations: each sweep composes to the right axis, Table 5 evaluates one successor module at a time,
 intermediate-task transfer starts from another run's successor, and launchers compose."""
 
+import importlib.resources
 import json
 
 import pytest
+import torch
 from conftest import compose_config, tiny_model, tiny_run_overrides
 from hydra import compose, initialize_config_module
+from omegaconf import OmegaConf
+from safetensors.torch import load_file
 
 from theseus_pl.data.datamodule import GlueDataModule
 from theseus_pl.pipeline import run, single_module_scores
@@ -114,3 +118,68 @@ def test_an_ablation_deeper_than_the_predecessor_is_refused_before_training(tiny
     with pytest.raises(ValueError, match=r"theseus\.successor_layers=6 must be between 1 and the predecessor's 4"):
         run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "theseus.successor_layers=6"))
     assert not (tmp_path / "cache" / "predecessors").exists()
+
+
+def _flat(config) -> dict:
+    return dict(_items(OmegaConf.to_container(config, resolve=True)))
+
+
+def _items(node, prefix=""):
+    for key, value in node.items():
+        if isinstance(value, dict):
+            yield from _items(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+@pytest.mark.parametrize(
+    ("ablation", "changes"),
+    [
+        ("finetune_shared", {"theseus.finetune_shared": True}),
+        ("lr_per_phase", {"theseus.lr_schedule": "per_phase"}),
+        ("replacing_quarter", {"schedule_steps": 150, "replacement.steps_to_full": 150}),
+        ("replacing_three_quarters", {"schedule_steps": 450, "replacement.steps_to_full": 450}),
+        ("init_top", {"theseus.init": "top"}),
+        ("init_every_other", {"theseus.init": "every_other"}),
+    ],
+)
+def test_each_protocol_ablation_changes_one_thing_of_the_protocols_theseus(ablation, changes):
+    def flat(name):
+        return _flat(compose_config("+experiment=sst2_quick", "+sweep=protocol_ablations", f"ablation={name}"))
+
+    reference, changed = flat("none"), flat(ablation)
+    assert (reference["method.name"], reference["replacement.kind"], reference["optimizer.lr"]) == (
+        "theseus", "curriculum", 1e-4
+    )  # fmt: skip
+    differing = {key: changed[key] for key in reference if changed[key] != reference[key]}
+    assert differing == {"ablation": ablation, **changes}
+
+
+def test_the_ablations_sweep_all_variants_over_three_seeds():
+    params = sweep_config("+experiment=sst2_quick", "+sweep=protocol_ablations").hydra.sweeper.params
+    assert params.seed == "1,2,3"
+    assert set(params.ablation.split(",")) == {"none", *_ablation_names()}
+
+
+def _ablation_names():
+    from theseus_pl import conf
+
+    folder = importlib.resources.files(conf) / "ablation"
+    return {path.name.removesuffix(".yaml") for path in folder.iterdir() if path.name.endswith(".yaml")} - {"none"}
+
+
+@pytest.mark.parametrize("finetune_shared", [False, True])
+def test_finetune_shared_decides_whether_the_exported_successor_keeps_the_predecessors_embeddings(
+    finetune_shared, tiny_base, glue_dir, tmp_path
+):
+    overrides = [  # one validation, after the last step: the exported weights are the ones phase 2 trained
+        *tiny_run_overrides(tiny_base, glue_dir, tmp_path), "trainer.val_check_interval=6",
+        f"theseus.finetune_shared={finetune_shared}",
+    ]  # fmt: skip
+    results = run(compose_config(*overrides))
+    successor = load_file(f"{results['successor_dir']}/model.safetensors")
+    predecessor = load_file(f"{results['predecessor']['dir']}/model.safetensors")
+    shared = [key for key in successor if "embeddings" in key or "classifier" in key or "pooler" in key]
+    assert shared and results["settings"]["theseus.finetune_shared"] is finetune_shared
+    kept = all(torch.equal(successor[key], predecessor[key]) for key in shared)
+    assert kept is not finetune_shared

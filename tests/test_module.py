@@ -239,3 +239,56 @@ def test_a_training_step_called_by_hand_needs_no_trainer():
     module.replacement_rate = 1.0
     batch = next(iter(tiny_loader()))
     assert module.training_step(batch, 0).item() == pytest.approx(module.model(None, **batch).loss.item())
+
+
+class SharedWatcher(Callback):
+    """Keeps, per training step, whether the shared parts required grad and whether their weights had moved."""
+
+    def __init__(self, module):
+        self.start = [p.detach().clone() for p in module.model.shared_parameters()]
+        self.rows = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        shared = pl_module.model.shared_parameters()
+        moved = any(not torch.equal(p, q) for p, q in zip(shared, self.start, strict=True))
+        self.rows.append((trainer.global_step - 1, all(p.requires_grad for p in shared), moved))
+
+
+def test_finetune_shared_trains_embeddings_and_head_from_the_switch_only(tmp_path):
+    schedule = ConstantSchedule(1.0, 3)  # every module replaced; the switch to successor fine-tuning at step 3
+    module = TheseusModule(TheseusModel(tiny_model(), 2), lr=1e-2, shared_trainable_from=3)
+    watcher = SharedWatcher(module)
+    make_trainer(tmp_path, 5, [*replacement_callbacks(schedule), watcher]).fit(module, tiny_loader())
+    assert watcher.rows == [(0, False, False), (1, False, False), (2, False, False), (3, True, True), (4, True, True)]
+    names = {name.split(".")[0] for name, p in module.model.model.named_parameters() if p.requires_grad}
+    assert names >= {"bert", "classifier"}  # embeddings and pooler live under bert.*, the head is the classifier
+
+
+def test_without_finetune_shared_the_embeddings_and_head_never_train(tmp_path):
+    module = theseus_module()
+    watcher = SharedWatcher(module)
+    make_trainer(tmp_path, 5, [*replacement_callbacks(ConstantSchedule(1.0, 3)), watcher]).fit(module, tiny_loader())
+    assert watcher.rows == [(step, False, False) for step in range(5)]
+
+
+def test_finetune_shared_refuses_reference_mode():
+    with pytest.raises(ValueError, match="reference_mode"):
+        TheseusModule(TheseusModel(tiny_model(), 2), reference_mode=True, shared_trainable_from=3)
+
+
+class RateRecorder(Callback):
+    def __init__(self):
+        self.rates = []
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.rates.append(trainer.optimizers[0].param_groups[0]["lr"])
+
+
+@pytest.mark.parametrize(
+    ("restart", "expected"), [(None, [1.0, 0.8, 0.6, 0.4, 0.2]), (2, [1.0, 0.5, 1.0, 2 / 3, 1 / 3])]
+)
+def test_the_learning_rate_decays_once_or_restarts_at_the_switch(tmp_path, restart, expected):
+    module = TheseusModule(TheseusModel(tiny_model(), 2), lr=1.0, lr_restart_step=restart)
+    recorder = RateRecorder()
+    make_trainer(tmp_path, 5, [*replacement_callbacks(ConstantSchedule(1.0, 2)), recorder]).fit(module, tiny_loader())
+    assert recorder.rates == pytest.approx(expected)

@@ -1,9 +1,10 @@
 """The shared optimizer: what it trains, and that its fast CPU kernel makes AdamW's updates."""
 
+import pytest
 import torch
 from torch import nn
 
-from theseus_pl.optim import adamw_with_linear_schedule
+from theseus_pl.optim import LinearDecay, adamw_with_linear_schedule
 
 
 def _layer(seed: int) -> nn.Linear:
@@ -39,3 +40,15 @@ def test_parameters_without_grad_are_left_out():
     layer.bias.requires_grad_(False)
     optimizer, _ = adamw_with_linear_schedule(layer.parameters(), 1e-3, 0.01, 0.0, total_steps=10)
     assert [p for group in optimizer.param_groups for p in group["params"]] == [layer.weight]
+
+
+def test_the_linear_decay_is_transformers_schedule_and_restarts_decay_again_to_zero():
+    from transformers import get_linear_schedule_with_warmup
+
+    reference = get_linear_schedule_with_warmup(torch.optim.SGD(_layer(0).parameters(), lr=1.0), 3, 10).lr_lambdas[0]
+    assert [LinearDecay(3, 10)(step) for step in range(12)] == pytest.approx([reference(s) for s in range(12)])
+    assert [LinearDecay(0, 8, [4])(step) for step in range(9)] == pytest.approx(
+        [1.0, 0.75, 0.5, 0.25, 1.0, 0.75, 0.5, 0.25, 0.0]
+    )
+    with pytest.raises(ValueError, match="after the warm-up and before step 8"):
+        LinearDecay(2, 8, [2])

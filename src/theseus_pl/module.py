@@ -70,6 +70,10 @@ class ClassifierModule(pl.LightningModule):
         """What the optimizer may update (of these, the ones that require grad)."""
         return self.model.parameters()
 
+    def lr_restarts(self) -> list[int]:
+        """Steps where the learning rate's linear decay starts again from the full rate: none here."""
+        return []
+
     def configure_optimizers(self) -> dict[str, Any]:
         optimizer, scheduler = adamw_with_linear_schedule(
             self.trainable_parameters(),
@@ -77,6 +81,7 @@ class ClassifierModule(pl.LightningModule):
             weight_decay=self.hparams.weight_decay,
             warmup_ratio=self.hparams.warmup_ratio,
             total_steps=int(self.trainer.estimated_stepping_batches),
+            restarts=self.lr_restarts(),
         )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
@@ -98,6 +103,11 @@ class TheseusModule(ClassifierModule):
     with ``seed`` and saved in checkpoints, so a resumed run draws the same gates. Validation and prediction
     use every successor.
 
+    Two departures from the paper, for ablations: ``shared_trainable_from`` makes the parts the successor shares
+    with the predecessor (embeddings, pooler, task head) train too from that optimizer step on (the switch to
+    successor fine-tuning), and ``lr_restart_step`` restarts the linear decay of the learning rate at that step
+    instead of running one decay over both phases as the authors' code does.
+
     ``reference_mode=True`` trains the same way but does the work the authors' code does: every parameter
     requires grad, every gradient is computed (and then left unused), and a batch that replaces nothing still
     runs forward and backward. It exists so that benchmarks can measure what skipping that work saves and tests
@@ -115,10 +125,19 @@ class TheseusModule(ClassifierModule):
         warmup_ratio: float = 0.0,
         seed: int = 42,
         reference_mode: bool = False,
+        shared_trainable_from: int | None = None,
+        lr_restart_step: int | None = None,
     ) -> None:
         super().__init__(model, metrics, lr=lr, weight_decay=weight_decay, warmup_ratio=warmup_ratio)
-        self.save_hyperparameters("seed", "reference_mode")
+        self.save_hyperparameters("seed", "reference_mode", "shared_trainable_from", "lr_restart_step")
+        if reference_mode and shared_trainable_from is not None:
+            raise ValueError(
+                "reference_mode trains with every gradient computed, so the embeddings and head would be updated "
+                "before shared_trainable_from; use one or the other."
+            )
         self.reference_mode = reference_mode
+        self.shared_trainable_from = shared_trainable_from
+        self.lr_restart_step = lr_restart_step
         if reference_mode:
             model.requires_grad_(True)
         self.gate_generator = torch.Generator().manual_seed(seed)
@@ -136,6 +155,8 @@ class TheseusModule(ClassifierModule):
                 "TheseusModule has no replacement rate: add the callbacks from "
                 "theseus_pl.callbacks.replacement_callbacks(schedule) to the Trainer."
             )
+        if self.shared_trainable_from is not None:  # from the step alone, so a resumed run agrees
+            self.model.shared_parameters_require_grad(self.global_step >= self.shared_trainable_from)
         gate = self.last_gate = self.draw_gate(self.replacement_rate)
         replaced = int(gate.sum())
         batch_size = len(batch["input_ids"])
@@ -156,8 +177,21 @@ class TheseusModule(ClassifierModule):
         return loss
 
     def trainable_parameters(self) -> list[nn.Parameter]:
-        """The successor layers only, also in reference mode where everything requires grad."""
-        return self.model.successor_parameters()
+        """The successor layers (also in reference mode, where everything requires grad), and the shared parts
+        when they train in successor fine-tuning: AdamW leaves them alone while they have no gradient."""
+        shared = self.model.shared_parameters() if self.shared_trainable_from is not None else []
+        return self.model.successor_parameters() + shared
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        if self.shared_trainable_from is not None:  # the optimizer holds only what requires grad when it is built
+            self.model.shared_parameters_require_grad(True)
+        configured = super().configure_optimizers()
+        if self.shared_trainable_from is not None:
+            self.model.shared_parameters_require_grad(self.trainer.global_step >= self.shared_trainable_from)
+        return configured
+
+    def lr_restarts(self) -> list[int]:
+        return [] if self.lr_restart_step is None else [self.lr_restart_step]
 
     def optimizer_zero_grad(self, epoch: int, batch_idx: int, optimizer: torch.optim.Optimizer) -> None:
         if self.reference_mode:  # the frozen parts' gradients are outside the optimizer: clear them too

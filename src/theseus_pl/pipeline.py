@@ -275,6 +275,9 @@ def _settings(cfg: DictConfig) -> dict[str, Any]:
         "trainer.max_steps": cfg.trainer.max_steps,
         "theseus.successor_layers": cfg.theseus.successor_layers,
         "theseus.init": cfg.theseus.init,
+        "theseus.finetune_shared": cfg.theseus.get("finetune_shared", False),
+        "theseus.lr_schedule": cfg.theseus.get("lr_schedule", "one_decay"),
+        "ablation": cfg.get("ablation"),
         "model": cfg.model.predecessor or cfg.model.base,
         "seed": cfg.seed,
     })  # fmt: skip

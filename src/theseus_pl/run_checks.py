@@ -80,18 +80,26 @@ def data_problems(datamodule: GlueDataModule) -> list[str]:
 
 
 def schedule_problems(cfg: DictConfig, datamodule: GlueDataModule) -> list[str]:
-    """A Theseus run whose replacing phase cannot end inside the run, unless the user allows it."""
-    if not cfg.method.name.startswith("theseus") or cfg.get("allow_unfinished_schedule", False):
+    """A Theseus run whose replacing phase cannot end inside the run, unless the user allows it; a learning rate
+    restarted at the switch needs the switch to fall inside the run, after the warm-up."""
+    if not cfg.method.name.startswith("theseus"):
         return []
     switch_step = build_schedule(**cfg.replacement).switch_step
     total = total_steps(cfg, datamodule)
-    if switch_step < total:
-        return []
-    return [
-        f"The replacement schedule reaches p = 1 at step {switch_step} but the run has {total} optimizer steps: "
-        f"successor fine-tuning (phase 2) would never run. Raise trainer.max_steps above {switch_step}, make p "
-        "reach 1 sooner (schedule_steps), or allow it with allow_unfinished_schedule=true."
-    ]
+    problems = []
+    warmup = int(cfg.optimizer.get("warmup_ratio", 0.0) * total)
+    if cfg.theseus.get("lr_schedule") == "per_phase" and not warmup < switch_step < total:
+        problems.append(
+            f"theseus.lr_schedule=per_phase restarts the learning rate at the switch to successor fine-tuning, step "
+            f"{switch_step}, which must lie after the warm-up ({warmup} steps) and before the last step ({total})."
+        )
+    if switch_step >= total and not cfg.get("allow_unfinished_schedule", False):
+        problems.append(
+            f"The replacement schedule reaches p = 1 at step {switch_step} but the run has {total} optimizer steps: "
+            f"successor fine-tuning (phase 2) would never run. Raise trainer.max_steps above {switch_step}, make p "
+            "reach 1 sooner (schedule_steps), or allow it with allow_unfinished_schedule=true."
+        )
+    return problems
 
 
 def total_steps(cfg: DictConfig, datamodule: GlueDataModule) -> int:

@@ -16,6 +16,7 @@ from theseus_pl.loggers import wandb_setting_problems
 from theseus_pl.schedules import build_schedule
 from theseus_pl.theseus import SuccessorInit
 
+LR_SCHEDULES = ("one_decay", "per_phase")  # see conf/theseus/default.yaml
 MAX_SEED = 2**32 - 1  # Lightning's seed_everything takes an unsigned 32-bit seed
 
 
@@ -50,6 +51,8 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "theseus.successor_layers": (positive_int, "a whole number of layers, at least 1"),
     "theseus.init": (lambda v: v in {init.value for init in SuccessorInit},
                      "one of " + ", ".join(init.value for init in SuccessorInit)),
+    "theseus.finetune_shared": (lambda v: isinstance(v, bool), "true or false"),
+    "theseus.lr_schedule": (lambda v: v in LR_SCHEDULES, "one of " + ", ".join(LR_SCHEDULES)),
     "optimizer.lr": (positive_number, "a number above 0, e.g. 2e-5"),
     "finetune.lr": (positive_number, "a number above 0, e.g. 2e-5"),
     "finetune.epochs": (positive_int, "a whole number of epochs, at least 1"),

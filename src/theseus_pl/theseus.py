@@ -131,6 +131,16 @@ class TheseusModel(nn.Module):
     def successor_parameters(self) -> list[nn.Parameter]:
         return [p for block in self.blocks for p in block.successor.parameters()]
 
+    def shared_parameters(self) -> list[nn.Parameter]:
+        """What the successor shares with the predecessor: everything outside the layer stack (embeddings,
+        pooler, task head), found by exclusion so that it holds for every family."""
+        in_blocks = {id(p) for p in self.blocks.parameters()}
+        return [p for p in self.model.parameters() if id(p) not in in_blocks]
+
+    def shared_parameters_require_grad(self, trainable: bool) -> None:
+        for parameter in self.shared_parameters():
+            parameter.requires_grad_(trainable)
+
     def set_gate(self, gate: Sequence[bool] | torch.Tensor | None) -> None:
         """Choose per module: True runs the successor layer, False the predecessor layers; None is all successors."""
         if gate is None:
