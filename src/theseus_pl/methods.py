@@ -61,8 +61,8 @@ def build_method(
         switch = schedule.switch_step
         module = TheseusModule(
             model, metrics, seed=seed, **optimizer,
-            shared_trainable_from=switch if theseus.get("finetune_shared") else None,
-            lr_restart_step=switch if theseus.get("lr_schedule") == "per_phase" else None,
+            shared_trainable_from=switch if theseus["finetune_shared"] else None,
+            lr_restart_step=switch if theseus["lr_schedule"] == "per_phase" else None,
         )  # fmt: skip
         return Method(f"theseus_{replacement_kind}", module, model.to_compact_model, replacement_callbacks(schedule))
     if name == "fine_tuning":

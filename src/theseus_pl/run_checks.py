@@ -88,7 +88,7 @@ def schedule_problems(cfg: DictConfig, datamodule: GlueDataModule) -> list[str]:
     total = total_steps(cfg, datamodule)
     problems = []
     warmup = int(cfg.optimizer.get("warmup_ratio", 0.0) * total)
-    if cfg.theseus.get("lr_schedule") == "per_phase" and not warmup < switch_step < total:
+    if cfg.theseus.lr_schedule == "per_phase" and not warmup < switch_step < total:
         problems.append(
             f"theseus.lr_schedule=per_phase restarts the learning rate at the switch to successor fine-tuning, step "
             f"{switch_step}, which must lie after the warm-up ({warmup} steps) and before the last step ({total})."
