@@ -126,7 +126,62 @@ from transformers import pipeline
 classifier = pipeline("text-classification", model="<this folder or its hub id>")
 classifier({_example_input(results)})
 ```
+{_deployment(results)}"""
+
+
+DEPLOYED_MODELS = {  # the deployment block's names, as the card shows them
+    "pytorch_predecessor": "PyTorch predecessor",
+    "pytorch_successor": "PyTorch successor",
+    "onnx_fp32": "ONNX fp32 (`onnx/model.onnx`)",
+    "onnx_int8": "ONNX int8 (`onnx/model_int8.onnx`)",
+}
+
+
+def _deployment(results: dict[str, Any]) -> str:
+    """The ONNX files' section: how they were checked, their scores, latencies and sizes, and how to run one."""
+    deployment = results.get("deployment")
+    if not deployment:
+        return ""
+    settings, latency = deployment["settings"], deployment["latency_ms"]
+    scores = {"pytorch_predecessor": results["predecessor"]["score"], **(deployment["dev_score"] or {})}
+    length = f"{settings['sequence_length']} tokens" if settings["sequence_length"] else "their longest row"
+    header = " | ".join(f"p50 ms, batch {key.removeprefix('batch_')}" for key in latency)
+    rows = "\n".join(
+        f"| {title} | {_number(scores.get(name), 2)} | "
+        + " | ".join(_number(latency[key].get(name), 1) for key in latency)
+        + f" | {_number(deployment['size_mb'].get(name), 1)} |"
+        for name, title in DEPLOYED_MODELS.items()
+        if name in deployment["size_mb"]
+    )
+    model_file = deployment["onnx_int8"] or deployment["onnx"]
+    return f"""
+## Deployment
+
+`{deployment["onnx"]}` is this model exported by `torch.onnx`, with dynamic batch and sequence axes; its logits
+match PyTorch's within {deployment["max_abs_diff"]:.1e} on {deployment["checked_on"]}.{_int8_sentence(deployment)}
+Latency is the median of {settings["repeats"]} calls on {settings["threads"]} CPU threads (ONNX Runtime
+{deployment["versions"]["onnxruntime"]}), rows padded to {length}, on the machine that exported it.
+
+| model | dev score (x100) | {header} | size (MB) |
+|---|---|{"---|" * len(latency)}---|
+{rows}
+
+```python
+import onnxruntime
+from transformers import AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained("<this folder>")
+session = onnxruntime.InferenceSession("<this folder>/{model_file}")
+inputs = tokenizer({_tokenizer_input(results)}, return_tensors="np")
+logits = session.run(["logits"], {{node.name: inputs[node.name] for node in session.get_inputs()}})[0]
+```
 """
+
+
+def _int8_sentence(deployment: dict[str, Any]) -> str:
+    if not deployment["onnx_int8"]:
+        return ""
+    return f" `{deployment['onnx_int8']}` is its int8 version (ONNX Runtime, {deployment['quantization']})."
 
 
 def _origin(results: dict[str, Any]) -> str:
@@ -154,6 +209,12 @@ def _task(results: dict[str, Any]) -> str:
 def _example_input(results: dict[str, Any]) -> str:
     if len(results["data"]["text_columns"]) == 2:
         return '{"text": "A first sentence.", "text_pair": "A second sentence."}'
+    return '"A sentence to classify."'
+
+
+def _tokenizer_input(results: dict[str, Any]) -> str:
+    if len(results["data"]["text_columns"]) == 2:
+        return '"A first sentence.", "A second sentence."'
     return '"A sentence to classify."'
 
 

@@ -41,7 +41,15 @@ def retained(predecessor_score: float, successor_score: float) -> tuple[float | 
 
 
 def flat_summary(results: dict[str, Any]) -> dict[str, float | None]:
-    """The headline numbers as flat ``final/*`` metrics for loggers; None where a number is missing."""
+    """The headline numbers as flat ``final/*`` metrics for loggers; None where a number is missing.
+
+    A deployed run adds each deployed model's dev score and speed-up over the predecessor at each batch size
+    (``final/deploy/onnx_int8_score``, ``final/deploy/onnx_int8_speedup_batch_1``, ...).
+    """
+    deployment = results.get("deployment") or {}
+    deployed = {f"final/deploy/{name}_score": score for name, score in (deployment.get("dev_score") or {}).items()}
+    for batch, speedups in (deployment.get("speedup_over_predecessor") or {}).items():
+        deployed.update({f"final/deploy/{name}_speedup_{batch}": value for name, value in (speedups or {}).items()})
     return {
         "final/predecessor_score": results["predecessor"]["score"],
         "final/successor_score": results["successor"]["score"],
@@ -49,4 +57,5 @@ def flat_summary(results: dict[str, Any]) -> dict[str, float | None]:
         "final/speedup": results["speedup"],
         "final/params_predecessor": float(results["params"]["predecessor"]),
         "final/params_successor": float(results["params"]["successor"]),
+        **deployed,
     }

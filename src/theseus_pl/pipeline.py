@@ -19,6 +19,7 @@ from transformers import AutoModelForSequenceClassification, PreTrainedModel
 
 from theseus_pl.callbacks import StepSeed
 from theseus_pl.data.datamodule import GlueDataModule
+from theseus_pl.deploy import DeploySettings, deploy, wanted
 from theseus_pl.loggers import build_loggers
 from theseus_pl.methods import Method, build_method
 from theseus_pl.metrics import TaskMetrics
@@ -189,6 +190,7 @@ def _report(
                    "successor": successor.config.num_hidden_layers},
         "params": {"predecessor": _count(predecessor_model), "successor": _count(successor)},
         "speedup": None,
+        "deployment": None,
         "schedule": repr(schedule) if theseus else None,
         "switch_step": schedule.switch_step if theseus else None,
         "successor_finetuning_steps": max(0, trainer.global_step - schedule.switch_step) if theseus else None,
@@ -210,6 +212,14 @@ def _report(
         results["speedup"] = _speedup(predecessor_model, successor, datamodule, cfg)
 
     _optional(results, "speedup", measure_speedup)
+    if wanted(cfg.deploy):
+
+        def deployment() -> None:
+            settings = DeploySettings.from_config(OmegaConf.to_container(cfg.deploy, resolve=True))
+            directory = Path(predecessor.directory)
+            results["deployment"] = deploy(successor_dir, settings, datamodule, predecessor_model, directory)
+
+        _optional(results, "deployment", deployment)
     _optional(results, "model_card", lambda: write_model_card(successor_dir, results))
     results["wall_seconds"] = time.perf_counter() - started
     _optional(results, "csv_summary", lambda: _log_csv_summary(loggers, results, trainer.global_step))

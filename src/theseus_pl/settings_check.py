@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from theseus_pl.deploy import QUANTIZE_CHOICES, wanted
 from theseus_pl.loggers import wandb_setting_problems
+from theseus_pl.onnx_model import DeploymentError, require_onnxruntime
 from theseus_pl.schedules import build_schedule
 from theseus_pl.theseus import SuccessorInit
 
@@ -64,6 +66,12 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "trainer.val_check_interval": (validation_interval, "a whole number of steps, or a share of an epoch in (0, 1]"),
     "checkpoint.every_n_steps": (optional_positive_int, "null (at validations only) or a whole number, at least 1"),
     "allow_unfinished_schedule": (lambda v: isinstance(v, bool), "true or false"),
+    "deploy.onnx": (lambda v: isinstance(v, bool), "true or false"),
+    "deploy.quantize": (lambda v: v in QUANTIZE_CHOICES, "null (fp32 only) or int8"),
+    "deploy.sequence_length": (lambda v: v is None or (_is_int(v) and v >= 2), "null or at least 2 tokens"),
+    "deploy.batch_sizes": (lambda v: isinstance(v, list | ListConfig) and len(v) > 0 and all(map(positive_int, v)),
+                           "a list of batch sizes, each at least 1, e.g. [1,32]"),
+    "deploy.repeats": (positive_int, "a whole number, at least 1"),
     "resume": (lambda v: v is True or v is False or v == "force",
                "true (continue), false (start afresh) or force (redo a finished run)"),
 }  # fmt: skip
@@ -87,4 +95,9 @@ def setting_problems(cfg: DictConfig) -> list[str]:
     except (TypeError, ValueError) as error:
         problems.append(f"replacement: {error}")
     problems += wandb_setting_problems(OmegaConf.to_container(cfg.logger.wandb, resolve=True))
+    if wanted(cfg.deploy):
+        try:
+            require_onnxruntime()
+        except DeploymentError as error:
+            problems.append(f"deploy: {error}")
     return problems

@@ -1,0 +1,196 @@
+"""Deployment: ONNX and int8 models of the successor, checked against PyTorch, scored, timed and reported."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import compose_config, tiny_inputs, tiny_model, tiny_run_overrides
+from huggingface_hub import ModelCard
+from omegaconf import OmegaConf
+from transformers import BertModel
+
+from theseus_pl import deploy as deploy_module
+from theseus_pl import onnx_model
+from theseus_pl.deploy import DeploySettings, deploy_model, main
+from theseus_pl.latency import p50_milliseconds
+from theseus_pl.onnx_model import DeploymentError, export_onnx, inference_session, session_logits
+from theseus_pl.outputs import flat_summary
+from theseus_pl.pipeline import run
+from theseus_pl.settings_check import setting_problems
+
+QUICK = DeploySettings(batch_sizes=(1, 2), repeats=1, sequence_length=12)
+MODELS = ["pytorch_predecessor", "pytorch_successor", "onnx_fp32", "onnx_int8"]
+
+
+def test_every_supported_family_exports_with_dynamic_axes_and_matches_pytorch(family, tmp_path):
+    model = tiny_model(family, num_hidden_layers=2).eval()
+    path = export_onnx(model, tiny_inputs(batch_size=2, length=6), tmp_path / "model.onnx")
+    session = inference_session(path, threads=1)
+    for batch_size, length in [(3, 10), (1, 4)]:  # neither the example's batch size nor its length
+        inputs = tiny_inputs(batch_size, length)
+        with torch.inference_mode():
+            expected = model(**inputs).logits
+        assert (session_logits(session, inputs) - expected).abs().max() <= 1e-4
+
+
+def test_a_model_the_exporter_cannot_trace_gets_an_error_naming_its_family(tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise RuntimeError("Unsupported operator aten::made_up")
+
+    monkeypatch.setattr(torch.onnx, "export", refuse)
+    with pytest.raises(DeploymentError, match=r"could not export this mpnet model .*aten::made_up.*successor is kept"):
+        export_onnx(tiny_model("mpnet"), tiny_inputs(2, 6), tmp_path / "model.onnx")
+
+
+def saved_classifier(folder: Path, tokenizer, layers: int = 2, seed: int = 0) -> Path:
+    tiny_model("bert", seed=seed, num_hidden_layers=layers, num_labels=2).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_a_checkpoint_folder_is_deployed_scored_and_timed_on_its_task(tmp_path, tiny_tokenizer, glue_dir):
+    successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
+    predecessor = saved_classifier(tmp_path / "predecessor", tiny_tokenizer, layers=4, seed=1)
+    block = deploy_model(successor, QUICK, task="RTE", glue_dir=str(glue_dir), predecessor_dir=predecessor)
+
+    assert (successor / block["onnx"]).is_file() and (successor / block["onnx_int8"]).is_file()
+    assert block["max_abs_diff"] <= block["tolerance"] == 1e-4
+    assert block["checked_on"] == "10 dev rows"
+    scores = block["dev_score"]
+    assert set(scores) == {"pytorch_successor", "onnx_fp32", "onnx_int8"}
+    assert scores["onnx_fp32"] == scores["pytorch_successor"] and 0 <= scores["onnx_int8"] <= 100
+    assert list(block["latency_ms"]) == ["batch_1", "batch_2"]
+    assert all(list(times) == MODELS and min(times.values()) > 0 for times in block["latency_ms"].values())
+    assert all(list(ratios) == MODELS[1:] for ratios in block["speedup_over_predecessor"].values())
+    sizes = block["size_mb"]
+    assert list(sizes) == MODELS and sizes["onnx_int8"] < sizes["onnx_fp32"]
+    assert block["smaller_than_predecessor"]["pytorch_successor"] == pytest.approx(
+        sizes["pytorch_predecessor"] / sizes["pytorch_successor"]
+    )
+    assert block["settings"]["threads"] == torch.get_num_threads()
+    assert json.loads((successor / "onnx" / "deployment.json").read_text()) == json.loads(json.dumps(block))
+
+
+def test_without_dev_data_the_model_is_checked_on_example_sentences(tmp_path, tiny_tokenizer):
+    successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
+    block = deploy_model(successor, DeploySettings(quantize=None, batch_sizes=(1,), repeats=1))
+    assert block["checked_on"] == "4 example sentences (no dev data given)"
+    assert block["dev_score"] is None and block["onnx_int8"] is None
+    assert not (successor / "onnx" / "model_int8.onnx").exists()
+    assert list(block["latency_ms"]["batch_1"]) == ["pytorch_successor", "onnx_fp32"]
+    assert block["speedup_over_predecessor"] == {"batch_1": None} and block["smaller_than_predecessor"] is None
+
+
+def test_onnx_logits_off_by_more_than_the_tolerance_are_refused_and_the_files_removed(
+    tmp_path, tiny_tokenizer, monkeypatch
+):
+    successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
+    monkeypatch.setattr(deploy_module, "session_logits", lambda session, batch: session_logits(session, batch) + 1e-3)
+    with pytest.raises(DeploymentError, match=r"differ from PyTorch's by up to 1\.00e-03 \(tolerance 0\.0001\)"):
+        deploy_model(successor, QUICK)
+    assert not (successor / "onnx").exists() and (successor / "model.safetensors").is_file()
+
+
+def test_a_run_deploys_as_its_last_stage_and_the_command_redoes_it_on_the_folder(tiny_base, glue_dir, tmp_path):
+    overrides = tiny_run_overrides(tiny_base, glue_dir, tmp_path)
+    deploy_overrides = ["deploy.onnx=true", "deploy.quantize=int8", "deploy.batch_sizes=[1,2]", "deploy.repeats=1"]
+    cfg = compose_config(*overrides, *deploy_overrides)
+    results = run(cfg)
+    run_dir = tmp_path / "run"
+    (run_dir / ".hydra").mkdir()
+    OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")  # as the app's Hydra writes it
+    block = results["deployment"]
+    assert results["failed_steps"] == {}
+    assert block["checked_on"] == "10 dev rows" and set(block["dev_score"]) == set(MODELS[1:])
+    assert block["dev_score"]["pytorch_successor"] == pytest.approx(results["successor"]["score"], abs=1e-4)
+    assert list(block["latency_ms"]["batch_2"]) == MODELS
+    assert block["seconds"] > 0
+    assert (run_dir / "successor" / "onnx" / "model_int8.onnx").is_file()
+    assert json.loads((run_dir / "results.json").read_text())["deployment"] == json.loads(json.dumps(block))
+    summary = flat_summary(results)
+    assert summary["final/deploy/onnx_int8_score"] == block["dev_score"]["onnx_int8"]
+    assert (
+        summary["final/deploy/onnx_int8_speedup_batch_1"] == block["speedup_over_predecessor"]["batch_1"]["onnx_int8"]
+    )
+    card = ModelCard.load(run_dir / "successor" / "README.md").text
+    assert "## Deployment" in card and "| ONNX int8 (`onnx/model_int8.onnx`) |" in card
+
+    redone = main([str(run_dir), "--quantize", "none", "--batch-sizes", "1", "--repeats", "1"])
+    written = json.loads((run_dir / "results.json").read_text())
+    assert written["deployment"] == json.loads(json.dumps(redone))
+    assert redone["onnx_int8"] is None and list(redone["latency_ms"]) == ["batch_1"]
+    assert redone["dev_score"]["onnx_fp32"] == block["dev_score"]["onnx_fp32"]  # the run's own dev set again
+    assert "| ONNX int8" not in ModelCard.load(run_dir / "successor" / "README.md").text
+    assert not (run_dir / "successor" / "onnx" / "model_int8.onnx").exists()  # no file the block does not describe
+
+
+def test_a_run_without_deploy_settings_exports_no_onnx(tiny_base, glue_dir, tmp_path):
+    results = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path)))
+    assert results["deployment"] is None and not (tmp_path / "run" / "successor" / "onnx").exists()
+    assert "## Deployment" not in ModelCard.load(tmp_path / "run" / "successor" / "README.md").text
+
+
+def test_a_folder_with_no_successor_or_no_config_is_refused(tmp_path, tiny_tokenizer):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "results.json").write_text("{}")
+    with pytest.raises(SystemExit, match=r"has no successor/ folder: it is not a finished theseus_pl run"):
+        main([str(tmp_path / "run")])
+    saved_classifier(tmp_path / "run" / "successor", tiny_tokenizer)
+    with pytest.raises(
+        SystemExit, match=r"has no .hydra/config.yaml, so its dev set is unknown: deploy its successor/"
+    ):
+        main([str(tmp_path / "run")])
+
+
+def test_a_folder_that_is_not_a_sequence_classifier_is_refused(tmp_path, tiny_tokenizer):
+    with pytest.raises(SystemExit, match=r"holds no config.json: it is not a Hugging Face checkpoint folder"):
+        main([str(tmp_path)])
+    BertModel(tiny_model("bert").config).save_pretrained(tmp_path / "encoder")
+    with pytest.raises(SystemExit, match=r"not a sequence-classification checkpoint \(its architectures: BertModel\)"):
+        main([str(tmp_path / "encoder")])
+
+
+def test_missing_onnxruntime_names_the_extra_before_a_run_starts(monkeypatch):
+    real = onnx_model.importlib.util.find_spec
+    monkeypatch.setattr(
+        onnx_model.importlib.util, "find_spec", lambda name: None if name == "onnxruntime" else real(name)
+    )
+    with pytest.raises(
+        DeploymentError, match=r"needs onnxruntime \(not installed\): pip install 'theseus_pl\[deploy\]'"
+    ):
+        onnx_model.require_onnxruntime()
+    problems = setting_problems(compose_config("deploy.onnx=true"))
+    assert problems == ["deploy: Deployment needs onnxruntime (not installed): pip install 'theseus_pl[deploy]'."]
+    assert setting_problems(compose_config()) == []  # not asked for, not needed
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("deploy.quantize=int4", "deploy.quantize='int4' must be null (fp32 only) or int8."),
+        ("deploy.onnx=maybe", "deploy.onnx='maybe' must be true or false."),
+        (
+            "deploy.batch_sizes=[0]",
+            "deploy.batch_sizes=[0] must be a list of batch sizes, each at least 1, e.g. [1,32].",
+        ),
+        ("deploy.repeats=0", "deploy.repeats=0 must be a whole number, at least 1."),
+    ],
+)
+def test_bad_deploy_settings_are_refused_before_a_run(override, message):
+    assert setting_problems(compose_config(override)) == [message]
+
+
+def test_bad_deploy_settings_are_refused_by_the_command():
+    with pytest.raises(ValueError, match=r"deploy.quantize='int4' must be null \(fp32 only\) or int8"):
+        DeploySettings(quantize="int4")
+    with pytest.raises(SystemExit):  # argparse: invalid choice
+        main(["somewhere", "--quantize", "int4"])
+
+
+def test_p50_is_the_median_of_interleaved_calls():
+    calls = []
+    times = p50_milliseconds({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, repeats=3, warmup=1)
+    assert calls == ["a", "b"] * 4 and set(times) == {"a", "b"} and min(times.values()) >= 0
+    with pytest.raises(ValueError, match="repeats=0 must be at least 1"):
+        p50_milliseconds({"a": lambda: None}, repeats=0)
