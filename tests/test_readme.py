@@ -31,7 +31,7 @@ def stated_settings(experiment: str) -> list[tuple[str, str]]:
     return re.findall(r"`([\w.]+)=([^`\s]+)`", paragraph)
 
 
-@pytest.mark.parametrize("experiment", ["demo", "sst2_quick"])
+@pytest.mark.parametrize("experiment", ["demo", "sst2_quick", "stsb_quick"])
 def test_quick_experiments_compose_to_the_settings_the_readme_states(experiment):
     settings = stated_settings(experiment)
     assert len(settings) >= 8
