@@ -28,7 +28,13 @@ from typing import Any
 import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
-from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoConfig,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
 from theseus_pl.config import register_resolvers
 from theseus_pl.data.datamodule import GlueDataModule
@@ -109,7 +115,7 @@ def deploy(
     started = time.perf_counter()
     require_onnxruntime()
     successor = load_sequence_classifier(successor_dir)
-    tokenizer = datamodule.tokenizer if datamodule else _tokenizer(successor_dir)
+    tokenizer = datamodule.tokenizer if datamodule else AutoTokenizer.from_pretrained(successor_dir)
     threads = settings.threads or torch.get_num_threads()
     torch.set_num_threads(threads)
     rows = _timing_rows(datamodule, tokenizer, max(2, *settings.batch_sizes))
@@ -176,12 +182,6 @@ def load_sequence_classifier(directory: Path) -> PreTrainedModel:
     return AutoModelForSequenceClassification.from_pretrained(directory).eval()
 
 
-def _tokenizer(directory: Path) -> PreTrainedTokenizerBase:
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(directory)
-
-
 def _model_inputs(row: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
     return {name: row[name] for name in tokenizer.model_input_names if name in row}
 
@@ -224,11 +224,8 @@ def _compare(
     datamodule: GlueDataModule | None,
 ) -> tuple[float, dict[str, float] | None]:
     """The largest |ONNX fp32 - PyTorch| logit, and each model's dev score (None without dev data)."""
-    metrics = (
-        {name: TaskMetrics.for_task(datamodule.task) for name in ("pytorch_successor", *sessions)}
-        if (datamodule)
-        else {}
-    )
+    names = ("pytorch_successor", *sessions) if datamodule else ()
+    metrics = {name: TaskMetrics.for_task(datamodule.task) for name in names}
     difference = 0.0
     with torch.inference_mode():
         for index, batch in batches:
