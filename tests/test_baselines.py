@@ -66,6 +66,42 @@ def test_pkd_adds_the_patient_loss_of_skip_matched_layers():
         assert module.training_step(batch, 0).item() == pytest.approx((kd + 10.0 * patient).item(), rel=1e-5)
 
 
+def teacher_rows_seen(module):
+    """A list that grows by the rows of every batch the teacher runs on."""
+    rows = []
+    module.teacher.register_forward_hook(lambda _, args, kwargs, out: rows.append(len(kwargs["input_ids"])),
+                                         with_kwargs=True)  # fmt: skip
+    return rows
+
+
+def test_kd_runs_the_teacher_once_per_row_whatever_the_batch():
+    module = distiller(alpha=0.5)
+    rows = teacher_rows_seen(module)
+    batch = tiny_inputs() | {"labels": LABELS}
+    with torch.no_grad():
+        first = module.training_step(batch, 0)
+        assert module.training_step(batch, 1).item() == pytest.approx(first.item(), rel=1e-6)  # next epoch
+        assert rows == [3]
+        # The padded row again (now unpadded and first in a batch of its own length) and a new row beside it:
+        # only the new row goes through the teacher, and the known one keeps its logits.
+        known = {k: v[-1:, :5] for k, v in tiny_inputs().items()}
+        new = {k: v[:1, :5] for k, v in tiny_inputs(seed=7).items()}
+        mixed = {k: torch.cat([known[k], new[k]]) for k in known}
+        logits = module.teacher_logits(mixed)
+        assert rows == [3, 1]
+        torch.testing.assert_close(logits, module.teacher(**mixed).logits, atol=1e-5, rtol=0)
+
+
+def test_pkd_runs_the_teacher_on_every_batch():
+    module = distiller(alpha=0.5, beta=1.0)
+    rows = teacher_rows_seen(module)
+    batch = tiny_inputs() | {"labels": LABELS}
+    with torch.no_grad():
+        module.training_step(batch, 0)
+        module.training_step(batch, 1)
+    assert module.teacher_logits is None and rows == [3, 3]
+
+
 def test_the_teacher_stays_frozen_and_in_eval_mode():
     module = distiller()
     module.on_fit_start()

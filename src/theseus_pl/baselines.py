@@ -41,6 +41,40 @@ def patient_loss(student_cls: list[torch.Tensor], teacher_cls: list[torch.Tensor
     )
 
 
+class TeacherLogits:
+    """The frozen teacher's logits for each training row, computed the first time the row is seen.
+
+    The teacher is in eval mode and never trained, so a row's logits never change: vanilla KD needs one teacher
+    forward per row, not one per row per epoch. On sst2_quick (4,000 rows, 600 steps of 32: 4.8 epochs) that removes
+    about four fifths of the teacher's passes. A row is known by its unpadded inputs (every model input, trimmed by
+    the attention mask), so any sampler, batch composition and resume finds it again; only the unknown rows of a
+    batch go through the teacher. Held in memory for the run: a few floats a row.
+    """
+
+    def __init__(self, teacher: PreTrainedModel) -> None:
+        self.teacher = teacher
+        self.known: dict[bytes, torch.Tensor] = {}
+
+    def __call__(self, inputs: Batch) -> torch.Tensor:
+        keys = row_keys(inputs)
+        unknown = [i for i, key in enumerate(keys) if key not in self.known]
+        if unknown:
+            with torch.no_grad():
+                logits = self.teacher(**{name: value[unknown] for name, value in inputs.items()}).logits
+            self.known.update(zip([keys[i] for i in unknown], logits, strict=True))
+        return torch.stack([self.known[key] for key in keys])
+
+
+def row_keys(inputs: Batch) -> list[bytes]:
+    """Each row's identity: the bytes of its inputs at the positions its attention mask keeps."""
+    cpu = {name: value.cpu() for name, value in inputs.items()}
+    keep = cpu["attention_mask"].bool() if "attention_mask" in cpu else None
+    return [
+        b"".join((value[row] if keep is None else value[row][keep[row]]).numpy().tobytes() for value in cpu.values())
+        for row in range(len(cpu["input_ids"]))
+    ]
+
+
 class DistillationModule(ClassifierModule):
     """Vanilla KD (``beta = 0``) or BERT-PKD (``beta > 0``) from a frozen teacher into a student.
 
@@ -71,6 +105,9 @@ class DistillationModule(ClassifierModule):
         student_layers = len(find_layer_stack(student).layers)
         teacher_layers = len(find_layer_stack(teacher).layers)
         self.teacher_layers = [r.stop for r in module_layer_ranges(teacher_layers, student_layers)][:-1]
+        # Vanilla KD needs only the teacher's logits, remembered per row; PKD also needs its hidden states, which
+        # would cost hidden_size floats per matched layer and row to keep, so it runs the teacher on every batch.
+        self.teacher_logits = TeacherLogits(self.teacher) if beta == 0 else None
 
     def train(self, mode: bool = True) -> DistillationModule:
         super().train(mode)
@@ -80,9 +117,14 @@ class DistillationModule(ClassifierModule):
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         patient = self.hparams.beta > 0
         student = self.model(**batch, output_hidden_states=patient)
-        with torch.no_grad():
-            teacher = self.teacher(**{k: v for k, v in batch.items() if k != "labels"}, output_hidden_states=patient)
-        loss = self.hparams.alpha * distillation_loss(student.logits, teacher.logits, self.hparams.temperature)
+        inputs = {k: v for k, v in batch.items() if k != "labels"}
+        if self.teacher_logits is not None:
+            teacher_logits = self.teacher_logits(inputs)
+        else:
+            with torch.no_grad():
+                teacher = self.teacher(**inputs, output_hidden_states=patient)
+            teacher_logits = teacher.logits
+        loss = self.hparams.alpha * distillation_loss(student.logits, teacher_logits, self.hparams.temperature)
         loss = loss + (1 - self.hparams.alpha) * student.loss
         if patient:
             student_cls = [h[:, 0] for h in student.hidden_states[1:-1]]
