@@ -13,8 +13,11 @@ from conftest import compose_config, tiny_run_overrides
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from theseus_pl import pipeline
+from theseus_pl.cache_entry import MANIFEST, write_manifest
+from theseus_pl.evaluation import evaluate
 from theseus_pl.pipeline import _evaluation_settings, run
-from theseus_pl.predecessor import cache_key
+from theseus_pl.predecessor import cache_key, load_classifier
 
 
 def key_of(*overrides: str) -> str:
@@ -102,3 +105,29 @@ def test_two_jobs_at_once_fine_tune_their_shared_predecessor_once(base_overrides
                      for name in ("a", "b"))  # fmt: skip
     assert origins == ["cache", "fine-tuned"]
     assert len([p for p in (tmp_path / "cache" / "predecessors").iterdir() if not p.name.startswith(".")]) == 1
+
+
+def test_a_cached_predecessor_brings_the_dev_metrics_measured_when_it_was_made(base_overrides, tmp_path, monkeypatch):
+    first = run(compose_config(*base_overrides))
+    folder = Path(first["predecessor"]["dir"])
+    made = json.loads((folder / "predecessor.json").read_text())
+    cfg = compose_config(*base_overrides)
+    datamodule = instantiate(cfg.data, tokenizer=cfg.model.base)
+    now = evaluate(load_classifier(str(folder), datamodule.task), datamodule, _evaluation_settings(cfg.trainer))
+    assert made["dev_metrics"] == pytest.approx(now, abs=1e-6)
+    assert first["predecessor"]["score"] == pytest.approx(now["score"], abs=1e-6)
+
+    evaluated = []
+    monkeypatch.setattr(pipeline, "evaluate", lambda model, *args: evaluated.append(model) or evaluate(model, *args))
+    again = run(compose_config(*base_overrides, f"paths.output_dir={tmp_path / 'again'}"))
+    assert again["predecessor"] == first["predecessor"] | {"origin": "cache"}
+    assert len(evaluated) == 1  # the successor; the predecessor's metrics came with it
+
+    # An entry cached before the metrics were recorded is evaluated, as it always was.
+    del made["dev_metrics"]
+    (folder / "predecessor.json").write_text(json.dumps(made))
+    (folder / MANIFEST).unlink()
+    write_manifest(folder)
+    older = run(compose_config(*base_overrides, f"paths.output_dir={tmp_path / 'older'}"))
+    assert older["predecessor"]["origin"] == "cache" and len(evaluated) == 3
+    assert older["predecessor"]["score"] == pytest.approx(now["score"], abs=1e-6)

@@ -15,16 +15,15 @@ import torch
 from hydra.utils import instantiate
 from lightning.pytorch.loggers import CSVLogger, Logger
 from omegaconf import DictConfig, OmegaConf
-from transformers import AutoModelForSequenceClassification, PreTrainedModel
+from transformers import AutoModelForSequenceClassification
 
 from theseus_pl.callbacks import StepSeed
 from theseus_pl.data.datamodule import GlueDataModule
 from theseus_pl.deploy import DeploySettings, deploy, wanted
+from theseus_pl.evaluation import evaluate
 from theseus_pl.loggers import build_loggers
 from theseus_pl.methods import Method, build_method
-from theseus_pl.metrics import TaskMetrics
 from theseus_pl.model_card import write_model_card
-from theseus_pl.module import ClassifierModule
 from theseus_pl.outputs import flat_summary, retained, write_results
 from theseus_pl.predecessor import Predecessor, load_classifier, looks_like_path, prepare_predecessor
 from theseus_pl.run_checks import checked_datamodule
@@ -171,7 +170,7 @@ def _report(
     predecessor_model = load_classifier(predecessor.directory, task)
 
     successor_metrics = evaluate(successor, datamodule, evaluation)
-    predecessor_metrics = evaluate(predecessor_model, datamodule, evaluation)
+    predecessor_metrics = dict(predecessor.dev_metrics or evaluate(predecessor_model, datamodule, evaluation))
     theseus = method.name.startswith("theseus")
     results = {
         "task": task.name,
@@ -211,7 +210,8 @@ def _report(
     def measure_speedup() -> None:
         results["speedup"] = _speedup(predecessor_model, successor, datamodule, cfg)
 
-    _optional(results, "speedup", measure_speedup)
+    if cfg.benchmark.repeats:
+        _optional(results, "speedup", measure_speedup)
     if wanted(cfg.deploy):
 
         def deployment() -> None:
@@ -242,19 +242,6 @@ def _optional(results: dict[str, Any], step: str, action: Callable[[], object]) 
         log.warning("Step %r failed (%s: %s); the scores are in results.json.", step, type(error).__name__, error)
         return True
     return False
-
-
-def evaluate(model: PreTrainedModel, datamodule: GlueDataModule, settings: dict[str, Any]) -> dict[str, float]:
-    """The task's dev metrics of ``model``: every component and ``score`` (x100)."""
-    trainer = pl.Trainer(**settings, logger=False, enable_checkpointing=False)
-    trainer.validate(
-        ClassifierModule(model, TaskMetrics.for_task(datamodule.task)), datamodule=datamodule, verbose=False
-    )
-    return {
-        name.removeprefix("val/"): float(value)
-        for name, value in trainer.callback_metrics.items()
-        if name.startswith("val/") and not name.startswith("val/loss")
-    }
 
 
 def single_module_scores(theseus: TheseusModel, datamodule: GlueDataModule, settings: dict[str, Any]) -> list[float]:

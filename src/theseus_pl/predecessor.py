@@ -25,6 +25,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrai
 from theseus_pl.cache_entry import load_or_build
 from theseus_pl.data.datamodule import GlueDataModule
 from theseus_pl.data.tasks import TaskSpec
+from theseus_pl.evaluation import evaluate
 from theseus_pl.metrics import TaskMetrics
 from theseus_pl.module import FineTuningModule
 
@@ -35,6 +36,10 @@ log = logging.getLogger(__name__)
 class Predecessor:
     directory: str  # folder or hub id holding model and tokenizer
     origin: str  # "given", "cache" or "fine-tuned"
+    # A cached predecessor's dev metrics, measured once when it was fine-tuned (None: evaluate it). Its cache key
+    # holds the dev rows and the precision, so they are what this run would measure (up to the float noise of
+    # another data.eval_batch_size); every job of a sweep saves one predecessor evaluation.
+    dev_metrics: dict[str, float] | None = None
 
 
 def looks_like_path(name: str) -> bool:
@@ -121,25 +126,28 @@ def prepare_predecessor(
         log.info("Fine-tuning %s on %s into the predecessor (cached as %s)", base, datamodule.task.name, directory)
         fine_tune(base, datamodule, finetune, staging, trainer_settings)
 
-    _, built = load_or_build(directory, check_loadable, build, f"{datamodule.task.name} predecessor")
+    dev_metrics, built = load_or_build(directory, load_checked, build, f"{datamodule.task.name} predecessor")
     if not built:
         log.info("Reusing the cached predecessor %s", directory)
-    return Predecessor(str(directory), "fine-tuned" if built else "cache")
+    return Predecessor(str(directory), "fine-tuned" if built else "cache", dev_metrics)
 
 
-def check_loadable(folder: Path) -> None:
-    """Read what loading the predecessor reads first (its config, its weights' headers), without the weights."""
+def load_checked(folder: Path) -> dict[str, float] | None:
+    """The entry's recorded dev metrics (None in entries cached before they were recorded), after reading what
+    loading the predecessor reads first (its config, its weights' headers), without the weights."""
     AutoConfig.from_pretrained(folder)
     for weights in folder.glob("*.safetensors"):
         with safe_open(weights, framework="pt") as tensors:
             tensors.keys()
+    return json.loads((folder / "predecessor.json").read_text()).get("dev_metrics")
 
 
 def fine_tune(
     base: str, datamodule: GlueDataModule, finetune: dict[str, Any], directory: Path, trainer_settings: dict[str, Any]
 ) -> None:
     """Fine-tune every parameter of ``base`` (paper: batch 32, lr 2e-5, 4 epochs) into ``directory``; keep the best
-    dev epoch. The directory then holds the model, its tokenizer and ``predecessor.json`` (how it was made)."""
+    dev epoch. The directory then holds the model, its tokenizer and ``predecessor.json`` (how it was made, and the
+    dev metrics of the kept model)."""
     model = load_classifier(base, datamodule.task, new_head=True)
     module = FineTuningModule(
         model, TaskMetrics.for_task(datamodule.task),
@@ -155,9 +163,10 @@ def fine_tune(
         _require_finite(base, checkpoint.best_model_score, trainer.callback_metrics.get("train/loss"))
         best = torch.load(checkpoint.best_model_path, map_location="cpu", weights_only=True)["state_dict"]
     module.load_state_dict(best)
+    made = {"base": base, "finetune": finetune, "dev_metrics": evaluate(model, datamodule, trainer_settings)}
     model.save_pretrained(directory)
     datamodule.tokenizer.save_pretrained(directory)
-    (directory / "predecessor.json").write_text(json.dumps({"base": base, "finetune": finetune}, indent=2))
+    (directory / "predecessor.json").write_text(json.dumps(made, indent=2))
 
 
 def _require_finite(base: str, best_score: torch.Tensor | None, last_loss: torch.Tensor | None) -> None:
