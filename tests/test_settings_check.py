@@ -36,6 +36,7 @@ def test_every_experiment_passes_as_shipped(experiment):
         ("allow_unfinished_schedule=maybe", "allow_unfinished_schedule='maybe' must be true or false"),
         ("theseus.finetune_shared=maybe", "theseus.finetune_shared='maybe' must be true or false"),
         ("theseus.lr_schedule=cosine", "theseus.lr_schedule='cosine' must be one of one_decay, per_phase"),
+        ("checkpoint.keep=maybe", "checkpoint.keep='maybe' must be true or false"),
         ("benchmark.repeats=-1", "benchmark.repeats=-1 must be 0 (no speed-up measured) or a whole number"),
         ("benchmark.batch_size=0", "benchmark.batch_size=0 must be a whole number of dev rows"),
     ],

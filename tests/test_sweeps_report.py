@@ -200,6 +200,7 @@ def test_the_protocol_sweep_runs_every_method_on_a_tiny_model(tiny_base, glue_di
     assert {r["method"] for r in results} == methods
     assert {r["settings"]["trainer.max_steps"] for r in results} == {6}  # one budget for every method
     assert all(r["speedup"] is None and r["failed_steps"] == {} for r in results)  # one shape: timed elsewhere
+    assert not list(sweep_dir.glob("*/checkpoints")) and len(list(sweep_dir.glob("*/successor"))) == 20
     assert {(r["method"], r["settings"]["optimizer.lr"], r["settings"].get("replacement.p")) for r in results} == {
         ("fine_tuning", 5e-5, None), ("fine_tuning", 2e-4, None), ("kd", 5e-5, None), ("kd", 2e-4, None),
         ("theseus_constant", 1e-4, 0.5), ("theseus_constant", 2e-4, 0.7), ("theseus_curriculum", 1e-4, None),

@@ -230,6 +230,8 @@ def _report(
         log_model = cfg.logger.wandb.get("log_model", False)
         if _optional(results, "wandb", lambda: publish(experiment, results, files, successor_dir, log_model)):
             write_results(results_path, results)
+    if not cfg.checkpoint.keep:
+        shutil.rmtree(output_dir / "checkpoints", ignore_errors=True)
     return results
 
 

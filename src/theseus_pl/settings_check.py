@@ -65,6 +65,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "data.max_eval_samples": (optional_positive_int, "null (all rows) or a whole number, at least 1"),
     "trainer.val_check_interval": (validation_interval, "a whole number of steps, or a share of an epoch in (0, 1]"),
     "checkpoint.every_n_steps": (optional_positive_int, "null (at validations only) or a whole number, at least 1"),
+    "checkpoint.keep": (lambda v: isinstance(v, bool), "true or false"),
     "allow_unfinished_schedule": (lambda v: isinstance(v, bool), "true or false"),
     "benchmark.batch_size": (positive_int, "a whole number of dev rows, at least 1"),
     "benchmark.repeats": (lambda v: _is_int(v) and v >= 0, "0 (no speed-up measured) or a whole number of pairs"),
