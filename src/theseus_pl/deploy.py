@@ -28,13 +28,7 @@ from typing import Any
 import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
-from transformers import (
-    AutoConfig,
-    AutoModelForSequenceClassification,
-    AutoTokenizer,
-    PreTrainedModel,
-    PreTrainedTokenizerBase,
-)
+from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from theseus_pl.config import register_resolvers
 from theseus_pl.data.datamodule import GlueDataModule
@@ -51,6 +45,7 @@ from theseus_pl.onnx_model import (
     session_logits,
 )
 from theseus_pl.outputs import write_results
+from theseus_pl.successor_io import load_successor
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +174,7 @@ def load_sequence_classifier(directory: Path) -> PreTrainedModel:
             f"{directory} is not a sequence-classification checkpoint (its architectures: "
             f"{', '.join(architectures) or 'none'}); deploy exports the classifiers theseus_pl writes."
         )
-    return AutoModelForSequenceClassification.from_pretrained(directory).eval()
+    return load_successor(directory)
 
 
 def _model_inputs(row: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import lightning.pytorch as pl
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
 from transformers import PreTrainedModel
 
 from theseus_pl.baselines import DistillationModule, add_layerdrop, remove_layerdrop
@@ -22,7 +24,7 @@ from theseus_pl.metrics import TaskMetrics
 from theseus_pl.module import FineTuningModule, TheseusModule
 from theseus_pl.predecessor import load_classifier
 from theseus_pl.schedules import ReplacementSchedule
-from theseus_pl.theseus import TheseusModel
+from theseus_pl.theseus import SuccessorFactory, TheseusModel
 
 METHODS = ("theseus", "fine_tuning", "kd", "pkd", "layerdrop", "transfer")
 
@@ -38,6 +40,18 @@ class Method:
 def bottom_layers(predecessor: PreTrainedModel, layers: int, layers_path: str | None) -> PreTrainedModel:
     """The predecessor cut to its bottom ``layers`` layers, embeddings and head kept: the baselines' student."""
     return TheseusModel(predecessor, layers, "bottom", layers_path).to_compact_model()
+
+
+def successor_factory(settings: dict[str, Any]) -> SuccessorFactory:
+    """``theseus.successor`` as the factory it names (``_target_``, default the copied layer) with its other keys
+    bound: Hydra's partial instantiation, so a researcher's factory is configured like any Hydra object."""
+    settings = {"_target_": "theseus_pl.successors.copied_layer", **settings}
+    try:
+        return instantiate(settings, _partial_=True)
+    except InstantiationException as error:
+        raise ValueError(
+            f"theseus.successor._target_={settings['_target_']!r} cannot be used as a successor factory: {error}"
+        ) from error
 
 
 def build_method(
@@ -57,7 +71,8 @@ def build_method(
     metrics = TaskMetrics.for_task(task)
     layers, layers_path = theseus["successor_layers"], theseus.get("layers_path")
     if name == "theseus":
-        model = TheseusModel(load_classifier(predecessor_dir, task), layers, theseus["init"], layers_path)
+        factory = successor_factory(theseus.get("successor") or {})
+        model = TheseusModel(load_classifier(predecessor_dir, task), layers, theseus["init"], layers_path, factory)
         switch = schedule.switch_step
         module = TheseusModule(
             model, metrics, seed=seed, **optimizer,

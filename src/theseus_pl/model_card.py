@@ -85,12 +85,25 @@ def _dataset_title(results: dict[str, Any]) -> str:
     return f"GLUE {results['task']}" if results["data"]["dataset"] == "nyu-mll/glue" else results["task"]
 
 
+def _width_rows(predecessor: dict[str, Any] | None, successor: dict[str, Any] | None) -> str:
+    """Table rows for the widths a successor changed (none for the paper's depth-only successors)."""
+    if not predecessor or not successor:
+        return ""
+    names = {"hidden_size": "hidden size", "intermediate_size": "feed-forward width"}
+    return "".join(
+        f"| {label} | {predecessor[key]} | {successor[key]} |\n"
+        for key, label in names.items()
+        if predecessor.get(key) != successor.get(key)
+    )
+
+
 def _body(results: dict[str, Any]) -> str:
     predecessor, successor, data = results["predecessor"], results["successor"], results["data"]
     metric_rows = "\n".join(
         f"| {name} | {_number(predecessor['metrics'].get(name), 4)} | {_number(successor['metrics'].get(name), 4)} |"
         for name in successor["metrics"]
     )
+    widths = _width_rows(predecessor.get("shape"), successor.get("shape"))
     return f"""# {results["task"]}: a {results["layers"]["successor"]}-layer successor compressed with theseus_pl
 
 {_origin(results)} It was compressed from {results["layers"]["predecessor"]} to {results["layers"]["successor"]}
@@ -110,7 +123,7 @@ of the dev split ({", ".join(data["eval_splits"])}).
 |---|---|---|
 | dev score (x100) | {_number(predecessor["score"], 2)} | {_number(successor["score"], 2)} |
 | layers | {results["layers"]["predecessor"]} | {results["layers"]["successor"]} |
-| parameters | {results["params"]["predecessor"]:,} | {results["params"]["successor"]:,} |
+{widths}| parameters | {results["params"]["predecessor"]:,} | {results["params"]["successor"]:,} |
 
 {_retained_and_speed(results)}
 
@@ -119,14 +132,33 @@ of the dev split ({", ".join(data["eval_splits"])}).
 {metric_rows}
 
 ## How to use
+{_how_to_use(results)}{_deployment(results)}"""
 
+
+def _how_to_use(results: dict[str, Any]) -> str:
+    """transformers' pipeline for a plain checkpoint; theseus_pl's loader for a custom factory's pickled modules."""
+    if results["successor"].get("format") == "pickled module":
+        return f"""
+The successor modules come from a custom factory, which no transformers config describes: the model is pickled
+whole in `successor.pt`, and loading it needs theseus_pl and the factory's module importable.
+
+```python
+from theseus_pl.successor_io import load_successor
+from transformers import AutoTokenizer
+
+model = load_successor("<this folder>")
+tokenizer = AutoTokenizer.from_pretrained("<this folder>")
+logits = model(**tokenizer({_tokenizer_input(results)}, return_tensors="pt")).logits
+```
+"""
+    return f"""
 ```python
 from transformers import pipeline
 
 classifier = pipeline("text-classification", model="<this folder or its hub id>")
 classifier({_example_input(results)})
 ```
-{_deployment(results)}"""
+"""
 
 
 DEPLOYED_MODELS = {  # the deployment block's names, as the card shows them

@@ -15,11 +15,11 @@ import torch
 from hydra.utils import instantiate
 from lightning.pytorch.loggers import CSVLogger, Logger
 from omegaconf import DictConfig, OmegaConf
-from transformers import AutoModelForSequenceClassification
 
 from theseus_pl.callbacks import StepSeed
 from theseus_pl.data.datamodule import GlueDataModule
 from theseus_pl.deploy import DeploySettings, deploy, wanted
+from theseus_pl.encoder_layers import find_layer_stack
 from theseus_pl.evaluation import evaluate
 from theseus_pl.loggers import build_loggers
 from theseus_pl.methods import Method, build_method
@@ -31,6 +31,8 @@ from theseus_pl.run_identity import run_identity
 from theseus_pl.schedules import ReplacementSchedule, build_schedule
 from theseus_pl.settings_check import setting_problems
 from theseus_pl.speed import inference_speedup
+from theseus_pl.successor_io import is_pickled, load_successor, save_successor
+from theseus_pl.successors import shape_of
 from theseus_pl.theseus import TheseusModel
 from theseus_pl.wandb_report import finish, publish, run_link, wandb_run
 
@@ -164,9 +166,8 @@ def _report(
         single_module_scores(method.module.model, datamodule, evaluation) if cfg.evaluation.single_modules else None
     )
     successor_dir = output_dir / "successor"
-    method.successor().save_pretrained(successor_dir)
-    datamodule.tokenizer.save_pretrained(successor_dir)
-    successor = AutoModelForSequenceClassification.from_pretrained(successor_dir)  # judge what users will ship
+    save_successor(method.successor(), successor_dir, datamodule.tokenizer)
+    successor = load_successor(successor_dir)  # judge what users will ship
     predecessor_model = load_classifier(predecessor.directory, task)
 
     successor_metrics = evaluate(successor, datamodule, evaluation)
@@ -178,16 +179,19 @@ def _report(
         "settings": _settings(cfg),
         "predecessor": {
             "score": predecessor_metrics.pop("score"), "metrics": predecessor_metrics,
-            "dir": predecessor.directory, "origin": predecessor.origin,
+            "dir": predecessor.directory, "origin": predecessor.origin, "shape": shape_of(predecessor_model.config),
         },
         "successor": {
             "score": successor_metrics.pop("score"), "metrics": successor_metrics,
-            "best_checkpoint": best or None,
+            "best_checkpoint": best or None, "shape": shape_of(successor.config),
+            "format": "pickled module" if is_pickled(successor_dir) else "transformers",
         },
         "successor_dir": str(successor_dir),
         "layers": {"predecessor": predecessor_model.config.num_hidden_layers,
                    "successor": successor.config.num_hidden_layers},
-        "params": {"predecessor": _count(predecessor_model), "successor": _count(successor)},
+        "params": {"predecessor": _count(predecessor_model), "successor": _count(successor),
+                   "predecessor_layers": _count(find_layer_stack(predecessor_model).layers),
+                   "successor_layers": _count(find_layer_stack(successor).layers)},
         "speedup": None,
         "deployment": None,
         "schedule": repr(schedule) if theseus else None,
@@ -274,6 +278,9 @@ def _settings(cfg: DictConfig) -> dict[str, Any]:
         "trainer.max_steps": cfg.trainer.max_steps,
         "theseus.successor_layers": cfg.theseus.successor_layers,
         "theseus.init": cfg.theseus.init,
+        "theseus.successor._target_": cfg.theseus.successor._target_,
+        "theseus.successor.intermediate_size": cfg.theseus.successor.intermediate_size,
+        "theseus.successor.importance": cfg.theseus.successor.get("importance"),
         "theseus.finetune_shared": cfg.theseus.finetune_shared,
         "theseus.lr_schedule": cfg.theseus.lr_schedule,
         "ablation": cfg.get("ablation"),

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig
-from transformers import AutoConfig
+from transformers import AutoConfig, PretrainedConfig
 
 from theseus_pl.data.datamodule import GlueDataModule, sample_rows
 from theseus_pl.predecessor import check_fits_task
 from theseus_pl.preflight import resource_problems
 from theseus_pl.schedules import build_schedule
 from theseus_pl.settings_check import setting_problems
+from theseus_pl.successors import feed_forward_of
 
 
 class RunRefused(ValueError):
@@ -63,9 +64,30 @@ def model_fit_problems(cfg: DictConfig, model: str, datamodule: GlueDataModule) 
             check_fits_task(cfg.model.predecessor, datamodule.task)
         except ValueError as error:
             problems.append(f"model.predecessor: {error}")
+    problems += successor_problems(cfg, config)
     if cfg.evaluation.single_modules and cfg.method.name != "theseus":
         problems.append("evaluation.single_modules=true scores Theseus modules: it needs method=theseus.")
     return problems
+
+
+def successor_problems(cfg: DictConfig, config: PretrainedConfig) -> list[str]:
+    """A narrower feed-forward width against the predecessor's, for a family whose layout is known; the baselines
+    build their students by truncation and take no successor settings."""
+    width = cfg.theseus.successor.get("intermediate_size")
+    if width is None:
+        return []
+    if cfg.method.name != "theseus":
+        return [f"theseus.successor.intermediate_size={width} shapes Theseus successors; method={cfg.method.name} "
+                "builds its student from whole predecessor layers (depth only). Leave it null."]  # fmt: skip
+    try:
+        layout = feed_forward_of(config)
+    except ValueError as error:
+        return [str(error)]
+    full = getattr(config, layout.width)
+    if not width < full:
+        return [f"theseus.successor.intermediate_size={width} must be below the predecessor's feed-forward width, "
+                f"{full} ({layout.width} in its config)."]  # fmt: skip
+    return []
 
 
 def data_problems(datamodule: GlueDataModule) -> list[str]:

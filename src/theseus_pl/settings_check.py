@@ -10,12 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from hydra.utils import get_method
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from theseus_pl.deploy import QUANTIZE_CHOICES, wanted
 from theseus_pl.loggers import wandb_setting_problems
 from theseus_pl.onnx_model import DeploymentError, require_onnxruntime
 from theseus_pl.schedules import build_schedule
+from theseus_pl.successors import Importance
 from theseus_pl.theseus import SuccessorInit
 
 LR_SCHEDULES = ("one_decay", "per_phase")  # see conf/theseus/default.yaml
@@ -42,6 +44,14 @@ def positive_number(value: Any) -> bool:
     return _is_number(value) and value > 0
 
 
+def importable(value: Any) -> bool:
+    """A dotted path Hydra can resolve to a callable (it imports the module)."""
+    try:
+        return isinstance(value, str) and callable(get_method(value))
+    except Exception:  # whatever importing the named module raises
+        return False
+
+
 def validation_interval(value: Any) -> bool:
     return positive_int(value) or (isinstance(value, float) and 0 < value <= 1)
 
@@ -55,6 +65,11 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
                      "one of " + ", ".join(init.value for init in SuccessorInit)),
     "theseus.finetune_shared": (lambda v: isinstance(v, bool), "true or false"),
     "theseus.lr_schedule": (lambda v: v in LR_SCHEDULES, "one of " + ", ".join(LR_SCHEDULES)),
+    "theseus.successor._target_": (importable, "the dotted path of an importable successor factory"),
+    "theseus.successor.intermediate_size": (optional_positive_int, "null (the predecessor's) or a whole number of "
+                                            "feed-forward neurons, at least 1"),
+    "theseus.successor.importance": (lambda v: v in {i.value for i in Importance},
+                                     "one of " + ", ".join(i.value for i in Importance)),
     "optimizer.lr": (positive_number, "a number above 0, e.g. 2e-5"),
     "finetune.lr": (positive_number, "a number above 0, e.g. 2e-5"),
     "finetune.epochs": (positive_int, "a whole number of epochs, at least 1"),

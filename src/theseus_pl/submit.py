@@ -16,11 +16,11 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 import torch
-from transformers import AutoModelForSequenceClassification
 
 from theseus_pl.data.datamodule import GlueDataModule
 from theseus_pl.data.tasks import TaskSpec
 from theseus_pl.module import ClassifierModule
+from theseus_pl.successor_io import load_successor
 
 STSB_RANGE = (0.0, 5.0)
 
@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> list[Path]:
     datamodule = GlueDataModule(
         args.task, args.model_dir, glue_dir=args.glue_dir, batch_size=args.batch_size, cache_dir=args.cache_dir
     )
-    model = AutoModelForSequenceClassification.from_pretrained(args.model_dir)
+    model = load_successor(args.model_dir)
     if model.config.num_labels != datamodule.task.num_labels:
         raise ValueError(
             f"{args.model_dir} predicts {model.config.num_labels} labels but {datamodule.task.name} has "

@@ -1,25 +1,30 @@
 """Progressive module replacing, independent of Lightning and of the model family.
 
 The predecessor's layer list is replaced in place by ``n`` :class:`TheseusBlock` objects. Block ``i`` holds
-predecessor module ``i`` (a run of consecutive predecessor layers) and successor layer ``i`` (a copy of one
-predecessor layer), and a flag choosing which of the two runs. The model's own encoder loop calls the blocks
-exactly as it called its layers, so no model code is forked: any encoder whose layers take the hidden states
-as their first argument works.
+predecessor module ``i`` (a run of consecutive predecessor layers) and successor module ``i`` (by default a copy
+of one predecessor layer; see ``successors``), and a flag choosing which of the two runs. The model's own encoder
+loop calls the blocks exactly as it called its layers, so no model code is forked: any encoder whose layers take
+the hidden states as their first argument works.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from theseus_pl.encoder_layers import find_layer_stack
+from theseus_pl.successor_io import save_successor
+from theseus_pl.successors import FEED_FORWARDS, copied_layer
+
+# factory(module_layers, source_layer, predecessor_config) -> successor module (see ``successors``)
+SuccessorFactory = Callable[[Sequence[nn.Module], nn.Module, PretrainedConfig], nn.Module]
 
 
 class SuccessorInit(str, Enum):
@@ -62,7 +67,7 @@ def successor_source_layers(num_layers: int, num_modules: int, init: SuccessorIn
 
 
 class TheseusBlock(nn.Module):
-    """One module: either its predecessor layers in sequence, or its single successor layer.
+    """One module: either its predecessor layers in sequence, or its successor module.
 
     Called with the same arguments the encoder passes to a layer. A layer may return a tensor or a tuple whose
     first element is the hidden states; the block returns whatever its last layer returned.
@@ -88,8 +93,9 @@ class TheseusModel(nn.Module):
     """A fine-tuned sequence-classification model whose layer stack is split into replaceable modules.
 
     Takes ownership of ``predecessor`` (it is modified in place, not copied, so a 12-layer model is not held
-    twice). Every parameter is frozen except the successor layers: predecessor layers, embeddings and task
-    head keep the fine-tuned weights, as in the paper.
+    twice). Every parameter is frozen except the successor modules: predecessor layers, embeddings and task
+    head keep the fine-tuned weights, as in the paper. ``factory`` builds each successor module from its
+    predecessor module and the layer ``init`` names (default: a copy of that layer).
     """
 
     def __init__(
@@ -98,6 +104,7 @@ class TheseusModel(nn.Module):
         successor_layers: int,
         init: SuccessorInit | str = SuccessorInit.BOTTOM,
         layers_path: str | None = None,
+        factory: SuccessorFactory = copied_layer,
     ) -> None:
         super().__init__()
         stack = find_layer_stack(predecessor, layers_path)
@@ -105,10 +112,10 @@ class TheseusModel(nn.Module):
         layers = list(stack.layers)
         ranges = module_layer_ranges(len(layers), successor_layers)
         sources = successor_source_layers(len(layers), successor_layers, init)
-        blocks = [
-            TheseusBlock([layers[j] for j in layer_range], copy.deepcopy(layers[source]))
-            for layer_range, source in zip(ranges, sources, strict=True)
-        ]
+        blocks = []
+        for layer_range, source in zip(ranges, sources, strict=True):
+            module_layers = [layers[j] for j in layer_range]
+            blocks.append(TheseusBlock(module_layers, factory(module_layers, layers[source], predecessor.config)))
         setattr(stack.parent, stack.attribute, nn.ModuleList(blocks))
 
         self.model = predecessor
@@ -119,6 +126,7 @@ class TheseusModel(nn.Module):
         self.model.requires_grad_(False)
         for block in blocks:
             block.successor.requires_grad_(True)
+        check_successors_fit(self, getattr(factory, "__name__", None) or repr(factory))
 
     @property
     def blocks(self) -> nn.ModuleList:
@@ -178,21 +186,50 @@ class TheseusModel(nn.Module):
                     "the compact successor (TheseusModel.to_compact_model()) or the predecessor for them."
                 )
 
-    def to_compact_model(self) -> PreTrainedModel:
-        """The successor as a plain model of the predecessor's class with ``n`` layers and nothing else."""
+    def compact_config(self) -> PretrainedConfig:
+        """The predecessor's config describing the all-successor model: ``n`` layers, and the successors'
+        feed-forward width when they are narrower than the predecessor's layers."""
         config = copy.deepcopy(self.model.config)
         config.num_hidden_layers = self.num_modules
-        compact = type(self.model)(config).to(next(self.model.parameters()).dtype)
-        compact.load_state_dict(self._compact_state_dict(), strict=True)
-        return compact.eval()
+        layout = FEED_FORWARDS.get(config.model_type)
+        if layout is not None:
+            widths = {_linear_width(block.successor, layout.expand) for block in self.blocks}
+            if len(widths) == 1 and None not in widths:
+                setattr(config, layout.width, widths.pop())
+        return config
+
+    def to_compact_model(self) -> PreTrainedModel:
+        """The successor alone: embeddings, the ``n`` successor modules and the head, as a model of the
+        predecessor's class. When every successor is a layer that :meth:`compact_config` describes, it is a plain
+        model of that config; otherwise (a custom factory's modules) the class keeps the successor modules
+        themselves in its layer list."""
+        if all(type(block.successor) is type(block.predecessor[0]) for block in self.blocks):
+            compact = type(self.model)(self.compact_config()).to(next(self.model.parameters()).dtype)
+            try:
+                compact.load_state_dict(self._compact_state_dict(), strict=True)
+                return compact.eval()
+            except RuntimeError:  # layers of the family's class, shaped otherwise than any one config says
+                pass
+        return self._compact_with_own_modules()
+
+    def _compact_with_own_modules(self) -> PreTrainedModel:
+        """A copy of the model with the successor modules as its layer list (the predecessor layers not copied)."""
+        stack = find_layer_stack(self.model, self.layers_path)
+        blocks = stack.layers
+        setattr(stack.parent, stack.attribute, nn.ModuleList(block.successor for block in blocks))
+        try:
+            compact = copy.deepcopy(self.model)
+        finally:
+            setattr(stack.parent, stack.attribute, blocks)
+        compact.config.num_hidden_layers = self.num_modules
+        for parameter in compact.parameters():
+            parameter.grad = None  # a copy for inference: no training state travels with it
+        return compact.requires_grad_(True).eval()
 
     def export(self, directory: str | Path, tokenizer: PreTrainedTokenizerBase | None = None) -> Path:
-        """Save the compact successor (and its tokenizer) so ``AutoModelFor…from_pretrained`` loads it."""
-        directory = Path(directory)
-        self.to_compact_model().save_pretrained(directory)
-        if tokenizer is not None:
-            tokenizer.save_pretrained(directory)
-        return directory
+        """Save the compact successor (and its tokenizer): a plain checkpoint ``AutoModelFor…from_pretrained``
+        loads, or for a custom factory's modules the pickled model (``successor_io.load_successor``)."""
+        return save_successor(self.to_compact_model(), directory, tokenizer)
 
     def _compact_state_dict(self) -> dict[str, torch.Tensor]:
         """Drop predecessor layers and rename ``<layers>.<i>.successor.*`` to ``<layers>.<i>.*``."""
@@ -206,6 +243,54 @@ class TheseusModel(nn.Module):
                 key = f"{prefix}{index}.{rest}"
             state[key] = value
         return state
+
+
+def _linear_width(module: nn.Module, path: str) -> int | None:
+    """The output width of the Linear at ``path`` in ``module``; None when there is none (another kind of module)."""
+    try:
+        linear = module.get_submodule(path)
+    except AttributeError:
+        return None
+    return linear.out_features if isinstance(linear, nn.Linear) else None
+
+
+def check_successors_fit(theseus: TheseusModel, factory: str) -> None:
+    """Run the all-successor model once on four tokens: a successor module that fails, or returns hidden states of
+    another shape than it was given, is named with the factory now, before any training."""
+    shapes: dict[int, tuple[torch.Size, torch.Size]] = {}
+
+    def record(index: int) -> Callable[..., None]:
+        def hook(_: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
+            given = args[0] if args else kwargs["hidden_states"]
+            returned = output[0] if isinstance(output, tuple) else output
+            shapes[index] = (given.shape, getattr(returned, "shape", None))
+
+        return hook
+
+    blocks = theseus.blocks
+    hooks = [block.successor.register_forward_hook(record(i), with_kwargs=True) for i, block in enumerate(blocks)]
+    config = theseus.model.config
+    input_ids = torch.arange(4, device=next(theseus.parameters()).device)[None] % config.vocab_size
+    training, error = theseus.training, None
+    try:
+        with torch.no_grad():
+            inputs = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
+            theseus.eval()(**inputs, output_hidden_states=False, output_attentions=False)
+    except Exception as caught:  # whatever the factory's modules raise inside the model
+        error = caught
+    finally:
+        theseus.train(training)
+        for hook in hooks:
+            hook.remove()
+    for index, (given, returned) in sorted(shapes.items()):
+        if returned != given:
+            raise ValueError(
+                f"Successor module {index} (built by {factory}) returned hidden states of shape "
+                f"{None if returned is None else tuple(returned)} for an input of shape {tuple(given)}; a successor "
+                "must return the shape it is given."
+            ) from error
+    if error is not None:
+        raise ValueError(f"The successor modules built by {factory} do not run in the model: {error}") from error
 
 
 def _reject_unsupported(model: PreTrainedModel) -> None:

@@ -1,0 +1,54 @@
+"""Saving and loading a compact successor, whatever its modules.
+
+A successor whose class, built from its config, has exactly its parameters (the paper's copied layers, and
+narrower feed-forward networks, which the config's feed-forward width describes) is saved as a plain Hugging Face
+checkpoint: ``AutoModelForSequenceClassification.from_pretrained`` loads it with no code of ours. Modules from a
+custom factory fit no config, so such a successor is pickled whole (``successor.pt``, beside its config and
+tokenizer); :func:`load_successor` loads either kind, and loading the pickle needs the factory's module importable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForSequenceClassification, PreTrainedModel, PreTrainedTokenizerBase
+
+PICKLED = "successor.pt"
+
+
+def config_describes(model: PreTrainedModel) -> bool:
+    """Whether a fresh model of ``model``'s class and config has the same parameters, by name and shape (built on
+    the meta device: no memory, no initialisation)."""
+    with torch.device("meta"):
+        fresh = type(model)(model.config)
+    return {k: v.shape for k, v in fresh.state_dict().items()} == {k: v.shape for k, v in model.state_dict().items()}
+
+
+def save_successor(
+    model: PreTrainedModel, directory: str | Path, tokenizer: PreTrainedTokenizerBase | None = None
+) -> Path:
+    """``model`` (and its tokenizer) in ``directory``: a plain checkpoint when its config describes it, else its
+    config and the pickled module."""
+    directory = Path(directory)
+    if config_describes(model):
+        model.save_pretrained(directory)
+    else:
+        model.config.architectures = [type(model).__name__]  # as save_pretrained records it, for readers of config
+        model.config.save_pretrained(directory)
+        torch.save(model, directory / PICKLED)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(directory)
+    return directory
+
+
+def is_pickled(directory: str | Path) -> bool:
+    return (Path(directory) / PICKLED).is_file()
+
+
+def load_successor(directory: str | Path) -> PreTrainedModel:
+    """The successor saved in ``directory`` by :func:`save_successor` (or any sequence-classification checkpoint),
+    in eval mode."""
+    if is_pickled(directory):
+        return torch.load(Path(directory) / PICKLED, map_location="cpu", weights_only=False).eval()
+    return AutoModelForSequenceClassification.from_pretrained(directory).eval()

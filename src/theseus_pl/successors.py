@@ -1,0 +1,182 @@
+"""Successor modules: what stands in for each predecessor module, and how it starts.
+
+A factory builds one successor per module. It is called as ``factory(module_layers, source, config, **settings)``:
+the run of predecessor layers the successor replaces, the predecessor layer ``theseus.init`` chose to start it
+from, the predecessor's config, and the other keys of ``theseus.successor``. It returns a module that takes the
+same arguments as a predecessor layer and returns hidden states of the same shape. The default,
+:func:`copied_layer`, is the paper's successor (a copy of the source layer), optionally with a narrower
+feed-forward network; :func:`feed_forward_block` is an example of another kind of module.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import torch
+from torch import nn
+from transformers import PretrainedConfig
+
+
+@dataclass(frozen=True)
+class FeedForward:
+    """Where a family keeps a layer's feed-forward network, relative to the layer, and its width in the config."""
+
+    expand: str  # the Linear from the hidden width up to the feed-forward width
+    contract: str  # the Linear back down to the hidden width
+    width: str  # the config attribute holding the feed-forward width
+
+
+_BERT_LIKE = FeedForward("intermediate.dense", "output.dense", "intermediate_size")
+FEED_FORWARDS: dict[str, FeedForward] = {
+    "bert": _BERT_LIKE,
+    "roberta": _BERT_LIKE,
+    "xlm-roberta": _BERT_LIKE,
+    "electra": _BERT_LIKE,
+    "mpnet": _BERT_LIKE,
+    "deberta-v2": _BERT_LIKE,
+    "distilbert": FeedForward("ffn.lin1", "ffn.lin2", "hidden_dim"),
+}
+
+
+class Importance(str, Enum):
+    """Which feed-forward neurons a narrower successor keeps."""
+
+    MAGNITUDE = "magnitude"  # the largest |incoming weights| x |outgoing weights|
+    RANDOM = "random"  # a seeded random choice: the baseline the magnitude score is measured against
+
+
+def feed_forward_of(config: PretrainedConfig) -> FeedForward:
+    """The family's feed-forward layout; a ValueError naming the known families for any other."""
+    layout = FEED_FORWARDS.get(config.model_type)
+    if layout is None:
+        raise ValueError(
+            f"theseus.successor.intermediate_size: the feed-forward network of model type {config.model_type!r} "
+            f"is not known (known: {', '.join(sorted(FEED_FORWARDS))}). Leave it null, or name a factory of your "
+            "own in theseus.successor._target_."
+        )
+    return layout
+
+
+def shape_of(config: PretrainedConfig) -> dict[str, int | None]:
+    """A model's depth and widths, as ``results.json`` reports them (None where the family has no such width)."""
+    layout = FEED_FORWARDS.get(config.model_type)
+    return {
+        "layers": config.num_hidden_layers,
+        "hidden_size": getattr(config, "hidden_size", None),
+        "intermediate_size": getattr(config, layout.width if layout else "intermediate_size", None),
+    }
+
+
+def neuron_importance(expand: nn.Linear, contract: nn.Linear) -> torch.Tensor:
+    """Each feed-forward neuron's magnitude: the norm of its incoming weights (bias included) times the norm of
+    its outgoing weights.
+
+    A neuron's output is ``contract[:, j] * act(expand[j] . x + b_j)``: the first norm bounds how strongly it can
+    fire for a given input size, the second how far that moves the hidden state. It needs no data, so every
+    successor of a run is built before the first batch, and it is the same score on every machine.
+    """
+    incoming = expand.weight
+    if expand.bias is not None:
+        incoming = torch.cat([incoming, expand.bias[:, None]], dim=1)
+    return incoming.norm(dim=1) * contract.weight.norm(dim=0)
+
+
+def kept_neurons(
+    expand: nn.Linear, contract: nn.Linear, width: int, importance: Importance | str, seed: int = 0
+) -> torch.Tensor:
+    """The indices (ascending) of the ``width`` neurons a narrower feed-forward network keeps."""
+    if Importance(importance) is Importance.MAGNITUDE:
+        chosen = neuron_importance(expand, contract).topk(width).indices
+    else:
+        generator = torch.Generator().manual_seed(seed)
+        chosen = torch.randperm(expand.out_features, generator=generator)[:width]
+    return chosen.sort().values.to(expand.weight.device)
+
+
+def _kept_linear(linear: nn.Linear, keep: torch.Tensor, dim: int) -> nn.Linear:
+    """``linear`` with only the rows (dim 0: output neurons) or columns (dim 1: input neurons) in ``keep``."""
+    weight = linear.weight.detach().index_select(dim, keep)
+    narrow = nn.Linear(weight.shape[1], weight.shape[0], bias=linear.bias is not None)
+    narrow = narrow.to(device=weight.device, dtype=weight.dtype)
+    with torch.no_grad():
+        narrow.weight.copy_(weight)
+        if linear.bias is not None:
+            narrow.bias.copy_(linear.bias.detach().index_select(0, keep) if dim == 0 else linear.bias.detach())
+    return narrow
+
+
+def narrow_feed_forward(
+    layer: nn.Module, config: PretrainedConfig, width: int, importance: Importance | str, seed: int = 0
+) -> nn.Module:
+    """``layer`` (changed in place and returned) keeping ``width`` of its feed-forward neurons.
+
+    The kept neurons keep their weights exactly, so the narrower layer equals the original one with the dropped
+    neurons' outgoing weights set to zero.
+    """
+    layout = feed_forward_of(config)
+    full = getattr(config, layout.width)
+    if not 1 <= width < full:
+        raise ValueError(
+            f"theseus.successor.intermediate_size={width} must be at least 1 and below the predecessor's "
+            f"feed-forward width, {full}."
+        )
+    expand, contract = layer.get_submodule(layout.expand), layer.get_submodule(layout.contract)
+    keep = kept_neurons(expand, contract, width, importance, seed)
+    layer.set_submodule(layout.expand, _kept_linear(expand, keep, 0))
+    layer.set_submodule(layout.contract, _kept_linear(contract, keep, 1))
+    return layer
+
+
+def copied_layer(
+    module_layers: Sequence[nn.Module],
+    source: nn.Module,
+    config: PretrainedConfig,
+    intermediate_size: int | None = None,
+    importance: Importance | str = Importance.MAGNITUDE,
+    seed: int = 0,
+) -> nn.Module:
+    """The paper's successor: a copy of the source layer; with ``intermediate_size``, keeping only that many of
+    its feed-forward neurons, the most important by ``importance``."""
+    layer = copy.deepcopy(source)
+    if intermediate_size is None:
+        return layer
+    return narrow_feed_forward(layer, config, intermediate_size, importance, seed)
+
+
+class FeedForwardBlock(nn.Module):
+    """A successor with no attention: the source layer's feed-forward network and its residual LayerNorm.
+
+    It keeps each token's hidden state to itself (no mixing across tokens) at a fraction of a layer's cost; what
+    the module's attention did must be learnt by the other modules. Called like a layer; returns a tensor.
+    """
+
+    def __init__(self, expand: nn.Linear, activation: nn.Module, contract: nn.Linear, norm: nn.LayerNorm) -> None:
+        super().__init__()
+        self.expand = expand
+        self.activation = activation
+        self.contract = contract
+        self.norm = norm
+
+    def forward(self, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        return self.norm(hidden_states + self.contract(self.activation(self.expand(hidden_states))))
+
+
+def feed_forward_block(
+    module_layers: Sequence[nn.Module], source: nn.Module, config: PretrainedConfig, **settings: Any
+) -> FeedForwardBlock:
+    """An example factory beyond copied layers: :class:`FeedForwardBlock` started from the source layer's
+    feed-forward weights (narrowed as :func:`copied_layer` narrows them, with the same settings). BERT-like
+    families only: ``theseus.successor._target_=theseus_pl.successors.feed_forward_block``."""
+    if FEED_FORWARDS.get(config.model_type) is not _BERT_LIKE:
+        raise ValueError(
+            "feed_forward_block knows the BERT-like layer layout (intermediate.dense, output.dense, output.LayerNorm), "
+            f"not model type {config.model_type!r}."
+        )
+    layer = copied_layer(module_layers, source, config, **settings)
+    return FeedForwardBlock(
+        layer.intermediate.dense, layer.intermediate.intermediate_act_fn, layer.output.dense, layer.output.LayerNorm
+    )
