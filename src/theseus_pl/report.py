@@ -9,6 +9,8 @@ Reads every ``results.json`` below the folders and writes, into ``--output``:
   over seeds and the seeds. A warning is printed when rows had different step budgets or one lacks a seed.
 - ``runs.md`` and ``runs.csv``: every run — task, method, scores, its folder and, when it had one, its W&B
   run's name and URL — so a cell of the table leads to the runs behind it.
+- ``shapes.md`` and ``shapes.csv``, when the runs' successors differ in shape: the depth-against-width table
+  (``shape_table``), each shape's parameters, score spread over seeds and measured speed-up.
 - ``p_over_steps.png``: the replacement rate logged by each schedule over the training steps.
 - ``score_vs_rate.png``: successor score against the constant replacing rate ``p`` (when such runs exist).
 
@@ -26,6 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from theseus_pl.shape_table import SHAPE_COLUMNS, shape_rows
 
 PREDECESSOR = "predecessor"
 
@@ -182,6 +186,15 @@ def run_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda row: (row["task"], row["method"], row["folder"]))
 
 
+def write_shapes(runs: list[dict[str, Any]], output: Path) -> list[Path]:
+    """The depth-against-width table, when the runs' successors differ in shape."""
+    rows = shape_rows(runs)
+    if not rows:
+        return []
+    lines = [["" if v is None else _cell(v) if isinstance(v, float) else str(v) for v in row.values()] for row in rows]
+    return _write_markdown_and_csv(output, "shapes", SHAPE_COLUMNS, lines)
+
+
 def write_runs(runs: list[dict[str, Any]], output: Path) -> list[Path]:
     lines = [
         [_cell(v) if v is None or isinstance(v, float) else str(v) for v in row.values()] for row in run_rows(runs)
@@ -266,6 +279,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         write_tables(tasks, table, args.rows, args.output)
         + write_best_settings(best_settings(runs, args.rows), args.rows, args.output)
         + write_runs(runs, args.output)
+        + write_shapes(runs, args.output)
         + write_plots(runs, args.output)
     )
     print((args.output / "table.md").read_text())
