@@ -61,11 +61,21 @@ def test_base_model_and_data_files_are_part_of_the_key(base_overrides, tiny_base
     assert after_data != before
 
     weights = tiny_base / "model.safetensors"
-    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))  # re-saved weights
+    changed = bytearray(weights.read_bytes())
+    changed[-1] ^= 1  # one bit of one weight
+    weights.write_bytes(changed)
     assert key_of(*base_overrides) != after_data
 
-    copy = shutil.copytree(tiny_base, tmp_path / "another_base")
-    assert key_of(*base_overrides, f"model.base={copy}") != key_of(*base_overrides)
+
+def test_copied_moved_or_touched_inputs_keep_their_key(base_overrides, tiny_base, glue_dir, tmp_path):
+    # Only the bytes count: a data folder provided afresh, or a model folder copied elsewhere, reuses its cache.
+    before = key_of(*base_overrides)
+    for path in (glue_dir / "RTE" / "train.tsv", tiny_base / "model.safetensors"):
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
+    assert key_of(*base_overrides) == before
+    base_copy = shutil.copytree(tiny_base, tmp_path / "another_base")
+    glue_copy = shutil.copytree(glue_dir, tmp_path / "another_glue")
+    assert key_of(*base_overrides, f"model.base={base_copy}", f"data.glue_dir={glue_copy}") == before
 
 
 def test_a_predecessor_that_diverged_is_not_cached(base_overrides, tmp_path):

@@ -9,6 +9,7 @@ The lock is the operating system's (``filelock``), so a job that is killed relea
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import shutil
@@ -23,6 +24,14 @@ log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 T = TypeVar("T")
+
+
+def content_digest(path: Path) -> str:
+    """A file's size and the SHA-256 of its bytes: what a cache key holds of an input file, so that copying,
+    moving or re-extracting the same data or weights (new paths and times) keeps its cache entries. About 1 s
+    for BERT-base's 440 MB."""
+    with path.open("rb") as handle:
+        return f"{path.stat().st_size}:{hashlib.file_digest(handle, 'sha256').hexdigest()}"
 
 
 def load_or_build(path: Path, load: Callable[[Path], T], build: Callable[[Path], None], what: str) -> tuple[T, bool]:

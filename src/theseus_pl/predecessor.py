@@ -22,7 +22,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from safetensors import safe_open
 from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
 
-from theseus_pl.cache_entry import load_or_build
+from theseus_pl.cache_entry import content_digest, load_or_build
 from theseus_pl.data.datamodule import GlueDataModule
 from theseus_pl.data.tasks import TaskSpec
 from theseus_pl.evaluation import evaluate
@@ -79,7 +79,7 @@ def load_classifier(name: str, task: TaskSpec, new_head: bool = False) -> PreTra
 def cache_key(base: str, datamodule: GlueDataModule, finetune: dict[str, Any], seed: int, precision: str) -> str:
     """A key of everything that changes the fine-tuned predecessor, so a sweep never reuses one trained otherwise.
 
-    The base model (a local folder by its files' sizes and times), the tokenizer's definition, the task (labels,
+    The base model (a local folder by its files' contents), the tokenizer's definition, the task (labels,
     metric, max length), the data files, the sample caps, how batches are formed, the precision, the fine-tuning
     settings and the seed. What only the compression uses (its learning rate, the schedule, the depth) is not
     in it: every run of a sweep over those shares one predecessor.
@@ -100,12 +100,12 @@ def cache_key(base: str, datamodule: GlueDataModule, finetune: dict[str, Any], s
 
 
 def _model_fingerprint(name: str) -> str | list[str]:
-    """A hub id as it is; a local folder by its path and each file's size and modification time."""
+    """A hub id as it is; a local folder by its files' names and contents (wherever it lies, however copied)."""
     if not looks_like_path(name):
         return name
     folder = Path(name).expanduser().resolve()
     files = sorted(path for path in folder.rglob("*") if path.is_file())
-    return [str(folder)] + [f"{p.relative_to(folder)}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files]
+    return [f"{p.relative_to(folder)}:{content_digest(p)}" for p in files]
 
 
 def prepare_predecessor(

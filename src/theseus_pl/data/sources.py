@@ -18,6 +18,7 @@ from typing import Protocol
 import pandas as pd
 from datasets import Dataset
 
+from theseus_pl.cache_entry import content_digest
 from theseus_pl.data.tasks import TaskSpec
 
 csv.field_size_limit(sys.maxsize)  # some GLUE sentences (QNLI, MNLI parses) exceed the 128 KiB default
@@ -235,5 +236,4 @@ def _require_rows(dataset: Dataset, task: TaskSpec, split: str, where: str) -> D
 
 
 def _file_fingerprint(path: Path) -> str:
-    stat = path.stat()
-    return f"file:{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+    return f"file:{content_digest(path)}"

@@ -1,8 +1,8 @@
 """Tokenise a split once and keep it on disk: every later run of a sweep loads it in milliseconds.
 
 The cache key holds everything that determines the result: the tokenizer's full definition, the task's
-columns, the source's files (path, size, modification time) or hub id, the split and the max length. Entries are
-checked, rebuilt when damaged and built by one job at a time (``cache_entry``).
+columns, the source's files (their size and SHA-256, wherever they lie) or hub id, the split and the max length.
+Entries are checked, rebuilt when damaged and built by one job at a time (``cache_entry``).
 """
 
 from __future__ import annotations
