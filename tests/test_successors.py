@@ -11,6 +11,7 @@ from transformers import AutoModelForSequenceClassification
 
 from theseus_pl.deploy import DeploySettings, deploy_model
 from theseus_pl.encoder_layers import find_layer_stack
+from theseus_pl.neuron_activity import neuron_activity
 from theseus_pl.pipeline import run
 from theseus_pl.run_checks import RunRefused
 from theseus_pl.settings_check import setting_problems
@@ -84,6 +85,44 @@ def test_random_importance_is_seeded_and_differs_from_magnitude():
     assert torch.equal(kept(importance="random", seed=3), kept(importance="random", seed=3))
     assert not torch.equal(kept(importance="random", seed=3), kept(importance="random", seed=4))
     assert not torch.equal(kept(importance="random", seed=3), kept(importance="magnitude"))
+
+
+def test_activity_is_each_neurons_mean_absolute_activation_over_real_tokens_only(family):
+    model = tiny_model(family).eval()
+    layout = FEED_FORWARDS[model.config.model_type]
+    layers = list(find_layer_stack(model).layers)
+    inputs = tiny_inputs()  # the last row is half padding
+    recorded = {}
+    hooks = [layer.get_submodule(layout.contract).register_forward_pre_hook(
+        lambda module, args, i=i: recorded.__setitem__(i, args[0])) for i, layer in enumerate(layers)]  # fmt: skip
+    with torch.no_grad():
+        model(**inputs)
+    for hook in hooks:
+        hook.remove()
+    real = inputs["attention_mask"].bool()
+    activity = neuron_activity(model, [inputs])
+    assert list(activity) == layers
+    for i, layer in enumerate(layers):
+        torch.testing.assert_close(activity[layer], recorded[i][real].abs().mean(dim=0))
+    # Split in two batches, the same tokens give the same activity: a mean over tokens, not over batches.
+    halves = [{k: v[:1] for k, v in inputs.items()}, {k: v[1:] for k, v in inputs.items()}]
+    for layer, value in neuron_activity(model, halves).items():
+        torch.testing.assert_close(value, activity[layer])
+
+
+def test_activation_importance_keeps_the_neurons_that_move_the_hidden_state_most_on_text():
+    model = tiny_model()
+    source = model.bert.encoder.layer[0]
+    activity = torch.rand(37)
+    activity[[4, 9, 30]] = 100.0  # fire hard on the training text
+    layer = copied_layer([source], source, model.config, intermediate_size=WIDTH, importance="activation",
+                         activity={source: activity})  # fmt: skip
+    score = activity * source.output.dense.weight.norm(dim=0)
+    kept = score.topk(WIDTH).indices.sort().values
+    assert {4, 9, 30} <= set(kept.tolist())
+    assert torch.equal(layer.intermediate.dense.weight, source.intermediate.dense.weight[kept])
+    with pytest.raises(ValueError, match="importance=activation needs the neurons' activity"):
+        copied_layer([source], source, model.config, intermediate_size=WIDTH, importance="activation")
 
 
 def test_training_narrower_successors_leaves_every_frozen_parameter_bit_identical():
@@ -177,6 +216,13 @@ def test_a_run_with_narrower_successors_reports_their_shape(base_overrides, tmp_
     assert results["params"]["successor_layers"] == layer_params < results["params"]["predecessor_layers"]
     card = (tmp_path / "run" / "successor" / "README.md").read_text()
     assert f"| feed-forward width | {results['predecessor']['shape']['intermediate_size']} | {WIDTH} |" in card
+
+
+def test_a_run_chooses_neurons_by_their_activity_on_its_first_training_rows(base_overrides, tmp_path):
+    settings = (f"theseus.successor.intermediate_size={WIDTH}", "theseus.successor.importance=activation")
+    results = run(compose_config(*base_overrides, *settings))
+    assert results["settings"]["theseus.successor.importance"] == "activation" and results["failed_steps"] == {}
+    assert results["successor"]["shape"]["intermediate_size"] == WIDTH
 
 
 def test_a_run_with_a_custom_factory_ships_a_pickled_successor(base_overrides, tmp_path):

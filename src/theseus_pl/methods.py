@@ -7,11 +7,13 @@ method writes the same ``results.json``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import lightning.pytorch as pl
+import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from transformers import PreTrainedModel
@@ -22,8 +24,10 @@ from theseus_pl.data.tasks import TaskSpec
 from theseus_pl.encoder_layers import find_layer_stack
 from theseus_pl.metrics import TaskMetrics
 from theseus_pl.module import FineTuningModule, TheseusModule
+from theseus_pl.neuron_activity import neuron_activity
 from theseus_pl.predecessor import load_classifier
 from theseus_pl.schedules import ReplacementSchedule
+from theseus_pl.successors import Importance
 from theseus_pl.theseus import SuccessorFactory, TheseusModel
 
 METHODS = ("theseus", "fine_tuning", "kd", "pkd", "layerdrop", "transfer")
@@ -42,16 +46,28 @@ def bottom_layers(predecessor: PreTrainedModel, layers: int, layers_path: str | 
     return TheseusModel(predecessor, layers, "bottom", layers_path).to_compact_model()
 
 
-def successor_factory(settings: dict[str, Any]) -> SuccessorFactory:
+def successor_factory(
+    settings: dict[str, Any],
+    predecessor: PreTrainedModel | None = None,
+    calibration: Callable[[], Iterable[Mapping[str, torch.Tensor]]] | None = None,
+    layers_path: str | None = None,
+) -> SuccessorFactory:
     """``theseus.successor`` as the factory it names (``_target_``, default the copied layer) with its other keys
-    bound: Hydra's partial instantiation, so a researcher's factory is configured like any Hydra object."""
+    bound: Hydra's partial instantiation, so a researcher's factory is configured like any Hydra object. With
+    ``importance: activation`` it is also given ``activity``, measured on ``predecessor`` over the ``calibration``
+    batches."""
     settings = {"_target_": "theseus_pl.successors.copied_layer", **settings}
     try:
-        return instantiate(settings, _partial_=True)
+        factory = instantiate(settings, _partial_=True)
     except InstantiationException as error:
         raise ValueError(
             f"theseus.successor._target_={settings['_target_']!r} cannot be used as a successor factory: {error}"
         ) from error
+    if settings.get("importance") != Importance.ACTIVATION.value or settings.get("intermediate_size") is None:
+        return factory
+    if predecessor is None or calibration is None:
+        raise ValueError("theseus.successor.importance=activation needs training batches to measure on.")
+    return functools.partial(factory, activity=neuron_activity(predecessor, calibration(), layers_path))
 
 
 def build_method(
@@ -63,16 +79,19 @@ def build_method(
     schedule: ReplacementSchedule,
     replacement_kind: str,
     seed: int,
+    calibration: Callable[[], Iterable[Mapping[str, torch.Tensor]]] | None = None,
 ) -> Method:
-    """``settings`` is the ``method`` config: ``name`` and that method's own values."""
+    """``settings`` is the ``method`` config: ``name`` and that method's own values. ``calibration`` gives a few
+    training batches, for successors chosen by their activations (``theseus.successor.importance=activation``)."""
     name = settings["name"]
     if name not in METHODS:
         raise ValueError(f"Unknown method {name!r}; choose one of {', '.join(METHODS)}.")
     metrics = TaskMetrics.for_task(task)
     layers, layers_path = theseus["successor_layers"], theseus.get("layers_path")
     if name == "theseus":
-        factory = successor_factory(theseus.get("successor") or {})
-        model = TheseusModel(load_classifier(predecessor_dir, task), layers, theseus["init"], layers_path, factory)
+        predecessor = load_classifier(predecessor_dir, task)
+        factory = successor_factory(theseus.get("successor") or {}, predecessor, calibration, layers_path)
+        model = TheseusModel(predecessor, layers, theseus["init"], layers_path, factory)
         switch = schedule.switch_step
         module = TheseusModule(
             model, metrics, seed=seed, **optimizer,

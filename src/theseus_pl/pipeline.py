@@ -69,8 +69,9 @@ def run(cfg: DictConfig) -> dict[str, Any] | None:
         cfg.model.base, cfg.model.predecessor, datamodule, finetune, cfg.seed, Path(cfg.paths.cache_dir), evaluation
     )
     method = build_method(
-        method_settings, predecessor.directory, task, theseus, optimizer, schedule, cfg.replacement.kind, cfg.seed
-    )
+        method_settings, predecessor.directory, task, theseus, optimizer, schedule, cfg.replacement.kind, cfg.seed,
+        lambda: calibration_batches(datamodule),
+    )  # fmt: skip
     identity = run_identity(cfg, task.name, method.name)
     last = output_dir / "checkpoints" / "last.ckpt"
     resume_from = last if cfg.resume is True and last.is_file() else None
@@ -310,6 +311,17 @@ def _data_facts(cfg: DictConfig, datamodule: GlueDataModule) -> dict[str, Any]:
         "dataset": cfg.data.hub_dataset if task.hub_config and not cfg.data.files else None,
         "dataset_config": task.hub_config,
     }
+
+
+CALIBRATION_ROWS = 128  # the training rows successors chosen by their activations are measured on
+
+
+def calibration_batches(datamodule: GlueDataModule) -> list[dict[str, torch.Tensor]]:
+    """The first training rows, in batches as training forms them: the same rows on every run of a seed."""
+    split = datamodule.splits["train"]
+    rows = list(split.select(range(min(CALIBRATION_ROWS, len(split)))))
+    size = datamodule.batch_size
+    return [dict(datamodule.collate(rows[start : start + size])) for start in range(0, len(rows), size)]
 
 
 def _count(model: torch.nn.Module) -> int:

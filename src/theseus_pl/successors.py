@@ -11,7 +11,7 @@ feed-forward network; :func:`feed_forward_block` is an example of another kind o
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -47,6 +47,7 @@ class Importance(str, Enum):
 
     MAGNITUDE = "magnitude"  # the largest |incoming weights| x |outgoing weights|
     RANDOM = "random"  # a seeded random choice: the baseline the magnitude score is measured against
+    ACTIVATION = "activation"  # the largest mean |activation| on training batches x |outgoing weights|
 
 
 def feed_forward_of(config: PretrainedConfig) -> FeedForward:
@@ -86,11 +87,22 @@ def neuron_importance(expand: nn.Linear, contract: nn.Linear) -> torch.Tensor:
 
 
 def kept_neurons(
-    expand: nn.Linear, contract: nn.Linear, width: int, importance: Importance | str, seed: int = 0
+    expand: nn.Linear,
+    contract: nn.Linear,
+    width: int,
+    importance: Importance | str,
+    seed: int = 0,
+    activity: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """The indices (ascending) of the ``width`` neurons a narrower feed-forward network keeps."""
-    if Importance(importance) is Importance.MAGNITUDE:
+    """The indices (ascending) of the ``width`` neurons a narrower feed-forward network keeps. ``activity``: the
+    neurons' mean absolute activation on training text (``neuron_activity``), which ``activation`` needs."""
+    importance = Importance(importance)
+    if importance is Importance.MAGNITUDE:
         chosen = neuron_importance(expand, contract).topk(width).indices
+    elif importance is Importance.ACTIVATION:
+        if activity is None:
+            raise ValueError("importance=activation needs the neurons' activity measured on training batches.")
+        chosen = (activity.to(contract.weight.device) * contract.weight.norm(dim=0)).topk(width).indices
     else:
         generator = torch.Generator().manual_seed(seed)
         chosen = torch.randperm(expand.out_features, generator=generator)[:width]
@@ -110,7 +122,12 @@ def _kept_linear(linear: nn.Linear, keep: torch.Tensor, dim: int) -> nn.Linear:
 
 
 def narrow_feed_forward(
-    layer: nn.Module, config: PretrainedConfig, width: int, importance: Importance | str, seed: int = 0
+    layer: nn.Module,
+    config: PretrainedConfig,
+    width: int,
+    importance: Importance | str,
+    seed: int = 0,
+    activity: torch.Tensor | None = None,
 ) -> nn.Module:
     """``layer`` (changed in place and returned) keeping ``width`` of its feed-forward neurons.
 
@@ -125,7 +142,7 @@ def narrow_feed_forward(
             f"feed-forward width, {full}."
         )
     expand, contract = layer.get_submodule(layout.expand), layer.get_submodule(layout.contract)
-    keep = kept_neurons(expand, contract, width, importance, seed)
+    keep = kept_neurons(expand, contract, width, importance, seed, activity)
     layer.set_submodule(layout.expand, _kept_linear(expand, keep, 0))
     layer.set_submodule(layout.contract, _kept_linear(contract, keep, 1))
     return layer
@@ -138,13 +155,16 @@ def copied_layer(
     intermediate_size: int | None = None,
     importance: Importance | str = Importance.MAGNITUDE,
     seed: int = 0,
+    activity: Mapping[nn.Module, torch.Tensor] | None = None,
 ) -> nn.Module:
     """The paper's successor: a copy of the source layer; with ``intermediate_size``, keeping only that many of
-    its feed-forward neurons, the most important by ``importance``."""
+    its feed-forward neurons, the most important by ``importance``. ``activity`` maps each predecessor layer to
+    its neurons' measured activity (``importance=activation``; the run measures it)."""
     layer = copy.deepcopy(source)
     if intermediate_size is None:
         return layer
-    return narrow_feed_forward(layer, config, intermediate_size, importance, seed)
+    measured = activity[source] if activity is not None else None
+    return narrow_feed_forward(layer, config, intermediate_size, importance, seed, measured)
 
 
 class FeedForwardBlock(nn.Module):

@@ -1,0 +1,58 @@
+"""How strongly each feed-forward neuron of each predecessor layer fires on real inputs.
+
+``importance=activation`` keeps the neurons whose mean absolute activation on a few training batches, times the
+norm of their outgoing weights, is largest: how far each neuron actually moves the hidden state on the task's
+text, where the magnitude score only bounds it. The activations are read where the family's contracting Linear
+takes them in (a forward hook), over the real tokens of each batch (padding excluded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+from transformers import PreTrainedModel
+
+from theseus_pl.encoder_layers import find_layer_stack
+from theseus_pl.successors import feed_forward_of
+
+
+def neuron_activity(
+    model: PreTrainedModel, batches: Iterable[Mapping[str, torch.Tensor]], layers_path: str | None = None
+) -> dict[nn.Module, torch.Tensor]:
+    """Each layer of ``model`` (the module object) mapped to its neurons' mean absolute activation over the real
+    tokens of ``batches``, in eval mode and without gradients."""
+    layout = feed_forward_of(model.config)
+    layers = list(find_layer_stack(model, layers_path).layers)
+    totals = [torch.zeros(layer.get_submodule(layout.contract).in_features) for layer in layers]
+    mask = torch.ones(0)
+
+    def accumulate(index: int) -> Any:
+        def hook(_: nn.Module, args: tuple[torch.Tensor, ...]) -> None:
+            real = args[0][mask.bool()]  # (real tokens, neurons)
+            totals[index] += real.abs().sum(dim=0).float().cpu()
+
+        return hook
+
+    hooks = [
+        layer.get_submodule(layout.contract).register_forward_pre_hook(accumulate(i)) for i, layer in enumerate(layers)
+    ]
+    tokens, training = 0, model.training
+    device = next(model.parameters()).device
+    try:
+        model.eval()
+        with torch.no_grad():
+            for batch in batches:
+                inputs = {k: v.to(device) for k, v in batch.items() if k != "labels"}
+                mask = inputs.get("attention_mask", torch.ones_like(inputs["input_ids"]))
+                tokens += int(mask.sum())
+                model(**inputs)
+    finally:
+        model.train(training)
+        for hook in hooks:
+            hook.remove()
+    if tokens == 0:
+        raise ValueError("importance=activation needs at least one token of training text to measure activations on.")
+    return {layer: total / tokens for layer, total in zip(layers, totals, strict=True)}
