@@ -220,9 +220,12 @@ def test_a_run_with_narrower_successors_reports_their_shape(base_overrides, tmp_
 
 def test_a_run_chooses_neurons_by_their_activity_on_its_first_training_rows(base_overrides, tmp_path):
     settings = (f"theseus.successor.intermediate_size={WIDTH}", "theseus.successor.importance=activation")
-    results = run(compose_config(*base_overrides, *settings))
-    assert results["settings"]["theseus.successor.importance"] == "activation" and results["failed_steps"] == {}
-    assert results["successor"]["shape"]["intermediate_size"] == WIDTH
+    # The first run fine-tunes the predecessor; the second finds it cached, so only calibration reads the data.
+    for folder in ("first", "second"):
+        results = run(compose_config(*base_overrides, *settings, f"paths.output_dir={tmp_path / folder}"))
+        assert results["settings"]["theseus.successor.importance"] == "activation" and results["failed_steps"] == {}
+        assert results["successor"]["shape"]["intermediate_size"] == WIDTH
+    assert results["predecessor"]["origin"] == "cache"
 
 
 def test_a_run_with_a_custom_factory_ships_a_pickled_successor(base_overrides, tmp_path):

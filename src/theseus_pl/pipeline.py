@@ -318,6 +318,8 @@ CALIBRATION_ROWS = 128  # the training rows successors chosen by their activatio
 
 def calibration_batches(datamodule: GlueDataModule) -> list[dict[str, torch.Tensor]]:
     """The first training rows, in batches as training forms them: the same rows on every run of a seed."""
+    if "train" not in datamodule.splits:  # a cached predecessor: nothing has read the training split yet
+        datamodule.setup("fit")
     split = datamodule.splits["train"]
     rows = list(split.select(range(min(CALIBRATION_ROWS, len(split)))))
     size = datamodule.batch_size
