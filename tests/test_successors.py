@@ -210,7 +210,7 @@ def test_a_run_with_narrower_successors_reports_their_shape(base_overrides, tmp_
     assert results["successor"]["shape"] == {"layers": 2, "hidden_size": 32, "intermediate_size": WIDTH}
     assert results["predecessor"]["shape"]["intermediate_size"] > WIDTH
     assert results["successor"]["format"] == "transformers" and results["failed_steps"] == {}
-    assert results["settings"]["theseus.successor.importance"] == "magnitude"
+    assert results["settings"]["theseus.successor.importance"] == "activation"  # the default
     exported = load_successor(tmp_path / "run" / "successor")
     layer_params = sum(p.numel() for p in find_layer_stack(exported).layers.parameters())
     assert results["params"]["successor_layers"] == layer_params < results["params"]["predecessor_layers"]
