@@ -228,6 +228,19 @@ def test_a_run_chooses_neurons_by_their_activity_on_its_first_training_rows(base
     assert results["predecessor"]["origin"] == "cache"
 
 
+def test_an_interrupted_run_of_narrower_successors_resumes_to_the_uninterrupted_result(base_overrides, tmp_path):
+    narrower = (f"theseus.successor.intermediate_size={WIDTH}",)  # chosen by activation, the default
+    killed = ["+callbacks.fail._target_=raise_at_step.RaiseAtStep", "+callbacks.fail.step=5"]
+    with pytest.raises(RuntimeError, match="planned failure at step 5"):
+        run(compose_config(*base_overrides, *narrower, *killed))
+    resumed = run(compose_config(*base_overrides, *narrower))
+    assert resumed["resumed_from"] and resumed["steps"] == 6
+    whole = run(compose_config(*base_overrides, *narrower, f"paths.output_dir={tmp_path / 'whole'}"))
+    assert resumed["successor"]["shape"] == whole["successor"]["shape"]
+    after_resume, uninterrupted = (load_successor(r["successor_dir"]).state_dict() for r in (resumed, whole))
+    assert all(torch.equal(after_resume[name], uninterrupted[name]) for name in uninterrupted)
+
+
 def test_a_run_with_a_custom_factory_ships_a_pickled_successor(base_overrides, tmp_path):
     target = "theseus.successor._target_=theseus_pl.successors.feed_forward_block"
     results = run(compose_config(*base_overrides, target))
