@@ -28,8 +28,8 @@ T = TypeVar("T")
 
 def content_digest(path: Path) -> str:
     """A file's size and the SHA-256 of its bytes: what a cache key holds of an input file, so that copying,
-    moving or re-extracting the same data or weights (new paths and times) keeps its cache entries. About 1 s
-    for BERT-base's 440 MB."""
+    moving or re-extracting the same data or weights (new paths and times) keeps its cache entries. 0.08 s for
+    MiniLM's 88 MB here."""
     with path.open("rb") as handle:
         return f"{path.stat().st_size}:{hashlib.file_digest(handle, 'sha256').hexdigest()}"
 

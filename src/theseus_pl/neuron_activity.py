@@ -3,7 +3,7 @@
 ``importance=activation`` keeps the neurons whose mean absolute activation on a few training batches, times the
 norm of their outgoing weights, is largest: how far each neuron actually moves the hidden state on the task's
 text, where the magnitude score only bounds it. The activations are read where the family's contracting Linear
-takes them in (a forward hook), over the real tokens of each batch (padding excluded).
+takes them in (a forward pre-hook), over the real tokens of each batch (padding excluded).
 """
 
 from __future__ import annotations

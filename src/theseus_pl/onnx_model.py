@@ -62,7 +62,7 @@ def export_onnx(model: PreTrainedModel, example: Mapping[str, torch.Tensor], pat
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         torch.onnx.export(
-            _LogitsOnly(model.eval(), names).eval(),
+            _LogitsOnly(model, names).eval(),  # eval() reaches the wrapped model too
             tuple(example[name] for name in names),
             str(path),
             input_names=names,

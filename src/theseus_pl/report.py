@@ -191,15 +191,16 @@ def write_shapes(runs: list[dict[str, Any]], output: Path) -> list[Path]:
     rows = shape_rows(runs)
     if not rows:
         return []
-    lines = [["" if v is None else _cell(v) if isinstance(v, float) else str(v) for v in row.values()] for row in rows]
-    return _write_markdown_and_csv(output, "shapes", SHAPE_COLUMNS, lines)
+    return _write_markdown_and_csv(output, "shapes", SHAPE_COLUMNS, [_cells(row) for row in rows])
 
 
 def write_runs(runs: list[dict[str, Any]], output: Path) -> list[Path]:
-    lines = [
-        [_cell(v) if v is None or isinstance(v, float) else str(v) for v in row.values()] for row in run_rows(runs)
-    ]
-    return _write_markdown_and_csv(output, "runs", RUN_COLUMNS, lines)
+    return _write_markdown_and_csv(output, "runs", RUN_COLUMNS, [_cells(row) for row in run_rows(runs)])
+
+
+def _cells(row: dict[str, Any]) -> list[str]:
+    """A row's values as table cells: numbers to two decimals, None empty, anything else as text."""
+    return [_cell(v) if v is None or isinstance(v, float) else str(v) for v in row.values()]
 
 
 def _cell(value: float | None) -> str:
