@@ -22,6 +22,7 @@ from theseus_pl.baselines import DistillationModule, add_layerdrop, remove_layer
 from theseus_pl.callbacks import replacement_callbacks
 from theseus_pl.data.tasks import TaskSpec
 from theseus_pl.encoder_layers import find_layer_stack
+from theseus_pl.hidden_basis import principal_projection
 from theseus_pl.metrics import TaskMetrics
 from theseus_pl.module import FineTuningModule, TheseusModule
 from theseus_pl.neuron_activity import neuron_activity
@@ -53,9 +54,9 @@ def successor_factory(
     layers_path: str | None = None,
 ) -> SuccessorFactory:
     """``theseus.successor`` as the factory it names (``_target_``, default the copied layer) with its other keys
-    bound: Hydra's partial instantiation, so a researcher's factory is configured like any Hydra object. With
-    ``importance: activation`` it is also given ``activity``, measured on ``predecessor`` over the ``calibration``
-    batches."""
+    bound: Hydra's partial instantiation, so a researcher's factory is configured like any Hydra object. What needs
+    the predecessor's response to the ``calibration`` batches is measured here and bound too: ``activity`` for
+    ``importance: activation`` (with ``intermediate_size``), and the shared ``projection`` for ``hidden_size``."""
     settings = {"_target_": "theseus_pl.successors.copied_layer", **settings}
     try:
         factory = instantiate(settings, _partial_=True)
@@ -63,11 +64,21 @@ def successor_factory(
         raise ValueError(
             f"theseus.successor._target_={settings['_target_']!r} cannot be used as a successor factory: {error}"
         ) from error
-    if settings.get("importance") != Importance.ACTIVATION.value or settings.get("intermediate_size") is None:
+    by_activity = settings.get("importance") == Importance.ACTIVATION.value and settings.get("intermediate_size")
+    hidden_size = settings.get("hidden_size")
+    if not by_activity and hidden_size is None:
         return factory
     if predecessor is None or calibration is None:
-        raise ValueError("theseus.successor.importance=activation needs training batches to measure on.")
-    return functools.partial(factory, activity=neuron_activity(predecessor, calibration(), layers_path))
+        raise ValueError(
+            "theseus.successor.importance=activation and theseus.successor.hidden_size need training batches to "
+            "measure the predecessor on."
+        )
+    batches, measured = calibration(), {}
+    if by_activity:
+        measured["activity"] = neuron_activity(predecessor, batches, layers_path)
+    if hidden_size is not None:
+        measured["projection"] = principal_projection(predecessor, batches, hidden_size, layers_path)
+    return functools.partial(factory, **measured)
 
 
 def build_method(

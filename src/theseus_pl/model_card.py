@@ -136,11 +136,13 @@ of the dev split ({", ".join(data["eval_splits"])}).
 
 
 def _how_to_use(results: dict[str, Any]) -> str:
-    """transformers' pipeline for a plain checkpoint; theseus_pl's loader for a custom factory's pickled modules."""
+    """transformers' pipeline for a plain checkpoint; theseus_pl's loader for pickled successor modules."""
     if results["successor"].get("format") == "pickled module":
         return f"""
-The successor modules come from a custom factory, which no transformers config describes: the model is pickled
-whole in `successor.pt`, and loading it needs theseus_pl and the factory's module importable.
+No transformers config describes these successor modules (a custom factory's modules, or layers narrower than the
+embeddings with learned projections between): the model is pickled whole in `successor.pt`, and loading it needs
+theseus_pl and the factory's module importable; its ONNX export (`deploy.onnx=true`, or `python -m
+theseus_pl.deploy`) needs neither.
 
 ```python
 from theseus_pl.successor_io import load_successor

@@ -282,6 +282,7 @@ def _settings(cfg: DictConfig) -> dict[str, Any]:
         "theseus.successor._target_": cfg.theseus.successor._target_,
         "theseus.successor.intermediate_size": cfg.theseus.successor.intermediate_size,
         "theseus.successor.importance": cfg.theseus.successor.get("importance"),
+        "theseus.successor.hidden_size": cfg.theseus.successor.get("hidden_size"),
         "theseus.finetune_shared": cfg.theseus.finetune_shared,
         "theseus.lr_schedule": cfg.theseus.lr_schedule,
         "ablation": cfg.get("ablation"),
@@ -313,7 +314,7 @@ def _data_facts(cfg: DictConfig, datamodule: GlueDataModule) -> dict[str, Any]:
     }
 
 
-CALIBRATION_ROWS = 128  # the training rows successors chosen by their activations are measured on
+CALIBRATION_ROWS = 128  # the training rows successors are measured on: activation importance, hidden-width PCA
 
 
 def calibration_batches(datamodule: GlueDataModule) -> list[dict[str, torch.Tensor]]:

@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 from transformers import AutoConfig, PretrainedConfig
 
 from theseus_pl.data.datamodule import GlueDataModule, sample_rows
+from theseus_pl.narrow_width import hidden_size_problem
 from theseus_pl.predecessor import check_fits_task
 from theseus_pl.preflight import resource_problems
 from theseus_pl.schedules import build_schedule
@@ -71,14 +72,28 @@ def model_fit_problems(cfg: DictConfig, model: str, datamodule: GlueDataModule) 
 
 
 def successor_problems(cfg: DictConfig, config: PretrainedConfig) -> list[str]:
-    """A narrower feed-forward width against the predecessor's, for a family whose layout is known; the baselines
-    build their students by truncation and take no successor settings."""
-    width = cfg.theseus.successor.get("intermediate_size")
-    if width is None:
-        return []
+    """Narrower feed-forward and hidden widths against the predecessor's, for a family whose layout is known; the
+    baselines build their students by truncation and take no successor settings."""
+    widths = {
+        name: cfg.theseus.successor.get(name)
+        for name in ("intermediate_size", "hidden_size")
+        if cfg.theseus.successor.get(name) is not None
+    }
     if cfg.method.name != "theseus":
-        return [f"theseus.successor.intermediate_size={width} shapes Theseus successors; method={cfg.method.name} "
-                "builds its student from whole predecessor layers (depth only). Leave it null."]  # fmt: skip
+        return [
+            f"theseus.successor.{name}={width} shapes Theseus successors; method={cfg.method.name} builds its "
+            "student from whole predecessor layers (depth only). Leave it null."
+            for name, width in widths.items()
+        ]
+    problems = []
+    if "intermediate_size" in widths:
+        problems += _feed_forward_problems(config, widths["intermediate_size"])
+    if "hidden_size" in widths:
+        problems += [problem for problem in [hidden_size_problem(config, widths["hidden_size"])] if problem]
+    return problems
+
+
+def _feed_forward_problems(config: PretrainedConfig, width: int) -> list[str]:
     try:
         layout = feed_forward_of(config)
     except ValueError as error:

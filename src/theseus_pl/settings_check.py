@@ -68,6 +68,8 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "theseus.successor._target_": (importable, "the dotted path of an importable successor factory"),
     "theseus.successor.intermediate_size": (optional_positive_int, "null (the predecessor's) or a whole number of "
                                             "feed-forward neurons, at least 1"),
+    "theseus.successor.hidden_size": (optional_positive_int, "null (the predecessor's) or a whole number of "
+                                      "hidden dimensions, at least 1"),
     "theseus.successor.importance": (lambda v: v in {i.value for i in Importance},
                                      "one of " + ", ".join(i.value for i in Importance)),
     "optimizer.lr": (positive_number, "a number above 0, e.g. 2e-5"),

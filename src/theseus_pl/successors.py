@@ -20,6 +20,8 @@ import torch
 from torch import nn
 from transformers import PretrainedConfig
 
+from theseus_pl.narrow_width import NarrowWidthSuccessor, WidthProjection, narrow_width_layer
+
 
 @dataclass(frozen=True)
 class FeedForward:
@@ -63,11 +65,12 @@ def feed_forward_of(config: PretrainedConfig) -> FeedForward:
 
 
 def shape_of(config: PretrainedConfig) -> dict[str, int | None]:
-    """A model's depth and widths, as ``results.json`` reports them (None where the family has no such width)."""
+    """A model's depth and widths, as ``results.json`` reports them (None where the family has no such width); the
+    hidden size is the layers' (``narrow_hidden_size`` where successors run narrower than the embeddings)."""
     layout = FEED_FORWARDS.get(config.model_type)
     return {
         "layers": config.num_hidden_layers,
-        "hidden_size": getattr(config, "hidden_size", None),
+        "hidden_size": getattr(config, "narrow_hidden_size", None) or getattr(config, "hidden_size", None),
         "intermediate_size": getattr(config, layout.width if layout else "intermediate_size", None),
     }
 
@@ -135,17 +138,34 @@ def narrow_feed_forward(
     neurons' outgoing weights set to zero.
     """
     layout = feed_forward_of(config)
+    keep = kept_neurons_of(layer, config, width, importance, seed, activity)
+    expand, contract = layer.get_submodule(layout.expand), layer.get_submodule(layout.contract)
+    layer.set_submodule(layout.expand, _kept_linear(expand, keep, 0))
+    layer.set_submodule(layout.contract, _kept_linear(contract, keep, 1))
+    return layer
+
+
+def kept_neurons_of(
+    layer: nn.Module,
+    config: PretrainedConfig,
+    width: int | None,
+    importance: Importance | str,
+    seed: int = 0,
+    activity: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The feed-forward neurons of ``layer`` a successor keeps: ``width`` of them by ``importance``, or all of
+    them when ``width`` is None; a ValueError for a width not below the predecessor's."""
+    layout = feed_forward_of(config)
     full = getattr(config, layout.width)
+    expand, contract = layer.get_submodule(layout.expand), layer.get_submodule(layout.contract)
+    if width is None:
+        return torch.arange(full, device=expand.weight.device)
     if not 1 <= width < full:
         raise ValueError(
             f"theseus.successor.intermediate_size={width} must be at least 1 and below the predecessor's "
             f"feed-forward width, {full}."
         )
-    expand, contract = layer.get_submodule(layout.expand), layer.get_submodule(layout.contract)
-    keep = kept_neurons(expand, contract, width, importance, seed, activity)
-    layer.set_submodule(layout.expand, _kept_linear(expand, keep, 0))
-    layer.set_submodule(layout.contract, _kept_linear(contract, keep, 1))
-    return layer
+    return kept_neurons(expand, contract, width, importance, seed, activity)
 
 
 def copied_layer(
@@ -156,15 +176,27 @@ def copied_layer(
     importance: Importance | str = Importance.MAGNITUDE,
     seed: int = 0,
     activity: Mapping[nn.Module, torch.Tensor] | None = None,
+    hidden_size: int | None = None,
+    projection: WidthProjection | None = None,
 ) -> nn.Module:
     """The paper's successor: a copy of the source layer; with ``intermediate_size``, keeping only that many of
     its feed-forward neurons, the most important by ``importance``. ``activity`` maps each predecessor layer to
-    its neurons' measured activity (``importance=activation``; the run measures it)."""
-    layer = copy.deepcopy(source)
-    if intermediate_size is None:
-        return layer
-    measured = activity[source] if activity is not None else None
-    return narrow_feed_forward(layer, config, intermediate_size, importance, seed, measured)
+    its neurons' measured activity (``importance=activation``; the run measures it). With ``hidden_size``, the
+    layer runs at that width between the shared ``projection`` (``narrow_width``; the run builds it by PCA)."""
+    measured = activity[source] if activity is not None and intermediate_size is not None else None
+    if hidden_size is None:
+        layer = copy.deepcopy(source)
+        if intermediate_size is None:
+            return layer
+        return narrow_feed_forward(layer, config, intermediate_size, importance, seed, measured)
+    if projection is None or projection.width != hidden_size:
+        raise ValueError(
+            f"theseus.successor.hidden_size={hidden_size} needs the projections of that width its successors share, "
+            "started from the predecessor's hidden states (hidden_basis.principal_projection; a run builds them)."
+        )
+    keep = kept_neurons_of(source, config, intermediate_size, importance, seed, measured)
+    layer = narrow_width_layer(source, config, projection, feed_forward_of(config), keep)
+    return NarrowWidthSuccessor(layer, projection)
 
 
 class FeedForwardBlock(nn.Module):
@@ -195,6 +227,10 @@ def feed_forward_block(
         raise ValueError(
             "feed_forward_block knows the BERT-like layer layout (intermediate.dense, output.dense, output.LayerNorm), "
             f"not model type {config.model_type!r}."
+        )
+    if settings.get("hidden_size") is not None:
+        raise ValueError(
+            "feed_forward_block runs at the predecessor's hidden width: leave theseus.successor.hidden_size null."
         )
     layer = copied_layer(module_layers, source, config, **settings)
     return FeedForwardBlock(

@@ -20,6 +20,7 @@ from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from theseus_pl.encoder_layers import find_layer_stack
+from theseus_pl.narrow_width import NarrowWidthSuccessor
 from theseus_pl.successor_io import save_successor
 from theseus_pl.successors import FEED_FORWARDS, copied_layer
 
@@ -137,7 +138,9 @@ class TheseusModel(nn.Module):
         return len(self.module_ranges)
 
     def successor_parameters(self) -> list[nn.Parameter]:
-        return [p for block in self.blocks for p in block.successor.parameters()]
+        """Each trainable successor parameter once, though narrow-width successors share their projections."""
+        unique = {id(p): p for block in self.blocks for p in block.successor.parameters()}
+        return list(unique.values())
 
     def shared_parameters(self) -> list[nn.Parameter]:
         """What the successor shares with the predecessor: everything outside the layer stack (embeddings,
@@ -162,8 +165,12 @@ class TheseusModel(nn.Module):
                 f"The gate has {len(gate)} entries but the model has {self.num_modules} modules; "
                 "give one bool per module (True = successor)."
             )
-        for block, use_successor in zip(self.blocks, gate, strict=True):
-            block.use_successor = bool(use_successor)
+        gate = [bool(use_successor) for use_successor in gate]
+        for index, block in enumerate(self.blocks):
+            block.use_successor = gate[index]
+            if isinstance(block.successor, NarrowWidthSuccessor):  # where a run of successors begins and ends
+                block.successor.enters = index == 0 or not gate[index - 1]
+                block.successor.leaves = index == len(gate) - 1 or not gate[index + 1]
 
     def forward(self, gate: Sequence[bool] | torch.Tensor | None = None, **inputs: Any) -> Any:
         """Run the wrapped model with ``gate`` (None: every module uses its successor, as at inference)."""
@@ -187,16 +194,27 @@ class TheseusModel(nn.Module):
                 )
 
     def compact_config(self) -> PretrainedConfig:
-        """The predecessor's config describing the all-successor model: ``n`` layers, and the successors'
-        feed-forward width when they are narrower than the predecessor's layers."""
+        """The predecessor's config describing the all-successor model (see :meth:`_compact_shape`)."""
         config = copy.deepcopy(self.model.config)
-        config.num_hidden_layers = self.num_modules
-        layout = FEED_FORWARDS.get(config.model_type)
-        if layout is not None:
-            widths = {_linear_width(block.successor, layout.expand) for block in self.blocks}
-            if len(widths) == 1 and None not in widths:
-                setattr(config, layout.width, widths.pop())
+        for name, value in self._compact_shape().items():
+            setattr(config, name, value)
         return config
+
+    def _compact_shape(self) -> dict[str, int]:
+        """The config values the all-successor model changes: ``n`` layers; the successors' feed-forward width when
+        they are narrower than the predecessor's; and for narrow-width successors ``narrow_hidden_size``, the
+        width their layers run at (``hidden_size`` stays the embeddings' and the task head's)."""
+        shape = {"num_hidden_layers": self.num_modules}
+        successors = [block.successor for block in self.blocks]
+        layers = [s.layer if isinstance(s, NarrowWidthSuccessor) else s for s in successors]
+        layout = FEED_FORWARDS.get(self.model.config.model_type)
+        if layout is not None:
+            widths = {_linear_width(layer, layout.expand) for layer in layers}
+            if len(widths) == 1 and None not in widths:
+                shape[layout.width] = widths.pop()
+        if isinstance(successors[0], NarrowWidthSuccessor):
+            shape["narrow_hidden_size"] = successors[0].projection.width
+        return shape
 
     def to_compact_model(self) -> PreTrainedModel:
         """The successor alone: embeddings, the ``n`` successor modules and the head, as a model of the
@@ -213,7 +231,9 @@ class TheseusModel(nn.Module):
         return self._compact_with_own_modules()
 
     def _compact_with_own_modules(self) -> PreTrainedModel:
-        """A copy of the model with the successor modules as its layer list (the predecessor layers not copied)."""
+        """A copy of the model with the successor modules as its layer list (the predecessor layers not copied), in
+        their all-successor state (narrow-width successors: only the first projects down, only the last up)."""
+        self.set_gate(None)
         stack = find_layer_stack(self.model, self.layers_path)
         blocks = stack.layers
         setattr(stack.parent, stack.attribute, nn.ModuleList(block.successor for block in blocks))
@@ -221,7 +241,8 @@ class TheseusModel(nn.Module):
             compact = copy.deepcopy(self.model)
         finally:
             setattr(stack.parent, stack.attribute, blocks)
-        compact.config.num_hidden_layers = self.num_modules
+        for name, value in self._compact_shape().items():
+            setattr(compact.config, name, value)
         for parameter in compact.parameters():
             parameter.grad = None  # a copy for inference: no training state travels with it
         return compact.requires_grad_(True).eval()
@@ -255,8 +276,13 @@ def _linear_width(module: nn.Module, path: str) -> int | None:
 
 
 def check_successors_fit(theseus: TheseusModel, factory: str) -> None:
-    """Run the all-successor model once on four tokens: a successor module that fails, or returns hidden states of
-    another shape than it was given, is named with the factory now, before any training."""
+    """Run the model on four tokens, before any training, so that a successor module that fails, or returns hidden
+    states of another shape than it was given, is named with the factory now.
+
+    Shapes are compared with every other module replaced, then the others: each successor then starts and ends its
+    own run of successors, where it must return its input's shape (a narrow-width successor projects down and up).
+    A last pass runs all successors together.
+    """
     shapes: dict[int, tuple[torch.Size, torch.Size]] = {}
 
     def record(index: int) -> Callable[..., None]:
@@ -268,17 +294,23 @@ def check_successors_fit(theseus: TheseusModel, factory: str) -> None:
         return hook
 
     blocks = theseus.blocks
-    hooks = [block.successor.register_forward_hook(record(i), with_kwargs=True) for i, block in enumerate(blocks)]
     config = theseus.model.config
     input_ids = torch.arange(4, device=next(theseus.parameters()).device)[None] % config.vocab_size
+    inputs = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
+    alternate = [i % 2 == 0 for i in range(len(blocks))]
     training, error = theseus.training, None
+    hooks = [block.successor.register_forward_hook(record(i), with_kwargs=True) for i, block in enumerate(blocks)]
     try:
         with torch.no_grad():
-            inputs = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
-            theseus.eval()(**inputs, output_hidden_states=False, output_attentions=False)
+            for gate in (alternate, [not g for g in alternate], None):
+                if gate is None:
+                    for hook in hooks:
+                        hook.remove()
+                theseus.eval()(gate, **inputs, output_hidden_states=False, output_attentions=False)
     except Exception as caught:  # whatever the factory's modules raise inside the model
         error = caught
     finally:
+        theseus.set_gate(None)
         theseus.train(training)
         for hook in hooks:
             hook.remove()
