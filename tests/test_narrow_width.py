@@ -14,6 +14,7 @@ from theseus_pl.hidden_basis import principal_projection
 from theseus_pl.methods import successor_factory
 from theseus_pl.narrow_width import ATTENTION_LAYOUTS, NarrowWidthSuccessor
 from theseus_pl.pipeline import run
+from theseus_pl.preflight import resource_problems
 from theseus_pl.run_checks import RunRefused
 from theseus_pl.settings_check import setting_problems
 from theseus_pl.successor_io import PICKLED, load_successor
@@ -166,11 +167,17 @@ def test_training_narrow_successors_leaves_every_frozen_parameter_bit_identical_
     assert any("projection.down" in name for name, _ in theseus.named_parameters())
 
 
-def test_a_narrow_width_successor_deploys_to_onnx(tmp_path, tiny_tokenizer, glue_dir):
-    folder = narrow_theseus(tiny_model("bert", num_labels=2), 2).export(tmp_path / "successor", tiny_tokenizer)
-    settings = DeploySettings(batch_sizes=(1,), repeats=1, sequence_length=12, quantize=None)
-    block = deploy_model(folder, settings, task="RTE", glue_dir=str(glue_dir))
+def test_a_narrow_width_successor_deploys_to_onnx_and_int8_beside_its_predecessor(tmp_path, tiny_tokenizer, glue_dir):
+    model = tiny_model("bert", num_labels=2)
+    model.save_pretrained(tmp_path / "predecessor")
+    folder = narrow_theseus(model, 2).export(tmp_path / "successor", tiny_tokenizer)
+    settings = DeploySettings(batch_sizes=(1,), repeats=1, sequence_length=12, quantize="int8")
+    block = deploy_model(folder, settings, task="RTE", glue_dir=str(glue_dir), predecessor_dir=tmp_path / "predecessor")
     assert (folder / block["onnx"]).is_file() and block["max_abs_diff"] <= block["tolerance"]
+    assert (folder / block["onnx_int8"]).is_file()
+    sizes = block["size_mb"]
+    assert sizes["pytorch_successor"] == pytest.approx((folder / PICKLED).stat().st_size / 1e6)
+    assert block["smaller_than_predecessor"]["pytorch_successor"] > 1
 
 
 @pytest.mark.parametrize(
@@ -246,3 +253,10 @@ def test_a_hidden_size_below_one_is_named(value):
 def test_hidden_sizes_that_do_not_fit_the_model_refuse_the_run_before_training(base_overrides, overrides, message):
     with pytest.raises(RunRefused, match=message):
         run(compose_config(*base_overrides, *overrides))
+
+
+def test_transfer_from_a_pickled_successor_is_refused_before_anything_loads(tiny_base, glue_dir, tmp_path):
+    folder = narrow_theseus(predecessor(), 2).export(tmp_path / "narrow")
+    overrides = tiny_run_overrides(tiny_base, glue_dir, tmp_path)
+    (problem,) = resource_problems(compose_config(*overrides, "method=transfer", f"method.successor={folder}"))
+    assert problem.startswith(f"method.successor='{folder}': a pickled successor")

@@ -45,7 +45,7 @@ from theseus_pl.onnx_model import (
     session_logits,
 )
 from theseus_pl.outputs import write_results
-from theseus_pl.successor_io import load_successor
+from theseus_pl.successor_io import PICKLED, load_successor
 
 log = logging.getLogger(__name__)
 
@@ -270,7 +270,8 @@ def _times_over_predecessor(values: Mapping[str, float]) -> dict[str, float] | N
 
 
 def _sizes_mb(successor_dir: Path, predecessor_dir: Path | None, files: Mapping[str, Path]) -> dict[str, float]:
-    """Megabytes on disk: the checkpoints' weights (safetensors) and each ONNX file."""
+    """Megabytes on disk: the checkpoints' weights (safetensors, or a pickled successor's module) and each ONNX
+    file."""
     sizes = {"pytorch_successor": _weights_mb(successor_dir)}
     if predecessor_dir is not None and any(Path(predecessor_dir).glob("*.safetensors")):
         sizes = {"pytorch_predecessor": _weights_mb(Path(predecessor_dir)), **sizes}
@@ -279,7 +280,8 @@ def _sizes_mb(successor_dir: Path, predecessor_dir: Path | None, files: Mapping[
 
 
 def _weights_mb(directory: Path) -> float:
-    return sum(path.stat().st_size for path in directory.glob("*.safetensors")) / 1e6
+    weights = [*directory.glob("*.safetensors"), *directory.glob(PICKLED)]
+    return sum(path.stat().st_size for path in weights) / 1e6
 
 
 def _versions() -> dict[str, str]:

