@@ -221,6 +221,7 @@ def test_a_run_with_narrow_width_successors_ships_them_pickled_and_reports_their
     assert results["params"]["successor_layers"] < results["params"]["predecessor_layers"] / 2
     card = (tmp_path / "run" / "successor" / "README.md").read_text()
     assert "| hidden size | 32 | 16 |" in card and "load_successor" in card
+    assert "compressed from 4 to 2 layers (hidden size 32 to 16)" in " ".join(card.split())
 
 
 def test_an_interrupted_run_of_narrow_width_successors_resumes_to_the_uninterrupted_result(base_overrides, tmp_path):

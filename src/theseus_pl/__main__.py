@@ -18,6 +18,7 @@ register_resolvers()
 @hydra.main(version_base="1.3", config_path="pkg://theseus_pl.conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
     """Print the composed config, run the pipeline, print the headline; the return value serves sweepers."""
+    from theseus_pl.model_card import widths_clause
     from theseus_pl.pipeline import run  # torch, Lightning, transformers: not needed to refuse a bad command line
     from theseus_pl.quiet import install_filters
 
@@ -29,9 +30,10 @@ def main(cfg: DictConfig) -> float | None:
     retained = "n/a" if results["retained"] is None else f"{100 * results['retained']:.1f}%"
     speedup = "n/a" if results["speedup"] is None else f"{results['speedup']:.2f}x"
     log.info(
-        "%s: predecessor %.2f, successor %.2f (%s retained), %d -> %d layers, %s faster; results in %s",
+        "%s: predecessor %.2f, successor %.2f (%s retained), %d -> %d layers%s, %s faster; results in %s",
         results["task"], results["predecessor"]["score"], results["successor"]["score"], retained,
-        results["layers"]["predecessor"], results["layers"]["successor"], speedup, cfg.paths.output_dir,
+        results["layers"]["predecessor"], results["layers"]["successor"], widths_clause(results), speedup,
+        cfg.paths.output_dir,
     )  # fmt: skip
     for step, error in results["failed_steps"].items():
         log.warning("Step %r did not complete: %s", step, error)

@@ -85,16 +85,26 @@ def _dataset_title(results: dict[str, Any]) -> str:
     return f"GLUE {results['task']}" if results["data"]["dataset"] == "nyu-mll/glue" else results["task"]
 
 
-def _width_rows(predecessor: dict[str, Any] | None, successor: dict[str, Any] | None) -> str:
-    """Table rows for the widths a successor changed (none for the paper's depth-only successors)."""
+WIDTH_NAMES = {"hidden_size": "hidden size", "intermediate_size": "feed-forward width"}
+
+
+def changed_widths(results: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(name, predecessor's, successor's) for each width the successor changed; none for the paper's depth-only
+    successors, or results written before successors had shapes."""
+    predecessor, successor = results["predecessor"].get("shape"), results["successor"].get("shape")
     if not predecessor or not successor:
-        return ""
-    names = {"hidden_size": "hidden size", "intermediate_size": "feed-forward width"}
-    return "".join(
-        f"| {label} | {predecessor[key]} | {successor[key]} |\n"
-        for key, label in names.items()
+        return []
+    return [
+        (name, predecessor[key], successor[key])
+        for key, name in WIDTH_NAMES.items()
         if predecessor.get(key) != successor.get(key)
-    )
+    ]
+
+
+def widths_clause(results: dict[str, Any]) -> str:
+    """`` (hidden size 384 to 192, ...)`` after a depth, or nothing when no width changed."""
+    changes = ", ".join(f"{name} {before} to {after}" for name, before, after in changed_widths(results))
+    return f" ({changes})" if changes else ""
 
 
 def _body(results: dict[str, Any]) -> str:
@@ -103,11 +113,13 @@ def _body(results: dict[str, Any]) -> str:
         f"| {name} | {_number(predecessor['metrics'].get(name), 4)} | {_number(successor['metrics'].get(name), 4)} |"
         for name in successor["metrics"]
     )
-    widths = _width_rows(predecessor.get("shape"), successor.get("shape"))
+    widths = "".join(f"| {name} | {before} | {after} |\n" for name, before, after in changed_widths(results))
+    layers = results["layers"]
+    shape = f"from {layers['predecessor']} to {layers['successor']} layers{widths_clause(results)}"
     return f"""# {results["task"]}: a {results["layers"]["successor"]}-layer successor compressed with theseus_pl
 
-{_origin(results)} It was compressed from {results["layers"]["predecessor"]} to {results["layers"]["successor"]}
-layers with theseus_pl's `{results["method"]}` method{_schedule(results)}, {results["steps"]} training steps.
+{_origin(results)} It was compressed {shape}
+with theseus_pl's `{results["method"]}` method{_schedule(results)}, {results["steps"]} training steps.
 `theseus_*` methods are progressive module replacing (BERT-of-Theseus, Xu et al., EMNLP 2020): each group of
 predecessor layers is replaced by one successor layer with a probability that rises during training, until the
 successor alone remains.
