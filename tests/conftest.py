@@ -88,6 +88,20 @@ def tiny_model(family: str = "bert", seed: int = 0, **overrides: object) -> PreT
     return AutoModelForSequenceClassification.from_config(config)
 
 
+def assert_training_moves_only_successors(theseus: torch.nn.Module, trainable: list[torch.nn.Parameter]) -> None:
+    """Train ``trainable`` through three gates, with weight decay (which would move any frozen parameter the
+    optimizer held), and check that exactly the successor parameters changed, each to other values."""
+    before = {name: p.detach().clone() for name, p in theseus.named_parameters()}
+    optimizer = torch.optim.AdamW(trainable, lr=1e-2, weight_decay=0.1)
+    batch = tiny_inputs() | {"labels": torch.tensor([0, 2, 1])}
+    for gate in ([True, False], [False, True], [True, True]):
+        theseus(gate, **batch).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    for name, parameter in theseus.named_parameters():
+        assert torch.equal(parameter, before[name]) == (".successor." not in name), name
+
+
 def tiny_inputs(batch_size: int = 3, length: int = 10, seed: int = 1) -> dict[str, torch.Tensor]:
     """Token ids with a padded tail in the last row, so masks matter."""
     generator = torch.Generator().manual_seed(seed)

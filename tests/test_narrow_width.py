@@ -5,12 +5,19 @@ import functools
 
 import pytest
 import torch
-from conftest import FAMILY_CONFIGS, compose_config, tiny_inputs, tiny_model, tiny_run_overrides
+from conftest import (
+    FAMILY_CONFIGS,
+    assert_training_moves_only_successors,
+    compose_config,
+    tiny_inputs,
+    tiny_model,
+    tiny_run_overrides,
+)
 from transformers import AutoModelForSequenceClassification, XLMRobertaConfig
 
 from theseus_pl.deploy import DeploySettings, deploy_model
 from theseus_pl.encoder_layers import find_layer_stack
-from theseus_pl.hidden_basis import principal_projection
+from theseus_pl.hidden_basis import narrow_start, principal_projection
 from theseus_pl.methods import successor_factory
 from theseus_pl.narrow_width import ATTENTION_LAYOUTS, NarrowWidthSuccessor
 from theseus_pl.pipeline import run
@@ -117,8 +124,9 @@ def test_the_projections_start_as_the_principal_directions_of_the_predecessors_h
 def test_a_narrow_layer_reads_and_writes_the_hidden_state_through_the_projections(narrowable):
     model = predecessor(narrowable)
     source = find_layer_stack(model).layers[0]
-    projection = principal_projection(model, calibration(), HIDDEN)
-    factory = functools.partial(copied_layer, intermediate_size=NEURONS, hidden_size=HIDDEN, projection=projection)
+    start = narrow_start(model, calibration(), HIDDEN)
+    projection = start.projection
+    factory = functools.partial(copied_layer, intermediate_size=NEURONS, hidden_size=HIDDEN, narrow_start=start)
     layer = factory([source], source, model.config).layer
     feed_forward = FEED_FORWARDS[narrowable]
     expand, contract = source.get_submodule(feed_forward.expand), source.get_submodule(feed_forward.contract)
@@ -138,8 +146,9 @@ def test_a_narrow_layer_reads_and_writes_the_hidden_state_through_the_projection
 def test_each_head_keeps_its_dimensions_whose_scores_weigh_most():
     model = predecessor()
     source = find_layer_stack(model).layers[0]
-    projection = principal_projection(model, calibration(), HIDDEN)
-    narrow = copied_layer([source], source, model.config, hidden_size=HIDDEN, projection=projection).layer
+    start = narrow_start(model, calibration(), HIDDEN)
+    projection = start.projection
+    narrow = copied_layer([source], source, model.config, hidden_size=HIDDEN, narrow_start=start).layer
     query, key = source.attention.self.query, source.attention.self.key
     score = (query.weight.norm(dim=1) * key.weight.norm(dim=1)).view(4, 8)
     kept = torch.cat([head * 8 + score[head].topk(4).indices.sort().values for head in range(4)])
@@ -152,18 +161,34 @@ def test_each_head_keeps_its_dimensions_whose_scores_weigh_most():
         torch.testing.assert_close(narrow.attention.self.query(z), scaled, atol=1e-5, rtol=1e-5)
 
 
+def test_each_narrow_layernorm_is_the_least_squares_fit_of_its_predecessors_seen_through_the_projection(narrowable):
+    model = predecessor(narrowable)
+    norm = find_layer_stack(model).layers[1].get_submodule(ATTENTION_LAYOUTS[narrowable].output_norm)
+    received = []
+    hook = norm.register_forward_pre_hook(lambda _, args: received.append(args[0]))
+    batches = calibration()
+    with torch.no_grad():
+        for batch in batches:
+            model(**batch)
+    hook.remove()
+    start = narrow_start(model, batches, HIDDEN)
+    weight, bias = start.norms[norm]
+    masks = [batch["attention_mask"].bool() for batch in batches]
+    given = torch.cat([states[mask] for states, mask in zip(received, masks, strict=True)])
+    with torch.no_grad():
+        down = start.projection.down
+        normalised = torch.nn.functional.layer_norm(down(given), (HIDDEN,), eps=norm.eps)
+        residual = normalised * weight + bias - down(norm(given))
+    # least squares: the residual has no mean and no correlation with the normalised input, coordinate by coordinate
+    torch.testing.assert_close(residual.mean(0), torch.zeros(HIDDEN), atol=1e-4, rtol=0)
+    torch.testing.assert_close((residual * normalised).mean(0), torch.zeros(HIDDEN), atol=1e-4, rtol=0)
+    assert residual.square().mean() < (normalised - down(norm(given))).square().mean()  # better than none
+
+
 def test_training_narrow_successors_leaves_every_frozen_parameter_bit_identical_and_trains_the_projections():
     theseus = narrow_theseus(predecessor(), 2).train()
     assert len(theseus.successor_parameters()) == len({id(p) for p in theseus.successor_parameters()})
-    before = {name: p.detach().clone() for name, p in theseus.named_parameters()}
-    optimizer = torch.optim.AdamW(theseus.successor_parameters(), lr=1e-2, weight_decay=0.1)
-    batch = tiny_inputs() | {"labels": torch.tensor([0, 2, 1])}
-    for gate in ([True, False], [False, True], [True, True]):
-        theseus(gate, **batch).loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-    for name, parameter in theseus.named_parameters():
-        assert torch.equal(parameter, before[name]) == (".successor." not in name), name
+    assert_training_moves_only_successors(theseus, theseus.successor_parameters())
     assert any("projection.down" in name for name, _ in theseus.named_parameters())
 
 
@@ -201,9 +226,9 @@ def test_factories_without_the_projections_refuse_a_hidden_size():
     source = find_layer_stack(model).layers[0]
     with pytest.raises(ValueError, match="hidden_size=16 needs the projections"):
         copied_layer([source], source, model.config, hidden_size=HIDDEN)
-    projection = principal_projection(model, calibration(), HIDDEN)
+    start = narrow_start(model, calibration(), HIDDEN)
     with pytest.raises(ValueError, match="feed_forward_block runs at the predecessor's hidden width"):
-        feed_forward_block([source], source, model.config, hidden_size=HIDDEN, projection=projection)
+        feed_forward_block([source], source, model.config, hidden_size=HIDDEN, narrow_start=start)
 
 
 @pytest.fixture
@@ -222,19 +247,6 @@ def test_a_run_with_narrow_width_successors_ships_them_pickled_and_reports_their
     card = (tmp_path / "run" / "successor" / "README.md").read_text()
     assert "| hidden size | 32 | 16 |" in card and "load_successor" in card
     assert "compressed from 4 to 2 layers (hidden size 32 to 16)" in " ".join(card.split())
-
-
-def test_an_interrupted_run_of_narrow_width_successors_resumes_to_the_uninterrupted_result(base_overrides, tmp_path):
-    narrower = (f"theseus.successor.hidden_size={HIDDEN}",)
-    killed = ["+callbacks.fail._target_=raise_at_step.RaiseAtStep", "+callbacks.fail.step=5"]
-    with pytest.raises(RuntimeError, match="planned failure at step 5"):
-        run(compose_config(*base_overrides, *narrower, *killed))
-    resumed = run(compose_config(*base_overrides, *narrower))
-    assert resumed["resumed_from"] and resumed["steps"] == 6
-    whole = run(compose_config(*base_overrides, *narrower, f"paths.output_dir={tmp_path / 'whole'}"))
-    after_resume, uninterrupted = (load_successor(r["successor_dir"]).state_dict() for r in (resumed, whole))
-    assert after_resume.keys() == uninterrupted.keys()
-    assert all(torch.equal(after_resume[name], uninterrupted[name]) for name in uninterrupted)
 
 
 @pytest.mark.parametrize("value", [0, -16])

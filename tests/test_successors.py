@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from conftest import compose_config, tiny_inputs, tiny_model, tiny_run_overrides
+from conftest import assert_training_moves_only_successors, compose_config, tiny_inputs, tiny_model, tiny_run_overrides
 from transformers import AutoModelForSequenceClassification
 
 from theseus_pl.deploy import DeploySettings, deploy_model
@@ -127,16 +127,7 @@ def test_activation_importance_keeps_the_neurons_that_move_the_hidden_state_most
 
 def test_training_narrower_successors_leaves_every_frozen_parameter_bit_identical():
     theseus = TheseusModel(tiny_model(), 2, factory=narrow()).train()
-    before = {name: p.detach().clone() for name, p in theseus.named_parameters()}
-    trainable = [p for p in theseus.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=1e-2, weight_decay=0.1)  # decay would move any frozen one it held
-    batch = tiny_inputs() | {"labels": torch.tensor([0, 2, 1])}
-    for gate in ([True, False], [False, True], [True, True]):
-        theseus(gate, **batch).loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-    for name, parameter in theseus.named_parameters():
-        assert torch.equal(parameter, before[name]) == (".successor." not in name), name
+    assert_training_moves_only_successors(theseus, [p for p in theseus.parameters() if p.requires_grad])
 
 
 def test_a_custom_factory_runs_trains_and_exports_its_own_modules(tmp_path):
@@ -228,8 +219,13 @@ def test_a_run_chooses_neurons_by_their_activity_on_its_first_training_rows(base
     assert results["predecessor"]["origin"] == "cache"
 
 
-def test_an_interrupted_run_of_narrower_successors_resumes_to_the_uninterrupted_result(base_overrides, tmp_path):
-    narrower = (f"theseus.successor.intermediate_size={WIDTH}",)  # chosen by activation, the default
+@pytest.mark.parametrize(  # feed-forward neurons chosen by activation, the default; a hidden width of 16 of 32
+    "narrower", [f"theseus.successor.intermediate_size={WIDTH}", "theseus.successor.hidden_size=16"]
+)
+def test_an_interrupted_run_of_narrower_successors_resumes_to_the_uninterrupted_result(
+    base_overrides, tmp_path, narrower
+):
+    narrower = (narrower,)
     killed = ["+callbacks.fail._target_=raise_at_step.RaiseAtStep", "+callbacks.fail.step=5"]
     with pytest.raises(RuntimeError, match="planned failure at step 5"):
         run(compose_config(*base_overrides, *narrower, *killed))
@@ -238,6 +234,7 @@ def test_an_interrupted_run_of_narrower_successors_resumes_to_the_uninterrupted_
     whole = run(compose_config(*base_overrides, *narrower, f"paths.output_dir={tmp_path / 'whole'}"))
     assert resumed["successor"]["shape"] == whole["successor"]["shape"]
     after_resume, uninterrupted = (load_successor(r["successor_dir"]).state_dict() for r in (resumed, whole))
+    assert after_resume.keys() == uninterrupted.keys()
     assert all(torch.equal(after_resume[name], uninterrupted[name]) for name in uninterrupted)
 
 

@@ -1,16 +1,18 @@
-"""The principal directions of a predecessor's hidden states: where narrower successors' projections start.
+"""What narrow successors start from, measured on the predecessor: the principal directions of its hidden states
+(the projections) and least-squares fits of its LayerNorms at the narrow width.
 
 The states are read where the layer stack passes them on (every layer's input, and the last layer's output), over
 the real tokens of a few training batches (padding excluded), in eval mode and without gradients: the residual
 stream the narrow successors replace, from the embeddings to the task head. Each state is taken about its own
 mean over its ``H`` coordinates, what the layers' LayerNorms keep (``narrow_width`` says why), and the directions
-are those of the largest mean square: the ``h``-dimensional subspace that loses the least of those states.
+are those of the largest mean square: the ``h``-dimensional subspace that loses the least of those states. A second
+pass over the same batches reads what each LayerNorm receives, to fit its narrow counterpart.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -18,9 +20,22 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from theseus_pl.encoder_layers import find_layer_stack
-from theseus_pl.narrow_width import WidthProjection, check_hidden_size
+from theseus_pl.narrow_width import ATTENTION_LAYOUTS, NarrowStart, WidthProjection, check_hidden_size
+from theseus_pl.real_tokens import RealTokens
 
 log = logging.getLogger(__name__)
+
+
+def narrow_start(
+    model: PreTrainedModel,
+    batches: Sequence[Mapping[str, torch.Tensor]],
+    width: int,
+    layers_path: str | None = None,
+) -> NarrowStart:
+    """The projections to ``width`` (:func:`principal_projection`) and every LayerNorm's narrow fit
+    (:func:`fitted_norms`), measured on ``batches``."""
+    projection = principal_projection(model, batches, width, layers_path)
+    return NarrowStart(projection, fitted_norms(model, batches, projection, layers_path))
 
 
 def principal_projection(
@@ -34,11 +49,11 @@ def principal_projection(
     full = getattr(model.config, check_hidden_size(model.config, width).hidden)
     layers = list(find_layer_stack(model, layers_path).layers)
     total, products, count = torch.zeros(full, dtype=torch.float64), torch.zeros(full, full, dtype=torch.float64), 0
-    mask = torch.ones(0)
+    tokens = RealTokens()
 
     def accumulate(states: torch.Tensor) -> None:
         nonlocal total, products, count
-        real = states[mask.bool()].double().cpu()  # (real tokens, hidden)
+        real = tokens.of(states).double().cpu()  # (real tokens, hidden)
         total += real.sum(dim=0)
         centred = real - real.mean(dim=1, keepdim=True)
         products += centred.T @ centred
@@ -52,18 +67,7 @@ def principal_projection(
 
     hooks = [layer.register_forward_pre_hook(entering, with_kwargs=True) for layer in layers]
     hooks.append(layers[-1].register_forward_hook(leaving))
-    training, device = model.training, next(model.parameters()).device
-    try:
-        model.eval()
-        with torch.no_grad():
-            for batch in batches:
-                inputs = {k: v.to(device) for k, v in batch.items() if k != "labels"}
-                mask = inputs.get("attention_mask", torch.ones_like(inputs["input_ids"]))
-                model(**inputs)
-    finally:
-        model.train(training)
-        for hook in hooks:
-            hook.remove()
+    tokens.run(model, batches, hooks)
     if count <= width:
         raise ValueError(
             f"theseus.successor.hidden_size={width}: its projections start from a PCA of the predecessor's hidden "
@@ -74,6 +78,40 @@ def principal_projection(
         "theseus.successor.hidden_size=%d: the top %d directions hold %.1f%% of the hidden states' mean square "
         "about each token's mean", width, width, 100 * float(energies.flip(0)[:width].sum() / energies.sum()),
     )  # fmt: skip
-    dtype = next(model.parameters()).dtype
+    parameter = next(model.parameters())
     top = directions.flip(1)[:, :width].T.contiguous()
-    return WidthProjection(top.to(dtype), (total / count).to(dtype)).to(device)
+    return WidthProjection(top.to(parameter.dtype), (total / count).to(parameter.dtype)).to(parameter.device)
+
+
+def fitted_norms(
+    model: PreTrainedModel,
+    batches: Iterable[Mapping[str, torch.Tensor]],
+    projection: WidthProjection,
+    layers_path: str | None = None,
+) -> dict[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    """Each LayerNorm of ``model``'s layers mapped to the weight and bias of a narrow LayerNorm that, on the real
+    tokens of ``batches``, best gives ``down`` of its output from ``down`` of its input: per coordinate, the least
+    squares line from the narrow LayerNorm's normalised input to that target."""
+    layout = ATTENTION_LAYOUTS[model.config.model_type]
+    layers = list(find_layer_stack(model, layers_path).layers)
+    norms = [layer.get_submodule(path) for layer in layers for path in (layout.attention_norm, layout.output_norm)]
+    sums = {norm: torch.zeros(4, projection.width, dtype=torch.float64) for norm in norms}  # n, n^2, t, n t
+    tokens = RealTokens()
+
+    def accumulate(norm: nn.LayerNorm, args: tuple[torch.Tensor, ...]) -> None:
+        given = tokens.of(args[0])
+        normalised = nn.functional.layer_norm(projection.down(given), (projection.width,), eps=norm.eps).double()
+        output = nn.functional.layer_norm(given, norm.normalized_shape, norm.weight, norm.bias, norm.eps)  # not norm():
+        target = projection.down(output).double()  # that would call this hook again
+        sums[norm] += torch.stack(
+            [normalised.sum(0), normalised.square().sum(0), target.sum(0), (normalised * target).sum(0)]
+        ).cpu()
+
+    tokens.run(model, batches, [norm.register_forward_pre_hook(accumulate) for norm in norms])
+    fits = {}
+    for norm, (n, nn_, t, nt) in sums.items():
+        n, nn_, t, nt = n / tokens.count, nn_ / tokens.count, t / tokens.count, nt / tokens.count
+        weight = (nt - n * t) / (nn_ - n * n).clamp_min(1e-12)
+        parameter = norm.weight
+        fits[norm] = (weight.to(parameter), (t - weight * n).to(parameter))
+    return fits

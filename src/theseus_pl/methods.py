@@ -22,7 +22,7 @@ from theseus_pl.baselines import DistillationModule, add_layerdrop, remove_layer
 from theseus_pl.callbacks import replacement_callbacks
 from theseus_pl.data.tasks import TaskSpec
 from theseus_pl.encoder_layers import find_layer_stack
-from theseus_pl.hidden_basis import principal_projection
+from theseus_pl.hidden_basis import narrow_start
 from theseus_pl.metrics import TaskMetrics
 from theseus_pl.module import FineTuningModule, TheseusModule
 from theseus_pl.neuron_activity import neuron_activity
@@ -56,7 +56,8 @@ def successor_factory(
     """``theseus.successor`` as the factory it names (``_target_``, default the copied layer) with its other keys
     bound: Hydra's partial instantiation, so a researcher's factory is configured like any Hydra object. What needs
     the predecessor's response to the ``calibration`` batches is measured here and bound too: ``activity`` for
-    ``importance: activation`` (with ``intermediate_size``), and the shared ``projection`` for ``hidden_size``."""
+    ``importance: activation`` (with ``intermediate_size``), and ``narrow_start`` (the shared projections and the
+    fitted LayerNorms) for ``hidden_size``."""
     settings = {"_target_": "theseus_pl.successors.copied_layer", **settings}
     try:
         factory = instantiate(settings, _partial_=True)
@@ -73,11 +74,11 @@ def successor_factory(
             "theseus.successor.importance=activation and theseus.successor.hidden_size need training batches to "
             "measure the predecessor on."
         )
-    batches, measured = calibration(), {}
+    batches, measured = list(calibration()), {}  # measured more than once
     if by_activity:
         measured["activity"] = neuron_activity(predecessor, batches, layers_path)
     if hidden_size is not None:
-        measured["projection"] = principal_projection(predecessor, batches, hidden_size, layers_path)
+        measured["narrow_start"] = narrow_start(predecessor, batches, hidden_size, layers_path)
     return functools.partial(factory, **measured)
 
 

@@ -16,14 +16,12 @@ weight magnitude (queries and keys by the product of their rows' norms, values b
 column's norm), the queries rescaled so that attention scores keep their size.
 
 Why about each token's mean: a LayerNorm subtracts each token's mean and divides by its spread. ``P`` is orthogonal
-to that mean's direction, so ``down`` sees only what the predecessor's LayerNorms keep, and the spread of the ``h``
-coordinates is, up to ``sqrt(H / h)``, the spread of the ``H``. The narrow LayerNorms start as the diagonal of
-``P diag(gamma) P^T`` times ``sqrt(H / h)``, bias ``down(beta)``: still an approximation (the narrow LayerNorm
-takes its mean over other coordinates). On MiniLM-L6 and SST-2 sentences, one narrow layer among whole ones starts
-with a sentence representation (mean of the last states) at cosine 0.89 (h 192) and 0.94 (h 288) to the
-predecessor's, against 0.68 and 0.77 for a plain PCA about the average state and 0.51 and 0.71 for random
-directions. Six narrow layers in a row start far off (0.25 and 0.27; two unrelated sentences: 0.19): training
-learns the rest, the projections being successor parameters trained with the layers.
+to that mean's direction, so ``down`` sees only what the predecessor's LayerNorms keep. A narrow LayerNorm still
+cannot equal ``down`` of the predecessor's (it takes its mean and spread over other coordinates), so its weight and
+bias are fitted, coordinate by coordinate, by least squares: on the calibration tokens, the narrow LayerNorm of
+``down(y)`` against ``down`` of the predecessor's LayerNorm of ``y``, for the inputs ``y`` the predecessor's
+LayerNorm received (``hidden_basis.fitted_norms``). The figures that chose this start are in the README ("Narrower
+hidden width"). Training learns the rest, the projections being successor parameters trained with the layers.
 """
 
 from __future__ import annotations
@@ -105,12 +103,20 @@ def check_hidden_size(config: PretrainedConfig, width: int) -> AttentionLayout:
 
 
 class Basis(NamedTuple):
-    """What a narrow layer is started from: ``down(x) = directions x + down_bias``, ``up(z) = directions^T z +
-    up_bias``."""
+    """What a narrow layer's Linears are started from: ``up(z) = directions^T z + up_bias``, and ``directions``
+    to write into the narrow hidden state."""
 
     directions: torch.Tensor  # (h, H)
     up_bias: torch.Tensor  # (H,)
-    down_bias: torch.Tensor  # (h,)
+
+
+@dataclass(frozen=True)
+class NarrowStart:
+    """What narrow successors start from, measured on the predecessor: the shared projections, and for each of the
+    predecessor's LayerNorms (the module) the narrow LayerNorm's fitted weight and bias."""
+
+    projection: WidthProjection
+    norms: dict[nn.Module, tuple[torch.Tensor, torch.Tensor]]
 
 
 class WidthProjection(nn.Module):
@@ -135,7 +141,7 @@ class WidthProjection(nn.Module):
 
     def basis(self) -> Basis:
         """The maps as they are now, which the narrow layers are started from."""
-        return Basis(self.down.weight.detach(), self.up.bias.detach(), self.down.bias.detach())
+        return Basis(self.down.weight.detach(), self.up.bias.detach())
 
 
 class NarrowWidthSuccessor(nn.Module):
@@ -168,12 +174,13 @@ class NarrowWidthSuccessor(nn.Module):
 def narrow_width_layer(
     source: nn.Module,
     config: PretrainedConfig,
-    projection: WidthProjection,
+    start: NarrowStart,
     feed_forward: FeedForward,
     kept_neurons: torch.Tensor,
 ) -> nn.Module:
-    """A layer of ``source``'s class at ``projection.width``, keeping the feed-forward neurons ``kept_neurons``,
+    """A layer of ``source``'s class at the projections' width, keeping the feed-forward neurons ``kept_neurons``,
     started from ``source`` as the module docstring states."""
+    projection = start.projection
     layout = check_hidden_size(config, projection.width)
     full, heads = getattr(config, layout.hidden), getattr(config, layout.heads)
     narrow_config = copy.deepcopy(config)
@@ -200,7 +207,7 @@ def narrow_width_layer(
         for path, columns in ((layout.output, carried), (feed_forward.contract, kept_neurons)):
             _load(layer.get_submodule(path), *_writing(source.get_submodule(path), columns, basis))
         for path in (layout.attention_norm, layout.output_norm):
-            _load(layer.get_submodule(path), *_norm(source.get_submodule(path), basis))
+            _load(layer.get_submodule(path), *start.norms[source.get_submodule(path)])
     return layer
 
 
@@ -221,13 +228,6 @@ def _writing(linear: nn.Linear, columns: torch.Tensor, basis: Basis) -> tuple[to
     """Weight and bias of ``linear`` reading only ``columns`` and writing through ``P`` (a residual term: the
     residual carries ``down``'s bias already)."""
     return basis.directions @ linear.weight.index_select(1, columns), basis.directions @ linear.bias
-
-
-def _norm(norm: nn.LayerNorm, basis: Basis) -> tuple[torch.Tensor, torch.Tensor]:
-    """The LayerNorm's approximation at the narrow width (module docstring)."""
-    width, full = basis.directions.shape
-    weight = (full / width) ** 0.5 * basis.directions.square() @ norm.weight
-    return weight, basis.directions @ norm.bias + basis.down_bias
 
 
 def _load(module: nn.Module, weight: torch.Tensor, bias: torch.Tensor) -> None:

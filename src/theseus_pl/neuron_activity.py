@@ -16,6 +16,7 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from theseus_pl.encoder_layers import find_layer_stack
+from theseus_pl.real_tokens import RealTokens
 from theseus_pl.successors import feed_forward_of
 
 
@@ -27,32 +28,18 @@ def neuron_activity(
     layout = feed_forward_of(model.config)
     layers = list(find_layer_stack(model, layers_path).layers)
     totals = [torch.zeros(layer.get_submodule(layout.contract).in_features) for layer in layers]
-    mask = torch.ones(0)
+    tokens = RealTokens()
 
     def accumulate(index: int) -> Any:
         def hook(_: nn.Module, args: tuple[torch.Tensor, ...]) -> None:
-            real = args[0][mask.bool()]  # (real tokens, neurons)
-            totals[index] += real.abs().sum(dim=0).float().cpu()
+            totals[index] += tokens.of(args[0]).abs().sum(dim=0).float().cpu()  # over (real tokens, neurons)
 
         return hook
 
     hooks = [
         layer.get_submodule(layout.contract).register_forward_pre_hook(accumulate(i)) for i, layer in enumerate(layers)
     ]
-    tokens, training = 0, model.training
-    device = next(model.parameters()).device
-    try:
-        model.eval()
-        with torch.no_grad():
-            for batch in batches:
-                inputs = {k: v.to(device) for k, v in batch.items() if k != "labels"}
-                mask = inputs.get("attention_mask", torch.ones_like(inputs["input_ids"]))
-                tokens += int(mask.sum())
-                model(**inputs)
-    finally:
-        model.train(training)
-        for hook in hooks:
-            hook.remove()
-    if tokens == 0:
+    tokens.run(model, batches, hooks)
+    if tokens.count == 0:
         raise ValueError("importance=activation needs at least one token of training text to measure activations on.")
-    return {layer: total / tokens for layer, total in zip(layers, totals, strict=True)}
+    return {layer: total / tokens.count for layer, total in zip(layers, totals, strict=True)}

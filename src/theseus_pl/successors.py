@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from transformers import PretrainedConfig
 
-from theseus_pl.narrow_width import NarrowWidthSuccessor, WidthProjection, narrow_width_layer
+from theseus_pl.narrow_width import NarrowStart, NarrowWidthSuccessor, narrow_width_layer
 
 
 @dataclass(frozen=True)
@@ -177,26 +177,27 @@ def copied_layer(
     seed: int = 0,
     activity: Mapping[nn.Module, torch.Tensor] | None = None,
     hidden_size: int | None = None,
-    projection: WidthProjection | None = None,
+    narrow_start: NarrowStart | None = None,
 ) -> nn.Module:
     """The paper's successor: a copy of the source layer; with ``intermediate_size``, keeping only that many of
     its feed-forward neurons, the most important by ``importance``. ``activity`` maps each predecessor layer to
     its neurons' measured activity (``importance=activation``; the run measures it). With ``hidden_size``, the
-    layer runs at that width between the shared ``projection`` (``narrow_width``; the run builds it by PCA)."""
+    layer runs at that width between shared projections, started from ``narrow_start`` (``narrow_width``; the run
+    measures it on the predecessor, ``hidden_basis.narrow_start``)."""
     measured = activity[source] if activity is not None and intermediate_size is not None else None
     if hidden_size is None:
         layer = copy.deepcopy(source)
         if intermediate_size is None:
             return layer
         return narrow_feed_forward(layer, config, intermediate_size, importance, seed, measured)
-    if projection is None or projection.width != hidden_size:
+    if narrow_start is None or narrow_start.projection.width != hidden_size:
         raise ValueError(
             f"theseus.successor.hidden_size={hidden_size} needs the projections of that width its successors share, "
-            "started from the predecessor's hidden states (hidden_basis.principal_projection; a run builds them)."
+            "measured on the predecessor's hidden states (hidden_basis.narrow_start; a run measures them)."
         )
     keep = kept_neurons_of(source, config, intermediate_size, importance, seed, measured)
-    layer = narrow_width_layer(source, config, projection, feed_forward_of(config), keep)
-    return NarrowWidthSuccessor(layer, projection)
+    layer = narrow_width_layer(source, config, narrow_start, feed_forward_of(config), keep)
+    return NarrowWidthSuccessor(layer, narrow_start.projection)
 
 
 class FeedForwardBlock(nn.Module):
