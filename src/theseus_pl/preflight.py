@@ -45,8 +45,8 @@ def resource_problems(cfg: DictConfig) -> list[str]:
                 )
             elif is_pickled(Path(name).expanduser()):
                 problems.append(
-                    f"{what}: a pickled successor (a custom factory's modules, or a narrower hidden width), which "
-                    "is fine-tuned only as the transformers checkpoint it is not. Fix: a successor saved as a plain "
+                    f"{what}: a pickled successor (a custom factory's modules, or a narrower hidden width), not a "
+                    "transformers checkpoint, so it cannot be trained on. Fix: a successor saved as a plain "
                     "checkpoint (copied layers, or a narrower feed-forward network)."
                 )
         else:

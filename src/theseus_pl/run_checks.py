@@ -88,9 +88,8 @@ def successor_problems(cfg: DictConfig, config: PretrainedConfig) -> list[str]:
     problems = []
     if "intermediate_size" in widths:
         problems += _feed_forward_problems(config, widths["intermediate_size"])
-    if "hidden_size" in widths:
-        problems += [problem for problem in [hidden_size_problem(config, widths["hidden_size"])] if problem]
-    return problems
+    hidden = hidden_size_problem(config, widths["hidden_size"]) if "hidden_size" in widths else None
+    return problems + ([hidden] if hidden else [])
 
 
 def _feed_forward_problems(config: PretrainedConfig, width: int) -> list[str]:
