@@ -36,14 +36,14 @@ from torch.utils.data import DataLoader, TensorDataset
 from transformers import AutoConfig, AutoModelForSequenceClassification
 from transformers.utils import logging as hf_logging
 
-from theseus_pl.callbacks import replacement_callbacks
-from theseus_pl.config import package_path
+from theseus_pl.app.config import package_path
+from theseus_pl.core.replacing import TheseusModel
+from theseus_pl.core.schedules import ConstantSchedule
 from theseus_pl.data.datamodule import GlueDataModule
-from theseus_pl.module import FineTuningModule, TheseusModule
-from theseus_pl.optim import adamw_with_linear_schedule
-from theseus_pl.schedules import ConstantSchedule
-from theseus_pl.speed import inference_speedup
-from theseus_pl.theseus import TheseusModel
+from theseus_pl.deployment.speed import inference_speedup
+from theseus_pl.lightning.callbacks import replacement_callbacks
+from theseus_pl.lightning.modules import FineTuningModule, TheseusModule
+from theseus_pl.lightning.optim import adamw_with_linear_schedule
 
 RATES = (0.1, 0.5, 1.0)
 TRAINING_CONFIGS = ("finetune", *(f"{mode}_p{p}" for mode in ("theseus", "reference") for p in RATES))

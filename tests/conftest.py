@@ -28,7 +28,7 @@ from transformers import (
     RobertaConfig,
 )
 
-from theseus_pl.config import register_resolvers
+from theseus_pl.app.config import register_resolvers
 
 register_resolvers()  # the app's ${package_path:...}, ${mul:...} in composed configs
 
@@ -193,6 +193,6 @@ def wandb_online_not_failed_yet(monkeypatch: pytest.MonkeyPatch) -> None:
     Imported here, not at the top: importing Lightning while no handler is on the root logger (when pytest loads
     this file) makes Lightning stop its loggers propagating, which hides their records from ``caplog``.
     """
-    from theseus_pl import loggers
+    from theseus_pl.app.tracking import loggers
 
     monkeypatch.setattr(loggers, "_online_failure", None)

@@ -11,10 +11,10 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 from safetensors.torch import load_file
 
+from theseus_pl.app.pipeline import run, single_module_scores
+from theseus_pl.core.replacing import TheseusModel
+from theseus_pl.core.schedules import build_schedule
 from theseus_pl.data.datamodule import GlueDataModule
-from theseus_pl.pipeline import run, single_module_scores
-from theseus_pl.schedules import build_schedule
-from theseus_pl.theseus import TheseusModel
 
 
 def sweep_config(*overrides):

@@ -15,10 +15,10 @@ from hydra.utils import instantiate
 from sklearn.metrics import accuracy_score
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from theseus_pl.app.pipeline import run
+from theseus_pl.app.run_checks import RunRefused
+from theseus_pl.core.schedules import build_schedule
 from theseus_pl.data.tasks import glue_task
-from theseus_pl.pipeline import run
-from theseus_pl.run_checks import RunRefused
-from theseus_pl.schedules import build_schedule
 
 CONF = Path(__file__).parents[1] / "conf"
 EXPERIMENTS = sorted(path.stem for path in (CONF / "experiment").glob("*.yaml"))

@@ -5,7 +5,7 @@ import json
 import pytest
 from conftest import compose_config
 
-from theseus_pl.pipeline import run
+from theseus_pl.app.pipeline import run
 
 pytestmark = pytest.mark.slow
 

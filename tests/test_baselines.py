@@ -8,9 +8,15 @@ import torch.nn.functional as F
 from conftest import FAMILIES, compose_config, tiny_inputs, tiny_model, tiny_run_overrides
 from transformers import AutoModelForSequenceClassification
 
-from theseus_pl.baselines import DistillationModule, add_layerdrop, distillation_loss, patient_loss, remove_layerdrop
-from theseus_pl.methods import bottom_layers
-from theseus_pl.pipeline import run
+from theseus_pl.app.methods import bottom_layers
+from theseus_pl.app.pipeline import run
+from theseus_pl.lightning.baselines import (
+    DistillationModule,
+    add_layerdrop,
+    distillation_loss,
+    patient_loss,
+    remove_layerdrop,
+)
 
 LABELS = torch.tensor([0, 2, 1])
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from theseus_pl.cache_entry import MANIFEST, load_or_build
+from theseus_pl.data.cache_entry import MANIFEST, load_or_build
 
 
 def build_slowly(folder: Path, log_file: Path, seconds: float) -> None:
@@ -57,7 +57,7 @@ def test_a_damaged_entry_is_reported_by_path_and_rebuilt_once(tmp_path, caplog, 
             raise ValueError("not a number")
         return value
 
-    with caplog.at_level(logging.WARNING, logger="theseus_pl.cache_entry"):
+    with caplog.at_level(logging.WARNING, logger="theseus_pl.data.cache_entry"):
         value, built = load_or_build(
             entry, strict_load, lambda staging: build_slowly(staging, log_file, 0), "test entry"
         )

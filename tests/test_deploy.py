@@ -10,14 +10,16 @@ from huggingface_hub import ModelCard
 from omegaconf import OmegaConf
 from transformers import BertModel
 
-from theseus_pl import deploy as deploy_module
-from theseus_pl import onnx_model
-from theseus_pl.deploy import DeploySettings, deploy_model, main
-from theseus_pl.latency import p50_milliseconds
-from theseus_pl.onnx_model import DeploymentError, export_onnx, inference_session, session_logits
-from theseus_pl.outputs import flat_summary
-from theseus_pl.pipeline import run
-from theseus_pl.settings_check import setting_problems
+from theseus_pl.app.deploy_folder import deploy_model
+from theseus_pl.app.pipeline import run
+from theseus_pl.app.results import flat_summary
+from theseus_pl.app.settings_check import setting_problems
+from theseus_pl.deploy import main
+from theseus_pl.deployment import onnx_export
+from theseus_pl.deployment import stage as deploy_module
+from theseus_pl.deployment.onnx_export import DeploymentError, export_onnx, inference_session, session_logits
+from theseus_pl.deployment.stage import DeploySettings
+from theseus_pl.deployment.timing import p50_milliseconds
 
 QUICK = DeploySettings(batch_sizes=(1, 2), repeats=1, sequence_length=12)
 MODELS = ["pytorch_predecessor", "pytorch_successor", "onnx_fp32", "onnx_int8"]
@@ -152,14 +154,14 @@ def test_a_folder_that_is_not_a_sequence_classifier_is_refused(tmp_path, tiny_to
 
 
 def test_missing_onnxruntime_names_the_extra_before_a_run_starts(monkeypatch):
-    real = onnx_model.importlib.util.find_spec
+    real = onnx_export.importlib.util.find_spec
     monkeypatch.setattr(
-        onnx_model.importlib.util, "find_spec", lambda name: None if name == "onnxruntime" else real(name)
+        onnx_export.importlib.util, "find_spec", lambda name: None if name == "onnxruntime" else real(name)
     )
     with pytest.raises(
         DeploymentError, match=r"needs onnxruntime \(not installed\): pip install 'theseus_pl\[deploy\]'"
     ):
-        onnx_model.require_onnxruntime()
+        onnx_export.require_onnxruntime()
     problems = setting_problems(compose_config("deploy.onnx=true"))
     assert problems == ["deploy: Deployment needs onnxruntime (not installed): pip install 'theseus_pl[deploy]'."]
     assert setting_problems(compose_config()) == []  # not asked for, not needed

@@ -4,8 +4,8 @@ from conftest import FAMILIES, tiny_inputs, tiny_model
 from torch import nn
 from transformers import AutoModelForSequenceClassification, ErnieConfig
 
-from theseus_pl.encoder_layers import KNOWN_LAYER_PATHS, find_layer_stack
-from theseus_pl.theseus import TheseusModel
+from theseus_pl.core.families import KNOWN_LAYER_PATHS, find_layer_stack
+from theseus_pl.core.replacing import TheseusModel
 
 
 def test_every_supported_family_is_known():

@@ -5,9 +5,9 @@ import time
 import pytest
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 
-from theseus_pl import loggers
-from theseus_pl.loggers import build_loggers, wandb_mode
-from theseus_pl.run_identity import RunIdentity
+from theseus_pl.app.tracking import loggers
+from theseus_pl.app.tracking.loggers import build_loggers, wandb_mode
+from theseus_pl.app.tracking.run_identity import RunIdentity
 
 IDENTITY = RunIdentity(name="RTE theseus_curriculum", group=None, job_type="theseus_curriculum", tags=["RTE"])
 

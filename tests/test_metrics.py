@@ -8,7 +8,7 @@ from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from theseus_pl.data.tasks import glue_task
-from theseus_pl.metrics import TaskMetrics
+from theseus_pl.lightning.metrics import TaskMetrics
 
 LABELS = torch.tensor([0, 1, 1, 0, 1, 1, 0, 0, 1, 1])
 PREDICTED = torch.tensor([0, 1, 0, 0, 1, 1, 1, 0, 1, 0])

@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from theseus_pl.config import package_path
-from theseus_pl.theseus import TheseusModel
+from theseus_pl.app.config import package_path
+from theseus_pl.core.replacing import TheseusModel
 
 pytestmark = pytest.mark.slow
 

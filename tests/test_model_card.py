@@ -4,8 +4,8 @@ import pytest
 from conftest import compose_config
 from huggingface_hub import ModelCard
 
-from theseus_pl.model_card import model_card
-from theseus_pl.pipeline import _hub_id
+from theseus_pl.app.model_card import model_card
+from theseus_pl.app.pipeline import _hub_id
 
 
 def results_for(task, metrics, eval_splits=("validation",), labels=("a", "b"), dataset="nyu-mll/glue", **extra):

@@ -7,10 +7,10 @@ import torch
 from conftest import tiny_inputs, tiny_loader, tiny_model
 from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
 
-from theseus_pl.callbacks import PhaseSwitch, ReplacementScheduler, replacement_callbacks
-from theseus_pl.module import FineTuningModule, TheseusModule
-from theseus_pl.schedules import ConstantSchedule, CurriculumSchedule
-from theseus_pl.theseus import TheseusModel
+from theseus_pl.core.replacing import TheseusModel
+from theseus_pl.core.schedules import ConstantSchedule, CurriculumSchedule
+from theseus_pl.lightning.callbacks import PhaseSwitch, ReplacementScheduler, replacement_callbacks
+from theseus_pl.lightning.modules import FineTuningModule, TheseusModule
 
 
 def make_trainer(tmp_path, max_steps, callbacks=(), **overrides):

@@ -15,18 +15,19 @@ from conftest import (
 )
 from transformers import AutoModelForSequenceClassification, XLMRobertaConfig
 
-from theseus_pl.deploy import DeploySettings, deploy_model
-from theseus_pl.encoder_layers import find_layer_stack
-from theseus_pl.hidden_basis import narrow_start, principal_projection
-from theseus_pl.methods import successor_factory
-from theseus_pl.narrow_width import ATTENTION_LAYOUTS, NarrowWidthSuccessor
-from theseus_pl.pipeline import run
-from theseus_pl.preflight import resource_problems
-from theseus_pl.run_checks import RunRefused
-from theseus_pl.settings_check import setting_problems
-from theseus_pl.successor_io import PICKLED, load_successor
-from theseus_pl.successors import FEED_FORWARDS, copied_layer, feed_forward_block, kept_neurons
-from theseus_pl.theseus import TheseusModel
+from theseus_pl.app.deploy_folder import deploy_model
+from theseus_pl.app.methods import successor_factory
+from theseus_pl.app.pipeline import run
+from theseus_pl.app.preflight import resource_problems
+from theseus_pl.app.run_checks import RunRefused
+from theseus_pl.app.settings_check import setting_problems
+from theseus_pl.core.families import find_layer_stack
+from theseus_pl.core.io import PICKLED, load_successor
+from theseus_pl.core.replacing import TheseusModel
+from theseus_pl.core.successors.copied import FEED_FORWARDS, copied_layer, feed_forward_block, kept_neurons
+from theseus_pl.core.successors.hidden_basis import narrow_start, principal_projection
+from theseus_pl.core.successors.narrow_width import ATTENTION_LAYOUTS, NarrowWidthSuccessor
+from theseus_pl.deployment.stage import DeploySettings
 
 HIDDEN = 16  # of the tiny models' 32, 4 heads of 4 dimensions where the predecessor's have 8
 NEURONS = 20  # of their 37 feed-forward neurons

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from theseus_pl.optim import LinearDecay, adamw_with_linear_schedule
+from theseus_pl.lightning.optim import LinearDecay, adamw_with_linear_schedule
 
 
 def _layer(seed: int) -> nn.Linear:

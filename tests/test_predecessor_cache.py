@@ -13,11 +13,11 @@ from conftest import compose_config, tiny_run_overrides
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from theseus_pl import pipeline
-from theseus_pl.cache_entry import MANIFEST, write_manifest
-from theseus_pl.evaluation import evaluate
-from theseus_pl.pipeline import _evaluation_settings, run
-from theseus_pl.predecessor import cache_key, load_classifier
+from theseus_pl.app import pipeline
+from theseus_pl.app.pipeline import _evaluation_settings, run
+from theseus_pl.app.predecessor import cache_key, load_classifier
+from theseus_pl.data.cache_entry import MANIFEST, write_manifest
+from theseus_pl.lightning.evaluation import evaluate
 
 
 def key_of(*overrides: str) -> str:
@@ -92,7 +92,7 @@ def test_truncated_cache_files_are_rebuilt_by_the_next_run(base_overrides, tmp_p
     (arrow,) = (tmp_path / "cache" / "tokenized").glob("RTE-train-*/*.arrow")
     arrow.write_bytes(arrow.read_bytes()[:-100])
 
-    with caplog.at_level(logging.WARNING, logger="theseus_pl.cache_entry"):
+    with caplog.at_level(logging.WARNING, logger="theseus_pl.data.cache_entry"):
         again = run(compose_config(*base_overrides, f"paths.output_dir={tmp_path / 'again'}"))
     damaged = [record.getMessage() for record in caplog.records]
     assert any(f"at {weights.parent} is damaged (model.safetensors has 1000 bytes" in m for m in damaged), damaged

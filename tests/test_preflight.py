@@ -9,9 +9,9 @@ import pytest
 from conftest import compose_config, tiny_run_overrides
 from huggingface_hub import constants
 
-from theseus_pl.pipeline import run
-from theseus_pl.preflight import resource_problems
-from theseus_pl.run_checks import RunRefused
+from theseus_pl.app.pipeline import run
+from theseus_pl.app.preflight import resource_problems
+from theseus_pl.app.run_checks import RunRefused
 
 
 @pytest.fixture

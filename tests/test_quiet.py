@@ -7,9 +7,9 @@ import warnings
 import transformers
 from conftest import tiny_model
 
+from theseus_pl.app.predecessor import load_classifier
+from theseus_pl.app.tracking.quiet import install_filters
 from theseus_pl.data.tasks import glue_task
-from theseus_pl.predecessor import load_classifier
-from theseus_pl.quiet import install_filters
 
 PYTREE = "`isinstance(treespec, LeafSpec)` is deprecated, use `isinstance(treespec, TreeSpec)` instead."
 

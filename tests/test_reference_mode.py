@@ -8,10 +8,10 @@ from conftest import tiny_loader, tiny_model
 from lightning.pytorch.callbacks import Callback
 from test_module import make_trainer
 
-from theseus_pl.callbacks import replacement_callbacks
-from theseus_pl.module import TheseusModule
-from theseus_pl.schedules import ConstantSchedule
-from theseus_pl.theseus import TheseusModel
+from theseus_pl.core.replacing import TheseusModel
+from theseus_pl.core.schedules import ConstantSchedule
+from theseus_pl.lightning.callbacks import replacement_callbacks
+from theseus_pl.lightning.modules import TheseusModule
 
 
 class GradientRecorder(Callback):

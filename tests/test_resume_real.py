@@ -12,7 +12,7 @@ import pytest
 from conftest import compose_config, tiny_run_overrides
 from test_app import logged
 
-from theseus_pl.pipeline import run
+from theseus_pl.app.pipeline import run
 
 pytestmark = pytest.mark.slow
 

@@ -5,8 +5,8 @@ import pytest
 from conftest import compose_config, tiny_model, tiny_run_overrides
 from glue_files import write_tsv
 
-from theseus_pl.pipeline import run
-from theseus_pl.run_checks import RunRefused
+from theseus_pl.app.pipeline import run
+from theseus_pl.app.run_checks import RunRefused
 
 HEADER = ["index", "sentence1", "sentence2", "label"]
 

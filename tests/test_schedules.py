@@ -2,7 +2,7 @@ import itertools
 
 import pytest
 
-from theseus_pl.schedules import (
+from theseus_pl.core.schedules import (
     AntiCurriculumSchedule,
     ConstantSchedule,
     CurriculumSchedule,

@@ -9,14 +9,15 @@ import torch
 from conftest import assert_training_moves_only_successors, compose_config, tiny_inputs, tiny_model, tiny_run_overrides
 from transformers import AutoModelForSequenceClassification
 
-from theseus_pl.deploy import DeploySettings, deploy_model
-from theseus_pl.encoder_layers import find_layer_stack
-from theseus_pl.neuron_activity import neuron_activity
-from theseus_pl.pipeline import run
-from theseus_pl.run_checks import RunRefused
-from theseus_pl.settings_check import setting_problems
-from theseus_pl.successor_io import PICKLED, load_successor
-from theseus_pl.successors import (
+from theseus_pl.app.deploy_folder import deploy_model
+from theseus_pl.app.pipeline import run
+from theseus_pl.app.run_checks import RunRefused
+from theseus_pl.app.settings_check import setting_problems
+from theseus_pl.core.families import find_layer_stack
+from theseus_pl.core.io import PICKLED, load_successor
+from theseus_pl.core.replacing import TheseusModel
+from theseus_pl.core.successors.activity import neuron_activity
+from theseus_pl.core.successors.copied import (
     FEED_FORWARDS,
     FeedForwardBlock,
     copied_layer,
@@ -24,7 +25,7 @@ from theseus_pl.successors import (
     neuron_importance,
     shape_of,
 )
-from theseus_pl.theseus import TheseusModel
+from theseus_pl.deployment.stage import DeploySettings
 
 WIDTH = 20  # of the tiny models' 37 feed-forward neurons
 
@@ -239,7 +240,7 @@ def test_an_interrupted_run_of_narrower_successors_resumes_to_the_uninterrupted_
 
 
 def test_a_run_with_a_custom_factory_ships_a_pickled_successor(base_overrides, tmp_path):
-    target = "theseus.successor._target_=theseus_pl.successors.feed_forward_block"
+    target = "theseus.successor._target_=theseus_pl.core.successors.copied.feed_forward_block"
     results = run(compose_config(*base_overrides, target))
     assert results["successor"]["format"] == "pickled module" and results["failed_steps"] == {}
     written = json.loads((tmp_path / "run" / "results.json").read_text())

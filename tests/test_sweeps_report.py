@@ -17,8 +17,8 @@ from test_app import EXPERIMENTS
 from transformers import AutoConfig
 from transformers.models.bert.modeling_bert import BertLayer
 
-from theseus_pl.config import package_path
-from theseus_pl.report import build_table, main
+from theseus_pl.app.config import package_path
+from theseus_pl.app.report import build_table, main
 
 SWEEPS = Path(__file__).parents[1] / "sweeps"
 

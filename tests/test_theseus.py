@@ -6,8 +6,8 @@ from conftest import VOCAB, tiny_inputs, tiny_model
 from safetensors import safe_open
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertTokenizer
 
-from theseus_pl.encoder_layers import find_layer_stack
-from theseus_pl.theseus import TheseusModel, module_layer_ranges, module_sizes, successor_source_layers
+from theseus_pl.core.families import find_layer_stack
+from theseus_pl.core.replacing import TheseusModel, module_layer_ranges, module_sizes, successor_source_layers
 
 
 @pytest.mark.parametrize(

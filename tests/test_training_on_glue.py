@@ -4,12 +4,12 @@ import lightning.pytorch as pl
 from conftest import tiny_model
 from glue_files import make_glue_dir
 
-from theseus_pl.callbacks import replacement_callbacks
+from theseus_pl.core.replacing import TheseusModel
+from theseus_pl.core.schedules import ConstantSchedule
 from theseus_pl.data.datamodule import GlueDataModule
-from theseus_pl.metrics import TaskMetrics
-from theseus_pl.module import TheseusModule
-from theseus_pl.schedules import ConstantSchedule
-from theseus_pl.theseus import TheseusModel
+from theseus_pl.lightning.callbacks import replacement_callbacks
+from theseus_pl.lightning.metrics import TaskMetrics
+from theseus_pl.lightning.modules import TheseusModule
 
 
 def fit(task, num_labels, tiny_tokenizer, tmp_path):

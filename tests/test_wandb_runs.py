@@ -12,9 +12,9 @@ from conftest import compose_config, tiny_model, tiny_run_overrides
 from glue_files import write_tsv
 from wandb_records import read_offline_run
 
-from theseus_pl.pipeline import run
-from theseus_pl.run_identity import model_tag, swept_values
-from theseus_pl.settings_check import setting_problems
+from theseus_pl.app.pipeline import run
+from theseus_pl.app.settings_check import setting_problems
+from theseus_pl.app.tracking.run_identity import model_tag, swept_values
 
 TESTS = Path(__file__).parent
 
@@ -125,7 +125,7 @@ def test_a_one_class_predecessor_scores_cola_zero_and_the_run_ends_with_retained
 
 
 def test_a_failing_optional_step_keeps_the_scores_on_disk(tiny_base, glue_dir, tmp_path, monkeypatch):
-    from theseus_pl import pipeline
+    from theseus_pl.app import pipeline
 
     def broken(*args: object) -> float:
         raise RuntimeError("timer broke")

@@ -8,7 +8,7 @@ import sys
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from theseus_pl.config import register_resolvers
+from theseus_pl.app.config import register_resolvers
 
 log = logging.getLogger("theseus_pl")
 
@@ -18,9 +18,9 @@ register_resolvers()
 @hydra.main(version_base="1.3", config_path="pkg://theseus_pl.conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
     """Print the composed config, run the pipeline, print the headline; the return value serves sweepers."""
-    from theseus_pl.model_card import widths_clause
-    from theseus_pl.pipeline import run  # torch, Lightning, transformers: not needed to refuse a bad command line
-    from theseus_pl.quiet import install_filters
+    from theseus_pl.app.model_card import widths_clause
+    from theseus_pl.app.pipeline import run  # torch, Lightning, transformers: not needed to refuse a bad command line
+    from theseus_pl.app.tracking.quiet import install_filters
 
     install_filters()
     log.info("Composed config:\n%s", OmegaConf.to_yaml(cfg, resolve=True))

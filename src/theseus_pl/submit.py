@@ -17,10 +17,10 @@ from pathlib import Path
 import lightning.pytorch as pl
 import torch
 
+from theseus_pl.core.io import load_successor
 from theseus_pl.data.datamodule import GlueDataModule
 from theseus_pl.data.tasks import TaskSpec
-from theseus_pl.module import ClassifierModule
-from theseus_pl.successor_io import load_successor
+from theseus_pl.lightning.modules import ClassifierModule
 
 STSB_RANGE = (0.0, 5.0)
 

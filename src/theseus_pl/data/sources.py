@@ -18,7 +18,7 @@ from typing import Protocol
 import pandas as pd
 from datasets import Dataset
 
-from theseus_pl.cache_entry import content_digest
+from theseus_pl.data.cache_entry import content_digest
 from theseus_pl.data.tasks import TaskSpec
 
 csv.field_size_limit(sys.maxsize)  # some GLUE sentences (QNLI, MNLI parses) exceed the 128 KiB default

@@ -15,7 +15,7 @@ from pathlib import Path
 from datasets import Dataset, load_from_disk
 from transformers import PreTrainedTokenizerBase
 
-from theseus_pl.cache_entry import load_or_build
+from theseus_pl.data.cache_entry import load_or_build
 from theseus_pl.data.sources import Source
 from theseus_pl.data.tasks import TaskSpec
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from lightning.pytorch.loggers import Logger, WandbLogger
 
-from theseus_pl.outputs import flat_summary
+from theseus_pl.app.results import flat_summary
 
 log = logging.getLogger(__name__)
 

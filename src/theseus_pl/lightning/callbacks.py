@@ -13,8 +13,8 @@ import torch
 from lightning.pytorch.callbacks import Callback, Checkpoint
 from lightning.pytorch.trainer.states import TrainerFn
 
-from theseus_pl.loggers import log_step_number
-from theseus_pl.schedules import ReplacementSchedule
+from theseus_pl.app.tracking.loggers import log_step_number
+from theseus_pl.core.schedules import ReplacementSchedule
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from transformers import PretrainedConfig
 
-from theseus_pl.narrow_width import NarrowStart, NarrowWidthSuccessor, narrow_width_layer
+from theseus_pl.core.successors.narrow_width import NarrowStart, NarrowWidthSuccessor, narrow_width_layer
 
 
 @dataclass(frozen=True)
@@ -223,7 +223,7 @@ def feed_forward_block(
 ) -> FeedForwardBlock:
     """An example factory beyond copied layers: :class:`FeedForwardBlock` started from the source layer's
     feed-forward weights (narrowed as :func:`copied_layer` narrows them, with the same settings). BERT-like
-    families only: ``theseus.successor._target_=theseus_pl.successors.feed_forward_block``."""
+    families only: ``theseus.successor._target_=theseus_pl.core.successors.copied.feed_forward_block``."""
     if FEED_FORWARDS.get(config.model_type) is not _BERT_LIKE:
         raise ValueError(
             "feed_forward_block knows the BERT-like layer layout (intermediate.dense, output.dense, output.LayerNorm), "

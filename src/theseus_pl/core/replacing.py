@@ -19,10 +19,10 @@ import torch
 from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-from theseus_pl.encoder_layers import find_layer_stack
-from theseus_pl.narrow_width import NarrowWidthSuccessor
-from theseus_pl.successor_io import save_successor
-from theseus_pl.successors import FEED_FORWARDS, copied_layer
+from theseus_pl.core.families import find_layer_stack
+from theseus_pl.core.io import save_successor
+from theseus_pl.core.successors.copied import FEED_FORWARDS, copied_layer
+from theseus_pl.core.successors.narrow_width import NarrowWidthSuccessor
 
 # factory(module_layers, source_layer, predecessor_config) -> successor module (see ``successors``)
 SuccessorFactory = Callable[[Sequence[nn.Module], nn.Module, PretrainedConfig], nn.Module]

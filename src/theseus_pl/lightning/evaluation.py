@@ -8,8 +8,8 @@ import lightning.pytorch as pl
 from transformers import PreTrainedModel
 
 from theseus_pl.data.datamodule import GlueDataModule
-from theseus_pl.metrics import TaskMetrics
-from theseus_pl.module import ClassifierModule
+from theseus_pl.lightning.metrics import TaskMetrics
+from theseus_pl.lightning.modules import ClassifierModule
 
 
 def evaluate(model: PreTrainedModel, datamodule: GlueDataModule, settings: dict[str, Any]) -> dict[str, float]:

@@ -18,18 +18,18 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from transformers import PreTrainedModel
 
-from theseus_pl.baselines import DistillationModule, add_layerdrop, remove_layerdrop
-from theseus_pl.callbacks import replacement_callbacks
+from theseus_pl.app.predecessor import load_classifier
+from theseus_pl.core.families import find_layer_stack
+from theseus_pl.core.replacing import SuccessorFactory, TheseusModel
+from theseus_pl.core.schedules import ReplacementSchedule
+from theseus_pl.core.successors.activity import neuron_activity
+from theseus_pl.core.successors.copied import Importance
+from theseus_pl.core.successors.hidden_basis import narrow_start
 from theseus_pl.data.tasks import TaskSpec
-from theseus_pl.encoder_layers import find_layer_stack
-from theseus_pl.hidden_basis import narrow_start
-from theseus_pl.metrics import TaskMetrics
-from theseus_pl.module import FineTuningModule, TheseusModule
-from theseus_pl.neuron_activity import neuron_activity
-from theseus_pl.predecessor import load_classifier
-from theseus_pl.schedules import ReplacementSchedule
-from theseus_pl.successors import Importance
-from theseus_pl.theseus import SuccessorFactory, TheseusModel
+from theseus_pl.lightning.baselines import DistillationModule, add_layerdrop, remove_layerdrop
+from theseus_pl.lightning.callbacks import replacement_callbacks
+from theseus_pl.lightning.metrics import TaskMetrics
+from theseus_pl.lightning.modules import FineTuningModule, TheseusModule
 
 METHODS = ("theseus", "fine_tuning", "kd", "pkd", "layerdrop", "transfer")
 
@@ -58,7 +58,7 @@ def successor_factory(
     the predecessor's response to the ``calibration`` batches is measured here and bound too: ``activity`` for
     ``importance: activation`` (with ``intermediate_size``), and ``narrow_start`` (the shared projections and the
     fitted LayerNorms) for ``hidden_size``."""
-    settings = {"_target_": "theseus_pl.successors.copied_layer", **settings}
+    settings = {"_target_": "theseus_pl.core.successors.copied.copied_layer", **settings}
     try:
         factory = instantiate(settings, _partial_=True)
     except InstantiationException as error:

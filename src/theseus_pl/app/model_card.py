@@ -154,10 +154,10 @@ def _how_to_use(results: dict[str, Any]) -> str:
 No transformers config describes these successor modules (a custom factory's modules, or layers narrower than the
 embeddings with learned projections between): the model is pickled whole in `successor.pt`, and loading it needs
 theseus_pl and the factory's module importable; its ONNX export (`deploy.onnx=true`, or `python -m
-theseus_pl.deploy`) needs neither.
+theseus_pl.deployment.stage`) needs neither.
 
 ```python
-from theseus_pl.successor_io import load_successor
+from theseus_pl.core.io import load_successor
 from transformers import AutoTokenizer
 
 model = load_successor("<this folder>")

@@ -15,9 +15,9 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
-from theseus_pl.encoder_layers import find_layer_stack
-from theseus_pl.real_tokens import RealTokens
-from theseus_pl.successors import feed_forward_of
+from theseus_pl.core.families import find_layer_stack
+from theseus_pl.core.successors.copied import feed_forward_of
+from theseus_pl.core.successors.real_tokens import RealTokens
 
 
 def neuron_activity(

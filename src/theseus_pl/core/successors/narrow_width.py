@@ -35,7 +35,7 @@ from torch import nn
 from transformers import PretrainedConfig
 
 if TYPE_CHECKING:  # successors imports this module: the layout type only, for annotations
-    from theseus_pl.successors import FeedForward
+    from theseus_pl.core.successors.copied import FeedForward
 
 
 @dataclass(frozen=True)

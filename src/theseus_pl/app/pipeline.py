@@ -16,25 +16,25 @@ from hydra.utils import instantiate
 from lightning.pytorch.loggers import CSVLogger, Logger
 from omegaconf import DictConfig, OmegaConf
 
-from theseus_pl.callbacks import StepSeed
+from theseus_pl.app.methods import Method, build_method
+from theseus_pl.app.model_card import write_model_card
+from theseus_pl.app.predecessor import Predecessor, load_classifier, looks_like_path, prepare_predecessor
+from theseus_pl.app.results import flat_summary, retained, write_results
+from theseus_pl.app.run_checks import checked_datamodule
+from theseus_pl.app.settings_check import setting_problems
+from theseus_pl.app.tracking.loggers import build_loggers
+from theseus_pl.app.tracking.run_identity import run_identity
+from theseus_pl.app.tracking.wandb_run import finish, publish, run_link, wandb_run
+from theseus_pl.core.families import find_layer_stack
+from theseus_pl.core.io import is_pickled, load_successor, save_successor
+from theseus_pl.core.replacing import TheseusModel
+from theseus_pl.core.schedules import ReplacementSchedule, build_schedule
+from theseus_pl.core.successors.copied import shape_of
 from theseus_pl.data.datamodule import GlueDataModule
-from theseus_pl.deploy import DeploySettings, deploy, wanted
-from theseus_pl.encoder_layers import find_layer_stack
-from theseus_pl.evaluation import evaluate
-from theseus_pl.loggers import build_loggers
-from theseus_pl.methods import Method, build_method
-from theseus_pl.model_card import write_model_card
-from theseus_pl.outputs import flat_summary, retained, write_results
-from theseus_pl.predecessor import Predecessor, load_classifier, looks_like_path, prepare_predecessor
-from theseus_pl.run_checks import checked_datamodule
-from theseus_pl.run_identity import run_identity
-from theseus_pl.schedules import ReplacementSchedule, build_schedule
-from theseus_pl.settings_check import setting_problems
-from theseus_pl.speed import inference_speedup
-from theseus_pl.successor_io import is_pickled, load_successor, save_successor
-from theseus_pl.successors import shape_of
-from theseus_pl.theseus import TheseusModel
-from theseus_pl.wandb_report import finish, publish, run_link, wandb_run
+from theseus_pl.deployment.speed import inference_speedup
+from theseus_pl.deployment.stage import DeploySettings, deploy, wanted
+from theseus_pl.lightning.callbacks import StepSeed
+from theseus_pl.lightning.evaluation import evaluate
 
 log = logging.getLogger(__name__)
 

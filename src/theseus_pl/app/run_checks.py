@@ -12,13 +12,13 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from transformers import AutoConfig, PretrainedConfig
 
+from theseus_pl.app.predecessor import check_fits_task
+from theseus_pl.app.preflight import resource_problems
+from theseus_pl.app.settings_check import setting_problems
+from theseus_pl.core.schedules import build_schedule
+from theseus_pl.core.successors.copied import feed_forward_of
+from theseus_pl.core.successors.narrow_width import hidden_size_problem
 from theseus_pl.data.datamodule import GlueDataModule, sample_rows
-from theseus_pl.narrow_width import hidden_size_problem
-from theseus_pl.predecessor import check_fits_task
-from theseus_pl.preflight import resource_problems
-from theseus_pl.schedules import build_schedule
-from theseus_pl.settings_check import setting_problems
-from theseus_pl.successors import feed_forward_of
 
 
 class RunRefused(ValueError):

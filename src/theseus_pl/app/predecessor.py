@@ -22,12 +22,12 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from safetensors import safe_open
 from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
 
-from theseus_pl.cache_entry import content_digest, load_or_build
+from theseus_pl.data.cache_entry import content_digest, load_or_build
 from theseus_pl.data.datamodule import GlueDataModule
 from theseus_pl.data.tasks import TaskSpec
-from theseus_pl.evaluation import evaluate
-from theseus_pl.metrics import TaskMetrics
-from theseus_pl.module import FineTuningModule
+from theseus_pl.lightning.evaluation import evaluate
+from theseus_pl.lightning.metrics import TaskMetrics
+from theseus_pl.lightning.modules import FineTuningModule
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ from huggingface_hub.errors import CacheNotFound, RepositoryNotFoundError
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from theseus_pl.app.predecessor import looks_like_path
+from theseus_pl.core.io import is_pickled
 from theseus_pl.data.datamodule import resolve_source, resolve_task
 from theseus_pl.data.sources import HubSource
-from theseus_pl.predecessor import looks_like_path
-from theseus_pl.successor_io import is_pickled
 
 PACKAGED_MODEL_FIX = "model=minilm (all-MiniLM-L6-v2, installed from PyPI, no download)"
 

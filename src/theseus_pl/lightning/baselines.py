@@ -1,7 +1,7 @@
 """The paper's baselines (Table 2): knowledge distillation, BERT-PKD and LayerDrop, model-agnostic.
 
 Plain "Fine-tuning" (the bottom ``n`` layers of the predecessor, every parameter trained) needs nothing beyond
-:class:`~theseus_pl.module.FineTuningModule` on a truncated copy of the predecessor.
+:class:`~theseus_pl.lightning.modules.FineTuningModule` on a truncated copy of the predecessor.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
 
-from theseus_pl.encoder_layers import find_layer_stack
-from theseus_pl.metrics import TaskMetrics
-from theseus_pl.module import Batch, ClassifierModule
-from theseus_pl.theseus import module_layer_ranges
+from theseus_pl.core.families import find_layer_stack
+from theseus_pl.core.replacing import module_layer_ranges
+from theseus_pl.lightning.metrics import TaskMetrics
+from theseus_pl.lightning.modules import Batch, ClassifierModule
 
 
 def distillation_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: float) -> torch.Tensor:

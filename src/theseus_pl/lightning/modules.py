@@ -10,10 +10,10 @@ import lightning.pytorch as pl
 import torch
 from torch import nn
 
-from theseus_pl.loggers import log_step_number
-from theseus_pl.metrics import TaskMetrics
-from theseus_pl.optim import adamw_with_linear_schedule
-from theseus_pl.theseus import TheseusModel
+from theseus_pl.app.tracking.loggers import log_step_number
+from theseus_pl.core.replacing import TheseusModel
+from theseus_pl.lightning.metrics import TaskMetrics
+from theseus_pl.lightning.optim import adamw_with_linear_schedule
 
 Batch = dict[str, torch.Tensor]
 
@@ -98,7 +98,8 @@ class FineTuningModule(ClassifierModule):
 class TheseusModule(ClassifierModule):
     """Progressive module replacing: a fresh gate per batch, only successor layers trained.
 
-    The replacement rate ``p`` is set before each batch by :class:`~theseus_pl.callbacks.ReplacementScheduler`.
+    The replacement rate ``p`` is set before each batch by
+    :class:`~theseus_pl.lightning.callbacks.ReplacementScheduler`.
     Each module is replaced independently with probability ``p``, drawn once per batch from a generator seeded
     with ``seed`` and saved in checkpoints, so a resumed run draws the same gates. Validation and prediction
     use every successor.
@@ -153,7 +154,7 @@ class TheseusModule(ClassifierModule):
         if self.replacement_rate is None:
             raise RuntimeError(
                 "TheseusModule has no replacement rate: add the callbacks from "
-                "theseus_pl.callbacks.replacement_callbacks(schedule) to the Trainer."
+                "theseus_pl.lightning.callbacks.replacement_callbacks(schedule) to the Trainer."
             )
         if self.shared_trainable_from is not None:  # from the step alone, so a resumed run agrees
             self.model.shared_parameters_require_grad(self.global_step >= self.shared_trainable_from)

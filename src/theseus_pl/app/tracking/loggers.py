@@ -16,7 +16,7 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 
-from theseus_pl.run_identity import RunIdentity
+from theseus_pl.app.tracking.run_identity import RunIdentity
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
-from theseus_pl.encoder_layers import find_layer_stack
-from theseus_pl.narrow_width import ATTENTION_LAYOUTS, NarrowStart, WidthProjection, check_hidden_size
-from theseus_pl.real_tokens import RealTokens
+from theseus_pl.core.families import find_layer_stack
+from theseus_pl.core.successors.narrow_width import ATTENTION_LAYOUTS, NarrowStart, WidthProjection, check_hidden_size
+from theseus_pl.core.successors.real_tokens import RealTokens
 
 log = logging.getLogger(__name__)
 

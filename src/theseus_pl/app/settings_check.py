@@ -13,12 +13,12 @@ from typing import Any
 from hydra.utils import get_method
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from theseus_pl.deploy import QUANTIZE_CHOICES, wanted
-from theseus_pl.loggers import wandb_setting_problems
-from theseus_pl.onnx_model import DeploymentError, require_onnxruntime
-from theseus_pl.schedules import build_schedule
-from theseus_pl.successors import Importance
-from theseus_pl.theseus import SuccessorInit
+from theseus_pl.app.tracking.loggers import wandb_setting_problems
+from theseus_pl.core.replacing import SuccessorInit
+from theseus_pl.core.schedules import build_schedule
+from theseus_pl.core.successors.copied import Importance
+from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxruntime
+from theseus_pl.deployment.stage import QUANTIZE_CHOICES, wanted
 
 LR_SCHEDULES = ("one_decay", "per_phase")  # see conf/theseus/default.yaml
 MAX_SEED = 2**32 - 1  # Lightning's seed_everything takes an unsigned 32-bit seed

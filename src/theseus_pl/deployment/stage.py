@@ -1,0 +1,275 @@
+"""The deploy stage: the successor as ONNX (and int8), checked against PyTorch on dev rows and timed beside it.
+
+Writes ``onnx/model.onnx`` (dynamic batch and sequence axes) and ``onnx/model_int8.onnx`` beside the checkpoint and
+returns the ``deployment`` block; ``python -m theseus_pl.deploy`` and a run's ``deploy.onnx=true`` call it.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from theseus_pl.core.io import PICKLED, load_successor
+from theseus_pl.data.datamodule import GlueDataModule
+from theseus_pl.deployment.onnx_export import (
+    QUANTIZATION,
+    DeploymentError,
+    export_onnx,
+    inference_session,
+    quantize_int8,
+    require_onnxruntime,
+    session_logits,
+)
+from theseus_pl.deployment.timing import p50_milliseconds
+from theseus_pl.lightning.metrics import TaskMetrics
+
+log = logging.getLogger(__name__)
+
+QUANTIZE_CHOICES = (None, "int8")
+TOLERANCE = 1e-4  # the largest difference from PyTorch's logits an fp32 ONNX model may show
+EXPORT_LENGTH = 16  # tokens of the export's example rows: any length above 1 keeps the sequence axis dynamic
+Runner = Callable[[Mapping[str, torch.Tensor]], object]  # a model called on a batch of tensors
+EXAMPLE_SENTENCES = (  # checked and timed on these when no dev data is given
+    "A gripping story, beautifully told.",
+    "The plot never gets going and the jokes fall flat.",
+    "It is neither the best nor the worst film of the year.",
+    "Two hours I will not get back.",
+)
+
+
+@dataclass(frozen=True)
+class DeploySettings:
+    """How the successor is deployed and timed (``deploy.*`` in a run; the command's flags)."""
+
+    quantize: str | None = "int8"
+    sequence_length: int | None = 128  # timing batches padded (or cut) to this many tokens; None: their longest row
+    batch_sizes: tuple[int, ...] = (1, 32)
+    repeats: int = 20
+    threads: int | None = None  # None: torch's current number of threads
+
+    def __post_init__(self) -> None:
+        if self.quantize not in QUANTIZE_CHOICES:
+            raise ValueError(f"deploy.quantize={self.quantize!r} must be null (fp32 only) or int8.")
+        if self.sequence_length is not None and self.sequence_length < 2:
+            raise ValueError(f"deploy.sequence_length={self.sequence_length} must be null or at least 2 tokens.")
+        if not self.batch_sizes or min(self.batch_sizes) < 1:
+            raise ValueError(f"deploy.batch_sizes={list(self.batch_sizes)} must be batch sizes of at least 1.")
+        if self.repeats < 1:
+            raise ValueError(f"deploy.repeats={self.repeats} must be at least 1.")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"deploy.threads={self.threads} must be null or at least 1.")
+
+    @classmethod
+    def from_config(cls, settings: Mapping[str, Any]) -> DeploySettings:
+        """From a run's ``deploy`` group; its ``onnx`` switch says whether to deploy at all, not how."""
+        values = {key: value for key, value in settings.items() if key != "onnx"}
+        return cls(**{**values, "batch_sizes": tuple(values.get("batch_sizes", cls.batch_sizes))})
+
+
+def wanted(settings: Mapping[str, Any]) -> bool:
+    """Whether a run's ``deploy`` group asks for deployment: ``onnx=true``, or a quantisation (which needs ONNX)."""
+    return bool(settings.get("onnx")) or settings.get("quantize") is not None
+
+
+def deploy(
+    successor_dir: Path,
+    settings: DeploySettings,
+    datamodule: GlueDataModule | None = None,
+    predecessor: PreTrainedModel | None = None,
+    predecessor_dir: Path | None = None,
+) -> dict[str, Any]:
+    """Export, check, quantise, score and time the successor in ``successor_dir``; the ``deployment`` block.
+
+    A model whose ONNX logits differ from PyTorch's by more than :data:`TOLERANCE` is refused and its ONNX files
+    removed, so nothing unchecked is left to ship.
+    """
+    started = time.perf_counter()
+    require_onnxruntime()
+    successor = load_sequence_classifier(successor_dir)
+    tokenizer = datamodule.tokenizer if datamodule else AutoTokenizer.from_pretrained(successor_dir)
+    threads = settings.threads or torch.get_num_threads()
+    torch.set_num_threads(threads)
+    rows = _timing_rows(datamodule, tokenizer, max(2, *settings.batch_sizes))
+    onnx_dir = successor_dir / "onnx"
+    shutil.rmtree(onnx_dir, ignore_errors=True)  # the folder holds what this block describes, nothing older
+    files = {"onnx_fp32": onnx_dir / "model.onnx"}
+    if settings.quantize == "int8":
+        files["onnx_int8"] = onnx_dir / "model_int8.onnx"
+    log.info("Exporting the successor to %s", files["onnx_fp32"])
+    export_onnx(successor, _batch(rows, tokenizer, 2, EXPORT_LENGTH), files["onnx_fp32"])
+    if "onnx_int8" in files:
+        log.info("Quantising it to int8: %s", files["onnx_int8"])
+        quantize_int8(files["onnx_fp32"], files["onnx_int8"])
+    sessions = {name: inference_session(path, threads) for name, path in files.items()}
+
+    log.info("Checking the ONNX models against PyTorch on %s", "the dev set" if datamodule else "example sentences")
+    batches = _check_batches(datamodule, rows, tokenizer)
+    difference, scores = _compare(successor, sessions, batches, datamodule)
+    if difference > TOLERANCE:
+        shutil.rmtree(onnx_dir)
+        raise DeploymentError(
+            f"The ONNX model's logits differ from PyTorch's by up to {difference:.2e} (tolerance {TOLERANCE:g}); "
+            f"{onnx_dir} was removed. The PyTorch successor is kept."
+        )
+    models: dict[str, Runner] = {"pytorch_successor": _pytorch(successor)}
+    if predecessor is not None:
+        models = {"pytorch_predecessor": _pytorch(predecessor.cpu()), **models}
+    models.update({name: _onnx(session) for name, session in sessions.items()})
+    log.info("Timing %s at batch sizes %s on %d threads", ", ".join(models), list(settings.batch_sizes), threads)
+    latency = {
+        f"batch_{size}": _latency(models, _batch(rows, tokenizer, size, settings.sequence_length), settings.repeats)
+        for size in settings.batch_sizes
+    }
+    sizes = _sizes_mb(successor_dir, predecessor_dir, files)
+    return {
+        "onnx": str(files["onnx_fp32"].relative_to(successor_dir)),
+        "onnx_int8": str(files["onnx_int8"].relative_to(successor_dir)) if "onnx_int8" in files else None,
+        "quantization": QUANTIZATION if "onnx_int8" in files else None,
+        "checked_on": f"{sum(len(b['input_ids']) for _, b in batches)} "
+        + ("dev rows" if datamodule else "example sentences (no dev data given)"),
+        "max_abs_diff": difference,
+        "tolerance": TOLERANCE,
+        "dev_score": scores,
+        "latency_ms": latency,
+        "speedup_over_predecessor": {row: _times_over_predecessor(values) for row, values in latency.items()},
+        "size_mb": sizes,
+        "smaller_than_predecessor": _times_over_predecessor(sizes),
+        "settings": {**asdict(settings), "threads": threads, "batch_sizes": list(settings.batch_sizes)},
+        "versions": _versions(),
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def load_sequence_classifier(directory: Path) -> PreTrainedModel:
+    """The checkpoint in ``directory``, refused with a clear message unless it is a sequence classifier."""
+    if not (directory / "config.json").is_file():
+        raise DeploymentError(f"{directory} holds no config.json: it is not a Hugging Face checkpoint folder.")
+    architectures = AutoConfig.from_pretrained(directory).architectures or []
+    if not any(name.endswith("ForSequenceClassification") for name in architectures):
+        raise DeploymentError(
+            f"{directory} is not a sequence-classification checkpoint (its architectures: "
+            f"{', '.join(architectures) or 'none'}); deploy exports the classifiers theseus_pl writes."
+        )
+    return load_successor(directory)
+
+
+def _model_inputs(row: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
+    return {name: row[name] for name in tokenizer.model_input_names if name in row}
+
+
+def _timing_rows(
+    datamodule: GlueDataModule | None, tokenizer: PreTrainedTokenizerBase, limit: int
+) -> list[dict[str, Any]]:
+    """Up to ``limit`` tokenised rows, without labels, for the export's example and the timing batches: the first
+    dev rows if there is dev data."""
+    if datamodule is None:
+        return [_model_inputs(tokenizer(sentence), tokenizer) for sentence in EXAMPLE_SENTENCES]
+    split = datamodule.splits[datamodule.task.eval_splits[0]]
+    return [_model_inputs(row, tokenizer) for row in split.select(range(min(limit, len(split))))]
+
+
+def _batch(
+    rows: Sequence[Mapping[str, Any]], tokenizer: PreTrainedTokenizerBase, size: int, length: int | None
+) -> dict[str, torch.Tensor]:
+    """``size`` rows (repeated when there are fewer), cut and padded to ``length`` tokens, or to their longest."""
+    picked = [{key: value[:length] for key, value in rows[i % len(rows)].items()} for i in range(size)]
+    padding = {"padding": "max_length", "max_length": length} if length else {"padding": "longest"}
+    return dict(tokenizer.pad(picked, return_tensors="pt", **padding))
+
+
+def _check_batches(
+    datamodule: GlueDataModule | None, rows: Sequence[Mapping[str, Any]], tokenizer: PreTrainedTokenizerBase
+) -> list[tuple[int, dict[str, torch.Tensor]]]:
+    """(dev set index, batch) for every batch of every dev set; the example rows as one batch without one."""
+    if datamodule is None:
+        return [(0, _batch(rows, tokenizer, len(rows), None))]
+    loaders = datamodule.val_dataloader()
+    loaders = loaders if isinstance(loaders, list) else [loaders]
+    return [(index, batch) for index, loader in enumerate(loaders) for batch in loader]
+
+
+def _compare(
+    successor: PreTrainedModel,
+    sessions: Mapping[str, Any],
+    batches: Sequence[tuple[int, Mapping[str, torch.Tensor]]],
+    datamodule: GlueDataModule | None,
+) -> tuple[float, dict[str, float] | None]:
+    """The largest |ONNX fp32 - PyTorch| logit, and each model's dev score (None without dev data)."""
+    names = ("pytorch_successor", *sessions) if datamodule else ()
+    metrics = {name: TaskMetrics.for_task(datamodule.task) for name in names}
+    difference = 0.0
+    with torch.inference_mode():
+        for index, batch in batches:
+            logits = {"pytorch_successor": successor(**_without_labels(batch)).logits}
+            logits.update({name: session_logits(session, batch) for name, session in sessions.items()})
+            difference = max(difference, float((logits["onnx_fp32"] - logits["pytorch_successor"]).abs().max()))
+            for name, metric in metrics.items():
+                metric.update(logits[name], batch["labels"], eval_index=index)
+    scores = {name: metric.compute()["score"] for name, metric in metrics.items()} or None
+    return difference, scores
+
+
+def _without_labels(batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {key: value for key, value in batch.items() if key != "labels"}
+
+
+def _pytorch(model: PreTrainedModel) -> Runner:
+    model.eval()
+
+    def run(batch: Mapping[str, torch.Tensor]) -> object:
+        with torch.inference_mode():
+            return model(**batch).logits
+
+    return run
+
+
+def _onnx(session: Any) -> Runner:
+    return lambda batch: session_logits(session, batch)
+
+
+def _latency(
+    models: Mapping[str, Runner],
+    batch: Mapping[str, torch.Tensor],
+    repeats: int,
+) -> dict[str, float]:
+    return p50_milliseconds({name: (lambda run=run: run(batch)) for name, run in models.items()}, repeats)
+
+
+def _times_over_predecessor(values: Mapping[str, float]) -> dict[str, float] | None:
+    """How many times the predecessor's figure each other figure is (faster, smaller); None without one."""
+    base = values.get("pytorch_predecessor")
+    return (
+        None
+        if base is None
+        else {name: base / value for name, value in values.items() if name != "pytorch_predecessor"}
+    )
+
+
+def _sizes_mb(successor_dir: Path, predecessor_dir: Path | None, files: Mapping[str, Path]) -> dict[str, float]:
+    """Megabytes on disk: the checkpoints' weights (safetensors, or a pickled successor's module) and each ONNX
+    file."""
+    sizes = {"pytorch_successor": _weights_mb(successor_dir)}
+    if predecessor_dir is not None and any(Path(predecessor_dir).glob("*.safetensors")):
+        sizes = {"pytorch_predecessor": _weights_mb(Path(predecessor_dir)), **sizes}
+    sizes.update({name: path.stat().st_size / 1e6 for name, path in files.items()})
+    return sizes
+
+
+def _weights_mb(directory: Path) -> float:
+    weights = [*directory.glob("*.safetensors"), *directory.glob(PICKLED)]
+    return sum(path.stat().st_size for path in weights) / 1e6
+
+
+def _versions() -> dict[str, str]:
+    import onnx
+    import onnxruntime
+
+    return {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
