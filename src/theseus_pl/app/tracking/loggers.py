@@ -1,7 +1,4 @@
-"""Run loggers: a CSV log always, and Weights & Biases when it can be had, never at the cost of the run.
-
-Also how per-step numbers are logged without making the CPU wait for the GPU.
-"""
+"""Run loggers: a CSV log always, and Weights & Biases when it can be had, never at the cost of the run."""
 
 from __future__ import annotations
 
@@ -12,27 +9,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-import lightning.pytorch as pl
-import torch
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 
 from theseus_pl.app.tracking.run_identity import RunIdentity
 
 log = logging.getLogger(__name__)
-
-
-def log_step_number(pl_module: pl.LightningModule, name: str, value: float, batch_size: int | None = None) -> None:
-    """Log ``value`` for this step, on the steps whose values the loggers write (``log_every_n_steps``).
-
-    Each ``LightningModule.log`` call costs about a millisecond of Python (Lightning copies its result records),
-    which adds up to a tenth of a short GPU step, and the loggers keep only every n-th step's value anyway (the
-    same rule as Lightning's LearningRateMonitor). The value goes in as a CPU tensor: from a Python number
-    Lightning makes a tensor on the model's device, on a GPU a blocking host-to-device copy.
-    """
-    trainer = pl_module._trainer  # None when a step is called by hand: nothing to log to
-    if trainer is not None and trainer._logger_connector.should_update_logs:
-        number = torch.tensor(value, dtype=torch.float32)
-        pl_module.log(name, number, on_step=True, on_epoch=False, batch_size=batch_size)
 
 
 def wandb_mode(mode: str = "auto") -> str:

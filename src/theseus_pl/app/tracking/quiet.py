@@ -16,6 +16,8 @@ PYTREE_DEPRECATION = r"`isinstance\(treespec, LeafSpec\)` is deprecated"
 LITLOGGER_TIP = "💡 Tip: For seamless cloud logging and experiment tracking"
 # Lightning cannot see that the data module restores the training order mid-epoch (training_order.py).
 MID_EPOCH_RESUME = "You're resuming from a checkpoint that ended before the epoch ended"
+# TheseusModule skips a batch that replaces no module (nothing to train) by returning None, on purpose.
+SKIPPED_STEP = r"`training_step` returned `None`"
 
 
 class _DropMessage(logging.Filter):
@@ -32,4 +34,5 @@ def install_filters() -> None:
     warnings.filterwarnings(
         "ignore", message=MID_EPOCH_RESUME, module=r"lightning\.pytorch\.loops\.training_epoch_loop"
     )
+    warnings.filterwarnings("ignore", message=SKIPPED_STEP)
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropMessage(LITLOGGER_TIP))

@@ -164,7 +164,9 @@ def test_early_stopping_cannot_end_the_run_before_the_switch(tmp_path):
 
 
 def test_training_without_a_replacement_scheduler_says_what_to_add(tmp_path):
-    with pytest.raises(RuntimeError, match=r"add the callbacks from theseus_pl\.callbacks\.replacement_callbacks"):
+    with pytest.raises(
+        RuntimeError, match=r"add the callbacks from theseus_pl\.lightning\.callbacks\.replacement_callbacks"
+    ):
         make_trainer(tmp_path, 1).fit(theseus_module(), tiny_loader())
 
 

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import compose_config, tiny_inputs, tiny_model, tiny_run_overrides
+from app_runs import compose_config, tiny_run_overrides
+from conftest import tiny_inputs, tiny_model
 from huggingface_hub import ModelCard
 from omegaconf import OmegaConf
 from transformers import BertModel

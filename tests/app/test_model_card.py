@@ -1,7 +1,7 @@
 """The successor's model card: valid hub metadata from results.json, whatever the task's metric and dev sets."""
 
 import pytest
-from conftest import compose_config
+from app_runs import compose_config
 from huggingface_hub import ModelCard
 
 from theseus_pl.app.model_card import model_card

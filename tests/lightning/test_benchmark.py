@@ -10,7 +10,7 @@ from glue_files import make_glue_dir
 
 pytestmark = pytest.mark.slow
 
-SCRIPT = Path(__file__).parents[1] / "benchmarks" / "core_step.py"
+SCRIPT = Path(__file__).parents[2] / "benchmarks" / "core_step.py"
 
 
 def load_benchmark():

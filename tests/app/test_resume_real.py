@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import compose_config, tiny_run_overrides
+from app_runs import compose_config, tiny_run_overrides
 from test_app import logged
 
 from theseus_pl.app.pipeline import run
@@ -36,7 +36,7 @@ def test_a_run_killed_at_a_random_step_resumes_exactly(tiny_base, real_glue_dir,
     killed = subprocess.run(
         [sys.executable, "-m", "theseus_pl", *overrides, f"hydra.run.dir={folder}",
          "+callbacks.kill._target_=raise_at_step.KillAtStep", f"+callbacks.kill.step={kill_step}"],
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)}, capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}, capture_output=True, text=True,
     )  # fmt: skip
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert not (folder / "results.json").exists()

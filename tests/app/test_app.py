@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import compose_config, tiny_run_overrides
+from app_runs import compose_config, tiny_run_overrides
 from huggingface_hub import ModelCard
 from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
@@ -20,7 +20,7 @@ from theseus_pl.app.run_checks import RunRefused
 from theseus_pl.core.schedules import build_schedule
 from theseus_pl.data.tasks import glue_task
 
-CONF = Path(__file__).parents[1] / "conf"
+CONF = Path(__file__).parents[2] / "conf"
 EXPERIMENTS = sorted(path.stem for path in (CONF / "experiment").glob("*.yaml"))
 
 

@@ -1,7 +1,7 @@
 """Every option users type is checked before anything starts, and all problems are reported together."""
 
 import pytest
-from conftest import compose_config, tiny_run_overrides
+from app_runs import compose_config, tiny_run_overrides
 from test_app import EXPERIMENTS
 
 from theseus_pl.app.pipeline import run

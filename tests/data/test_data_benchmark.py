@@ -10,7 +10,7 @@ pytestmark = pytest.mark.slow
 
 def test_data_benchmark_reports_cache_and_padding_figures(real_glue_dir, tmp_path):
     spec = importlib.util.spec_from_file_location(
-        "data_prep", Path(__file__).parents[1] / "benchmarks" / "data_prep.py"
+        "data_prep", Path(__file__).parents[2] / "benchmarks" / "data_prep.py"
     )
     benchmark = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(benchmark)

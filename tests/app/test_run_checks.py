@@ -2,7 +2,8 @@
 
 import lightning.pytorch as pl
 import pytest
-from conftest import compose_config, tiny_model, tiny_run_overrides
+from app_runs import compose_config, tiny_run_overrides
+from conftest import tiny_model
 from glue_files import write_tsv
 
 from theseus_pl.app.pipeline import run

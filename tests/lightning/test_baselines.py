@@ -5,7 +5,8 @@ import copy
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import FAMILIES, compose_config, tiny_inputs, tiny_model, tiny_run_overrides
+from app_runs import compose_config, tiny_run_overrides
+from conftest import FAMILIES, tiny_inputs, tiny_model
 from transformers import AutoModelForSequenceClassification
 
 from theseus_pl.app.methods import bottom_layers

@@ -6,7 +6,8 @@ import json
 
 import pytest
 import torch
-from conftest import compose_config, tiny_model, tiny_run_overrides
+from app_runs import compose_config, tiny_run_overrides
+from conftest import tiny_model
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 from safetensors.torch import load_file

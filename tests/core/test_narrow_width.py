@@ -1,61 +1,24 @@
 """Successors narrower than the predecessor's hidden width, between learned projections started by PCA."""
 
-import copy
 import functools
 
 import pytest
 import torch
-from conftest import (
-    FAMILY_CONFIGS,
-    assert_training_moves_only_successors,
-    compose_config,
-    tiny_inputs,
-    tiny_model,
-    tiny_run_overrides,
-)
-from transformers import AutoModelForSequenceClassification, XLMRobertaConfig
+from conftest import FAMILY_CONFIGS, assert_training_moves_only_successors, tiny_inputs
+from narrow_models import CONFIGS, HIDDEN, NEURONS, calibration, narrow_theseus, predecessor
+from transformers import AutoModelForSequenceClassification
 
-from theseus_pl.app.deploy_folder import deploy_model
-from theseus_pl.app.methods import successor_factory
-from theseus_pl.app.pipeline import run
-from theseus_pl.app.preflight import resource_problems
-from theseus_pl.app.run_checks import RunRefused
-from theseus_pl.app.settings_check import setting_problems
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.io import PICKLED, load_successor
-from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.successors.copied import FEED_FORWARDS, copied_layer, feed_forward_block, kept_neurons
 from theseus_pl.core.successors.hidden_basis import narrow_start, principal_projection
-from theseus_pl.core.successors.narrow_width import ATTENTION_LAYOUTS, NarrowWidthSuccessor
-from theseus_pl.deployment.stage import DeploySettings
-
-HIDDEN = 16  # of the tiny models' 32, 4 heads of 4 dimensions where the predecessor's have 8
-NEURONS = 20  # of their 37 feed-forward neurons
-CONFIGS = {
-    **{family: config for family, config in FAMILY_CONFIGS.items() if family in ATTENTION_LAYOUTS},
-    "xlm-roberta": XLMRobertaConfig(**FAMILY_CONFIGS["roberta"].to_diff_dict()),
-}
+from theseus_pl.core.successors.narrow_width import ATTENTION_LAYOUTS
 
 
 @pytest.fixture(params=sorted(CONFIGS))
 def narrowable(request: pytest.FixtureRequest) -> str:
     """Every family whose layers can run narrower than the embeddings."""
     return request.param
-
-
-def predecessor(family: str = "bert") -> torch.nn.Module:
-    torch.manual_seed(0)
-    return AutoModelForSequenceClassification.from_config(copy.deepcopy(CONFIGS[family])).eval()
-
-
-def calibration() -> list[dict[str, torch.Tensor]]:
-    return [tiny_inputs(batch_size=4, seed=seed) for seed in range(3)]
-
-
-def narrow_theseus(model: torch.nn.Module, modules: int = 4, **settings: object) -> TheseusModel:
-    """``model`` as the run builds it with ``theseus.successor.hidden_size=HIDDEN`` and ``settings``."""
-    factory = successor_factory({"hidden_size": HIDDEN, "importance": "magnitude", **settings}, model, calibration)
-    return TheseusModel(model, modules, factory=factory).eval()
 
 
 def test_all_predecessor_gates_give_the_predecessors_logits_exactly(narrowable):
@@ -193,19 +156,6 @@ def test_training_narrow_successors_leaves_every_frozen_parameter_bit_identical_
     assert any("projection.down" in name for name, _ in theseus.named_parameters())
 
 
-def test_a_narrow_width_successor_deploys_to_onnx_and_int8_beside_its_predecessor(tmp_path, tiny_tokenizer, glue_dir):
-    model = tiny_model("bert", num_labels=2)
-    model.save_pretrained(tmp_path / "predecessor")
-    folder = narrow_theseus(model, 2).export(tmp_path / "successor", tiny_tokenizer)
-    settings = DeploySettings(batch_sizes=(1,), repeats=1, sequence_length=12, quantize="int8")
-    block = deploy_model(folder, settings, task="RTE", glue_dir=str(glue_dir), predecessor_dir=tmp_path / "predecessor")
-    assert (folder / block["onnx"]).is_file() and block["max_abs_diff"] <= block["tolerance"]
-    assert (folder / block["onnx_int8"]).is_file()
-    sizes = block["size_mb"]
-    assert sizes["pytorch_successor"] == pytest.approx((folder / PICKLED).stat().st_size / 1e6)
-    assert block["smaller_than_predecessor"]["pytorch_successor"] > 1
-
-
 @pytest.mark.parametrize(
     ("width", "message"),
     [(32, "below the predecessor's 32"), (40, "below the predecessor's 32"), (18, "multiple of .* 4 attention heads")],
@@ -230,47 +180,3 @@ def test_factories_without_the_projections_refuse_a_hidden_size():
     start = narrow_start(model, calibration(), HIDDEN)
     with pytest.raises(ValueError, match="feed_forward_block runs at the predecessor's hidden width"):
         feed_forward_block([source], source, model.config, hidden_size=HIDDEN, narrow_start=start)
-
-
-@pytest.fixture
-def base_overrides(tiny_base, glue_dir, tmp_path):
-    return tiny_run_overrides(tiny_base, glue_dir, tmp_path)
-
-
-def test_a_run_with_narrow_width_successors_ships_them_pickled_and_reports_their_shape(base_overrides, tmp_path):
-    results = run(compose_config(*base_overrides, f"theseus.successor.hidden_size={HIDDEN}"))
-    assert results["failed_steps"] == {} and results["successor"]["format"] == "pickled module"
-    assert results["successor"]["shape"] == {"layers": 2, "hidden_size": HIDDEN, "intermediate_size": 37}
-    assert results["settings"]["theseus.successor.hidden_size"] == HIDDEN
-    exported = load_successor(results["successor_dir"])
-    assert all(isinstance(layer, NarrowWidthSuccessor) for layer in find_layer_stack(exported).layers)
-    assert results["params"]["successor_layers"] < results["params"]["predecessor_layers"] / 2
-    card = (tmp_path / "run" / "successor" / "README.md").read_text()
-    assert "| hidden size | 32 | 16 |" in card and "load_successor" in card
-    assert "compressed from 4 to 2 layers (hidden size 32 to 16)" in " ".join(card.split())
-
-
-@pytest.mark.parametrize("value", [0, -16])
-def test_a_hidden_size_below_one_is_named(value):
-    (problem,) = setting_problems(compose_config(f"theseus.successor.hidden_size={value}"))
-    assert problem.startswith(f"theseus.successor.hidden_size={value} must be null")
-
-
-@pytest.mark.parametrize(
-    ("overrides", "message"),
-    [
-        ([f"theseus.successor.hidden_size={32}"], "hidden_size=32 must be at least 1 and below the predecessor's 32"),
-        (["theseus.successor.hidden_size=10"], "hidden_size=10 must be a multiple of the predecessor's 4 attention"),
-        ([f"theseus.successor.hidden_size={HIDDEN}", "method=kd"], "method=kd builds its student from whole"),
-    ],
-)
-def test_hidden_sizes_that_do_not_fit_the_model_refuse_the_run_before_training(base_overrides, overrides, message):
-    with pytest.raises(RunRefused, match=message):
-        run(compose_config(*base_overrides, *overrides))
-
-
-def test_transfer_from_a_pickled_successor_is_refused_before_anything_loads(tiny_base, glue_dir, tmp_path):
-    folder = narrow_theseus(predecessor(), 2).export(tmp_path / "narrow")
-    overrides = tiny_run_overrides(tiny_base, glue_dir, tmp_path)
-    (problem,) = resource_problems(compose_config(*overrides, "method=transfer", f"method.successor={folder}"))
-    assert problem.startswith(f"method.successor='{folder}': a pickled successor")

@@ -6,7 +6,7 @@ import pytest
 import torch
 from conftest import tiny_loader, tiny_model
 from lightning.pytorch.callbacks import Callback
-from test_module import make_trainer
+from test_modules import make_trainer
 
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.schedules import ConstantSchedule

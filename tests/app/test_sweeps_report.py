@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import compose_config, tiny_run_overrides
+from app_runs import compose_config, tiny_run_overrides
 from hydra import compose, initialize_config_module
 from test_app import EXPERIMENTS
 from transformers import AutoConfig
@@ -20,7 +20,7 @@ from transformers.models.bert.modeling_bert import BertLayer
 from theseus_pl.app.config import package_path
 from theseus_pl.app.report import build_table, main
 
-SWEEPS = Path(__file__).parents[1] / "sweeps"
+SWEEPS = Path(__file__).parents[2] / "sweeps"
 
 
 def test_paper_grid_sweeps_the_papers_values_and_trains_past_the_switch():

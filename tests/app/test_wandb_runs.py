@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import compose_config, tiny_model, tiny_run_overrides
+from app_runs import compose_config, tiny_run_overrides
+from conftest import tiny_model
 from glue_files import write_tsv
 from wandb_records import read_offline_run
 
@@ -16,7 +17,7 @@ from theseus_pl.app.pipeline import run
 from theseus_pl.app.settings_check import setting_problems
 from theseus_pl.app.tracking.run_identity import model_tag, swept_values
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).parents[1]  # the helpers beside conftest.py
 
 
 def app(*arguments: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -6,7 +6,7 @@ import sys
 import time
 
 import pytest
-from conftest import compose_config, tiny_run_overrides
+from app_runs import compose_config, tiny_run_overrides
 from huggingface_hub import constants
 
 from theseus_pl.app.pipeline import run

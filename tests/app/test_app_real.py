@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import compose_config
+from app_runs import compose_config
 
 from theseus_pl.app.pipeline import run
 

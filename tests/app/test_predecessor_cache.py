@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import compose_config, tiny_run_overrides
+from app_runs import compose_config, tiny_run_overrides
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 

@@ -1,0 +1,44 @@
+"""The Lightning internals this package relies on, in one place: each has no public equivalent.
+
+Checked against Lightning :data:`CHECKED_WITH` (``tests/lightning/test_compat.py`` runs each in a real Trainer and
+names that version, so an upgrade that changes them fails there first, not in a user's run).
+"""
+
+from __future__ import annotations
+
+import lightning.pytorch as pl
+
+CHECKED_WITH = "2.6"
+
+
+def logs_this_step(pl_module: pl.LightningModule) -> bool:
+    """Whether the loggers write this step's values (every ``log_every_n_steps``): the rule Lightning's own
+    ``LearningRateMonitor`` reads from the trainer's logger connector, which has no public accessor. False for a
+    module that no trainer runs (a step called by hand), where ``pl_module.trainer`` would raise."""
+    trainer = pl_module._trainer
+    return trainer is not None and trainer._logger_connector.should_update_logs
+
+
+def raise_min_steps(trainer: pl.Trainer, steps: int) -> None:
+    """Make the running fit last at least ``steps`` optimizer steps, whatever early stopping asks for before then.
+
+    ``Trainer(min_steps=...)`` is fixed when the trainer is built; the fit loop reads it from its epoch loop, the
+    only place it can be raised once a callback knows the step (the phase switch)."""
+    epoch_loop = trainer.fit_loop.epoch_loop
+    epoch_loop.min_steps = max(epoch_loop.min_steps or 0, steps)
+
+
+def validation_follows(trainer: pl.Trainer, batch_idx: int) -> bool:
+    """Whether Lightning validates after this training batch: its rule for step intervals (the training epoch
+    loop's, which it does not expose), re-stated from public trainer state.
+
+    Validation runs every ``val_check_batch`` batches, counted over the whole run when ``check_val_every_n_epoch``
+    is None and within the epoch otherwise; a run that is stopping validates once more.
+    """
+    every_epochs = trainer.check_val_every_n_epoch
+    if not trainer.enable_validation or (every_epochs and (trainer.current_epoch + 1) % every_epochs):
+        return False
+    if trainer.should_stop:
+        return True
+    batches = trainer.global_step * trainer.accumulate_grad_batches if every_epochs is None else batch_idx + 1
+    return trainer.val_check_batch is not None and batches % trainer.val_check_batch == 0
