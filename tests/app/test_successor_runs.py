@@ -63,7 +63,7 @@ def test_an_interrupted_run_of_narrower_successors_resumes_to_the_uninterrupted_
 
 
 def test_a_run_with_a_custom_factory_ships_a_pickled_successor(base_overrides, tmp_path):
-    target = "theseus.successor._target_=theseus_pl.core.successors.copied.feed_forward_block"
+    target = "theseus.successor._target_=theseus_pl.core.successors.feed_forward_block"
     results = run(compose_config(*base_overrides, target))
     assert results["successor"]["format"] == "pickled module" and results["failed_steps"] == {}
     written = json.loads((tmp_path / "run" / "results.json").read_text())

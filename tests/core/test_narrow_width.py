@@ -8,11 +8,11 @@ from conftest import FAMILY_CONFIGS, assert_training_moves_only_successors, tiny
 from narrow_models import CONFIGS, HIDDEN, NEURONS, calibration, narrow_theseus, predecessor
 from transformers import AutoModelForSequenceClassification
 
-from theseus_pl.core.families import find_layer_stack
+from theseus_pl.core.families import FAMILIES, find_layer_stack
 from theseus_pl.core.io import PICKLED, load_successor
-from theseus_pl.core.successors.copied import FEED_FORWARDS, copied_layer, feed_forward_block, kept_neurons
+from theseus_pl.core.successors import copied_layer, feed_forward_block
+from theseus_pl.core.successors.copied import kept_neurons
 from theseus_pl.core.successors.hidden_basis import narrow_start, principal_projection
-from theseus_pl.core.successors.narrow_width import ATTENTION_LAYOUTS
 
 
 @pytest.fixture(params=sorted(CONFIGS))
@@ -42,7 +42,7 @@ def test_the_all_successor_model_is_the_exported_model(narrowable, tmp_path):
     assert first.projection is last.projection  # one pair of projections, shared
     assert (first.enters, first.leaves, last.enters, last.leaves) == (True, False, False, True)
     assert exported.config.narrow_hidden_size == HIDDEN and exported.config.num_hidden_layers == 2
-    assert getattr(exported.config, FEED_FORWARDS[narrowable].width) == NEURONS
+    assert getattr(exported.config, FAMILIES[narrowable].feed_forward.width) == NEURONS
 
 
 def test_consecutive_successors_pass_narrow_states_and_project_only_where_a_run_begins_and_ends():
@@ -90,9 +90,11 @@ def test_a_narrow_layer_reads_and_writes_the_hidden_state_through_the_projection
     source = find_layer_stack(model).layers[0]
     start = narrow_start(model, calibration(), HIDDEN)
     projection = start.projection
-    factory = functools.partial(copied_layer, intermediate_size=NEURONS, hidden_size=HIDDEN, narrow_start=start)
+    factory = functools.partial(
+        copied_layer, intermediate_size=NEURONS, importance="magnitude", hidden_size=HIDDEN, narrow_start=start
+    )
     layer = factory([source], source, model.config).layer
-    feed_forward = FEED_FORWARDS[narrowable]
+    feed_forward = FAMILIES[narrowable].feed_forward
     expand, contract = source.get_submodule(feed_forward.expand), source.get_submodule(feed_forward.contract)
     kept = kept_neurons(expand, contract, NEURONS, "magnitude")  # the most important by magnitude
     z, activations = torch.randn(5, HIDDEN), torch.randn(5, NEURONS)
@@ -127,7 +129,7 @@ def test_each_head_keeps_its_dimensions_whose_scores_weigh_most():
 
 def test_each_narrow_layernorm_is_the_least_squares_fit_of_its_predecessors_seen_through_the_projection(narrowable):
     model = predecessor(narrowable)
-    norm = find_layer_stack(model).layers[1].get_submodule(ATTENTION_LAYOUTS[narrowable].output_norm)
+    norm = find_layer_stack(model).layers[1].get_submodule(FAMILIES[narrowable].attention.output_norm)
     received = []
     hook = norm.register_forward_pre_hook(lambda _, args: received.append(args[0]))
     batches = calibration()

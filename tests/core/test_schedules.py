@@ -55,14 +55,14 @@ def test_build_schedule_from_config_values():
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        (lambda: ConstantSchedule(p=1.5, switch_step=10), r"replacement.p=1.5 is outside \[0, 1\]"),
-        (lambda: ConstantSchedule(p=-0.1, switch_step=10), r"replacement.p=-0.1 is outside \[0, 1\]"),
-        (lambda: ConstantSchedule(p=0.5, switch_step=-1), "replacement.switch_step=-1 must be >= 0"),
-        (lambda: CurriculumSchedule(b=1.2, k=0.1), r"replacement.b=1.2 is outside \[0, 1\]"),
-        (lambda: CurriculumSchedule(b=0.1, k=0.0), "replacement.k=0.0 must be > 0"),
-        (lambda: CurriculumSchedule(b=0.1, k=-1e-4), "replacement.k=-0.0001 must be > 0"),
+        (lambda: ConstantSchedule(p=1.5, switch_step=10), r"p=1.5 is outside \[0, 1\]"),
+        (lambda: ConstantSchedule(p=-0.1, switch_step=10), r"p=-0.1 is outside \[0, 1\]"),
+        (lambda: ConstantSchedule(p=0.5, switch_step=-1), "switch_step=-1 must be >= 0"),
+        (lambda: CurriculumSchedule(b=1.2, k=0.1), r"b=1.2 is outside \[0, 1\]"),
+        (lambda: CurriculumSchedule(b=0.1, k=0.0), "k=0.0 must be > 0"),
+        (lambda: CurriculumSchedule(b=0.1, k=-1e-4), "k=-0.0001 must be > 0"),
         (lambda: CurriculumSchedule.from_steps_to_full(b=0.1, steps_to_full=0), "steps_to_full=0 must be >= 1"),
-        (lambda: CurriculumSchedule.from_steps_to_full(b=-0.5, steps_to_full=10), "replacement.b=-0.5 is outside"),
+        (lambda: CurriculumSchedule.from_steps_to_full(b=-0.5, steps_to_full=10), "b=-0.5 is outside"),
         (lambda: build_schedule("constant", p=0.5), "needs replacement.p and replacement.switch_step"),
         (
             lambda: build_schedule("curriculum", b=0.1),

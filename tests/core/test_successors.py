@@ -8,18 +8,12 @@ import torch
 from conftest import assert_training_moves_only_successors, tiny_inputs, tiny_model
 from transformers import AutoModelForSequenceClassification
 
-from theseus_pl.core.families import find_layer_stack
+from theseus_pl.core.families import FAMILIES, find_layer_stack, shape_of
 from theseus_pl.core.io import PICKLED, load_successor
 from theseus_pl.core.replacing import TheseusModel
+from theseus_pl.core.successors import FeedForwardBlock, copied_layer, feed_forward_block
 from theseus_pl.core.successors.activity import neuron_activity
-from theseus_pl.core.successors.copied import (
-    FEED_FORWARDS,
-    FeedForwardBlock,
-    copied_layer,
-    feed_forward_block,
-    neuron_importance,
-    shape_of,
-)
+from theseus_pl.core.successors.copied import neuron_importance
 
 WIDTH = 20  # of the tiny models' 37 feed-forward neurons
 
@@ -35,21 +29,21 @@ def test_a_narrower_successor_exports_a_plain_checkpoint_with_the_same_logits(fa
         expected = theseus(None, **inputs).logits
         exported = AutoModelForSequenceClassification.from_pretrained(theseus.export(tmp_path / "successor"))
         torch.testing.assert_close(exported(**inputs).logits, expected, atol=1e-5, rtol=0)
-    width = FEED_FORWARDS[exported.config.model_type].width
+    width = FAMILIES[exported.config.model_type].feed_forward.width
     assert getattr(exported.config, width) == WIDTH and exported.config.num_hidden_layers == 2
     assert not (tmp_path / "successor" / PICKLED).exists()
 
 
 def test_the_kept_neurons_are_the_most_important_and_keep_their_weights(family):
     model = tiny_model(family)
-    layout = FEED_FORWARDS[model.config.model_type]
+    layout = FAMILIES[model.config.model_type].feed_forward
     source = find_layer_stack(model).layers[0]
     expand, contract = source.get_submodule(layout.expand), source.get_submodule(layout.contract)
     by_hand = torch.cat([expand.weight, expand.bias[:, None]], 1).norm(dim=1) * contract.weight.norm(dim=0)
     torch.testing.assert_close(neuron_importance(expand, contract), by_hand)
     kept = by_hand.topk(WIDTH).indices.sort().values
 
-    layer = copied_layer([source], source, model.config, intermediate_size=WIDTH)
+    layer = copied_layer([source], source, model.config, intermediate_size=WIDTH, importance="magnitude")
     assert torch.equal(layer.get_submodule(layout.expand).weight, expand.weight[kept])
     assert torch.equal(layer.get_submodule(layout.expand).bias, expand.bias[kept])
     assert torch.equal(layer.get_submodule(layout.contract).weight, contract.weight[:, kept])
@@ -59,7 +53,7 @@ def test_the_kept_neurons_are_the_most_important_and_keep_their_weights(family):
 def test_a_narrower_layer_is_the_layer_with_the_dropped_neurons_silenced():
     model = tiny_model().eval()
     source = model.bert.encoder.layer[0]
-    layer = copied_layer([source], source, model.config, intermediate_size=WIDTH).eval()
+    layer = copied_layer([source], source, model.config, intermediate_size=WIDTH, importance="magnitude").eval()
     silenced = copy.deepcopy(source)
     dropped = torch.ones(37, dtype=torch.bool)
     dropped[neuron_importance(source.intermediate.dense, source.output.dense).topk(WIDTH).indices] = False
@@ -84,7 +78,7 @@ def test_random_importance_is_seeded_and_differs_from_magnitude():
 
 def test_activity_is_each_neurons_mean_absolute_activation_over_real_tokens_only(family):
     model = tiny_model(family).eval()
-    layout = FEED_FORWARDS[model.config.model_type]
+    layout = FAMILIES[model.config.model_type].feed_forward
     layers = list(find_layer_stack(model).layers)
     inputs = tiny_inputs()  # the last row is half padding
     recorded = {}
@@ -116,7 +110,9 @@ def test_activation_importance_keeps_the_neurons_that_move_the_hidden_state_most
     kept = score.topk(WIDTH).indices.sort().values
     assert {4, 9, 30} <= set(kept.tolist())
     assert torch.equal(layer.intermediate.dense.weight, source.intermediate.dense.weight[kept])
-    with pytest.raises(ValueError, match="importance=activation needs the neurons' activity"):
+    with pytest.raises(
+        ValueError, match=r"importance='activation' needs the neurons' activity .*successor_factory\(model, batches"
+    ):
         copied_layer([source], source, model.config, intermediate_size=WIDTH, importance="activation")
 
 
@@ -170,7 +166,7 @@ def test_a_narrower_width_not_below_the_predecessors_is_refused(family):
     source = find_layer_stack(model).layers[0]
     for width in (37, 50):
         with pytest.raises(ValueError, match=f"intermediate_size={width} must be at least 1 and below .* 37"):
-            copied_layer([source], source, model.config, intermediate_size=width)
+            copied_layer([source], source, model.config, intermediate_size=width, importance="magnitude")
 
 
 def test_shape_fields_name_each_familys_widths(family):

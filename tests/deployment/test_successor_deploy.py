@@ -4,7 +4,7 @@ from conftest import tiny_model
 
 from theseus_pl.app.deploy_folder import deploy_model
 from theseus_pl.core.replacing import TheseusModel
-from theseus_pl.core.successors.copied import (
+from theseus_pl.core.successors import (
     feed_forward_block,
 )
 from theseus_pl.deployment.stage import DeploySettings

@@ -7,30 +7,30 @@ method writes the same ``results.json``.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import lightning.pytorch as pl
 import torch
-from hydra.errors import InstantiationException
-from hydra.utils import instantiate
+from hydra.utils import get_method
 from transformers import PreTrainedModel
 
+from theseus_pl.app.config_terms import SUCCESSOR_SETTINGS, in_config_terms
 from theseus_pl.app.predecessor import load_classifier
 from theseus_pl.core.families import find_layer_stack
-from theseus_pl.core.replacing import SuccessorFactory, TheseusModel
+from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.schedules import ReplacementSchedule
-from theseus_pl.core.successors.activity import neuron_activity
-from theseus_pl.core.successors.copied import Importance
-from theseus_pl.core.successors.hidden_basis import narrow_start
+from theseus_pl.core.successors import SuccessorFactory
+from theseus_pl.core.successors import successor_factory as core_successor_factory
 from theseus_pl.data.tasks import TaskSpec
 from theseus_pl.lightning.baselines import DistillationModule, add_layerdrop, remove_layerdrop
 from theseus_pl.lightning.callbacks import replacement_callbacks
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.modules import FineTuningModule, TheseusModule
 
+DEFAULT_SUCCESSOR = "theseus_pl.core.successors.copied_layer"
 METHODS = ("theseus", "fine_tuning", "kd", "pkd", "layerdrop", "transfer")
 
 
@@ -54,32 +54,33 @@ def successor_factory(
     layers_path: str | None = None,
 ) -> SuccessorFactory:
     """``theseus.successor`` as the factory it names (``_target_``, default the copied layer) with its other keys
-    bound: Hydra's partial instantiation, so a researcher's factory is configured like any Hydra object. What needs
-    the predecessor's response to the ``calibration`` batches is measured here and bound too: ``activity`` for
-    ``importance: activation`` (with ``intermediate_size``), and ``narrow_start`` (the shared projections and the
-    fitted LayerNorms) for ``hidden_size``."""
-    settings = {"_target_": "theseus_pl.core.successors.copied.copied_layer", **settings}
+    bound by the library's :func:`~theseus_pl.core.successors.successor_factory`, which measures on the
+    ``calibration`` batches what the settings need; its errors are reworded with the config's keys."""
+    settings = dict(settings)
+    target = settings.pop("_target_", DEFAULT_SUCCESSOR)
     try:
-        factory = instantiate(settings, _partial_=True)
-    except InstantiationException as error:
+        factory = get_method(target)
+    except Exception as error:  # whatever importing the named module raises
         raise ValueError(
-            f"theseus.successor._target_={settings['_target_']!r} cannot be used as a successor factory: {error}"
+            f"theseus.successor._target_={target!r} cannot be used as a successor factory: {error}"
         ) from error
-    by_activity = settings.get("importance") == Importance.ACTIVATION.value and settings.get("intermediate_size")
-    hidden_size = settings.get("hidden_size")
-    if not by_activity and hidden_size is None:
-        return factory
-    if predecessor is None or calibration is None:
-        raise ValueError(
-            "theseus.successor.importance=activation and theseus.successor.hidden_size need training batches to "
-            "measure the predecessor on."
+
+    def batches() -> Iterator[Mapping[str, torch.Tensor]]:  # read only if the settings need measuring
+        yield from calibration()
+
+    with successor_settings_named_by_config():
+        return core_successor_factory(
+            predecessor, batches() if calibration else None, factory=factory, layers_path=layers_path, **settings
         )
-    batches, measured = list(calibration()), {}  # measured more than once
-    if by_activity:
-        measured["activity"] = neuron_activity(predecessor, batches, layers_path)
-    if hidden_size is not None:
-        measured["narrow_start"] = narrow_start(predecessor, batches, hidden_size, layers_path)
-    return functools.partial(factory, **measured)
+
+
+@contextmanager
+def successor_settings_named_by_config() -> Iterator[None]:
+    """The library's errors about successor settings, reworded with the ``theseus.successor.*`` keys."""
+    try:
+        yield
+    except ValueError as error:
+        raise ValueError(in_config_terms(str(error), "theseus.successor", SUCCESSOR_SETTINGS)) from error
 
 
 def build_method(
@@ -103,7 +104,8 @@ def build_method(
     if name == "theseus":
         predecessor = load_classifier(predecessor_dir, task)
         factory = successor_factory(theseus.get("successor") or {}, predecessor, calibration, layers_path)
-        model = TheseusModel(predecessor, layers, theseus["init"], layers_path, factory)
+        with successor_settings_named_by_config():
+            model = TheseusModel(predecessor, layers, theseus["init"], layers_path, factory)
         switch = schedule.switch_step
         module = TheseusModule(
             model, metrics, seed=seed, **optimizer,

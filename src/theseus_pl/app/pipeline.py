@@ -25,11 +25,10 @@ from theseus_pl.app.settings_check import setting_problems
 from theseus_pl.app.tracking.loggers import build_loggers
 from theseus_pl.app.tracking.run_identity import run_identity
 from theseus_pl.app.tracking.wandb_run import finish, publish, run_link, wandb_run
-from theseus_pl.core.families import find_layer_stack
+from theseus_pl.core.families import find_layer_stack, shape_of
 from theseus_pl.core.io import is_pickled, load_successor, save_successor
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.schedules import ReplacementSchedule, build_schedule
-from theseus_pl.core.successors.copied import shape_of
 from theseus_pl.data.datamodule import GlueDataModule
 from theseus_pl.deployment.speed import inference_speedup
 from theseus_pl.deployment.stage import DeploySettings, deploy, wanted

@@ -12,11 +12,12 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from transformers import AutoConfig, PretrainedConfig
 
+from theseus_pl.app.config_terms import SUCCESSOR_SETTINGS, in_config_terms
 from theseus_pl.app.predecessor import check_fits_task
 from theseus_pl.app.preflight import resource_problems
 from theseus_pl.app.settings_check import setting_problems
+from theseus_pl.core.families import feed_forward_of
 from theseus_pl.core.schedules import build_schedule
-from theseus_pl.core.successors.copied import feed_forward_of
 from theseus_pl.core.successors.narrow_width import hidden_size_problem
 from theseus_pl.data.datamodule import GlueDataModule, sample_rows
 
@@ -89,7 +90,8 @@ def successor_problems(cfg: DictConfig, config: PretrainedConfig) -> list[str]:
     if "intermediate_size" in widths:
         problems += _feed_forward_problems(config, widths["intermediate_size"])
     hidden = hidden_size_problem(config, widths["hidden_size"]) if "hidden_size" in widths else None
-    return problems + ([hidden] if hidden else [])
+    problems += [hidden] if hidden else []
+    return [in_config_terms(problem, "theseus.successor", SUCCESSOR_SETTINGS) for problem in problems]
 
 
 def _feed_forward_problems(config: PretrainedConfig, width: int) -> list[str]:

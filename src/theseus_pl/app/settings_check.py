@@ -13,10 +13,11 @@ from typing import Any
 from hydra.utils import get_method
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from theseus_pl.app.config_terms import SCHEDULE_SETTINGS, in_config_terms
 from theseus_pl.app.tracking.loggers import wandb_setting_problems
 from theseus_pl.core.replacing import SuccessorInit
 from theseus_pl.core.schedules import build_schedule
-from theseus_pl.core.successors.copied import Importance
+from theseus_pl.core.successors import Importance
 from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxruntime
 from theseus_pl.deployment.stage import QUANTIZE_CHOICES, wanted
 
@@ -113,7 +114,7 @@ def setting_problems(cfg: DictConfig) -> list[str]:
     try:
         build_schedule(**cfg.replacement)
     except (TypeError, ValueError) as error:
-        problems.append(f"replacement: {error}")
+        problems.append(f"replacement: {in_config_terms(str(error), 'replacement', SCHEDULE_SETTINGS)}")
     problems += wandb_setting_problems(OmegaConf.to_container(cfg.logger.wandb, resolve=True))
     if wanted(cfg.deploy):
         try:

@@ -1,8 +1,11 @@
-"""Find the stack of encoder layers inside a Hugging Face model.
+"""What the code knows of each model family, in one registry: where its layer list is, how a layer's feed-forward
+network and attention are laid out, and so what a successor may narrow.
 
-Progressive module replacing only needs the list of layers (an ``nn.ModuleList``) that the encoder iterates
-over; everything else in the model stays untouched. Known families are looked up by ``config.model_type``;
-any other encoder works when the user names the list by its attribute path.
+Progressive module replacing only needs the list of layers (an ``nn.ModuleList``) that the encoder iterates over;
+everything else in the model stays untouched, so any encoder works when the user names the list by its attribute
+path. Narrower successors need more: the feed-forward layout (``intermediate_size``) and the attention layout
+(``hidden_size``). A family supported out of the box is one :class:`Family` in :data:`FAMILIES`, keyed by
+``config.model_type``; :func:`register_family` adds another.
 """
 
 from __future__ import annotations
@@ -10,18 +13,111 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from torch import nn
-from transformers import PreTrainedModel
+from transformers import PretrainedConfig, PreTrainedModel
 
-# Path of the layer list relative to the model's backbone (``model.base_model``), per ``config.model_type``.
-KNOWN_LAYER_PATHS: dict[str, str] = {
-    "bert": "encoder.layer",
-    "roberta": "encoder.layer",
-    "xlm-roberta": "encoder.layer",
-    "electra": "encoder.layer",
-    "mpnet": "encoder.layer",
-    "deberta-v2": "encoder.layer",
-    "distilbert": "transformer.layer",
+
+@dataclass(frozen=True)
+class FeedForward:
+    """Where a layer keeps its feed-forward network, relative to the layer, and its width in the config."""
+
+    expand: str  # the Linear from the hidden width up to the feed-forward width
+    contract: str  # the Linear back down to the hidden width
+    width: str  # the config attribute holding the feed-forward width
+
+
+@dataclass(frozen=True)
+class Attention:
+    """Where a layer keeps its attention and LayerNorms, and its config's names for width and head count."""
+
+    query: str
+    key: str
+    value: str
+    output: str  # the Linear from the attention's values back to the hidden state
+    attention_norm: str  # the LayerNorm after the attention's residual sum
+    output_norm: str  # the LayerNorm after the feed-forward network's residual sum
+    hidden: str  # the config attribute holding the hidden width
+    heads: str  # the config attribute holding the number of attention heads
+
+
+@dataclass(frozen=True)
+class Family:
+    """One model family as the code knows it.
+
+    ``layers``: the layer list's path relative to the model's backbone (``model.base_model``). ``feed_forward``:
+    its layers' feed-forward layout, None where unknown (no narrower feed-forward successors). ``attention``: its
+    layers' attention layout, None where the layers cannot run narrower than the embeddings (``why_not_narrow``
+    says why, for the refusal).
+    """
+
+    layers: str
+    feed_forward: FeedForward | None = None
+    attention: Attention | None = None
+    why_not_narrow: str = "its attention layout is not known"
+
+
+_BERT_FEED_FORWARD = FeedForward("intermediate.dense", "output.dense", "intermediate_size")
+# fmt: off
+_BERT_ATTENTION = Attention(
+    "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
+    "attention.output.LayerNorm", "output.LayerNorm", "hidden_size", "num_attention_heads",
+)
+_BERT = Family("encoder.layer", _BERT_FEED_FORWARD, _BERT_ATTENTION)
+FAMILIES: dict[str, Family] = {
+    "bert": _BERT,
+    "roberta": _BERT,
+    "xlm-roberta": _BERT,
+    "electra": _BERT,
+    "mpnet": Family("encoder.layer", _BERT_FEED_FORWARD, Attention(
+        "attention.attn.q", "attention.attn.k", "attention.attn.v", "attention.attn.o", "attention.LayerNorm",
+        "output.LayerNorm", "hidden_size", "num_attention_heads",
+    )),
+    "deberta-v2": Family(
+        "encoder.layer", _BERT_FEED_FORWARD,
+        why_not_narrow="DeBERTa's relative position embeddings are read at the full width inside every layer",
+    ),
+    "distilbert": Family("transformer.layer", FeedForward("ffn.lin1", "ffn.lin2", "hidden_dim"), Attention(
+        "attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin", "sa_layer_norm",
+        "output_layer_norm", "dim", "n_heads",
+    )),
 }
+# fmt: on
+
+
+def register_family(model_type: str, family: Family) -> None:
+    """Teach every lookup (layer list, feed-forward and attention layouts) a family: ``config.model_type`` is
+    ``model_type``. Replaces what was known of it."""
+    FAMILIES[model_type] = family
+
+
+def family_of(config: PretrainedConfig) -> Family | None:
+    """The registered family of a model's config; None for a model type nobody registered."""
+    return FAMILIES.get(getattr(config, "model_type", None))
+
+
+def feed_forward_of(config: PretrainedConfig) -> FeedForward:
+    """The family's feed-forward layout; a ValueError naming the known families for any other."""
+    family = family_of(config)
+    if family is None or family.feed_forward is None:
+        known = sorted(name for name, known in FAMILIES.items() if known.feed_forward)
+        raise ValueError(
+            f"intermediate_size: the feed-forward network of model type {config.model_type!r} is not known (known: "
+            f"{', '.join(known)}). Leave it None, register the family (theseus_pl.register_family), or build "
+            "successors with a factory of your own."
+        )
+    return family.feed_forward
+
+
+def attention_of(config: PretrainedConfig) -> Attention:
+    """The family's attention layout; a ValueError saying why its layers cannot be narrowed for any other."""
+    family = family_of(config)
+    if family is None or family.attention is None:
+        known = sorted(name for name, known in FAMILIES.items() if known.attention)
+        reason = family.why_not_narrow if family is not None else "the family is not registered"
+        raise ValueError(
+            f"hidden_size: the layers of model type {config.model_type!r} cannot be narrowed ({reason}; known: "
+            f"{', '.join(known)}). Leave it None."
+        )
+    return family.attention
 
 
 @dataclass(frozen=True)
@@ -41,7 +137,7 @@ def find_layer_stack(model: PreTrainedModel, layers_path: str | None = None) -> 
     """Locate the encoder's layer list.
 
     ``layers_path`` is a dotted attribute path from ``model`` (as ``print(model)`` shows it, e.g.
-    ``"bert.encoder.layer"``); without it the path comes from :data:`KNOWN_LAYER_PATHS`.
+    ``"bert.encoder.layer"``); without it the path comes from the model's :class:`Family`.
     """
     if layers_path is None:
         layers_path = _known_path(model)
@@ -65,17 +161,17 @@ def find_layer_stack(model: PreTrainedModel, layers_path: str | None = None) -> 
 
 def _known_path(model: PreTrainedModel) -> str:
     model_type = getattr(model.config, "model_type", None)
-    relative = KNOWN_LAYER_PATHS.get(model_type)
-    if relative is None:
+    family = family_of(model.config)
+    if family is None:
         raise ValueError(
             f"Cannot find the encoder layers of model type {model_type!r} ({type(model).__name__}). "
-            f"Known families: {', '.join(sorted(KNOWN_LAYER_PATHS))}. For any other encoder, name its layer "
+            f"Known families: {', '.join(sorted(FAMILIES))}. For any other encoder, name its layer "
             f"list by attribute path from the model, e.g. layers_path='<backbone>.encoder.layer' "
             f"(print(model) shows it). {_candidates_hint(model)}"
         )
     prefix = model.base_model_prefix
     has_backbone = prefix and getattr(model, prefix, None) is not None
-    return f"{prefix}.{relative}" if has_backbone else relative
+    return f"{prefix}.{family.layers}" if has_backbone else family.layers
 
 
 def _candidates_hint(model: nn.Module) -> str:
@@ -89,3 +185,15 @@ def _candidates_hint(model: nn.Module) -> str:
     if not candidates:
         return "No nn.ModuleList of that depth was found in the model."
     return f"Candidates in this model: {', '.join(candidates)}."
+
+
+def shape_of(config: PretrainedConfig) -> dict[str, int | None]:
+    """A model's depth and widths, as ``results.json`` reports them (None where the family has no such width); the
+    hidden size is the layers' (``narrow_hidden_size`` where successors run narrower than the embeddings)."""
+    family = family_of(config)
+    width = family.feed_forward.width if family and family.feed_forward else "intermediate_size"
+    return {
+        "layers": config.num_hidden_layers,
+        "hidden_size": getattr(config, "narrow_hidden_size", None) or getattr(config, "hidden_size", None),
+        "intermediate_size": getattr(config, width, None),
+    }

@@ -5,16 +5,36 @@ narrower feed-forward networks, which the config's feed-forward width describes)
 checkpoint: ``AutoModelForSequenceClassification.from_pretrained`` loads it with no code of ours. Modules from a
 custom factory fit no config, so such a successor is pickled whole (``successor.pt``, beside its config and
 tokenizer); :func:`load_successor` loads either kind, and loading the pickle needs the factory's module importable.
+A pickle names each class by its module, so successors pickled before the package was arranged in floors name
+modules that have moved: :data:`MOVED_MODULES` maps them to where those classes live now.
 """
 
 from __future__ import annotations
 
+import pickle
+import types
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForSequenceClassification, PreTrainedModel, PreTrainedTokenizerBase
 
 PICKLED = "successor.pt"
+
+# Where the classes a successor pickle can name lived before theseus_pl 0.2 arranged its modules in floors.
+MOVED_MODULES = {
+    "theseus_pl.narrow_width": "theseus_pl.core.successors.narrow_width",
+    "theseus_pl.successors": "theseus_pl.core.successors.blocks",
+    "theseus_pl.theseus": "theseus_pl.core.replacing",
+}
+
+
+class _MovedModulesUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> object:
+        return super().find_class(MOVED_MODULES.get(module, module), name)
+
+
+# torch.load reads a pickle with the Unpickler of the module-like object it is given.
+_PICKLE = types.SimpleNamespace(__name__="pickle", Unpickler=_MovedModulesUnpickler, load=pickle.load)
 
 
 def config_describes(model: PreTrainedModel) -> bool:
@@ -50,5 +70,6 @@ def load_successor(directory: str | Path) -> PreTrainedModel:
     """The successor saved in ``directory`` by :func:`save_successor` (or any sequence-classification checkpoint),
     in eval mode."""
     if is_pickled(directory):
-        return torch.load(Path(directory) / PICKLED, map_location="cpu", weights_only=False).eval()
+        path = Path(directory) / PICKLED
+        return torch.load(path, map_location="cpu", weights_only=False, pickle_module=_PICKLE).eval()
     return AutoModelForSequenceClassification.from_pretrained(directory).eval()

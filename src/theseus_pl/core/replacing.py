@@ -19,13 +19,10 @@ import torch
 from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-from theseus_pl.core.families import find_layer_stack
+from theseus_pl.core.families import family_of, find_layer_stack
 from theseus_pl.core.io import save_successor
-from theseus_pl.core.successors.copied import FEED_FORWARDS, copied_layer
-from theseus_pl.core.successors.narrow_width import NarrowWidthSuccessor
-
-# factory(module_layers, source_layer, predecessor_config) -> successor module (see ``successors``)
-SuccessorFactory = Callable[[Sequence[nn.Module], nn.Module, PretrainedConfig], nn.Module]
+from theseus_pl.core.successors.copied import copied_layer
+from theseus_pl.core.successors.protocol import Reshaping, RunAware, SuccessorFactory
 
 
 class SuccessorInit(str, Enum):
@@ -168,9 +165,14 @@ class TheseusModel(nn.Module):
         gate = [bool(use_successor) for use_successor in gate]
         for index, block in enumerate(self.blocks):
             block.use_successor = gate[index]
-            if isinstance(block.successor, NarrowWidthSuccessor):  # where a run of successors begins and ends
-                block.successor.enters = index == 0 or not gate[index - 1]
-                block.successor.leaves = index == len(gate) - 1 or not gate[index + 1]
+            if isinstance(block.successor, RunAware):  # where its run of successors begins and ends
+                enters = index == 0 or not gate[index - 1]
+                block.successor.place_in_run(enters, index == len(gate) - 1 or not gate[index + 1])
+
+    def sample_gate(self, p: float, generator: torch.Generator | None = None) -> torch.Tensor:
+        """The paper's gate for one batch: each module replaced independently with probability ``p`` (True = its
+        successor), drawn on the CPU from ``generator`` (no device sync)."""
+        return torch.rand(self.num_modules, generator=generator) < p
 
     def forward(self, gate: Sequence[bool] | torch.Tensor | None = None, **inputs: Any) -> Any:
         """Run the wrapped model with ``gate`` (None: every module uses its successor, as at inference)."""
@@ -201,19 +203,22 @@ class TheseusModel(nn.Module):
         return config
 
     def _compact_shape(self) -> dict[str, int]:
-        """The config values the all-successor model changes: ``n`` layers; the successors' feed-forward width when
-        they are narrower than the predecessor's; and for narrow-width successors ``narrow_hidden_size``, the
-        width their layers run at (``hidden_size`` stays the embeddings' and the task head's)."""
+        """The config values the all-successor model changes: ``n`` layers, and each value every successor changes
+        alike: a plain layer's feed-forward width when it is narrower than the predecessor's, or whatever a
+        :class:`~theseus_pl.core.successors.Reshaping` successor says (a narrower width's ``narrow_hidden_size``:
+        ``hidden_size`` stays the embeddings' and the task head's)."""
+        config = self.model.config
+        changes = [
+            block.successor.compact_config_changes(config)
+            if isinstance(block.successor, Reshaping)
+            else _feed_forward_width(block.successor, config)
+            for block in self.blocks
+        ]
         shape = {"num_hidden_layers": self.num_modules}
-        successors = [block.successor for block in self.blocks]
-        layers = [s.layer if isinstance(s, NarrowWidthSuccessor) else s for s in successors]
-        layout = FEED_FORWARDS.get(self.model.config.model_type)
-        if layout is not None:
-            widths = {_linear_width(layer, layout.expand) for layer in layers}
-            if len(widths) == 1 and None not in widths:
-                shape[layout.width] = widths.pop()
-        if isinstance(successors[0], NarrowWidthSuccessor):
-            shape["narrow_hidden_size"] = successors[0].projection.width
+        for name in set().union(*changes):
+            values = {change.get(name) for change in changes}
+            if len(values) == 1 and None not in values:
+                shape[name] = values.pop()
         return shape
 
     def to_compact_model(self) -> PreTrainedModel:
@@ -266,13 +271,17 @@ class TheseusModel(nn.Module):
         return state
 
 
-def _linear_width(module: nn.Module, path: str) -> int | None:
-    """The output width of the Linear at ``path`` in ``module``; None when there is none (another kind of module)."""
+def _feed_forward_width(module: nn.Module, config: PretrainedConfig) -> dict[str, int]:
+    """A successor layer's feed-forward width under its config name, read from the family's layout; nothing for a
+    family of unknown layout or a module without that Linear (another kind of module)."""
+    family = family_of(config)
+    if family is None or family.feed_forward is None:
+        return {}
     try:
-        linear = module.get_submodule(path)
+        linear = module.get_submodule(family.feed_forward.expand)
     except AttributeError:
-        return None
-    return linear.out_features if isinstance(linear, nn.Linear) else None
+        return {}
+    return {family.feed_forward.width: linear.out_features} if isinstance(linear, nn.Linear) else {}
 
 
 def check_successors_fit(theseus: TheseusModel, factory: str) -> None:

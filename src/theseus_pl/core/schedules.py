@@ -30,16 +30,16 @@ def anti_curriculum_rate(step: int, k: float, b: float) -> float:
 
 
 def _check_number(name: str, value: object, integer: bool = False) -> None:
-    """A sweep value of the wrong type (``replacement.b=high``) gets a message, not a comparison error."""
+    """A value of the wrong type (a sweep's ``replacement.b=high``) gets a message, not a comparison error."""
     kinds = (int,) if integer else (int, float)
     if isinstance(value, bool) or not isinstance(value, kinds):
-        raise ValueError(f"replacement.{name}={value!r} must be {'an integer' if integer else 'a number'}.")
+        raise ValueError(f"{name}={value!r} must be {'an integer' if integer else 'a number'}.")
 
 
 def _check_probability(name: str, value: float) -> None:
     _check_number(name, value)
     if not 0.0 <= value <= 1.0:
-        raise ValueError(f"replacement.{name}={value} is outside [0, 1]; it is a probability.")
+        raise ValueError(f"{name}={value} is outside [0, 1]; it is a probability.")
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class ConstantSchedule:
         _check_number("switch_step", self.switch_step, integer=True)
         if self.switch_step < 0:
             raise ValueError(
-                f"replacement.switch_step={self.switch_step} must be >= 0: it is the optimizer step at which "
+                f"switch_step={self.switch_step} must be >= 0: it is the optimizer step at which "
                 "successor fine-tuning (p = 1) starts."
             )
 
@@ -77,15 +77,13 @@ class CurriculumSchedule:
         _check_probability("b", self.b)
         _check_number("k", self.k)
         if not self.k > 0:
-            raise ValueError(
-                f"replacement.k={self.k} must be > 0 so that p grows to 1; or give replacement.steps_to_full."
-            )
+            raise ValueError(f"k={self.k} must be > 0 so that p grows to 1; or give steps_to_full.")
 
     @classmethod
     def from_steps_to_full(cls, b: float, steps_to_full: int) -> CurriculumSchedule:
         _check_number("steps_to_full", steps_to_full, integer=True)
         if steps_to_full < 1:
-            raise ValueError(f"replacement.steps_to_full={steps_to_full} must be >= 1.")
+            raise ValueError(f"steps_to_full={steps_to_full} must be >= 1.")
         _check_probability("b", b)
         return cls(b=b, k=(1.0 - b) / steps_to_full if b < 1 else 1.0)
 

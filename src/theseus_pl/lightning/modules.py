@@ -147,7 +147,7 @@ class TheseusModule(ClassifierModule):
 
     def draw_gate(self, p: float) -> torch.Tensor:
         """One independent Bernoulli(p) draw per module (True = successor), on the CPU: no device sync."""
-        return torch.rand(self.model.num_modules, generator=self.gate_generator) < p
+        return self.model.sample_gate(p, self.gate_generator)
 
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor | None:
         if self.replacement_rate is None:

@@ -15,8 +15,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
-from theseus_pl.core.families import find_layer_stack
-from theseus_pl.core.successors.copied import feed_forward_of
+from theseus_pl.core.families import feed_forward_of, find_layer_stack
 from theseus_pl.core.successors.real_tokens import RealTokens
 
 

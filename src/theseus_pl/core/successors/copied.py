@@ -1,47 +1,24 @@
-"""Successor modules: what stands in for each predecessor module, and how it starts.
+"""The paper's successor, a copy of a predecessor layer, and the narrower feed-forward networks it can keep.
 
-A factory builds one successor per module. It is called as ``factory(module_layers, source, config, **settings)``:
-the run of predecessor layers the successor replaces, the predecessor layer ``theseus.init`` chose to start it
-from, the predecessor's config, and the other keys of ``theseus.successor``. It returns a module that takes the
-same arguments as a predecessor layer and returns hidden states of the same shape. The default,
-:func:`copied_layer`, is the paper's successor (a copy of the source layer), optionally with a narrower
-feed-forward network; :func:`feed_forward_block` is an example of another kind of module.
+Every successor factory is called as ``factory(module_layers, source, config, **settings)``: the run of predecessor
+layers the successor replaces, the predecessor layer ``init`` chose to start it from, the predecessor's config, and
+the factory's own settings. It returns a module that takes the same arguments as a predecessor layer and returns
+hidden states of the same shape. :func:`copied_layer` is the default; ``blocks.feed_forward_block`` is an example of
+another kind of module, and ``factory.successor_factory`` binds the settings and what they need measured.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 import torch
 from torch import nn
 from transformers import PretrainedConfig
 
+from theseus_pl.core.families import feed_forward_of
 from theseus_pl.core.successors.narrow_width import NarrowStart, NarrowWidthSuccessor, narrow_width_layer
-
-
-@dataclass(frozen=True)
-class FeedForward:
-    """Where a family keeps a layer's feed-forward network, relative to the layer, and its width in the config."""
-
-    expand: str  # the Linear from the hidden width up to the feed-forward width
-    contract: str  # the Linear back down to the hidden width
-    width: str  # the config attribute holding the feed-forward width
-
-
-_BERT_LIKE = FeedForward("intermediate.dense", "output.dense", "intermediate_size")
-FEED_FORWARDS: dict[str, FeedForward] = {
-    "bert": _BERT_LIKE,
-    "roberta": _BERT_LIKE,
-    "xlm-roberta": _BERT_LIKE,
-    "electra": _BERT_LIKE,
-    "mpnet": _BERT_LIKE,
-    "deberta-v2": _BERT_LIKE,
-    "distilbert": FeedForward("ffn.lin1", "ffn.lin2", "hidden_dim"),
-}
 
 
 class Importance(str, Enum):
@@ -50,29 +27,6 @@ class Importance(str, Enum):
     MAGNITUDE = "magnitude"  # the largest |incoming weights| x |outgoing weights|
     RANDOM = "random"  # a seeded random choice: the baseline the magnitude score is measured against
     ACTIVATION = "activation"  # the largest mean |activation| on training batches x |outgoing weights|
-
-
-def feed_forward_of(config: PretrainedConfig) -> FeedForward:
-    """The family's feed-forward layout; a ValueError naming the known families for any other."""
-    layout = FEED_FORWARDS.get(config.model_type)
-    if layout is None:
-        raise ValueError(
-            f"theseus.successor.intermediate_size: the feed-forward network of model type {config.model_type!r} "
-            f"is not known (known: {', '.join(sorted(FEED_FORWARDS))}). Leave it null, or name a factory of your "
-            "own in theseus.successor._target_."
-        )
-    return layout
-
-
-def shape_of(config: PretrainedConfig) -> dict[str, int | None]:
-    """A model's depth and widths, as ``results.json`` reports them (None where the family has no such width); the
-    hidden size is the layers' (``narrow_hidden_size`` where successors run narrower than the embeddings)."""
-    layout = FEED_FORWARDS.get(config.model_type)
-    return {
-        "layers": config.num_hidden_layers,
-        "hidden_size": getattr(config, "narrow_hidden_size", None) or getattr(config, "hidden_size", None),
-        "intermediate_size": getattr(config, layout.width if layout else "intermediate_size", None),
-    }
 
 
 def neuron_importance(expand: nn.Linear, contract: nn.Linear) -> torch.Tensor:
@@ -104,7 +58,10 @@ def kept_neurons(
         chosen = neuron_importance(expand, contract).topk(width).indices
     elif importance is Importance.ACTIVATION:
         if activity is None:
-            raise ValueError("importance=activation needs the neurons' activity measured on training batches.")
+            raise ValueError(
+                "importance='activation' needs the neurons' activity measured on training batches: build the factory "
+                "with theseus_pl.successor_factory(model, batches, ...), or give importance='magnitude'."
+            )
         chosen = (activity.to(contract.weight.device) * contract.weight.norm(dim=0)).topk(width).indices
     else:
         generator = torch.Generator().manual_seed(seed)
@@ -162,8 +119,7 @@ def kept_neurons_of(
         return torch.arange(full, device=expand.weight.device)
     if not 1 <= width < full:
         raise ValueError(
-            f"theseus.successor.intermediate_size={width} must be at least 1 and below the predecessor's "
-            f"feed-forward width, {full}."
+            f"intermediate_size={width} must be at least 1 and below the predecessor's feed-forward width, {full}."
         )
     return kept_neurons(expand, contract, width, importance, seed, activity)
 
@@ -173,7 +129,7 @@ def copied_layer(
     source: nn.Module,
     config: PretrainedConfig,
     intermediate_size: int | None = None,
-    importance: Importance | str = Importance.MAGNITUDE,
+    importance: Importance | str = Importance.ACTIVATION,
     seed: int = 0,
     activity: Mapping[nn.Module, torch.Tensor] | None = None,
     hidden_size: int | None = None,
@@ -181,9 +137,9 @@ def copied_layer(
 ) -> nn.Module:
     """The paper's successor: a copy of the source layer; with ``intermediate_size``, keeping only that many of
     its feed-forward neurons, the most important by ``importance``. ``activity`` maps each predecessor layer to
-    its neurons' measured activity (``importance=activation``; the run measures it). With ``hidden_size``, the
-    layer runs at that width between shared projections, started from ``narrow_start`` (``narrow_width``; the run
-    measures it on the predecessor, ``hidden_basis.narrow_start``)."""
+    its neurons' measured activity (``importance="activation"``, the default); with ``hidden_size``, the layer runs
+    at that width between shared projections, started from ``narrow_start``. Both are measured on the predecessor:
+    :func:`theseus_pl.successor_factory` measures them and binds them here."""
     measured = activity[source] if activity is not None and intermediate_size is not None else None
     if hidden_size is None:
         layer = copy.deepcopy(source)
@@ -192,48 +148,9 @@ def copied_layer(
         return narrow_feed_forward(layer, config, intermediate_size, importance, seed, measured)
     if narrow_start is None or narrow_start.projection.width != hidden_size:
         raise ValueError(
-            f"theseus.successor.hidden_size={hidden_size} needs the projections of that width its successors share, "
-            "measured on the predecessor's hidden states (hidden_basis.narrow_start; a run measures them)."
+            f"hidden_size={hidden_size} needs the projections of that width its successors share, measured on the "
+            "predecessor's hidden states: build the factory with theseus_pl.successor_factory(model, batches, ...)."
         )
     keep = kept_neurons_of(source, config, intermediate_size, importance, seed, measured)
     layer = narrow_width_layer(source, config, narrow_start, feed_forward_of(config), keep)
     return NarrowWidthSuccessor(layer, narrow_start.projection)
-
-
-class FeedForwardBlock(nn.Module):
-    """A successor with no attention: the source layer's feed-forward network and its residual LayerNorm.
-
-    It keeps each token's hidden state to itself (no mixing across tokens) at a fraction of a layer's cost; what
-    the module's attention did must be learnt by the other modules. Called like a layer; returns a tensor.
-    """
-
-    def __init__(self, expand: nn.Linear, activation: nn.Module, contract: nn.Linear, norm: nn.LayerNorm) -> None:
-        super().__init__()
-        self.expand = expand
-        self.activation = activation
-        self.contract = contract
-        self.norm = norm
-
-    def forward(self, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-        return self.norm(hidden_states + self.contract(self.activation(self.expand(hidden_states))))
-
-
-def feed_forward_block(
-    module_layers: Sequence[nn.Module], source: nn.Module, config: PretrainedConfig, **settings: Any
-) -> FeedForwardBlock:
-    """An example factory beyond copied layers: :class:`FeedForwardBlock` started from the source layer's
-    feed-forward weights (narrowed as :func:`copied_layer` narrows them, with the same settings). BERT-like
-    families only: ``theseus.successor._target_=theseus_pl.core.successors.copied.feed_forward_block``."""
-    if FEED_FORWARDS.get(config.model_type) is not _BERT_LIKE:
-        raise ValueError(
-            "feed_forward_block knows the BERT-like layer layout (intermediate.dense, output.dense, output.LayerNorm), "
-            f"not model type {config.model_type!r}."
-        )
-    if settings.get("hidden_size") is not None:
-        raise ValueError(
-            "feed_forward_block runs at the predecessor's hidden width: leave theseus.successor.hidden_size null."
-        )
-    layer = copied_layer(module_layers, source, config, **settings)
-    return FeedForwardBlock(
-        layer.intermediate.dense, layer.intermediate.intermediate_act_fn, layer.output.dense, layer.output.LayerNorm
-    )

@@ -19,8 +19,8 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
-from theseus_pl.core.families import find_layer_stack
-from theseus_pl.core.successors.narrow_width import ATTENTION_LAYOUTS, NarrowStart, WidthProjection, check_hidden_size
+from theseus_pl.core.families import attention_of, find_layer_stack
+from theseus_pl.core.successors.narrow_width import NarrowStart, WidthProjection, check_hidden_size
 from theseus_pl.core.successors.real_tokens import RealTokens
 
 log = logging.getLogger(__name__)
@@ -70,12 +70,12 @@ def principal_projection(
     tokens.run(model, batches, hooks)
     if count <= width:
         raise ValueError(
-            f"theseus.successor.hidden_size={width}: its projections start from a PCA of the predecessor's hidden "
+            f"hidden_size={width}: its projections start from a PCA of the predecessor's hidden "
             f"states, which needs more than {width} token states; the calibration rows gave {count}."
         )
     energies, directions = torch.linalg.eigh(products / count)
     log.info(
-        "theseus.successor.hidden_size=%d: the top %d directions hold %.1f%% of the hidden states' mean square "
+        "hidden_size=%d: the top %d directions hold %.1f%% of the hidden states' mean square "
         "about each token's mean", width, width, 100 * float(energies.flip(0)[:width].sum() / energies.sum()),
     )  # fmt: skip
     parameter = next(model.parameters())
@@ -92,7 +92,7 @@ def fitted_norms(
     """Each LayerNorm of ``model``'s layers mapped to the weight and bias of a narrow LayerNorm that, on the real
     tokens of ``batches``, best gives ``down`` of its output from ``down`` of its input: per coordinate, the least
     squares line from the narrow LayerNorm's normalised input to that target."""
-    layout = ATTENTION_LAYOUTS[model.config.model_type]
+    layout = attention_of(model.config)
     layers = list(find_layer_stack(model, layers_path).layers)
     norms = [layer.get_submodule(path) for layer in layers for path in (layout.attention_norm, layout.output_norm)]
     sums = {norm: torch.zeros(4, projection.width, dtype=torch.float64) for norm in norms}  # n, n^2, t, n t

@@ -1,6 +1,6 @@
 """Successor layers narrower than the predecessor's hidden width, and the learned projections around them.
 
-With ``theseus.successor.hidden_size=h`` every successor layer runs at width ``h``. One pair of learned
+With ``hidden_size=h`` every successor layer runs at width ``h``. One pair of learned
 projections, shared by all successors, maps the predecessor's hidden states down to ``h`` where a run of
 consecutive successors begins and back up where it ends. Consecutive successors pass their width-``h`` states
 straight on, so the all-successor model is embeddings, down, ``n`` narrow layers, up, task head: the model that is
@@ -20,86 +20,46 @@ to that mean's direction, so ``down`` sees only what the predecessor's LayerNorm
 cannot equal ``down`` of the predecessor's (it takes its mean and spread over other coordinates), so its weight and
 bias are fitted, coordinate by coordinate, by least squares: on the calibration tokens, the narrow LayerNorm of
 ``down(y)`` against ``down`` of the predecessor's LayerNorm of ``y``, for the inputs ``y`` the predecessor's
-LayerNorm received (``hidden_basis.fitted_norms``). The figures that chose this start are in the README ("Narrower
-hidden width"). Training learns the rest, the projections being successor parameters trained with the layers.
+LayerNorm received (``hidden_basis.fitted_norms``). The figures that chose this start are on the docs' results page
+("Narrower hidden width"). Training learns the rest, the projections being successor parameters trained with the layers.
 """
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
 from transformers import PretrainedConfig
 
-if TYPE_CHECKING:  # successors imports this module: the layout type only, for annotations
-    from theseus_pl.core.successors.copied import FeedForward
-
-
-@dataclass(frozen=True)
-class AttentionLayout:
-    """Where a family keeps a layer's attention and LayerNorms, and its config's names for width and head count."""
-
-    query: str
-    key: str
-    value: str
-    output: str  # the Linear from the attention's values back to the hidden state
-    attention_norm: str  # the LayerNorm after the attention's residual sum
-    output_norm: str  # the LayerNorm after the feed-forward network's residual sum
-    hidden: str  # the config attribute holding the hidden width
-    heads: str  # the config attribute holding the number of attention heads
-
-
-# fmt: off
-_BERT_LIKE = AttentionLayout(
-    "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
-    "attention.output.LayerNorm", "output.LayerNorm", "hidden_size", "num_attention_heads",
-)
-ATTENTION_LAYOUTS: dict[str, AttentionLayout] = {
-    "bert": _BERT_LIKE,
-    "roberta": _BERT_LIKE,
-    "xlm-roberta": _BERT_LIKE,
-    "electra": _BERT_LIKE,
-    "mpnet": AttentionLayout(
-        "attention.attn.q", "attention.attn.k", "attention.attn.v", "attention.attn.o", "attention.LayerNorm",
-        "output.LayerNorm", "hidden_size", "num_attention_heads",
-    ),
-    "distilbert": AttentionLayout(
-        "attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin", "sa_layer_norm",
-        "output_layer_norm", "dim", "n_heads",
-    ),
-}
-# fmt: on
+from theseus_pl.core.families import Attention, FeedForward, attention_of, feed_forward_of
 
 
 def hidden_size_problem(config: PretrainedConfig, width: int) -> str | None:
-    """Why ``theseus.successor.hidden_size=width`` cannot narrow this predecessor's layers; None when it can."""
-    layout = ATTENTION_LAYOUTS.get(config.model_type)
-    if layout is None:
-        return (
-            f"theseus.successor.hidden_size: the layers of model type {config.model_type!r} cannot be narrowed "
-            f"(known: {', '.join(sorted(ATTENTION_LAYOUTS))}; DeBERTa's relative position embeddings are read at "
-            "the full width inside every layer). Leave it null."
-        )
+    """Why ``hidden_size=width`` cannot narrow this predecessor's layers; None when it can."""
+    try:
+        layout = attention_of(config)
+    except ValueError as error:
+        return str(error)
     full, heads = getattr(config, layout.hidden), getattr(config, layout.heads)
     if not 1 <= width < full:
-        return f"theseus.successor.hidden_size={width} must be at least 1 and below the predecessor's {full}."
+        return f"hidden_size={width} must be at least 1 and below the predecessor's {full}."
     if width % heads:
         return (
-            f"theseus.successor.hidden_size={width} must be a multiple of the predecessor's {heads} attention heads "
-            f"(each head keeps width / heads of its dimensions), e.g. {max(heads, width - width % heads)}."
+            f"hidden_size={width} must be a multiple of the predecessor's {heads} attention heads (each head keeps "
+            f"width / heads of its dimensions), e.g. {max(heads, width - width % heads)}."
         )
     return None
 
 
-def check_hidden_size(config: PretrainedConfig, width: int) -> AttentionLayout:
-    """The family's layout; a ValueError saying why when ``width`` cannot be used."""
+def check_hidden_size(config: PretrainedConfig, width: int) -> Attention:
+    """The family's attention layout; a ValueError saying why when ``width`` cannot be used."""
     problem = hidden_size_problem(config, width)
     if problem:
         raise ValueError(problem)
-    return ATTENTION_LAYOUTS[config.model_type]
+    return attention_of(config)
 
 
 class Basis(NamedTuple):
@@ -159,6 +119,19 @@ class NarrowWidthSuccessor(nn.Module):
         self.projection = projection
         self.enters = True
         self.leaves = True
+
+    def place_in_run(self, enters: bool, leaves: bool) -> None:
+        """Where it stands in its run of consecutive successors (:class:`~theseus_pl.core.successors.RunAware`)."""
+        self.enters, self.leaves = enters, leaves
+
+    def compact_config_changes(self, config: PretrainedConfig) -> dict[str, int]:
+        """The narrow width, and the narrow layer's feed-forward width (:class:`~theseus_pl.core.successors.Reshaping`):
+        ``hidden_size`` stays the embeddings' and the task head's."""
+        feed_forward = feed_forward_of(config)
+        return {
+            "narrow_hidden_size": self.projection.width,
+            feed_forward.width: self.layer.get_submodule(feed_forward.expand).out_features,
+        }
 
     def forward(self, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         if self.enters:

@@ -1,0 +1,44 @@
+"""The library example in the docs runs as it stands, with neither Lightning nor Hydra imported."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from transformers import AutoConfig
+
+DOCS = Path(__file__).parents[2] / "docs" / "library.md"
+
+
+def library_example() -> str:
+    (code,) = re.findall(r"```python\n(.+?)\n```", DOCS.read_text(), re.S)
+    return code
+
+
+def test_the_example_is_about_twenty_lines():
+    assert len(library_example().splitlines()) <= 26
+
+
+@pytest.mark.slow
+def test_the_library_example_compresses_a_model_without_lightning_or_hydra(tmp_path):
+    script = tmp_path / "example.py"
+    script.write_text(library_example())
+    check = (
+        f"import runpy, sys; runpy.run_path({str(script)!r}); "
+        "loaded = [m for m in ('lightning', 'pytorch_lightning', 'hydra', 'omegaconf') if m in sys.modules]; "
+        "print('LOADED', loaded)"
+    )
+    result = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "LOADED []" in result.stdout
+    assert AutoConfig.from_pretrained(tmp_path / "successor").num_hidden_layers == 3
+    assert AutoConfig.from_pretrained(tmp_path / "successor").intermediate_size == 768
+
+
+def test_every_public_name_imports_from_the_package():
+    import theseus_pl
+
+    assert sorted(theseus_pl._EXPORTS) == theseus_pl.__all__
+    for name in theseus_pl.__all__:
+        assert getattr(theseus_pl, name).__name__ == name

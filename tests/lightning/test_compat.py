@@ -1,0 +1,57 @@
+"""The Lightning internals in ``lightning/_compat.py``, each checked in a real fit against the version they were read
+from: a Lightning upgrade that changes one fails here, naming it."""
+
+import lightning
+import pytest
+from conftest import tiny_loader
+from lightning.pytorch.callbacks import Callback
+from test_modules import make_trainer, theseus_module
+
+from theseus_pl.core.schedules import ConstantSchedule
+from theseus_pl.lightning import _compat
+from theseus_pl.lightning.callbacks import replacement_callbacks
+
+
+def test_the_internals_were_checked_against_the_installed_lightning():
+    assert lightning.__version__.startswith(_compat.CHECKED_WITH + "."), (
+        f"lightning/_compat.py was checked against Lightning {_compat.CHECKED_WITH}, this is {lightning.__version__}: "
+        "check each of its functions against the new version (this file's tests), then update CHECKED_WITH."
+    )
+
+
+class Record(Callback):
+    """Per training batch: whether the loggers write it and whether a validation follows; min_steps at the start."""
+
+    def __init__(self):
+        self.logged, self.validated_after, self.predicted, self.min_steps = [], [], [], None
+
+    def on_train_start(self, trainer, pl_module):
+        self.min_steps = trainer.fit_loop.min_steps
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if _compat.logs_this_step(pl_module):
+            self.logged.append(trainer.global_step)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.predicted.append((trainer.global_step, _compat.validation_follows(trainer, batch_idx)))
+
+    def on_validation_end(self, trainer, pl_module):
+        if not trainer.sanity_checking:
+            self.validated_after.append(trainer.global_step)
+
+
+@pytest.mark.parametrize("val_check_interval", [2, 3])
+def test_the_logging_steps_validation_timing_and_min_steps_match_lightnings(tmp_path, val_check_interval):
+    record = Record()
+    callbacks = [*replacement_callbacks(ConstantSchedule(p=0.5, switch_step=4)), record]
+    trainer = make_trainer(tmp_path, 8, callbacks, log_every_n_steps=3, val_check_interval=val_check_interval,
+                           check_val_every_n_epoch=None)  # fmt: skip
+    trainer.fit(theseus_module(), tiny_loader(), tiny_loader(8))
+    assert record.logged == [2, 5]  # Lightning's rule: the (step + 1)-th batch is logged when divisible by 3
+    assert [step for step, follows in record.predicted if follows] == record.validated_after
+    assert record.validated_after == list(range(val_check_interval, 9, val_check_interval))
+    assert record.min_steps == 5  # PhaseSwitch raised it past the switch at step 4
+
+
+def test_a_module_no_trainer_runs_logs_nothing():
+    assert not _compat.logs_this_step(theseus_module())
