@@ -30,8 +30,8 @@ from theseus_pl.core.io import is_pickled, load_successor, save_successor
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.schedules import ReplacementSchedule, build_schedule
 from theseus_pl.data.datamodule import GlueDataModule
-from theseus_pl.deployment.speed import inference_speedup
 from theseus_pl.deployment.stage import DeploySettings, deploy, wanted
+from theseus_pl.deployment.timing import inference_speedup
 from theseus_pl.lightning.callbacks import StepSeed
 from theseus_pl.lightning.evaluation import evaluate
 

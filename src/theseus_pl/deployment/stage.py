@@ -6,6 +6,7 @@ returns the ``deployment`` block; ``python -m theseus_pl.deploy`` and a run's ``
 
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
 import time
@@ -28,7 +29,7 @@ from theseus_pl.deployment.onnx_export import (
     require_onnxruntime,
     session_logits,
 )
-from theseus_pl.deployment.timing import p50_milliseconds
+from theseus_pl.deployment.timing import forward_call, p50_milliseconds
 from theseus_pl.lightning.metrics import TaskMetrics
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 QUANTIZE_CHOICES = (None, "int8")
 TOLERANCE = 1e-4  # the largest difference from PyTorch's logits an fp32 ONNX model may show
 EXPORT_LENGTH = 16  # tokens of the export's example rows: any length above 1 keeps the sequence axis dynamic
-Runner = Callable[[Mapping[str, torch.Tensor]], object]  # a model called on a batch of tensors
+Timer = Callable[[Mapping[str, torch.Tensor]], Callable[[], object]]  # a batch -> one call of a model on it
 EXAMPLE_SENTENCES = (  # checked and timed on these when no dev data is given
     "A gripping story, beautifully told.",
     "The plot never gets going and the jokes fall flat.",
@@ -119,15 +120,16 @@ def deploy(
             f"The ONNX model's logits differ from PyTorch's by up to {difference:.2e} (tolerance {TOLERANCE:g}); "
             f"{onnx_dir} was removed. The PyTorch successor is kept."
         )
-    models: dict[str, Runner] = {"pytorch_successor": _pytorch(successor)}
+    timers: dict[str, Timer] = {"pytorch_successor": functools.partial(forward_call, successor)}
     if predecessor is not None:
-        models = {"pytorch_predecessor": _pytorch(predecessor.cpu()), **models}
-    models.update({name: _onnx(session) for name, session in sessions.items()})
-    log.info("Timing %s at batch sizes %s on %d threads", ", ".join(models), list(settings.batch_sizes), threads)
-    latency = {
-        f"batch_{size}": _latency(models, _batch(rows, tokenizer, size, settings.sequence_length), settings.repeats)
-        for size in settings.batch_sizes
-    }
+        timers = {"pytorch_predecessor": functools.partial(forward_call, predecessor.cpu()), **timers}
+    timers.update({name: functools.partial(_onnx_call, session) for name, session in sessions.items()})
+    log.info("Timing %s at batch sizes %s on %d threads", ", ".join(timers), list(settings.batch_sizes), threads)
+    latency = {}
+    for size in settings.batch_sizes:
+        batch = _batch(rows, tokenizer, size, settings.sequence_length)
+        calls = {name: timer(batch) for name, timer in timers.items()}
+        latency[f"batch_{size}"] = p50_milliseconds(calls, settings.repeats)
     sizes = _sizes_mb(successor_dir, predecessor_dir, files)
     return {
         "onnx": str(files["onnx_fp32"].relative_to(successor_dir)),
@@ -221,28 +223,6 @@ def _without_labels(batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor
     return {key: value for key, value in batch.items() if key != "labels"}
 
 
-def _pytorch(model: PreTrainedModel) -> Runner:
-    model.eval()
-
-    def run(batch: Mapping[str, torch.Tensor]) -> object:
-        with torch.inference_mode():
-            return model(**batch).logits
-
-    return run
-
-
-def _onnx(session: Any) -> Runner:
-    return lambda batch: session_logits(session, batch)
-
-
-def _latency(
-    models: Mapping[str, Runner],
-    batch: Mapping[str, torch.Tensor],
-    repeats: int,
-) -> dict[str, float]:
-    return p50_milliseconds({name: (lambda run=run: run(batch)) for name, run in models.items()}, repeats)
-
-
 def _times_over_predecessor(values: Mapping[str, float]) -> dict[str, float] | None:
     """How many times the predecessor's figure each other figure is (faster, smaller); None without one."""
     base = values.get("pytorch_predecessor")
@@ -273,3 +253,7 @@ def _versions() -> dict[str, str]:
     import onnxruntime
 
     return {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
+
+
+def _onnx_call(session: Any, batch: Mapping[str, torch.Tensor]) -> Callable[[], object]:
+    return lambda: session_logits(session, batch)

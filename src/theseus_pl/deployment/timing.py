@@ -1,7 +1,8 @@
-"""Median latency of several models on the same input, measured side by side.
+"""Timing models on this machine, one way for every figure: the models take turns call by call.
 
-The models take turns call by call, so a slower stretch of a shared machine lands on all of them alike, and the
-median (p50) ignores the odd stall that the mean would absorb.
+A slower stretch of a shared machine then lands on every model alike. The run's speed-up over the predecessor is the
+median of the per-round ratios; deployment's latencies are each model's median (p50), which ignores the odd stall
+that a mean would absorb.
 """
 
 from __future__ import annotations
@@ -10,9 +11,15 @@ import statistics
 import time
 from collections.abc import Callable, Mapping
 
+import torch
+from torch import nn
 
-def p50_milliseconds(calls: Mapping[str, Callable[[], object]], repeats: int, warmup: int = 2) -> dict[str, float]:
-    """Each call's median wall time in milliseconds over ``repeats`` interleaved rounds, after ``warmup`` rounds."""
+
+def interleaved_seconds(
+    calls: Mapping[str, Callable[[], object]], repeats: int, warmup: int = 1
+) -> dict[str, list[float]]:
+    """Each call's wall time in seconds in each of ``repeats`` rounds (every call once a round, in turn), after
+    ``warmup`` rounds that are not counted."""
     if repeats < 1:
         raise ValueError(f"repeats={repeats} must be at least 1.")
     times: dict[str, list[float]] = {name: [] for name in calls}
@@ -22,5 +29,34 @@ def p50_milliseconds(calls: Mapping[str, Callable[[], object]], repeats: int, wa
             call()
             elapsed = time.perf_counter() - start
             if round_index >= warmup:
-                times[name].append(1000 * elapsed)
-    return {name: statistics.median(values) for name, values in times.items()}
+                times[name].append(elapsed)
+    return times
+
+
+def p50_milliseconds(calls: Mapping[str, Callable[[], object]], repeats: int, warmup: int = 2) -> dict[str, float]:
+    """Each call's median wall time in milliseconds over ``repeats`` interleaved rounds, after ``warmup`` rounds."""
+    return {name: 1000 * statistics.median(t) for name, t in interleaved_seconds(calls, repeats, warmup).items()}
+
+
+def forward_call(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> Callable[[], object]:
+    """One eval-mode forward pass of ``model`` on ``batch`` (labels dropped), waiting for a GPU to finish it."""
+    model.eval()
+    inputs = {key: value for key, value in batch.items() if key != "labels"}
+    synchronize = torch.cuda.synchronize if next(model.parameters()).is_cuda else lambda: None
+
+    def call() -> object:
+        with torch.inference_mode():
+            output = model(**inputs)
+        synchronize()
+        return output
+
+    return call
+
+
+def inference_speedup(
+    predecessor: nn.Module, successor: nn.Module, batch: Mapping[str, torch.Tensor], repeats: int = 5
+) -> float:
+    """Predecessor time over successor time on the same batch: the median of the ratios of ``repeats`` rounds."""
+    times = interleaved_seconds({"predecessor": forward_call(predecessor, batch),
+                                 "successor": forward_call(successor, batch)}, repeats)  # fmt: skip
+    return statistics.median(p / s for p, s in zip(times["predecessor"], times["successor"], strict=True))
