@@ -51,6 +51,11 @@ def refuse_home_shorthand(arguments: list[str]) -> None:
             )
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """``python -m theseus_pl`` and the ``theseus-pl`` command."""
     refuse_home_shorthand(sys.argv[1:])
     main()
+
+
+if __name__ == "__main__":
+    cli()

@@ -59,5 +59,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     return block
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The ``theseus-pl-deploy`` command."""
     main()
+
+
+if __name__ == "__main__":
+    cli()

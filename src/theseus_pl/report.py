@@ -1,6 +1,13 @@
-"""``python -m theseus_pl.report SWEEP_DIR ...``: one table of a sweep's runs (see :mod:`theseus_pl.app.report`)."""
+"""``python -m theseus_pl.report SWEEP_DIR ...`` (or ``theseus-pl-report``): one table of a sweep's runs (see
+:mod:`theseus_pl.app.report`)."""
 
 from theseus_pl.app.report import main
 
-if __name__ == "__main__":
+
+def cli() -> None:
+    """The ``theseus-pl-report`` command."""
     main()
+
+
+if __name__ == "__main__":
+    cli()

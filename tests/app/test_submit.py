@@ -3,8 +3,9 @@ import torch
 from conftest import tiny_model
 from glue_files import make_glue_dir
 
+from theseus_pl.app.submission import prediction_strings
 from theseus_pl.data.tasks import glue_task
-from theseus_pl.submit import main, prediction_strings
+from theseus_pl.submit import main
 
 
 def test_predictions_use_the_label_strings_of_the_tasks_files():
