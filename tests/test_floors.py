@@ -1,0 +1,42 @@
+"""The floors hold: each imports only from the floors below it, and the core neither Lightning nor Hydra
+(``.importlinter``, run by CI as ``lint-imports``)."""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+
+pytestmark = pytest.mark.slow
+
+
+def lint_imports(package_root: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(package_root)}
+    config = str(ROOT / ".importlinter")
+    return subprocess.run(["lint-imports", config, "--no-cache"], env=env, capture_output=True, text=True)
+
+
+def test_the_package_keeps_its_contracts():
+    result = lint_imports(ROOT / "src")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "Contracts: 2 kept, 0 broken." in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "imported", "broken"),
+    [
+        ("core/schedules.py", "theseus_pl.app.pipeline", "Floors"),  # the core reaching up to the app
+        ("data/tasks.py", "theseus_pl.lightning.metrics", "Floors"),  # data reaching up to Lightning's floor
+        ("core/io.py", "lightning.pytorch", "The core runs on torch and transformers alone"),
+    ],
+)
+def test_an_import_against_the_floors_breaks_a_contract(tmp_path, module, imported, broken):
+    package = shutil.copytree(ROOT / "src" / "theseus_pl", tmp_path / "theseus_pl", symlinks=True)
+    path = package / module
+    path.write_text(path.read_text() + f"\nimport {imported}  # noqa\n")
+    result = lint_imports(tmp_path)
+    assert result.returncode != 0
+    assert f"{broken}" in result.stdout.split("Broken contracts", 1)[1], result.stdout[-3000:]
