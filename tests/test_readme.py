@@ -36,9 +36,11 @@ def test_ci_builds_the_docs_strictly():
     assert 'mkdocs build --strict --site-dir "$(mktemp -d)"' in (ROOT / ".ci" / "run").read_text()
 
 
-def test_the_readme_keeps_the_place_for_the_library_example():
+def test_the_readme_shows_the_library_example_that_the_core_tests_run():
     section = (ROOT / "README.md").read_text().split("## In Python", 1)[1].split("\n## ", 1)[0]
-    assert "<!-- library example: filled in by the core work -->" in section
+    (shown,) = re.findall(r"```python\n(.+?)\n```", section, re.S)
+    (run,) = re.findall(r"```python\n(.+?)\n```", (ROOT / "docs" / "library.md").read_text(), re.S)
+    assert shown == run  # the example tests/core/test_library_example.py runs
 
 
 def stated_settings(experiment: str) -> list[tuple[str, str]]:

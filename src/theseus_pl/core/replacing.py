@@ -254,7 +254,7 @@ class TheseusModel(nn.Module):
 
     def export(self, directory: str | Path, tokenizer: PreTrainedTokenizerBase | None = None) -> Path:
         """Save the compact successor (and its tokenizer): a plain checkpoint ``AutoModelFor…from_pretrained``
-        loads, or for a custom factory's modules the pickled model (``successor_io.load_successor``)."""
+        loads, or for a custom factory's modules the pickled model (:func:`theseus_pl.core.io.load_successor`)."""
         return save_successor(self.to_compact_model(), directory, tokenizer)
 
     def _compact_state_dict(self) -> dict[str, torch.Tensor]:
