@@ -21,6 +21,7 @@ from theseus_pl.app.model_card import write_model_card
 from theseus_pl.app.predecessor import Predecessor, load_classifier, looks_like_path, prepare_predecessor
 from theseus_pl.app.results import flat_summary, retained, write_results
 from theseus_pl.app.run_checks import checked_datamodule
+from theseus_pl.app.schedules import build_schedule
 from theseus_pl.app.settings_check import setting_problems
 from theseus_pl.app.tracking.loggers import build_loggers
 from theseus_pl.app.tracking.run_identity import run_identity
@@ -28,7 +29,7 @@ from theseus_pl.app.tracking.wandb_run import finish, publish, run_link, wandb_r
 from theseus_pl.core.families import find_layer_stack, shape_of
 from theseus_pl.core.io import is_pickled, load_successor, save_successor
 from theseus_pl.core.replacing import TheseusModel
-from theseus_pl.core.schedules import ReplacementSchedule, build_schedule
+from theseus_pl.core.schedules import ReplacementSchedule
 from theseus_pl.data.datamodule import GlueDataModule
 from theseus_pl.deployment.speed import inference_speedup
 from theseus_pl.deployment.stage import DeploySettings, deploy, wanted

@@ -15,9 +15,9 @@ from transformers import AutoConfig, PretrainedConfig
 from theseus_pl.app.config_terms import SUCCESSOR_SETTINGS, in_config_terms
 from theseus_pl.app.predecessor import check_fits_task
 from theseus_pl.app.preflight import resource_problems
+from theseus_pl.app.schedules import build_schedule
 from theseus_pl.app.settings_check import setting_problems
 from theseus_pl.core.families import feed_forward_of
-from theseus_pl.core.schedules import build_schedule
 from theseus_pl.core.successors.narrow_width import hidden_size_problem
 from theseus_pl.data.datamodule import GlueDataModule, sample_rows
 

@@ -14,9 +14,9 @@ from hydra.utils import get_method
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from theseus_pl.app.config_terms import SCHEDULE_SETTINGS, in_config_terms
+from theseus_pl.app.schedules import build_schedule
 from theseus_pl.app.tracking.loggers import wandb_setting_problems
 from theseus_pl.core.replacing import SuccessorInit
-from theseus_pl.core.schedules import build_schedule
 from theseus_pl.core.successors import Importance
 from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxruntime
 from theseus_pl.deployment.stage import QUANTIZE_CHOICES, wanted
