@@ -13,8 +13,8 @@ from omegaconf import OmegaConf
 from safetensors.torch import load_file
 
 from theseus_pl.app.pipeline import run, single_module_scores
+from theseus_pl.app.schedules import build_schedule
 from theseus_pl.core.replacing import TheseusModel
-from theseus_pl.core.schedules import build_schedule
 from theseus_pl.data.datamodule import GlueDataModule
 
 

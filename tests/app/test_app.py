@@ -17,7 +17,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from theseus_pl.app.pipeline import run
 from theseus_pl.app.run_checks import RunRefused
-from theseus_pl.core.schedules import build_schedule
+from theseus_pl.app.schedules import build_schedule
 from theseus_pl.data.tasks import glue_task
 
 CONF = Path(__file__).parents[2] / "conf"

@@ -6,7 +6,6 @@ from theseus_pl.core.schedules import (
     AntiCurriculumSchedule,
     ConstantSchedule,
     CurriculumSchedule,
-    build_schedule,
 )
 
 
@@ -45,13 +44,6 @@ def test_anti_curriculum_falls_from_one_minus_b_to_zero_then_switches_to_one():
     assert schedule.rate(90) == 1.0
 
 
-def test_build_schedule_from_config_values():
-    assert build_schedule("constant", p=0.5, switch_step=10) == ConstantSchedule(0.5, 10)
-    assert build_schedule("curriculum", b=0.1, k=0.01) == CurriculumSchedule(0.1, 0.01)
-    assert build_schedule("anti_curriculum", b=0.1, steps_to_full=90).switch_step == 90
-    assert build_schedule("curriculum", b=0.1, k=0.01, steps_to_full=9) == CurriculumSchedule(0.1, 0.01), "k wins"
-
-
 @pytest.mark.parametrize(
     ("make", "message"),
     [
@@ -63,12 +55,6 @@ def test_build_schedule_from_config_values():
         (lambda: CurriculumSchedule(b=0.1, k=-1e-4), "k=-0.0001 must be > 0"),
         (lambda: CurriculumSchedule.from_steps_to_full(b=0.1, steps_to_full=0), "steps_to_full=0 must be >= 1"),
         (lambda: CurriculumSchedule.from_steps_to_full(b=-0.5, steps_to_full=10), "b=-0.5 is outside"),
-        (lambda: build_schedule("constant", p=0.5), "needs replacement.p and replacement.switch_step"),
-        (
-            lambda: build_schedule("curriculum", b=0.1),
-            "needs replacement.b and replacement.k or replacement.steps_to_full",
-        ),
-        (lambda: build_schedule("linear", b=0.1, k=0.1), "Unknown replacement kind 'linear'"),
     ],
 )
 def test_bad_schedule_values_are_refused(make, message):

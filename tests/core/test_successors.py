@@ -13,7 +13,7 @@ from theseus_pl.core.io import PICKLED, load_successor
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.successors import FeedForwardBlock, copied_layer, feed_forward_block
 from theseus_pl.core.successors.activity import neuron_activity
-from theseus_pl.core.successors.copied import neuron_importance
+from theseus_pl.core.successors.copied import intermediate_size_problem, neuron_importance
 
 WIDTH = 20  # of the tiny models' 37 feed-forward neurons
 
@@ -167,6 +167,16 @@ def test_a_narrower_width_not_below_the_predecessors_is_refused(family):
     for width in (37, 50):
         with pytest.raises(ValueError, match=f"intermediate_size={width} must be at least 1 and below .* 37"):
             copied_layer([source], source, model.config, intermediate_size=width, importance="magnitude")
+
+
+def test_the_feed_forward_width_rule_is_stated_once_for_library_and_app(family):
+    config = tiny_model(family).config
+    assert intermediate_size_problem(config, 36) is None
+    for width in (0, 37):
+        assert intermediate_size_problem(config, width).startswith(
+            f"intermediate_size={width} must be at least 1 and below 37: a narrower successor must be below the "
+            "predecessor's feed-forward width, 37 ("
+        )
 
 
 def test_shape_fields_name_each_familys_widths(family):

@@ -15,6 +15,7 @@ from theseus_pl.app.deploy_folder import deploy_model
 from theseus_pl.app.pipeline import run
 from theseus_pl.app.results import flat_summary
 from theseus_pl.app.settings_check import setting_problems
+from theseus_pl.core.settings import SettingsError
 from theseus_pl.deploy import main
 from theseus_pl.deployment import onnx_export
 from theseus_pl.deployment import stage as deploy_module
@@ -189,6 +190,22 @@ def test_bad_deploy_settings_are_refused_by_the_command():
         DeploySettings(quantize="int4")
     with pytest.raises(SystemExit):  # argparse: invalid choice
         main(["somewhere", "--quantize", "int4"])
+
+
+def test_deploy_settings_name_every_problem_with_their_fields_at_once():
+    with pytest.raises(SettingsError) as raised:
+        DeploySettings(quantize="int4", batch_sizes=(1, 0), repeats="many", threads=0)
+    assert raised.value.problems == {
+        "quantize": "deploy.quantize='int4' must be null (fp32 only) or int8.",
+        "batch_sizes": "deploy.batch_sizes=[1, 0] must be a list of batch sizes, each at least 1, e.g. [1,32].",
+        "repeats": "deploy.repeats='many' must be a whole number, at least 1.",
+        "threads": "deploy.threads=0 must be null or at least 1.",
+    }
+    with pytest.raises(SettingsError) as raised:
+        DeploySettings.from_config({"onnx": "maybe", "sequence_length": 1, "batch_sizes": [1, 32]})
+    assert list(raised.value.problems) == ["onnx", "sequence_length"]
+    settings = DeploySettings.from_config({"onnx": True, "quantize": None, "batch_sizes": [2]})
+    assert settings == DeploySettings(quantize=None, batch_sizes=(2,))
 
 
 def test_p50_is_the_median_of_interleaved_calls():

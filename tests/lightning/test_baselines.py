@@ -11,6 +11,7 @@ from transformers import AutoModelForSequenceClassification
 
 from theseus_pl.app.methods import bottom_layers
 from theseus_pl.app.pipeline import run
+from theseus_pl.core.settings import SettingsError
 from theseus_pl.lightning.baselines import (
     DistillationModule,
     add_layerdrop,
@@ -131,6 +132,17 @@ def test_layerdrop_skips_layers_only_in_training_and_unwraps(family):
         model.eval()
         remove_layerdrop(model)
         assert torch.allclose(model(**inputs).logits, reference(**inputs).logits, atol=1e-6)
+
+
+def test_the_baselines_settings_are_checked_by_their_modules_naming_each_argument():
+    with pytest.raises(SettingsError) as raised:
+        distiller(alpha=1.5, beta=-1.0)
+    assert raised.value.problems == {
+        "alpha": "alpha=1.5 must be a number in [0, 1].",
+        "beta": "beta=-1.0 must be a number, at least 0 (0: vanilla KD).",
+    }
+    with pytest.raises(SettingsError, match=r"drop_rate=1.0 must be a number in \[0, 1\)"):
+        add_layerdrop(tiny_model(), 1.0)
 
 
 @pytest.mark.parametrize("method", ["fine_tuning", "kd", "pkd", "layerdrop"])

@@ -16,19 +16,19 @@ from hydra.utils import instantiate
 from lightning.pytorch.loggers import CSVLogger, Logger
 from omegaconf import DictConfig, OmegaConf
 
-from theseus_pl.app.methods import Method, build_method
+from theseus_pl.app.methods import Method, MethodInputs
 from theseus_pl.app.model_card import write_model_card
 from theseus_pl.app.predecessor import Predecessor, load_classifier, looks_like_path, prepare_predecessor
 from theseus_pl.app.results import flat_summary, retained, write_results
 from theseus_pl.app.run_checks import checked_datamodule
-from theseus_pl.app.settings_check import setting_problems
+from theseus_pl.app.settings_check import checked_settings
 from theseus_pl.app.tracking.loggers import build_loggers
 from theseus_pl.app.tracking.run_identity import run_identity
 from theseus_pl.app.tracking.wandb_run import finish, publish, run_link, wandb_run
 from theseus_pl.core.families import find_layer_stack, shape_of
 from theseus_pl.core.io import is_pickled, load_successor, save_successor
 from theseus_pl.core.replacing import TheseusModel
-from theseus_pl.core.schedules import ReplacementSchedule, build_schedule
+from theseus_pl.core.schedules import ReplacementSchedule
 from theseus_pl.data.datamodule import GlueDataModule
 from theseus_pl.deployment.stage import DeploySettings, deploy, wanted
 from theseus_pl.deployment.timing import inference_speedup
@@ -48,29 +48,28 @@ def run(cfg: DictConfig) -> dict[str, Any] | None:
     output_dir = Path(cfg.paths.output_dir)
     # A finished run is returned as it is (its settings permitting); anything wrong with a run to be trained fails
     # here, in one message, before any training and before W&B starts.
-    finished = None if setting_problems(cfg) else _finished_run(output_dir, cfg.resume)
+    settings = checked_settings(cfg)  # each group's settings object, built and checked once for the whole run
+    finished = None if settings.problems else _finished_run(output_dir, cfg.resume)
     if finished is not None:
         return finished
-    datamodule = checked_datamodule(cfg)
+    datamodule = checked_datamodule(cfg, settings)
     output_dir.mkdir(parents=True, exist_ok=True)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     pl.seed_everything(cfg.seed, workers=True)
-    schedule = build_schedule(**cfg.replacement)
+    schedule = settings.schedule
     task = datamodule.task
 
     evaluation = _evaluation_settings(cfg.trainer)
     # Resolved: sweeps set values by interpolation (rates_equivalent_lr's lr = lr'/p, the protocol's grid points).
-    finetune, method_settings, theseus, optimizer = (
-        OmegaConf.to_container(cfg[group], resolve=True) for group in ("finetune", "method", "theseus", "optimizer")
-    )
+    finetune, optimizer = (OmegaConf.to_container(cfg[group], resolve=True) for group in ("finetune", "optimizer"))
     predecessor = prepare_predecessor(
         cfg.model.base, cfg.model.predecessor, datamodule, finetune, cfg.seed, Path(cfg.paths.cache_dir), evaluation
     )
-    method = build_method(
-        method_settings, predecessor.directory, task, theseus, optimizer, schedule, cfg.replacement.kind, cfg.seed,
+    method = settings.method.build(MethodInputs(
+        predecessor.directory, task, settings.theseus, optimizer, schedule, cfg.replacement.kind, cfg.seed,
         lambda: calibration_batches(datamodule),
-    )  # fmt: skip
+    ))  # fmt: skip
     identity = run_identity(cfg, task.name, method.name)
     last = output_dir / "checkpoints" / "last.ckpt"
     resume_from = last if cfg.resume is True and last.is_file() else None
@@ -288,7 +287,7 @@ def _settings(cfg: DictConfig) -> dict[str, Any]:
         "model": cfg.model.predecessor or cfg.model.base,
         "seed": cfg.seed,
     })  # fmt: skip
-    flat.update({f"method.{key}": value for key, value in cfg.method.items() if key != "name"})
+    flat.update({f"method.{key}": value for key, value in cfg.method.items() if key not in ("name", "_target_")})
     return flat
 
 

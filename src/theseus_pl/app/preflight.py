@@ -14,8 +14,9 @@ from pathlib import Path
 from huggingface_hub import HfApi, constants, scan_cache_dir
 from huggingface_hub.errors import CacheNotFound, RepositoryNotFoundError
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from theseus_pl.app.methods import CompressionMethod, method_from_config
 from theseus_pl.app.predecessor import looks_like_path
 from theseus_pl.core.io import is_pickled
 from theseus_pl.data.datamodule import resolve_source, resolve_task
@@ -32,11 +33,12 @@ class HubNeed:
     fix: str
 
 
-def resource_problems(cfg: DictConfig) -> list[str]:
-    """Every model, tokenizer and data source the run cannot read, each with its fix."""
+def resource_problems(cfg: DictConfig, method: CompressionMethod | None = None) -> list[str]:
+    """Every model, tokenizer and data source the run cannot read, each with its fix. ``method``: the run's method
+    as checked (built from ``cfg.method`` when not given; the models it reads are checked when it can be built)."""
     problems: list[str] = []
     needs: list[HubNeed] = []
-    for key, name in _model_references(cfg):
+    for key, name in _model_references(cfg, method):
         what = f"{key}={name!r} (model and tokenizer)" if key.startswith("model.") else f"{key}={name!r}"
         if looks_like_path(name):
             if not Path(name).expanduser().is_dir():
@@ -56,14 +58,18 @@ def resource_problems(cfg: DictConfig) -> list[str]:
     return problems
 
 
-def _model_references(cfg: DictConfig) -> list[tuple[str, str]]:
-    """(override key, name) of every model the run loads: the predecessor (or the base) and a transfer source."""
+def _model_references(cfg: DictConfig, method: CompressionMethod | None) -> list[tuple[str, str]]:
+    """(override key, name) of every model the run loads: the predecessor (or the base) and those the method reads
+    (a transfer's source)."""
     references = [
         ("model.predecessor", cfg.model.predecessor) if cfg.model.predecessor else ("model.base", cfg.model.base)
     ]
-    if cfg.method.name == "transfer":
-        references.append(("method.successor", cfg.method.successor))
-    return references
+    if method is None:
+        try:
+            method = method_from_config(OmegaConf.to_container(cfg.method, resolve=True))
+        except (TypeError, ValueError):  # the settings check reports it
+            return references
+    return references + method.models_read()
 
 
 def _data_problems(cfg: DictConfig, needs: list[HubNeed]) -> list[str]:

@@ -1,9 +1,11 @@
 """Everything that can be known to be wrong with a run before it starts, found in one pass, said in one message.
 
-Before any training and before W&B starts: first the options (``settings_check``) and the models and data the run
-reads (``preflight``), together; then, when those can be loaded, what needs them: the successor's depth and the
-sequence length against the model, a given predecessor's labels against the task, every row of every split (read
-and tokenised now, cached for the run), and whether the replacement schedule ends inside the run.
+Before any training and before W&B starts: first the settings (``settings_check``, built and checked once per run
+and handed in here) and the models and data the run reads (``preflight``), together; then, when those can be
+loaded, what needs them: the successor's depth and widths and the sequence length against the model (the library's
+own checks, in config terms), a given predecessor's labels against the task, every row of every split (read and
+tokenised now, cached for the run), and, for a method trained by the replacement schedule, whether it ends inside
+the run.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ from omegaconf import DictConfig
 from transformers import AutoConfig, PretrainedConfig
 
 from theseus_pl.app.config_terms import SUCCESSOR_SETTINGS, in_config_terms
+from theseus_pl.app.methods import TheseusSettings
 from theseus_pl.app.predecessor import check_fits_task
 from theseus_pl.app.preflight import resource_problems
-from theseus_pl.app.settings_check import setting_problems
-from theseus_pl.core.families import feed_forward_of
-from theseus_pl.core.schedules import build_schedule
+from theseus_pl.app.settings_check import RunSettings
+from theseus_pl.core.replacing import module_sizes
+from theseus_pl.core.successors.copied import intermediate_size_problem
 from theseus_pl.core.successors.narrow_width import hidden_size_problem
 from theseus_pl.data.datamodule import GlueDataModule, sample_rows
 
@@ -32,32 +35,32 @@ class RunRefused(ValueError):
         )
 
 
-def checked_datamodule(cfg: DictConfig) -> GlueDataModule:
-    """The run's data module, its splits read and tokenised; :class:`RunRefused` listing all problems otherwise."""
-    problems = setting_problems(cfg) + resource_problems(cfg)
+def checked_datamodule(cfg: DictConfig, settings: RunSettings) -> GlueDataModule:
+    """The run's data module, its splits read and tokenised; :class:`RunRefused` listing all problems otherwise.
+
+    ``settings`` are the run's settings as :func:`~theseus_pl.app.settings_check.checked_settings` built them."""
+    problems = settings.problems + resource_problems(cfg, settings.method)
     if problems:
         raise RunRefused(problems)
     start_model = cfg.model.predecessor or cfg.model.base
     datamodule: GlueDataModule = instantiate(cfg.data, tokenizer=start_model)
-    problems = model_fit_problems(cfg, start_model, datamodule)
+    problems = model_fit_problems(cfg, start_model, datamodule, settings)
     problems += data_problems(datamodule)
     if not problems:
-        problems += schedule_problems(cfg, datamodule)
+        problems += schedule_problems(cfg, datamodule, settings)
     if problems:
         raise RunRefused(problems)
     return datamodule
 
 
-def model_fit_problems(cfg: DictConfig, model: str, datamodule: GlueDataModule) -> list[str]:
+def model_fit_problems(cfg: DictConfig, model: str, datamodule: GlueDataModule, settings: RunSettings) -> list[str]:
     """The successor depth, the sequence length and a given predecessor's labels against what the model has."""
     config = AutoConfig.from_pretrained(model)
     problems = []
-    layers = cfg.theseus.successor_layers
-    if not 1 <= layers <= config.num_hidden_layers:
-        problems.append(
-            f"theseus.successor_layers={layers} must be between 1 and the predecessor's {config.num_hidden_layers} "
-            "layers."
-        )
+    try:
+        module_sizes(config.num_hidden_layers, settings.theseus.successor_layers)
+    except ValueError as error:
+        problems.append(in_config_terms(str(error), "theseus", ["successor_layers"]))
     positions = min(getattr(config, "max_position_embeddings", None) or 10**9, datamodule.tokenizer.model_max_length)
     if datamodule.task.max_length > positions:
         problems.append(f"data.max_length={datamodule.task.max_length} is more than {model} takes: {positions} tokens.")
@@ -66,44 +69,17 @@ def model_fit_problems(cfg: DictConfig, model: str, datamodule: GlueDataModule) 
             check_fits_task(cfg.model.predecessor, datamodule.task)
         except ValueError as error:
             problems.append(f"model.predecessor: {error}")
-    problems += successor_problems(cfg, config)
-    if cfg.evaluation.single_modules and cfg.method.name != "theseus":
-        problems.append("evaluation.single_modules=true scores Theseus modules: it needs method=theseus.")
+    if settings.method.takes_successor_settings:
+        problems += successor_problems(settings.theseus, config)
     return problems
 
 
-def successor_problems(cfg: DictConfig, config: PretrainedConfig) -> list[str]:
-    """Narrower feed-forward and hidden widths against the predecessor's, for a family whose layout is known; the
-    baselines build their students by truncation and take no successor settings."""
-    widths = {
-        name: cfg.theseus.successor.get(name)
-        for name in ("intermediate_size", "hidden_size")
-        if cfg.theseus.successor.get(name) is not None
-    }
-    if cfg.method.name != "theseus":
-        return [
-            f"theseus.successor.{name}={width} shapes Theseus successors; method={cfg.method.name} builds its "
-            "student from whole predecessor layers (depth only). Leave it null."
-            for name, width in widths.items()
-        ]
-    problems = []
-    if "intermediate_size" in widths:
-        problems += _feed_forward_problems(config, widths["intermediate_size"])
-    hidden = hidden_size_problem(config, widths["hidden_size"]) if "hidden_size" in widths else None
-    problems += [hidden] if hidden else []
-    return [in_config_terms(problem, "theseus.successor", SUCCESSOR_SETTINGS) for problem in problems]
-
-
-def _feed_forward_problems(config: PretrainedConfig, width: int) -> list[str]:
-    try:
-        layout = feed_forward_of(config)
-    except ValueError as error:
-        return [str(error)]
-    full = getattr(config, layout.width)
-    if not width < full:
-        return [f"theseus.successor.intermediate_size={width} must be below the predecessor's feed-forward width, "
-                f"{full} ({layout.width} in its config)."]  # fmt: skip
-    return []
+def successor_problems(theseus: TheseusSettings, config: PretrainedConfig) -> list[str]:
+    """Narrower feed-forward and hidden widths against the predecessor's, for a family whose layout is known (the
+    library's own checks, in config terms)."""
+    fits = {"intermediate_size": intermediate_size_problem, "hidden_size": hidden_size_problem}
+    problems = [fits[name](config, width) for name, width in theseus.widths.items()]
+    return [in_config_terms(problem, "theseus.successor", SUCCESSOR_SETTINGS) for problem in problems if problem]
 
 
 def data_problems(datamodule: GlueDataModule) -> list[str]:
@@ -117,16 +93,17 @@ def data_problems(datamodule: GlueDataModule) -> list[str]:
     return problems
 
 
-def schedule_problems(cfg: DictConfig, datamodule: GlueDataModule) -> list[str]:
-    """A Theseus run whose replacing phase cannot end inside the run, unless the user allows it; a learning rate
-    restarted at the switch needs the switch to fall inside the run, after the warm-up."""
-    if not cfg.method.name.startswith("theseus"):
+def schedule_problems(cfg: DictConfig, datamodule: GlueDataModule, settings: RunSettings) -> list[str]:
+    """A method trained by the replacement schedule whose replacing phase cannot end inside the run, unless the
+    user allows it; a learning rate restarted at the switch needs the switch to fall inside the run, after the
+    warm-up."""
+    if not settings.method.needs_schedule:
         return []
-    switch_step = build_schedule(**cfg.replacement).switch_step
+    switch_step = settings.schedule.switch_step
     total = total_steps(cfg, datamodule)
     problems = []
     warmup = int(cfg.optimizer.get("warmup_ratio", 0.0) * total)
-    if cfg.theseus.lr_schedule == "per_phase" and not warmup < switch_step < total:
+    if settings.theseus.lr_schedule == "per_phase" and not warmup < switch_step < total:
         problems.append(
             f"theseus.lr_schedule=per_phase restarts the learning rate at the switch to successor fine-tuning, step "
             f"{switch_step}, which must lie after the warm-up ({warmup} steps) and before the last step ({total})."

@@ -1,4 +1,12 @@
-"""The options users type, checked for type and range before anything starts (see ``run_checks``).
+"""The run's settings, each built from its config group and checked by itself, before anything starts.
+
+Each group is a settings object that checks its own values when it is built and names every problem with its
+fields (:class:`~theseus_pl.core.settings.SettingsError`): the method (the class ``method._target_`` names, see
+``methods``), the ``theseus`` group (``methods.TheseusSettings``), the replacement schedule (``schedules``: the
+library's classes), the deploy stage (``DeploySettings``) and W&B's settings; the run's plain options (seed, data,
+trainer, ...) are :data:`RULES` here, in the same form. :func:`checked_settings` builds them all once per run,
+gathers every problem in the config's terms (a library object's Python names become config keys) and hands the
+built objects on, so the run uses what was checked; ``run_checks`` adds what needs the models and the data.
 
 Hydra types each override from its text (``optimizer.lr=abc`` is a string, ``theseus.successor_layers=2.5`` a
 float), so a wrong value would otherwise surface as a TypeError deep in training, or worse, run: ``trainer.max_steps=0``
@@ -7,118 +15,150 @@ used to report an untrained successor as "100% retained".
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
-from hydra.utils import get_method
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from theseus_pl.app.config_terms import SCHEDULE_SETTINGS, in_config_terms
+from theseus_pl.app.methods import CompressionMethod, TheseusSettings, method_from_config
+from theseus_pl.app.schedules import build_schedule
 from theseus_pl.app.tracking.loggers import wandb_setting_problems
-from theseus_pl.core.replacing import SuccessorInit
-from theseus_pl.core.schedules import build_schedule
-from theseus_pl.core.successors import Importance
+from theseus_pl.core.schedules import ReplacementSchedule
+from theseus_pl.core.settings import (
+    Rule,
+    SettingsError,
+    boolean,
+    field_problems,
+    optional_positive_int,
+    positive_int,
+    positive_number,
+    whole_number,
+)
 from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxruntime
-from theseus_pl.deployment.stage import QUANTIZE_CHOICES, wanted
+from theseus_pl.deployment.stage import DeploySettings, wanted
 
-LR_SCHEDULES = ("one_decay", "per_phase")  # see conf/theseus/default.yaml
 MAX_SEED = 2**32 - 1  # Lightning's seed_everything takes an unsigned 32-bit seed
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def positive_int(value: Any) -> bool:
-    return _is_int(value) and value >= 1
-
-
-def optional_positive_int(value: Any) -> bool:
-    return value is None or positive_int(value)
-
-
-def positive_number(value: Any) -> bool:
-    return _is_number(value) and value > 0
-
-
-def importable(value: Any) -> bool:
-    """A dotted path Hydra can resolve to a callable (it imports the module)."""
-    try:
-        return isinstance(value, str) and callable(get_method(value))
-    except Exception:  # whatever importing the named module raises
-        return False
+T = TypeVar("T")
 
 
 def validation_interval(value: Any) -> bool:
     return positive_int(value) or (isinstance(value, float) and 0 < value <= 1)
 
 
-# option -> (rule, what a valid value is)
-RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "seed": (lambda v: _is_int(v) and 0 <= v <= MAX_SEED, f"a whole number from 0 to {MAX_SEED}"),
-    "threads": (optional_positive_int, "null (torch's default) or a whole number of threads, at least 1"),
-    "theseus.successor_layers": (positive_int, "a whole number of layers, at least 1"),
-    "theseus.init": (lambda v: v in {init.value for init in SuccessorInit},
-                     "one of " + ", ".join(init.value for init in SuccessorInit)),
-    "theseus.finetune_shared": (lambda v: isinstance(v, bool), "true or false"),
-    "theseus.lr_schedule": (lambda v: v in LR_SCHEDULES, "one of " + ", ".join(LR_SCHEDULES)),
-    "theseus.successor._target_": (importable, "the dotted path of an importable successor factory"),
-    "theseus.successor.intermediate_size": (optional_positive_int, "null (the predecessor's) or a whole number of "
-                                            "feed-forward neurons, at least 1"),
-    "theseus.successor.hidden_size": (optional_positive_int, "null (the predecessor's) or a whole number of "
-                                      "hidden dimensions, at least 1"),
-    "theseus.successor.importance": (lambda v: v in {i.value for i in Importance},
-                                     "one of " + ", ".join(i.value for i in Importance)),
-    "optimizer.lr": (positive_number, "a number above 0, e.g. 2e-5"),
-    "finetune.lr": (positive_number, "a number above 0, e.g. 2e-5"),
-    "finetune.epochs": (positive_int, "a whole number of epochs, at least 1"),
-    "data.batch_size": (positive_int, "a whole number, at least 1"),
-    "data.eval_batch_size": (optional_positive_int, "null or a whole number, at least 1"),
-    "data.max_length": (lambda v: v is None or (_is_int(v) and v >= 2), "null (the task's own) or at least 2 tokens"),
-    "data.max_train_samples": (optional_positive_int, "null (all rows) or a whole number, at least 1"),
-    "data.max_eval_samples": (optional_positive_int, "null (all rows) or a whole number, at least 1"),
-    "trainer.val_check_interval": (validation_interval, "a whole number of steps, or a share of an epoch in (0, 1]"),
-    "checkpoint.every_n_steps": (optional_positive_int, "null (at validations only) or a whole number, at least 1"),
-    "checkpoint.keep": (lambda v: isinstance(v, bool), "true or false"),
-    "allow_unfinished_schedule": (lambda v: isinstance(v, bool), "true or false"),
-    "benchmark.batch_size": (positive_int, "a whole number of dev rows, at least 1"),
-    "benchmark.repeats": (lambda v: _is_int(v) and v >= 0, "0 (no speed-up measured) or a whole number of pairs"),
-    "deploy.onnx": (lambda v: isinstance(v, bool), "true or false"),
-    "deploy.quantize": (lambda v: v in QUANTIZE_CHOICES, "null (fp32 only) or int8"),
-    "deploy.sequence_length": (lambda v: v is None or (_is_int(v) and v >= 2), "null or at least 2 tokens"),
-    "deploy.batch_sizes": (lambda v: isinstance(v, list | ListConfig) and len(v) > 0 and all(map(positive_int, v)),
-                           "a list of batch sizes, each at least 1, e.g. [1,32]"),
-    "deploy.repeats": (positive_int, "a whole number, at least 1"),
-    "resume": (lambda v: v is True or v is False or v == "force",
-               "true (continue), false (start afresh) or force (redo a finished run)"),
+# The run's plain options (no settings object of their own), by config key.
+RULES: dict[str, Rule] = {
+    "seed": Rule(lambda v: whole_number(v) and 0 <= v <= MAX_SEED, f"a whole number from 0 to {MAX_SEED}"),
+    "threads": Rule(optional_positive_int, "null (torch's default) or a whole number of threads, at least 1"),
+    "optimizer.lr": Rule(positive_number, "a number above 0, e.g. 2e-5"),
+    "finetune.lr": Rule(positive_number, "a number above 0, e.g. 2e-5"),
+    "finetune.epochs": Rule(positive_int, "a whole number of epochs, at least 1"),
+    "data.batch_size": Rule(positive_int, "a whole number, at least 1"),
+    "data.eval_batch_size": Rule(optional_positive_int, "null or a whole number, at least 1"),
+    "data.max_length": Rule(lambda v: v is None or (whole_number(v) and v >= 2),
+                            "null (the task's own) or at least 2 tokens"),
+    "data.max_train_samples": Rule(optional_positive_int, "null (all rows) or a whole number, at least 1"),
+    "data.max_eval_samples": Rule(optional_positive_int, "null (all rows) or a whole number, at least 1"),
+    "trainer.val_check_interval": Rule(validation_interval,
+                                       "a whole number of steps, or a share of an epoch in (0, 1]"),
+    "checkpoint.every_n_steps": Rule(optional_positive_int,
+                                     "null (at validations only) or a whole number, at least 1"),
+    "checkpoint.keep": Rule(boolean, "true or false"),
+    "allow_unfinished_schedule": Rule(boolean, "true or false"),
+    "benchmark.batch_size": Rule(positive_int, "a whole number of dev rows, at least 1"),
+    "benchmark.repeats": Rule(lambda v: whole_number(v) and v >= 0,
+                              "0 (no speed-up measured) or a whole number of pairs"),
+    "resume": Rule(lambda v: v is True or v is False or v == "force",
+                   "true (continue), false (start afresh) or force (redo a finished run)"),
 }  # fmt: skip
 
 
-def setting_problems(cfg: DictConfig) -> list[str]:
-    """Every problem with the options users set, each naming the option, its value and what is valid."""
-    problems = []
-    for key, (valid, expected) in RULES.items():
-        value = OmegaConf.select(cfg, key, default=None)
-        if not valid(value):
-            problems.append(f"{key}={value!r} must be {expected}.")
+@dataclass(frozen=True)
+class RunSettings:
+    """Every problem with a run's settings, and the settings objects built from its config (None where a group
+    has problems): the run goes on with these."""
+
+    problems: list[str]
+    method: CompressionMethod | None = None
+    theseus: TheseusSettings | None = None
+    schedule: ReplacementSchedule | None = None
+    deploy: DeploySettings | None = field(default=None, repr=False)
+
+
+def checked_settings(cfg: DictConfig) -> RunSettings:
+    """Each group's settings object built and checked, with every problem with the options users set, each naming
+    the option, its value and what is valid."""
+    problems = field_problems({key: OmegaConf.select(cfg, key, default=None) for key in RULES}, RULES)
     max_steps, max_epochs = cfg.trainer.get("max_steps"), cfg.trainer.get("max_epochs")
     if not (positive_int(max_steps) or (max_steps == -1 and positive_int(max_epochs))):
-        problems.append(
+        problems["trainer.max_steps"] = (
             f"trainer.max_steps={max_steps!r} must be at least 1 (or -1 with trainer.max_epochs at least 1): a run "
             "with no training step would export an untrained successor."
         )
-    try:
-        build_schedule(**cfg.replacement)
-    except (TypeError, ValueError) as error:
-        problems.append(f"replacement: {in_config_terms(str(error), 'replacement', SCHEDULE_SETTINGS)}")
-    problems += wandb_setting_problems(OmegaConf.to_container(cfg.logger.wandb, resolve=True))
+    reported = list(problems.values())
+    theseus = _built(cfg, "theseus", lambda values: TheseusSettings(**values), problems, reported)
+    method = _built(cfg, "method", method_from_config, problems, reported)
+    schedule = _built(cfg, "replacement", lambda values: build_schedule(**values), problems, reported,
+                      SCHEDULE_SETTINGS)  # fmt: skip
+    deploy = _built(cfg, "deploy", DeploySettings.from_config, problems, reported)
+    reported += wandb_setting_problems(OmegaConf.to_container(cfg.logger.wandb, resolve=True))
     if wanted(cfg.deploy):
         try:
             require_onnxruntime()
         except DeploymentError as error:
-            problems.append(f"deploy: {error}")
+            reported.append(f"deploy: {error}")
+    if method is not None and theseus is not None:
+        reported += _method_problems(cfg, method, theseus)
+    return RunSettings(reported, method, theseus, schedule, deploy)
+
+
+def setting_problems(cfg: DictConfig) -> list[str]:
+    """Every problem with the options users set (what :func:`checked_settings` finds)."""
+    return checked_settings(cfg).problems
+
+
+def _built(
+    cfg: DictConfig,
+    group: str,
+    build: Callable[[dict[str, Any]], T],
+    checked: dict[str, str],
+    reported: list[str],
+    arguments: Iterable[str] = (),
+) -> T | None:
+    """The settings object ``build`` makes of the (resolved) group; None, with its problems added to ``reported``
+    in config terms, when it refuses them. A field whose value is another option's (``deploy.threads`` is
+    ``${threads}``) and that option's problem is already reported is not reported again."""
+    try:
+        return build(OmegaConf.to_container(cfg[group], resolve=True))
+    except SettingsError as error:
+        for name, message in error.problems.items():
+            if _interpolated_from(cfg[group], name) not in checked:
+                reported.append(in_config_terms(message, group, [name]))
+    except (TypeError, ValueError) as error:  # a library object's own check, or a key it does not take
+        reported.append(f"{group}: {in_config_terms(str(error), group, arguments)}")
+    return None
+
+
+def _interpolated_from(node: DictConfig, name: str) -> str | None:
+    """The option ``name``'s value is taken from when it is a plain interpolation (``${threads}``), else None."""
+    raw: Any = OmegaConf.to_container(node, resolve=False)
+    for part in name.split("."):
+        raw = raw.get(part) if isinstance(raw, dict) else None
+    match = re.fullmatch(r"\$\{([\w.]+)\}", raw) if isinstance(raw, str) else None
+    return match.group(1) if match else None
+
+
+def _method_problems(cfg: DictConfig, method: CompressionMethod, theseus: TheseusSettings) -> list[str]:
+    """Options that only some methods take, set for a method that does not."""
+    problems = []
+    if cfg.evaluation.single_modules and not method.replaces_modules:
+        problems.append("evaluation.single_modules=true scores Theseus modules: it needs method=theseus.")
+    if not method.takes_successor_settings:
+        problems += [
+            f"theseus.successor.{name}={width} shapes Theseus successors; method={method.name} builds its student "
+            "from whole predecessor layers (depth only). Leave it null."
+            for name, width in theseus.widths.items()
+        ]
     return problems

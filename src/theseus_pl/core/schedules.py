@@ -1,7 +1,9 @@
 """Replacement-rate schedules: pure functions of the optimizer step ``t``.
 
 Each schedule also names its ``switch_step``: the first step of successor fine-tuning, where ``p = 1`` for
-good and every module is the successor's. Callbacks read these; nothing here keeps state.
+good and every module is the successor's. Callbacks read these; nothing here keeps state. Each schedule checks its
+own values when built, naming its arguments; the app builds them from its ``replacement`` configs
+(``theseus_pl.app.schedules``).
 """
 
 from __future__ import annotations
@@ -109,29 +111,3 @@ class AntiCurriculumSchedule(CurriculumSchedule):
 
 
 ReplacementSchedule = ConstantSchedule | CurriculumSchedule
-
-
-def build_schedule(
-    kind: str,
-    p: float | None = None,
-    switch_step: int | None = None,
-    b: float | None = None,
-    k: float | None = None,
-    steps_to_full: int | None = None,
-) -> ReplacementSchedule:
-    """Build a schedule from flat config values (``replacement=constant|curriculum|anti_curriculum``).
-
-    A curriculum takes ``k`` when it is set, else ``steps_to_full``; the config sets ``steps_to_full`` by default,
-    so ``replacement.k=...`` alone on the command line is enough.
-    """
-    if kind == "constant":
-        if p is None or switch_step is None:
-            raise ValueError("replacement=constant needs replacement.p and replacement.switch_step.")
-        return ConstantSchedule(p=p, switch_step=switch_step)
-    curricula = {"curriculum": CurriculumSchedule, "anti_curriculum": AntiCurriculumSchedule}
-    if kind not in curricula:
-        raise ValueError(f"Unknown replacement kind {kind!r}; choose constant, curriculum or anti_curriculum.")
-    if b is None or (k is None and steps_to_full is None):
-        raise ValueError(f"replacement={kind} needs replacement.b and replacement.k or replacement.steps_to_full.")
-    cls = curricula[kind]
-    return cls(b=b, k=k) if k is not None else cls.from_steps_to_full(b, steps_to_full)

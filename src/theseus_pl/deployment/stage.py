@@ -13,12 +13,23 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from theseus_pl.core.io import PICKLED, load_successor
+from theseus_pl.core.settings import (
+    Rule,
+    SettingsError,
+    boolean,
+    check_fields,
+    field_problems,
+    one_of,
+    optional_positive_int,
+    positive_int,
+    whole_number,
+)
 from theseus_pl.data.datamodule import GlueDataModule
 from theseus_pl.deployment.onnx_export import (
     QUANTIZATION,
@@ -48,7 +59,11 @@ EXAMPLE_SENTENCES = (  # checked and timed on these when no dev data is given
 
 @dataclass(frozen=True)
 class DeploySettings:
-    """How the successor is deployed and timed (``deploy.*`` in a run; the command's flags)."""
+    """How the successor is deployed and timed (``deploy.*`` in a run; the command's flags).
+
+    It checks itself when built: a :class:`~theseus_pl.core.settings.SettingsError` names every value of the wrong
+    type or range, as ``deploy.<field>``.
+    """
 
     quantize: str | None = "int8"
     sequence_length: int | None = 128  # timing batches padded (or cut) to this many tokens; None: their longest row
@@ -56,23 +71,35 @@ class DeploySettings:
     repeats: int = 20
     threads: int | None = None  # None: torch's current number of threads
 
+    RULES: ClassVar[dict[str, Rule]] = {
+        "quantize": Rule(one_of(QUANTIZE_CHOICES), "null (fp32 only) or int8"),
+        "sequence_length": Rule(lambda v: v is None or (whole_number(v) and v >= 2), "null or at least 2 tokens"),
+        "batch_sizes": Rule(lambda v: isinstance(v, list) and len(v) > 0 and all(map(positive_int, v)),
+                            "a list of batch sizes, each at least 1, e.g. [1,32]"),
+        "repeats": Rule(positive_int, "a whole number, at least 1"),
+        "threads": Rule(optional_positive_int, "null or at least 1"),
+    }  # fmt: skip
+    SWITCH: ClassVar[dict[str, Rule]] = {"onnx": Rule(boolean, "true or false")}  # the group's other key
+
     def __post_init__(self) -> None:
-        if self.quantize not in QUANTIZE_CHOICES:
-            raise ValueError(f"deploy.quantize={self.quantize!r} must be null (fp32 only) or int8.")
-        if self.sequence_length is not None and self.sequence_length < 2:
-            raise ValueError(f"deploy.sequence_length={self.sequence_length} must be null or at least 2 tokens.")
-        if not self.batch_sizes or min(self.batch_sizes) < 1:
-            raise ValueError(f"deploy.batch_sizes={list(self.batch_sizes)} must be batch sizes of at least 1.")
-        if self.repeats < 1:
-            raise ValueError(f"deploy.repeats={self.repeats} must be at least 1.")
-        if self.threads is not None and self.threads < 1:
-            raise ValueError(f"deploy.threads={self.threads} must be null or at least 1.")
+        sizes = self.batch_sizes
+        check_fields({**vars(self), "batch_sizes": list(sizes) if isinstance(sizes, tuple | list) else sizes},
+                     self.RULES, "deploy.")  # fmt: skip
 
     @classmethod
     def from_config(cls, settings: Mapping[str, Any]) -> DeploySettings:
-        """From a run's ``deploy`` group; its ``onnx`` switch says whether to deploy at all, not how."""
-        values = {key: value for key, value in settings.items() if key != "onnx"}
-        return cls(**{**values, "batch_sizes": tuple(values.get("batch_sizes", cls.batch_sizes))})
+        """From a run's ``deploy`` group; its ``onnx`` switch says whether to deploy at all, not how (it is checked
+        here with the rest: one :class:`~theseus_pl.core.settings.SettingsError` names every problem)."""
+        problems = field_problems(settings, cls.SWITCH, "deploy.")
+        values = {key: value for key, value in settings.items() if key not in cls.SWITCH}
+        sizes = values.get("batch_sizes", cls.batch_sizes)
+        try:
+            built = cls(**{**values, "batch_sizes": tuple(sizes) if isinstance(sizes, tuple | list) else sizes})
+        except SettingsError as error:
+            problems.update(error.problems)
+        if problems:
+            raise SettingsError(problems)
+        return built
 
 
 def wanted(settings: Mapping[str, Any]) -> bool:

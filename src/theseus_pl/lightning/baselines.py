@@ -15,8 +15,17 @@ from transformers import PreTrainedModel
 
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.replacing import module_layer_ranges
+from theseus_pl.core.settings import Rule, check_fields, number, positive_number
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.modules import Batch, ClassifierModule
+
+# The baselines' own settings, checked by the modules that take them (and by the app before a run starts).
+DISTILLATION_RULES = {
+    "alpha": Rule(lambda v: number(v) and 0 <= v <= 1, "a number in [0, 1]"),
+    "temperature": Rule(positive_number, "a number above 0"),
+    "beta": Rule(lambda v: number(v) and v >= 0, "a number, at least 0 (0: vanilla KD)"),
+}
+LAYERDROP_RULES = {"drop_rate": Rule(lambda v: number(v) and 0 <= v < 1, "a number in [0, 1)")}
 
 
 def distillation_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -96,11 +105,8 @@ class DistillationModule(ClassifierModule):
         warmup_ratio: float = 0.0,
     ) -> None:
         super().__init__(student, metrics, lr=lr, weight_decay=weight_decay, warmup_ratio=warmup_ratio)
+        check_fields({"alpha": alpha, "temperature": temperature, "beta": beta}, DISTILLATION_RULES)
         self.save_hyperparameters("alpha", "temperature", "beta")
-        if not 0.0 <= alpha <= 1.0:
-            raise ValueError(f"method.alpha={alpha} must be in [0, 1].")
-        if temperature <= 0 or beta < 0:
-            raise ValueError(f"method.temperature={temperature} must be > 0 and method.beta={beta} >= 0.")
         self.teacher = teacher.eval().requires_grad_(False)
         student_layers = len(find_layer_stack(student).layers)
         teacher_layers = len(find_layer_stack(teacher).layers)
@@ -152,11 +158,11 @@ class DroppableLayer(nn.Module):
         return output
 
 
-def add_layerdrop(model: PreTrainedModel, rate: float, layers_path: str | None = None) -> None:
-    if not 0.0 <= rate < 1.0:
-        raise ValueError(f"method.drop_rate={rate} must be in [0, 1).")
+def add_layerdrop(model: PreTrainedModel, drop_rate: float, layers_path: str | None = None) -> None:
+    """Wrap each layer of ``model`` to be skipped with probability ``drop_rate`` in training."""
+    check_fields({"drop_rate": drop_rate}, LAYERDROP_RULES)
     stack = find_layer_stack(model, layers_path)
-    setattr(stack.parent, stack.attribute, nn.ModuleList(DroppableLayer(layer, rate) for layer in stack.layers))
+    setattr(stack.parent, stack.attribute, nn.ModuleList(DroppableLayer(layer, drop_rate) for layer in stack.layers))
 
 
 def remove_layerdrop(model: PreTrainedModel, layers_path: str | None = None) -> None:

@@ -113,15 +113,28 @@ def kept_neurons_of(
     """The feed-forward neurons of ``layer`` a successor keeps: ``width`` of them by ``importance``, or all of
     them when ``width`` is None; a ValueError for a width not below the predecessor's."""
     layout = feed_forward_of(config)
-    full = getattr(config, layout.width)
     expand, contract = layer.get_submodule(layout.expand), layer.get_submodule(layout.contract)
     if width is None:
-        return torch.arange(full, device=expand.weight.device)
-    if not 1 <= width < full:
-        raise ValueError(
-            f"intermediate_size={width} must be at least 1 and below the predecessor's feed-forward width, {full}."
-        )
+        return torch.arange(getattr(config, layout.width), device=expand.weight.device)
+    problem = intermediate_size_problem(config, width)
+    if problem:
+        raise ValueError(problem)
     return kept_neurons(expand, contract, width, importance, seed, activity)
+
+
+def intermediate_size_problem(config: PretrainedConfig, width: int) -> str | None:
+    """Why ``intermediate_size=width`` cannot narrow this predecessor's feed-forward networks; None when it can."""
+    try:
+        layout = feed_forward_of(config)
+    except ValueError as error:
+        return str(error)
+    full = getattr(config, layout.width)
+    if not 1 <= width < full:
+        return (
+            f"intermediate_size={width} must be at least 1 and below {full}: a narrower successor must be below the "
+            f"predecessor's feed-forward width, {full} ({layout.width} in its config)."
+        )
+    return None
 
 
 def copied_layer(

@@ -1,0 +1,65 @@
+"""The ``replacement`` config group as a schedule: one registry from ``replacement.kind`` to the library's classes.
+
+``conf/replacement/<kind>.yaml`` holds a kind's flat values; :data:`SCHEDULES` turns them into the schedule of
+:mod:`theseus_pl.core.schedules` (pure functions of the step, which check their own values and name their Python
+arguments; the app rewords those as ``replacement.*``). A new schedule is a class in the core, one entry here and
+one config file.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from theseus_pl.core.schedules import (
+    AntiCurriculumSchedule,
+    ConstantSchedule,
+    CurriculumSchedule,
+    ReplacementSchedule,
+)
+
+
+@dataclass(frozen=True)
+class ReplacementSettings:
+    """The ``replacement`` group's values; each kind reads those it needs (an unknown key is a TypeError)."""
+
+    kind: str
+    p: float | None = None
+    switch_step: int | None = None
+    b: float | None = None
+    k: float | None = None
+    steps_to_full: int | None = None
+
+
+def constant(settings: ReplacementSettings) -> ConstantSchedule:
+    if settings.p is None or settings.switch_step is None:
+        raise ValueError(f"replacement={settings.kind} needs replacement.p and replacement.switch_step.")
+    return ConstantSchedule(p=settings.p, switch_step=settings.switch_step)
+
+
+def curricular(cls: type[CurriculumSchedule], settings: ReplacementSettings) -> CurriculumSchedule:
+    """``k`` when it is set, else ``steps_to_full``: the config sets ``steps_to_full`` by default, so
+    ``replacement.k=...`` alone on the command line is enough."""
+    b, k, steps_to_full = settings.b, settings.k, settings.steps_to_full
+    if b is None or (k is None and steps_to_full is None):
+        raise ValueError(
+            f"replacement={settings.kind} needs replacement.b and replacement.k or replacement.steps_to_full."
+        )
+    return cls(b=b, k=k) if k is not None else cls.from_steps_to_full(b, steps_to_full)
+
+
+SCHEDULES: dict[str, Callable[[ReplacementSettings], ReplacementSchedule]] = {
+    "constant": constant,
+    "curriculum": functools.partial(curricular, CurriculumSchedule),
+    "anti_curriculum": functools.partial(curricular, AntiCurriculumSchedule),
+}
+
+
+def build_schedule(kind: str, **values: object) -> ReplacementSchedule:
+    """The schedule that ``replacement=<kind>`` and its values describe (``build_schedule(**cfg.replacement)``)."""
+    settings = ReplacementSettings(kind, **values)
+    if kind not in SCHEDULES:
+        *others, last = SCHEDULES
+        raise ValueError(f"Unknown replacement kind {kind!r}; choose {', '.join(others)} or {last}.")
+    return SCHEDULES[kind](settings)

@@ -1,0 +1,174 @@
+"""A method is one class named by ``_target_`` in its config file: a new one needs nothing else; its settings check
+themselves and the app names their problems as config keys; a run checks its settings and builds its schedule once."""
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+import yaml
+from app_runs import compose_config, tiny_run_overrides
+from hydra.utils import get_class
+
+from theseus_pl.app import schedules, settings_check
+from theseus_pl.app.methods import (
+    CompressionMethod,
+    KnowledgeDistillation,
+    LayerDrop,
+    Method,
+    MethodInputs,
+    PatientDistillation,
+    Theseus,
+    TheseusSettings,
+    Transfer,
+    bottom_layers,
+    method_from_config,
+)
+from theseus_pl.app.pipeline import run
+from theseus_pl.app.settings_check import checked_settings, setting_problems
+from theseus_pl.core.schedules import CurriculumSchedule
+from theseus_pl.core.settings import Rule, SettingsError, positive_number
+from theseus_pl.lightning.modules import FineTuningModule
+
+CONF = Path(__file__).parents[2] / "conf"
+
+
+@dataclass(frozen=True)
+class Truncation(CompressionMethod):
+    """A method of one's own: the predecessor's bottom layers fine-tuned, at a share of the optimizer's rate."""
+
+    lr_scale: float
+
+    RULES: ClassVar[dict[str, Rule]] = {"lr_scale": Rule(positive_number, "a number above 0")}
+
+    def build(self, inputs: MethodInputs) -> Method:
+        student = bottom_layers(inputs.predecessor(), inputs.theseus.successor_layers, inputs.theseus.layers_path)
+        optimizer = {**inputs.optimizer, "lr": inputs.optimizer["lr"] * self.lr_scale}
+        return Method(self.name, FineTuningModule(student, inputs.metrics(), **optimizer), lambda: student)
+
+
+@pytest.fixture
+def own_method(tmp_path):
+    """The one config file a new method needs, in a config folder of the user's own (``hydra.searchpath``)."""
+    folder = tmp_path / "conf" / "method"
+    folder.mkdir(parents=True)
+    (folder / "truncation.yaml").write_text(f"_target_: {__name__}.Truncation\nname: truncation\nlr_scale: 0.5\n")
+    return [f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "method=truncation"]
+
+
+def test_a_new_method_is_one_class_and_one_config_file(own_method, tiny_base, glue_dir, tmp_path):
+    settings = checked_settings(compose_config(*own_method))
+    assert settings.problems == [] and settings.method == Truncation(name="truncation", lr_scale=0.5)
+    results = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), *own_method))
+    assert results["method"] == "truncation" and results["schedule"] is None
+    assert results["layers"] == {"predecessor": 4, "successor": 2}
+    assert results["settings"]["method.lr_scale"] == 0.5 and "method._target_" not in results["settings"]
+
+
+def test_a_new_methods_settings_are_checked_by_its_own_rules(own_method):
+    assert setting_problems(compose_config(*own_method, "method.lr_scale=0")) == [
+        "method.lr_scale=0 must be a number above 0."
+    ]
+    target = f"method._target_={__name__}.Truncation"
+    assert setting_problems(compose_config(target, "+method.lr_scale=2")) == []  # an override names it as well
+
+
+@pytest.mark.parametrize("path", sorted((CONF / "method").glob("*.yaml")), ids=lambda path: path.stem)
+def test_each_method_config_names_its_class_and_is_called_by_its_file_name(path):
+    config = yaml.safe_load(path.read_text())
+    assert issubclass(get_class(config["_target_"]), CompressionMethod)
+    assert config["name"] == path.stem
+    given = ["method.successor=/a/run/successor"] if "successor" in config else []  # transfer's required key
+    settings = checked_settings(compose_config(f"method={path.stem}", *given))
+    assert settings.problems == [] and isinstance(settings.method, get_class(config["_target_"]))
+
+
+def test_what_the_checks_ask_of_a_method_is_a_property_of_its_class():
+    assert Theseus.replaces_modules and Theseus.takes_successor_settings and Theseus.needs_schedule
+    for baseline in (KnowledgeDistillation, PatientDistillation, LayerDrop, Transfer, Truncation):
+        assert not (baseline.replaces_modules or baseline.takes_successor_settings or baseline.needs_schedule)
+    assert Transfer(name="transfer", successor="/a/run/successor").models_read() == [
+        ("method.successor", "/a/run/successor")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("make", "problems"),
+    [
+        (lambda: KnowledgeDistillation(name="kd", alpha=2, temperature=0),
+         {"alpha": "alpha=2 must be a number in [0, 1].", "temperature": "temperature=0 must be a number above 0."}),
+        (lambda: PatientDistillation(name="pkd", alpha=0.5, temperature=1.0, beta=-1),
+         {"beta": "beta=-1 must be a number, at least 0 (0: vanilla KD)."}),
+        (lambda: LayerDrop(name="layerdrop", drop_rate=1.0),
+         {"drop_rate": "drop_rate=1.0 must be null (1 - n/L) or a number in [0, 1)."}),
+        (lambda: Transfer(name="", successor="???"),
+         {"name": "name='' must be the method's name, as results call it.",
+          "successor": "successor='???' must be the successor folder of another run (<run>/successor)."}),
+        (lambda: method_from_config({"_target_": "nowhere.Method", "name": "x"}),
+         {"_target_": "_target_='nowhere.Method' must be the dotted path of a method class (a CompressionMethod of "
+                      "theseus_pl.app.methods): pick a method with method=NAME."}),
+        (lambda: TheseusSettings(successor_layers=0, init="middle", successor={"importance": "loudest"}),
+         {"successor_layers": "successor_layers=0 must be a whole number of layers, at least 1.",
+          "init": "init='middle' must be one of bottom, top, every_other.",
+          "successor._target_": "successor._target_=None must be the dotted path of an importable successor factory.",
+          "successor.importance": "successor.importance='loudest' must be one of magnitude, random, activation."}),
+    ],
+)  # fmt: skip
+def test_each_settings_object_names_every_problem_with_its_own_fields(make, problems):
+    with pytest.raises(SettingsError) as raised:
+        make()
+    assert raised.value.problems == problems
+
+
+@pytest.mark.parametrize(
+    ("overrides", "problem"),
+    [
+        (["method=kd", "method.alpha=2"], "method.alpha=2 must be a number in [0, 1]."),
+        (["method=pkd", "method.beta=abc"], "method.beta='abc' must be a number, at least 0 (0: vanilla KD)."),
+        (["method=layerdrop", "method.drop_rate=1.5"],
+         "method.drop_rate=1.5 must be null (1 - n/L) or a number in [0, 1)."),
+        (["method=transfer"],
+         "method.successor='???' must be the successor folder of another run (<run>/successor)."),
+        (["method._target_=nowhere.Method"], "method._target_='nowhere.Method' must be the dotted path of a method"),
+        (["method=kd", "+method.gamma=1"], "method: KnowledgeDistillation.__init__() got an unexpected keyword"),
+        (["deploy.threads=0"], "deploy.threads=0 must be null or at least 1."),
+        (["+theseus.depth=3"], "theseus: TheseusSettings.__init__() got an unexpected keyword argument 'depth'"),
+    ],
+)  # fmt: skip
+def test_the_app_names_each_problem_by_its_config_key_before_anything_starts(overrides, problem):
+    (found,) = setting_problems(compose_config(*overrides))
+    assert found.startswith(problem)
+
+
+def test_an_option_interpolated_from_a_bad_one_is_reported_once():
+    assert setting_problems(compose_config("threads=0")) == [
+        "threads=0 must be null (torch's default) or a whole number of threads, at least 1."
+    ]  # deploy.threads is ${threads}: the same value, named where it was set
+
+
+def _spy(monkeypatch, function):
+    """Count calls of ``function`` wherever a theseus_pl module holds it."""
+    calls = []
+
+    def counting(*args, **kwargs):
+        calls.append(args)
+        return function(*args, **kwargs)
+
+    for module in list(sys.modules.values()):
+        name = getattr(module, "__name__", "")
+        if name.startswith("theseus_pl") and getattr(module, function.__name__, None) is function:
+            monkeypatch.setattr(module, function.__name__, counting)
+    return calls
+
+
+def test_a_run_checks_its_settings_and_builds_its_schedule_once(monkeypatch, tiny_base, glue_dir, tmp_path):
+    checks = _spy(monkeypatch, settings_check.checked_settings)
+    problems = _spy(monkeypatch, settings_check.setting_problems)
+    builds = _spy(monkeypatch, schedules.build_schedule)
+    made = []
+    original = CurriculumSchedule.__post_init__
+    monkeypatch.setattr(CurriculumSchedule, "__post_init__", lambda self: made.append(self) or original(self))
+    results = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path)))
+    assert results["method"] == "theseus_curriculum" and results["switch_step"] == 3
+    assert (len(checks), len(problems), len(builds), len(made)) == (1, 0, 1, 1)
