@@ -24,7 +24,7 @@ from typing import Any
 
 from theseus_pl.app.deploy_folder import deploy_model, deploy_run
 from theseus_pl.deployment.onnx_export import DeploymentError
-from theseus_pl.deployment.stage import DeploySettings
+from theseus_pl.deployment.record import DeploySettings
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:

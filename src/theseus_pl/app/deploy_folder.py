@@ -15,7 +15,8 @@ from theseus_pl.app.model_card import write_model_card
 from theseus_pl.app.results import write_results
 from theseus_pl.data.datamodule import GlueDataModule
 from theseus_pl.deployment.onnx_export import DeploymentError
-from theseus_pl.deployment.stage import DeploySettings, deploy, load_sequence_classifier
+from theseus_pl.deployment.record import DeploySettings
+from theseus_pl.deployment.stage import deploy, load_sequence_classifier
 
 log = logging.getLogger(__name__)
 

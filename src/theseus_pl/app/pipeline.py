@@ -31,8 +31,9 @@ from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.schedules import ReplacementSchedule, build_schedule
 from theseus_pl.core.successors.copied import shape_of
 from theseus_pl.data.datamodule import GlueDataModule
+from theseus_pl.deployment.record import DeploySettings, wanted
 from theseus_pl.deployment.speed import inference_speedup
-from theseus_pl.deployment.stage import DeploySettings, deploy, wanted
+from theseus_pl.deployment.stage import deploy
 from theseus_pl.lightning.callbacks import StepSeed
 from theseus_pl.lightning.evaluation import evaluate
 

@@ -18,7 +18,7 @@ from theseus_pl.core.replacing import SuccessorInit
 from theseus_pl.core.schedules import build_schedule
 from theseus_pl.core.successors.copied import Importance
 from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxruntime
-from theseus_pl.deployment.stage import QUANTIZE_CHOICES, wanted
+from theseus_pl.deployment.record import QUANTIZE_CHOICES, wanted
 
 LR_SCHEDULES = ("one_decay", "per_phase")  # see conf/theseus/default.yaml
 MAX_SEED = 2**32 - 1  # Lightning's seed_everything takes an unsigned 32-bit seed
