@@ -1,4 +1,4 @@
-"""The deploy stage's settings: a plain record, importable without torch (checks before a run read it)."""
+"""The deploy stage's settings and the block it returns: plain records, importable without torch."""
 
 from __future__ import annotations
 
@@ -41,3 +41,27 @@ class DeploySettings:
 def wanted(settings: Mapping[str, Any]) -> bool:
     """Whether a run's ``deploy`` group asks for deployment: ``onnx=true``, or a quantisation (which needs ONNX)."""
     return bool(settings.get("onnx")) or settings.get("quantize") is not None
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """The ``deployment`` block of ``results.json`` (and of ``<model>/onnx/deployment.json``).
+
+    Models are named ``pytorch_predecessor``, ``pytorch_successor``, ``onnx_fp32``, ``onnx_int8``; batch sizes
+    ``batch_<n>``. ``theseus_pl.app.results`` writes and reads it.
+    """
+
+    onnx: str  # the fp32 model's path inside the successor's folder
+    onnx_int8: str | None  # None without quantisation
+    quantization: str | None  # how the int8 model was made
+    checked_on: str  # the rows the ONNX logits were checked on, in words
+    max_abs_diff: float  # the largest difference from PyTorch's logits
+    tolerance: float
+    dev_score: dict[str, float | None] | None  # per model, x100; None without dev data
+    latency_ms: dict[str, dict[str, float]]  # p50 per batch size, then per model
+    speedup_over_predecessor: dict[str, dict[str, float] | None]  # per batch size; None without a predecessor
+    size_mb: dict[str, float]  # per model
+    smaller_than_predecessor: dict[str, float] | None  # None without a predecessor
+    settings: DeploySettings  # with the threads actually used
+    versions: dict[str, str]  # torch, onnx, onnxruntime
+    seconds: float  # the time the stage took

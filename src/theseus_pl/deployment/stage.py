@@ -1,7 +1,8 @@
 """The deploy stage: the successor as ONNX (and int8), checked against PyTorch on dev rows and timed beside it.
 
 Writes ``onnx/model.onnx`` (dynamic batch and sequence axes) and ``onnx/model_int8.onnx`` beside the checkpoint and
-returns the ``deployment`` block; ``python -m theseus_pl.deploy`` and a run's ``deploy.onnx=true`` call it.
+returns the ``deployment`` block (:class:`Deployment`); ``python -m theseus_pl.deploy`` and a run's
+``deploy.onnx=true`` call it.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import logging
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from theseus_pl.deployment.onnx_export import (
     require_onnxruntime,
     session_logits,
 )
-from theseus_pl.deployment.record import DeploySettings
+from theseus_pl.deployment.record import Deployment, DeploySettings
 from theseus_pl.deployment.timing import p50_milliseconds
 from theseus_pl.lightning.metrics import TaskMetrics
 
@@ -51,7 +52,7 @@ def deploy(
     datamodule: GlueDataModule | None = None,
     predecessor: PreTrainedModel | None = None,
     predecessor_dir: Path | None = None,
-) -> dict[str, Any]:
+) -> Deployment:
     """Export, check, quantise, score and time the successor in ``successor_dir``; the ``deployment`` block.
 
     A model whose ONNX logits differ from PyTorch's by more than :data:`TOLERANCE` is refused and its ONNX files
@@ -95,23 +96,23 @@ def deploy(
         for size in settings.batch_sizes
     }
     sizes = _sizes_mb(successor_dir, predecessor_dir, files)
-    return {
-        "onnx": str(files["onnx_fp32"].relative_to(successor_dir)),
-        "onnx_int8": str(files["onnx_int8"].relative_to(successor_dir)) if "onnx_int8" in files else None,
-        "quantization": QUANTIZATION if "onnx_int8" in files else None,
-        "checked_on": f"{sum(len(b['input_ids']) for _, b in batches)} "
+    return Deployment(
+        onnx=str(files["onnx_fp32"].relative_to(successor_dir)),
+        onnx_int8=str(files["onnx_int8"].relative_to(successor_dir)) if "onnx_int8" in files else None,
+        quantization=QUANTIZATION if "onnx_int8" in files else None,
+        checked_on=f"{sum(len(b['input_ids']) for _, b in batches)} "
         + ("dev rows" if datamodule else "example sentences (no dev data given)"),
-        "max_abs_diff": difference,
-        "tolerance": TOLERANCE,
-        "dev_score": scores,
-        "latency_ms": latency,
-        "speedup_over_predecessor": {row: _times_over_predecessor(values) for row, values in latency.items()},
-        "size_mb": sizes,
-        "smaller_than_predecessor": _times_over_predecessor(sizes),
-        "settings": {**asdict(settings), "threads": threads, "batch_sizes": list(settings.batch_sizes)},
-        "versions": _versions(),
-        "seconds": time.perf_counter() - started,
-    }
+        max_abs_diff=difference,
+        tolerance=TOLERANCE,
+        dev_score=scores,
+        latency_ms=latency,
+        speedup_over_predecessor={row: _times_over_predecessor(values) for row, values in latency.items()},
+        size_mb=sizes,
+        smaller_than_predecessor=_times_over_predecessor(sizes),
+        settings=replace(settings, threads=threads),
+        versions=_versions(),
+        seconds=time.perf_counter() - started,
+    )
 
 
 def load_sequence_classifier(directory: Path) -> PreTrainedModel:
