@@ -5,11 +5,11 @@ from dataclasses import replace
 import pytest
 from app_runs import compose_config
 from huggingface_hub import ModelCard
-from results_records import a_run
+from results_records import V1_RESULTS, a_run
 
-from theseus_pl.app.model_card import model_card
+from theseus_pl.app.model_card import model_card, write_model_card
 from theseus_pl.app.pipeline import _hub_id
-from theseus_pl.app.results import DataFacts, LayerCounts, ParamCounts
+from theseus_pl.app.results import DataFacts, LayerCounts, ParamCounts, read_results
 
 
 def results_for(task, metrics, eval_splits=("validation",), labels=("a", "b"), dataset="nyu-mll/glue", **changes):
@@ -53,6 +53,13 @@ def test_own_data_has_no_hub_dataset_and_missing_numbers_are_not_invented():
     assert card.data.datasets is None and card.data.eval_results is None
     assert "speed-up was not measured" in card.text and "n/a" in card.text
     assert "The share of the predecessor's score kept is not given (a score is not a number" in card.text
+
+
+def test_the_card_of_a_version_1_results_file_is_the_card_its_run_wrote(tmp_path):
+    # model_card_v1.md is the README.md theseus_pl wrote (at 0fa8775) for the run of results_v1.json.
+    path = write_model_card(tmp_path, read_results(V1_RESULTS))
+    assert path.read_text() == (V1_RESULTS.parent / "model_card_v1.md").read_text()
+    assert "## Deployment" in path.read_text()
 
 
 @pytest.mark.parametrize(

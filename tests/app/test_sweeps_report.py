@@ -2,7 +2,9 @@
 
 import copy
 import csv
+import json
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -13,7 +15,7 @@ import torch
 import yaml
 from app_runs import compose_config, tiny_run_overrides
 from hydra import compose, initialize_config_module
-from results_records import a_run, plant
+from results_records import V1_RESULTS, a_run, plant
 from test_app import EXPERIMENTS
 from transformers import AutoConfig
 from transformers.models.bert.modeling_bert import BertLayer
@@ -97,6 +99,24 @@ def test_the_runs_list_names_each_runs_wandb_run_where_it_had_one(tmp_path):
     assert lines[3] == f"| RTE | theseus_curriculum | 80.00 | 70.00 | {name_and_url} | {tmp_path / 'a'} |"
     with (tmp_path / "out" / "runs.csv").open() as handle:
         assert [row["wandb"] for row in csv.DictReader(handle)] == ["", "RTE theseus_curriculum lr=2e-05"]
+
+
+def test_a_report_over_a_version_1_and_a_version_2_run_gives_one_table(tmp_path):
+    (tmp_path / "old").mkdir()
+    shutil.copy(V1_RESULTS, tmp_path / "old" / "results.json")  # as theseus_pl wrote it before schema_version
+    plant(tmp_path / "new", a_run("RTE", "kd", 80.0, 70.0))
+    assert "schema_version" not in json.loads((tmp_path / "old" / "results.json").read_text())
+    assert json.loads((tmp_path / "new" / "results.json").read_text())["schema_version"] == 2
+    report = main([str(tmp_path), "--output", str(tmp_path / "out")])
+    assert report["tasks"] == ["RTE"]
+    assert report["table"] == {"predecessor": {"RTE": 65.0}, "kd": {"RTE": 70.0}, "theseus_curriculum": {"RTE": 50.0}}
+    lines = (tmp_path / "out" / "runs.md").read_text().splitlines()
+    assert lines[2:] == [
+        f"| RTE | kd | 80.00 | 70.00 |  |  | {tmp_path / 'new'} |",
+        f"| RTE | theseus_curriculum | 50.00 | 50.00 |  |  | {tmp_path / 'old'} |",
+    ]
+    by_layers = main([str(tmp_path), "--rows", "layers.successor", "--output", str(tmp_path / "by_layers")])
+    assert by_layers["table"] == {"predecessor": {"RTE": 65.0}, "3": {"RTE": 70.0}, "2": {"RTE": 50.0}}
 
 
 def test_a_half_finished_sweep_names_what_is_missing(tmp_path, capsys):
