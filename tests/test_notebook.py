@@ -6,6 +6,9 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from results_records import a_run, plant
+
+from theseus_pl.app.results import WandbLink
 
 NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "analysis.ipynb"
 
@@ -25,10 +28,9 @@ def test_notebook_executes_on_sweep_results(tmp_path, monkeypatch):
     for job, (method, score) in enumerate([("theseus_curriculum", 71.0), ("theseus_constant", 69.5), ("kd", 66.0)]):
         folder = tmp_path / "multirun" / str(job)
         (folder / "csv").mkdir(parents=True)
-        results = {"task": "RTE", "method": method, "predecessor": {"score": 75.0}, "successor": {"score": score},
-                   "retained": score / 75, "speedup": 2.0, "schedule": f"S{job}",
-                   "settings": {"replacement.p": 0.5, "seed": 1}, "wandb": {"name": f"RTE {method} p=0.5"}}  # fmt: skip
-        (folder / "results.json").write_text(json.dumps(results))
+        link = WandbLink(id=f"x{job}", name=f"RTE {method} p=0.5", group=None, url=None, dir=str(folder / "wandb"))
+        plant(folder, a_run("RTE", method, 75.0, score, speedup=2.0, schedule=f"S{job}", wandb=link,
+                            settings={"replacement.p": 0.5, "seed": 1}))  # fmt: skip
         (folder / "csv" / "metrics.csv").write_text("step,train/p\n0,0.3\n1,0.6\n2,1.0\n")
     monkeypatch.setenv("THESEUS_RESULTS", str(tmp_path / "multirun"))
     notebook = nbformat.read(NOTEBOOK, as_version=4)

@@ -27,17 +27,17 @@ def main(cfg: DictConfig) -> float | None:
     results = run(cfg)
     if results is None:  # a DDP rank other than 0: rank 0 reports
         return None
-    retained = "n/a" if results["retained"] is None else f"{100 * results['retained']:.1f}%"
-    speedup = "n/a" if results["speedup"] is None else f"{results['speedup']:.2f}x"
+    retained = "n/a" if results.retained is None else f"{100 * results.retained:.1f}%"
+    speedup = "n/a" if results.speedup is None else f"{results.speedup:.2f}x"
     log.info(
         "%s: predecessor %.2f, successor %.2f (%s retained), %d -> %d layers%s, %s faster; results in %s",
-        results["task"], results["predecessor"]["score"], results["successor"]["score"], retained,
-        results["layers"]["predecessor"], results["layers"]["successor"], widths_clause(results), speedup,
+        results.task, results.predecessor.score, results.successor.score, retained,
+        results.layers.predecessor, results.layers.successor, widths_clause(results), speedup,
         cfg.paths.output_dir,
     )  # fmt: skip
-    for step, error in results["failed_steps"].items():
+    for step, error in results.failed_steps.items():
         log.warning("Step %r did not complete: %s", step, error)
-    return results["successor"]["score"]
+    return results.successor.score
 
 
 def refuse_home_shorthand(arguments: list[str]) -> None:

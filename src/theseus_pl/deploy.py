@@ -20,14 +20,14 @@ import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from theseus_pl.app.deploy_folder import deploy_model, deploy_run
+from theseus_pl.app.results import deployment_dict
 from theseus_pl.deployment.onnx_export import DeploymentError
-from theseus_pl.deployment.stage import DeploySettings
+from theseus_pl.deployment.record import Deployment, DeploySettings
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+def main(argv: Sequence[str] | None = None) -> Deployment:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folder", type=Path, help="a finished run's folder, or a sequence-classification checkpoint")
     parser.add_argument("--quantize", choices=["int8", "none"], default="int8", help="also write the int8 model")
@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             block = deploy_model(args.folder, settings, args.task, args.glue_dir, args.predecessor)
     except (DeploymentError, ValueError) as error:
         raise SystemExit(f"error: {error}") from error
-    print(json.dumps(block, indent=2))
+    print(json.dumps(deployment_dict(block), indent=2))
     return block
 
 

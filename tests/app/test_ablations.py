@@ -83,9 +83,9 @@ def test_table5_run_writes_one_score_per_module(tiny_base, glue_dir, tmp_path):
     overrides = [o for o in tiny_run_overrides(tiny_base, glue_dir, tmp_path) if not o.startswith("trainer.max_steps")]
     cfg = compose_config(*overrides, "+sweep=single_module")
     results = run(cfg)
-    assert len(results["single_module_scores"]) == 2
-    assert results["steps"] == cfg.schedule_steps
-    assert results["successor_finetuning_steps"] == 0
+    assert len(results.single_module_scores) == 2
+    assert results.steps == cfg.schedule_steps
+    assert results.successor_finetuning_steps == 0
 
 
 def test_single_module_scores_need_theseus(tiny_base, glue_dir, tmp_path):
@@ -96,12 +96,12 @@ def test_single_module_scores_need_theseus(tiny_base, glue_dir, tmp_path):
 def test_intermediate_task_transfer_fine_tunes_another_runs_successor(tiny_base, glue_dir, tmp_path):
     source = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path, output="mnli"), "data.task=MNLI"))
     transfer = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "method=transfer",
-                                  f"method.successor={source['successor_dir']}"))  # fmt: skip
-    assert transfer["method"] == "transfer" and transfer["task"] == "RTE"
-    assert transfer["layers"]["successor"] == 2
+                                  f"method.successor={source.successor_dir}"))  # fmt: skip
+    assert transfer.method == "transfer" and transfer.task == "RTE"
+    assert transfer.layers.successor == 2
     assert (
         json.loads((tmp_path / "run" / "results.json").read_text())["settings"]["method.successor"]
-        == source["successor_dir"]
+        == source.successor_dir
     )
 
 
@@ -173,9 +173,9 @@ def test_finetune_shared_decides_whether_the_exported_successor_keeps_the_predec
         f"theseus.finetune_shared={finetune_shared}",
     ]  # fmt: skip
     results = run(compose_config(*overrides))
-    successor = load_file(f"{results['successor_dir']}/model.safetensors")
-    predecessor = load_file(f"{results['predecessor']['dir']}/model.safetensors")
+    successor = load_file(f"{results.successor_dir}/model.safetensors")
+    predecessor = load_file(f"{results.predecessor.dir}/model.safetensors")
     shared = [key for key in successor if "embeddings" in key or "classifier" in key or "pooler" in key]
-    assert shared and results["settings"]["theseus.finetune_shared"] is finetune_shared
+    assert shared and results.settings["theseus.finetune_shared"] is finetune_shared
     kept = all(torch.equal(successor[key], predecessor[key]) for key in shared)
     assert kept is not finetune_shared

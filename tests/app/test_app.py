@@ -16,6 +16,7 @@ from sklearn.metrics import accuracy_score
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from theseus_pl.app.pipeline import run
+from theseus_pl.app.results import read_results
 from theseus_pl.app.run_checks import RunRefused
 from theseus_pl.app.schedules import build_schedule
 from theseus_pl.data.tasks import glue_task
@@ -84,44 +85,46 @@ def test_pipeline_end_to_end_on_a_tiny_model(tiny_base, glue_dir, tmp_path):
     cfg = compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path))
     results = run(cfg)
 
-    written = json.loads((tmp_path / "run" / "results.json").read_text())
-    assert written == json.loads(json.dumps(results))
+    file = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert file == json.loads(json.dumps(results.to_dict())) and file["schema_version"] == 2
     for key in ("task", "retained", "speedup", "successor_dir", "params", "data"):
-        assert key in written
-    assert written["task"] == "RTE"
-    assert set(written["predecessor"]) >= {"score", "metrics"} and set(written["successor"]) >= {"score", "metrics"}
-    assert written["predecessor"]["metrics"] == {"accuracy": pytest.approx(written["predecessor"]["score"] / 100)}
-    assert written["retained"] == pytest.approx(written["successor"]["score"] / written["predecessor"]["score"])
-    assert written["params"]["successor"] < written["params"]["predecessor"]
-    assert (written["data"]["train_size"], written["data"]["eval_size"]) == (24, 10)
-    assert written["predecessor"]["origin"] == "fine-tuned"
-    assert written["steps"] == 6
+        assert key in file
+    assert set(file["predecessor"]) >= {"score", "metrics"} and set(file["successor"]) >= {"score", "metrics"}
+    written = read_results(tmp_path / "run" / "results.json")
+    assert written == results
+    assert written.task == "RTE"
+    assert written.predecessor.metrics == {"accuracy": pytest.approx(written.predecessor.score / 100)}
+    assert written.retained == pytest.approx(written.successor.score / written.predecessor.score)
+    assert written.params.successor < written.params.predecessor
+    assert (written.data.train_size, written.data.eval_size) == (24, 10)
+    assert written.predecessor.origin == "fine-tuned"
+    assert written.steps == 6
     assert (tmp_path / "run" / "checkpoints" / "last.ckpt").is_file()
     assert (tmp_path / "run" / "csv" / "metrics.csv").is_file()
-    card = ModelCard.load(Path(written["successor_dir"]) / "README.md")
+    card = ModelCard.load(Path(written.successor_dir) / "README.md")
     assert card.data.base_model is None  # a local folder, no model.hub_id: the card names no path instead
     assert card.data.datasets == ["nyu-mll/glue"] and card.data.pipeline_tag == "text-classification"
     assert [(r.metric_type, r.metric_value, r.dataset_config, r.dataset_split) for r in card.data.eval_results] == [
-        ("accuracy", written["successor"]["metrics"]["accuracy"], "rte", "validation")
+        ("accuracy", written.successor.metrics["accuracy"], "rte", "validation")
     ]
     assert "0 = `entailment`, 1 = `not_entailment`" in card.text
     assert str(tmp_path) not in card.content
 
     # The exported successor is a plain checkpoint that reproduces the score in results.json.
-    successor = AutoModelForSequenceClassification.from_pretrained(written["successor_dir"]).eval()
-    tokenizer = AutoTokenizer.from_pretrained(written["successor_dir"])
+    successor = AutoModelForSequenceClassification.from_pretrained(written.successor_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(written.successor_dir)
     assert successor.config.num_hidden_layers == 2
     dev = [line.split("\t") for line in (glue_dir / "RTE" / "dev.tsv").read_text().splitlines()[1:]]
     with torch.no_grad():
         inputs = tokenizer([r[1] for r in dev], [r[2] for r in dev], padding=True, return_tensors="pt")
         predicted = successor(**inputs).logits.argmax(-1)
     labels = [("entailment", "not_entailment").index(r[3]) for r in dev]
-    assert 100 * accuracy_score(labels, predicted) == pytest.approx(written["successor"]["score"], abs=1e-4)
+    assert 100 * accuracy_score(labels, predicted) == pytest.approx(written.successor.score, abs=1e-4)
 
     # A second run of the same setting reuses the cached predecessor instead of fine-tuning again.
     again = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path, output="run2")))
-    assert again["predecessor"]["origin"] == "cache"
-    assert again["predecessor"]["dir"] == written["predecessor"]["dir"]
+    assert again.predecessor.origin == "cache"
+    assert again.predecessor.dir == written.predecessor.dir
     assert [p.name.startswith(".") for p in (tmp_path / "cache" / "predecessors").iterdir()].count(False) == 1
 
 
@@ -133,8 +136,8 @@ def test_an_interrupted_run_resumes_from_its_latest_validation(tiny_base, glue_d
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
     assert torch.load(last, map_location="cpu", weights_only=False)["global_step"] == 4  # whatever its score
     resumed = run(compose_config(*overrides))
-    assert resumed["resumed_from"] == str(last)
-    assert resumed["steps"] == 6
+    assert resumed.resumed_from == str(last)
+    assert resumed.steps == 6
     run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path, output="whole")))
     assert logged(tmp_path / "run") == logged(tmp_path / "whole")  # every row once: none lost, none twice
 
@@ -152,12 +155,12 @@ def test_a_finished_run_folder_is_left_untouched_unless_forced(tiny_base, glue_d
     folder = tmp_path / "run"
     files = {path: path.stat().st_mtime_ns for path in folder.rglob("*") if path.is_file()}
     again = run(compose_config(*overrides))
-    assert again == json.loads(json.dumps(first))
+    assert again == first and again.folder == folder  # read back from its results.json
     assert {path: path.stat().st_mtime_ns for path in folder.rglob("*") if path.is_file()} == files
     stale = folder / "checkpoints" / "best-step999.ckpt"
     stale.write_bytes(b"from the old run")
     redone = run(compose_config(*overrides, "resume=force"))
-    assert redone["resumed_from"] is None and redone["steps"] == 6
+    assert redone.resumed_from is None and redone.steps == 6
     assert not stale.exists()
     with pytest.raises(ValueError, match=r"resume='maybe' must be true \(continue\), false"):
         run(compose_config(*overrides, "resume=maybe"))

@@ -1,11 +1,10 @@
 """The README's quick real run, whole: `+experiment=sst2_quick` compresses the packaged MiniLM on real SST-2."""
 
-import json
-
 import pytest
 from app_runs import compose_config
 
 from theseus_pl.app.pipeline import run
+from theseus_pl.app.results import LayerCounts, read_results
 
 pytestmark = pytest.mark.slow
 
@@ -16,9 +15,9 @@ def test_sst2_quick_gives_a_successor_that_learned_the_task(real_glue_dir, tmp_p
         "+experiment=sst2_quick", f"data.glue_dir={real_glue_dir}", "logger=csv",
         f"paths.cache_dir={tmp_path / 'cache'}", f"paths.output_dir={tmp_path / 'run'}",
     ))  # fmt: skip
-    assert json.loads((tmp_path / "run" / "results.json").read_text())["successor"] == results["successor"]
-    assert (results["data"]["train_size"], results["data"]["eval_size"]) == (4000, 872)
-    assert results["layers"] == {"predecessor": 6, "successor": 3}
-    assert results["predecessor"]["score"] > 80
-    assert results["successor"]["score"] > 75 and results["retained"] > 0.9
-    assert results["speedup"] > 1.3
+    assert read_results(tmp_path / "run" / "results.json").successor == results.successor
+    assert (results.data.train_size, results.data.eval_size) == (4000, 872)
+    assert results.layers == LayerCounts(predecessor=6, successor=3)
+    assert results.predecessor.score > 80
+    assert results.successor.score > 75 and results.retained > 0.9
+    assert results.speedup > 1.3

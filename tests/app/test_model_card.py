@@ -1,25 +1,29 @@
 """The successor's model card: valid hub metadata from results.json, whatever the task's metric and dev sets."""
 
+from dataclasses import replace
+
 import pytest
 from app_runs import compose_config
 from huggingface_hub import ModelCard
+from results_records import V1_RESULTS, a_run
 
-from theseus_pl.app.model_card import model_card
+from theseus_pl.app.model_card import model_card, write_model_card
 from theseus_pl.app.pipeline import _hub_id
+from theseus_pl.app.results import DataFacts, LayerCounts, ParamCounts, read_results
 
 
-def results_for(task, metrics, eval_splits=("validation",), labels=("a", "b"), dataset="nyu-mll/glue", **extra):
-    scores = {"score": 50.0, "metrics": metrics}
-    results = {
-        "task": task, "method": "theseus_curriculum", "base_model": "org/base", "schedule": "CurriculumSchedule(b=0.5)",
-        "switch_step": 100, "steps": 200, "layers": {"predecessor": 6, "successor": 3},
-        "params": {"predecessor": 2000, "successor": 1000}, "predecessor": {**scores, "origin": "fine-tuned"},
-        "successor": scores, "retained": 1.0, "retained_note": None, "speedup": 2.0,
-        "data": {"train_size": 10, "eval_size": 5, "eval_splits": list(eval_splits), "text_columns": ["text"],
-                 "labels": list(labels), "source": "somewhere", "dataset": dataset,
-                 "dataset_config": task.lower() if dataset else None},
-    }  # fmt: skip
-    return results | extra
+def results_for(task, metrics, eval_splits=("validation",), labels=("a", "b"), dataset="nyu-mll/glue", **changes):
+    record = a_run(task, predecessor_score=50.0, successor_score=50.0, base_model="org/base",
+                   schedule="CurriculumSchedule(b=0.5)", switch_step=100, steps=200,
+                   layers=LayerCounts(predecessor=6, successor=3), params=ParamCounts(predecessor=2000, successor=1000),
+                   speedup=2.0)  # fmt: skip
+    data = DataFacts(train_size=10, eval_size=5, eval_splits=list(eval_splits), text_columns=["text"],
+                     labels=list(labels), source="somewhere", dataset=dataset,
+                     dataset_config=task.lower() if dataset else None)  # fmt: skip
+    predecessor, successor = (
+        replace(part, metrics=metrics, shape=None) for part in (record.predecessor, record.successor)
+    )
+    return replace(record, predecessor=predecessor, successor=successor, data=data, **changes)
 
 
 def parsed(results):
@@ -43,11 +47,19 @@ def test_a_regression_names_hub_metrics_and_no_labels():
 
 
 def test_own_data_has_no_hub_dataset_and_missing_numbers_are_not_invented():
-    results = results_for("reviews", {"accuracy": None}, dataset=None, speedup=None, retained=None,
-                          retained_note="a score is not a number")  # fmt: skip
+    results = results_for("reviews", {"accuracy": None}, dataset=None, speedup=None)
+    results = replace(results, successor=replace(results.successor, score=float("nan")))
     card = parsed(results)
     assert card.data.datasets is None and card.data.eval_results is None
     assert "speed-up was not measured" in card.text and "n/a" in card.text
+    assert "The share of the predecessor's score kept is not given (a score is not a number" in card.text
+
+
+def test_the_card_of_a_version_1_results_file_is_the_card_its_run_wrote(tmp_path):
+    # model_card_v1.md is the README.md theseus_pl wrote (at 0fa8775) for the run of results_v1.json.
+    path = write_model_card(tmp_path, read_results(V1_RESULTS))
+    assert path.read_text() == (V1_RESULTS.parent / "model_card_v1.md").read_text()
+    assert "## Deployment" in path.read_text()
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from narrow_models import HIDDEN, narrow_theseus, predecessor
 
 from theseus_pl.app.pipeline import run
 from theseus_pl.app.preflight import resource_problems
+from theseus_pl.app.results import ModelShape
 from theseus_pl.app.run_checks import RunRefused
 from theseus_pl.app.settings_check import setting_problems
 from theseus_pl.core.families import find_layer_stack
@@ -20,12 +21,12 @@ def base_overrides(tiny_base, glue_dir, tmp_path):
 
 def test_a_run_with_narrow_width_successors_ships_them_pickled_and_reports_their_shape(base_overrides, tmp_path):
     results = run(compose_config(*base_overrides, f"theseus.successor.hidden_size={HIDDEN}"))
-    assert results["failed_steps"] == {} and results["successor"]["format"] == "pickled module"
-    assert results["successor"]["shape"] == {"layers": 2, "hidden_size": HIDDEN, "intermediate_size": 37}
-    assert results["settings"]["theseus.successor.hidden_size"] == HIDDEN
-    exported = load_successor(results["successor_dir"])
+    assert results.failed_steps == {} and results.successor.format == "pickled module"
+    assert results.successor.shape == ModelShape(layers=2, hidden_size=HIDDEN, intermediate_size=37)
+    assert results.settings["theseus.successor.hidden_size"] == HIDDEN
+    exported = load_successor(results.successor_dir)
     assert all(isinstance(layer, NarrowWidthSuccessor) for layer in find_layer_stack(exported).layers)
-    assert results["params"]["successor_layers"] < results["params"]["predecessor_layers"] / 2
+    assert results.params.successor_layers < results.params.predecessor_layers / 2
     card = (tmp_path / "run" / "successor" / "README.md").read_text()
     assert "| hidden size | 32 | 16 |" in card and "load_successor" in card
     assert "compressed from 4 to 2 layers (hidden size 32 to 16)" in " ".join(card.split())

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from omegaconf import OmegaConf
 from theseus_pl.app import pipeline
 from theseus_pl.app.pipeline import _evaluation_settings, run
 from theseus_pl.app.predecessor import cache_key, load_classifier
+from theseus_pl.app.results import read_results
 from theseus_pl.data.cache_entry import MANIFEST, write_manifest
 from theseus_pl.lightning.evaluation import evaluate
 
@@ -87,7 +89,7 @@ def test_a_predecessor_that_diverged_is_not_cached(base_overrides, tmp_path):
 
 def test_truncated_cache_files_are_rebuilt_by_the_next_run(base_overrides, tmp_path, caplog):
     first = run(compose_config(*base_overrides))
-    weights = Path(first["predecessor"]["dir"]) / "model.safetensors"
+    weights = Path(first.predecessor.dir) / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:1000])
     (arrow,) = (tmp_path / "cache" / "tokenized").glob("RTE-train-*/*.arrow")
     arrow.write_bytes(arrow.read_bytes()[:-100])
@@ -97,8 +99,8 @@ def test_truncated_cache_files_are_rebuilt_by_the_next_run(base_overrides, tmp_p
     damaged = [record.getMessage() for record in caplog.records]
     assert any(f"at {weights.parent} is damaged (model.safetensors has 1000 bytes" in m for m in damaged), damaged
     assert any(f"at {arrow.parent} is damaged ({arrow.name} has" in m for m in damaged), damaged
-    assert again["predecessor"]["origin"] == "fine-tuned"
-    assert again["predecessor"]["score"] == first["predecessor"]["score"]  # the same settings, the same predecessor
+    assert again.predecessor.origin == "fine-tuned"
+    assert again.predecessor.score == first.predecessor.score  # the same settings, the same predecessor
 
 
 def test_two_jobs_at_once_fine_tune_their_shared_predecessor_once(base_overrides, tmp_path):
@@ -111,26 +113,25 @@ def test_two_jobs_at_once_fine_tune_their_shared_predecessor_once(base_overrides
     jobs = [job("a"), job("b")]
     for job in jobs:
         assert job.wait(timeout=300) == 0, job.stderr.read()[-3000:]
-    origins = sorted(json.loads((tmp_path / name / "results.json").read_text())["predecessor"]["origin"]
-                     for name in ("a", "b"))  # fmt: skip
+    origins = sorted(read_results(tmp_path / name / "results.json").predecessor.origin for name in ("a", "b"))
     assert origins == ["cache", "fine-tuned"]
     assert len([p for p in (tmp_path / "cache" / "predecessors").iterdir() if not p.name.startswith(".")]) == 1
 
 
 def test_a_cached_predecessor_brings_the_dev_metrics_measured_when_it_was_made(base_overrides, tmp_path, monkeypatch):
     first = run(compose_config(*base_overrides))
-    folder = Path(first["predecessor"]["dir"])
+    folder = Path(first.predecessor.dir)
     made = json.loads((folder / "predecessor.json").read_text())
     cfg = compose_config(*base_overrides)
     datamodule = instantiate(cfg.data, tokenizer=cfg.model.base)
     now = evaluate(load_classifier(str(folder), datamodule.task), datamodule, _evaluation_settings(cfg.trainer))
     assert made["dev_metrics"] == pytest.approx(now, abs=1e-6)
-    assert first["predecessor"]["score"] == pytest.approx(now["score"], abs=1e-6)
+    assert first.predecessor.score == pytest.approx(now["score"], abs=1e-6)
 
     evaluated = []
     monkeypatch.setattr(pipeline, "evaluate", lambda model, *args: evaluated.append(model) or evaluate(model, *args))
     again = run(compose_config(*base_overrides, f"paths.output_dir={tmp_path / 'again'}"))
-    assert again["predecessor"] == first["predecessor"] | {"origin": "cache"}
+    assert again.predecessor == replace(first.predecessor, origin="cache")
     assert len(evaluated) == 1  # the successor; the predecessor's metrics came with it
 
     # An entry cached before the metrics were recorded is evaluated, as it always was.
@@ -139,5 +140,5 @@ def test_a_cached_predecessor_brings_the_dev_metrics_measured_when_it_was_made(b
     (folder / MANIFEST).unlink()
     write_manifest(folder)
     older = run(compose_config(*base_overrides, f"paths.output_dir={tmp_path / 'older'}"))
-    assert older["predecessor"]["origin"] == "cache" and len(evaluated) == 3
-    assert older["predecessor"]["score"] == pytest.approx(now["score"], abs=1e-6)
+    assert older.predecessor.origin == "cache" and len(evaluated) == 3
+    assert older.predecessor.score == pytest.approx(now["score"], abs=1e-6)

@@ -1,6 +1,5 @@
 """A run killed at a random step resumes exactly: on real RTE rows, with a tiny model (the model is not the point)."""
 
-import json
 import os
 import random
 import signal
@@ -13,6 +12,7 @@ from app_runs import compose_config, tiny_run_overrides
 from test_app import logged
 
 from theseus_pl.app.pipeline import run
+from theseus_pl.app.results import read_results
 
 pytestmark = pytest.mark.slow
 
@@ -46,11 +46,11 @@ def test_a_run_killed_at_a_random_step_resumes_exactly(tiny_base, real_glue_dir,
                                *overrides[len(tiny_run_overrides(tiny_base, real_glue_dir, tmp_path)):],
                                f"paths.output_dir={tmp_path / 'whole'}"))  # fmt: skip
 
-    assert resumed["resumed_from"] == str(folder / "checkpoints" / "last.ckpt")
+    assert resumed.resumed_from == str(folder / "checkpoints" / "last.ckpt")
     context = f"killed before step {kill_step}"
     assert sorted(per_step(folder, "train/p")) == list(range(40)), context
     assert per_step(folder, "train/loss") == per_step(tmp_path / "whole", "train/loss"), context
     assert logged(folder) == logged(tmp_path / "whole"), context  # every row once: none lost, none twice
     for part in ("predecessor", "successor"):
-        assert resumed[part]["score"] == whole[part]["score"], context
-    assert json.loads((folder / "results.json").read_text())["steps"] == 40
+        assert getattr(resumed, part).score == getattr(whole, part).score, context
+    assert read_results(folder / "results.json").steps == 40

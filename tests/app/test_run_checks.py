@@ -73,9 +73,9 @@ def test_a_schedule_that_cannot_finish_is_refused_unless_allowed(tiny_base, glue
     assert refusal(epochs)[0].startswith("The replacement schedule reaches p = 1 at step 6 but the run has 6")
 
     results = run(compose_config(*overrides, "allow_unfinished_schedule=true"))
-    assert (results["steps"], results["switch_step"], results["successor_finetuning_steps"]) == (6, 6, 0)
+    assert (results.steps, results.switch_step, results.successor_finetuning_steps) == (6, 6, 0)
     finished = run(compose_config(*overrides[:-1], "schedule_steps=3", f"paths.output_dir={tmp_path / 'done'}"))
-    assert finished["successor_finetuning_steps"] == 3
+    assert finished.successor_finetuning_steps == 3
 
 
 def test_a_learning_rate_restart_outside_the_run_or_the_warm_up_is_refused(tiny_base, glue_dir, tmp_path, no_training):

@@ -4,8 +4,10 @@ import copy
 import csv
 import json
 import re
+import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,12 +15,14 @@ import torch
 import yaml
 from app_runs import compose_config, tiny_run_overrides
 from hydra import compose, initialize_config_module
+from results_records import V1_RESULTS, a_run, plant
 from test_app import EXPERIMENTS
 from transformers import AutoConfig
 from transformers.models.bert.modeling_bert import BertLayer
 
 from theseus_pl.app.config import package_path
 from theseus_pl.app.report import build_table, main
+from theseus_pl.app.results import ModelShape, ParamCounts, WandbLink, read_results, write_results
 
 SWEEPS = Path(__file__).parents[2] / "sweeps"
 
@@ -54,10 +58,7 @@ def test_wandb_sweep_files_run_the_app_with_the_grid(path):
 
 
 def fake_run(folder: Path, task: str, method: str, score: float, seed: int = 1, lr: float = 2e-5) -> None:
-    folder.mkdir(parents=True)
-    results = {"task": task, "method": method, "predecessor": {"score": 80.0}, "successor": {"score": score},
-               "settings": {"optimizer.lr": lr, "seed": seed}}  # fmt: skip
-    (folder / "results.json").write_text(json.dumps(results))
+    plant(folder, a_run(task, method, 80.0, score, settings={"optimizer.lr": lr, "seed": seed}))
 
 
 def test_cells_are_the_best_setting_of_the_median_over_seeds(tmp_path):
@@ -76,19 +77,19 @@ def test_cells_are_the_best_setting_of_the_median_over_seeds(tmp_path):
     assert "| theseus_curriculum | 50.00 | 74.00 | 62.00 |" in lines
     assert "| fine_tuning |  | 60.00 |  |" in lines
     assert (tmp_path / "out" / "table.csv").read_text().splitlines()[0] == "method,CoLA,RTE,macro"
-    by_lr = build_table([json.loads(p.read_text()) for p in tmp_path.glob("[ab]*/results.json")], "optimizer.lr")[1]
+    by_lr = build_table([read_results(p) for p in tmp_path.glob("[ab]*/results.json")], "optimizer.lr")[1]
     assert by_lr["2e-05"] == {"RTE": 74.0} and by_lr["1e-05"] == {"RTE": 73.0}
 
 
 def test_the_runs_list_names_each_runs_wandb_run_where_it_had_one(tmp_path):
     fake_run(tmp_path / "a", "RTE", "theseus_curriculum", 70.0)
     fake_run(tmp_path / "b", "RTE", "kd", 65.0)
-    linked = json.loads((tmp_path / "a" / "results.json").read_text())
-    linked["wandb"] = {"id": "x1", "name": "RTE theseus_curriculum lr=2e-05", "group": "g", "url": "https://w/x1"}
-    (tmp_path / "a" / "results.json").write_text(json.dumps(linked))
-    wandb_copy = tmp_path / "a" / "wandb" / "offline-run-20261122_100000-x1" / "files"  # saved for `wandb sync`
-    wandb_copy.mkdir(parents=True)
-    (wandb_copy / "results.json").write_text(json.dumps(linked))
+    run_folder = tmp_path / "a" / "wandb" / "offline-run-20261122_100000-x1"
+    linked = read_results(tmp_path / "a" / "results.json")
+    linked.wandb = WandbLink(id="x1", name="RTE theseus_curriculum lr=2e-05", group="g", url="https://w/x1",
+                             dir=str(run_folder))  # fmt: skip
+    write_results(tmp_path / "a" / "results.json", linked)
+    plant(run_folder / "files", linked)  # the copy saved for `wandb sync`
     main([str(tmp_path), "--output", str(tmp_path / "out")])
     lines = (tmp_path / "out" / "runs.md").read_text().splitlines()
     assert len(lines) == 4, "each run once, not again for its W&B copy"
@@ -98,6 +99,24 @@ def test_the_runs_list_names_each_runs_wandb_run_where_it_had_one(tmp_path):
     assert lines[3] == f"| RTE | theseus_curriculum | 80.00 | 70.00 | {name_and_url} | {tmp_path / 'a'} |"
     with (tmp_path / "out" / "runs.csv").open() as handle:
         assert [row["wandb"] for row in csv.DictReader(handle)] == ["", "RTE theseus_curriculum lr=2e-05"]
+
+
+def test_a_report_over_a_version_1_and_a_version_2_run_gives_one_table(tmp_path):
+    (tmp_path / "old").mkdir()
+    shutil.copy(V1_RESULTS, tmp_path / "old" / "results.json")  # as theseus_pl wrote it before schema_version
+    plant(tmp_path / "new", a_run("RTE", "kd", 80.0, 70.0))
+    assert "schema_version" not in json.loads((tmp_path / "old" / "results.json").read_text())
+    assert json.loads((tmp_path / "new" / "results.json").read_text())["schema_version"] == 2
+    report = main([str(tmp_path), "--output", str(tmp_path / "out")])
+    assert report["tasks"] == ["RTE"]
+    assert report["table"] == {"predecessor": {"RTE": 65.0}, "kd": {"RTE": 70.0}, "theseus_curriculum": {"RTE": 50.0}}
+    lines = (tmp_path / "out" / "runs.md").read_text().splitlines()
+    assert lines[2:] == [
+        f"| RTE | kd | 80.00 | 70.00 |  |  | {tmp_path / 'new'} |",
+        f"| RTE | theseus_curriculum | 50.00 | 50.00 |  |  | {tmp_path / 'old'} |",
+    ]
+    by_layers = main([str(tmp_path), "--rows", "layers.successor", "--output", str(tmp_path / "by_layers")])
+    assert by_layers["table"] == {"predecessor": {"RTE": 65.0}, "3": {"RTE": 70.0}, "2": {"RTE": 50.0}}
 
 
 def test_a_half_finished_sweep_names_what_is_missing(tmp_path, capsys):
@@ -123,14 +142,14 @@ def test_a_two_by_two_multirun_end_to_end(tiny_base, glue_dir, tmp_path):
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr[-3000:]
-    results = [json.loads(path.read_text()) for path in sorted(sweep_dir.glob("*/results.json"))]
+    results = [read_results(path) for path in sorted(sweep_dir.glob("*/results.json"))]
     assert len(results) == 4
-    assert {(r["settings"]["optimizer.lr"], r["settings"]["replacement.b"]) for r in results} == {
+    assert {(r.settings["optimizer.lr"], r.settings["replacement.b"]) for r in results} == {
         (1e-3, 0.1), (1e-3, 0.5), (3e-3, 0.1), (3e-3, 0.5)
     }  # fmt: skip
-    assert len({r["predecessor"]["dir"] for r in results}) == 1, "one predecessor for the whole sweep"
+    assert len({r.predecessor.dir for r in results}) == 1, "one predecessor for the whole sweep"
     report = main([str(sweep_dir), "--output", str(tmp_path / "report")])
-    assert report["table"]["theseus_curriculum"] == {"RTE": max(r["successor"]["score"] for r in results)}
+    assert report["table"]["theseus_curriculum"] == {"RTE": max(r.successor.score for r in results)}
     assert report["missing"] == []
     assert (tmp_path / "report" / "p_over_steps.png").stat().st_size > 0
     by_b = main([str(sweep_dir), "--rows", "replacement.b", "--output", str(tmp_path / "by_b")])["table"]
@@ -148,11 +167,8 @@ def test_the_sweeps_readme_gives_a_composing_command_for_every_hydra_sweep():
 
 
 def planted_run(folder: Path, method: str, score: float, seed: int, point: dict, max_steps: int = 600) -> None:
-    folder.mkdir(parents=True)
     settings = {**point, "seed": seed, "trainer.max_steps": max_steps}
-    results = {"task": "SST-2", "method": method, "predecessor": {"score": 85.0}, "successor": {"score": score},
-               "settings": settings}  # fmt: skip
-    (folder / "results.json").write_text(json.dumps(results))
+    plant(folder, a_run("SST-2", method, 85.0, score, settings=settings))
 
 
 def test_the_protocol_report_picks_each_methods_best_grid_point_by_median_and_shows_its_spread(tmp_path):
@@ -199,34 +215,32 @@ def test_the_protocol_sweep_runs_every_method_on_a_tiny_model(tiny_base, glue_di
         capture_output=True, text=True, timeout=1500,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr[-3000:]
-    results = [json.loads(path.read_text()) for path in sorted(sweep_dir.glob("*/results.json"))]
+    results = [read_results(path) for path in sorted(sweep_dir.glob("*/results.json"))]
     assert len(results) == 5 * 2 * 2
     methods = {"fine_tuning", "kd", "theseus_constant", "theseus_curriculum", "theseus_anti_curriculum"}
-    assert {r["method"] for r in results} == methods
-    assert {r["settings"]["trainer.max_steps"] for r in results} == {6}  # one budget for every method
-    assert all(r["speedup"] is None and r["failed_steps"] == {} for r in results)  # one shape: timed elsewhere
+    assert {r.method for r in results} == methods
+    assert {r.settings["trainer.max_steps"] for r in results} == {6}  # one budget for every method
+    assert all(r.speedup is None and r.failed_steps == {} for r in results)  # one shape: timed elsewhere
     assert not list(sweep_dir.glob("*/checkpoints")) and len(list(sweep_dir.glob("*/successor"))) == 20
-    assert {(r["method"], r["settings"]["optimizer.lr"], r["settings"].get("replacement.p")) for r in results} == {
+    assert {(r.method, r.settings["optimizer.lr"], r.settings.get("replacement.p")) for r in results} == {
         ("fine_tuning", 5e-5, None), ("fine_tuning", 2e-4, None), ("kd", 5e-5, None), ("kd", 2e-4, None),
         ("theseus_constant", 1e-4, 0.5), ("theseus_constant", 2e-4, 0.7), ("theseus_curriculum", 1e-4, None),
         ("theseus_curriculum", 2e-4, None), ("theseus_anti_curriculum", 1e-4, None),
         ("theseus_anti_curriculum", 2e-4, None),
     }  # fmt: skip
-    assert {r["settings"]["replacement.b"] for r in results if r["method"] == "theseus_curriculum"} == {0.1, 0.3}
+    assert {r.settings["replacement.b"] for r in results if r.method == "theseus_curriculum"} == {0.1, 0.3}
     report = main([str(sweep_dir), "--output", str(tmp_path / "report")])
     assert set(report["table"]) == {"predecessor", *methods} and report["warnings"] == []
 
 
 def shaped_run(folder: Path, layers: int, width: int, score: float, seed: int, importance: str = "magnitude") -> None:
-    folder.mkdir(parents=True)
-    results = {
-        "task": "SST-2", "method": "theseus_curriculum", "speedup": 2.0 + layers / 10 + seed / 100,
-        "predecessor": {"score": 85.0, "shape": {"layers": 6, "hidden_size": 384, "intermediate_size": 1536}},
-        "successor": {"score": score, "shape": {"layers": layers, "hidden_size": 384, "intermediate_size": width}},
-        "params": {"successor": 11_000_000 + layers * width * 1000, "successor_layers": layers * width * 1000},
-        "settings": {"seed": seed, "theseus.successor.importance": importance},
-    }  # fmt: skip
-    (folder / "results.json").write_text(json.dumps(results))
+    record = a_run("SST-2", "theseus_curriculum", 85.0, score, speedup=2.0 + layers / 10 + seed / 100,
+                   settings={"seed": seed, "theseus.successor.importance": importance},
+                   params=ParamCounts(predecessor=22_000_000, successor=11_000_000 + layers * width * 1000,
+                                      successor_layers=layers * width * 1000))  # fmt: skip
+    predecessor = replace(record.predecessor, shape=ModelShape(layers=6, hidden_size=384, intermediate_size=1536))
+    successor = replace(record.successor, shape=ModelShape(layers=layers, hidden_size=384, intermediate_size=width))
+    plant(folder, replace(record, predecessor=predecessor, successor=successor))
 
 
 def test_the_depth_width_table_gives_each_shape_its_parameters_spread_and_speedup(tmp_path):

@@ -14,6 +14,7 @@ from glue_files import write_tsv
 from wandb_records import read_offline_run
 
 from theseus_pl.app.pipeline import run
+from theseus_pl.app.results import read_results
 from theseus_pl.app.settings_check import setting_problems
 from theseus_pl.app.tracking.run_identity import model_tag, swept_values
 
@@ -63,11 +64,11 @@ def test_a_multirun_gives_each_job_its_own_named_grouped_summarised_run(tiny_bas
     runs = []
     for job in range(3):
         (offline,) = offline_runs(sweep / str(job))  # exactly one run per job, in the job's own folder
-        results = json.loads((sweep / str(job) / "results.json").read_text())
-        assert results["wandb"]["id"] == offline.id and results["wandb"]["group"] == "sweep_2026"
-        assert results["wandb"]["url"] is None  # offline
+        results = read_results(sweep / str(job) / "results.json")
+        assert results.wandb.id == offline.id and results.wandb.group == "sweep_2026"
+        assert results.wandb.url is None  # offline
         assert offline.exit_code == 0
-        assert offline.summary["final/successor_score"] == pytest.approx(results["successor"]["score"])
+        assert offline.summary["final/successor_score"] == pytest.approx(results.successor.score)
         assert "max" in offline.summary["val/score"]  # the best dev score, not the last
         assert {"results.json", "config.yaml", "model_card.md"} <= set(offline.files)
         assert f"run-{offline.id}-compression_card:run_table" in offline.artifacts  # the W&B Table
@@ -121,7 +122,7 @@ def test_a_one_class_predecessor_scores_cola_zero_and_the_run_ends_with_retained
     written = json.loads((tmp_path / "run" / "results.json").read_text())
     assert written["predecessor"]["score"] == 0.0  # torchmetrics said -11.11 for such a predictor
     assert written["retained"] is None and "predecessor's score is 0" in written["retained_note"]
-    assert written["failed_steps"] == {} and results["speedup"] > 0
+    assert written["failed_steps"] == {} and results.speedup > 0
     assert "is not given" in (tmp_path / "run" / "successor" / "README.md").read_text()
 
 
@@ -135,7 +136,7 @@ def test_a_failing_optional_step_keeps_the_scores_on_disk(tiny_base, glue_dir, t
     results = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path)))
     written = json.loads((tmp_path / "run" / "results.json").read_text())
     assert written["failed_steps"] == {"speedup": "RuntimeError: timer broke"}
-    assert written["speedup"] is None and written["successor"]["score"] == results["successor"]["score"]
+    assert written["speedup"] is None and written["successor"]["score"] == results.successor.score
     assert (tmp_path / "run" / "successor" / "README.md").is_file()
 
 
@@ -206,6 +207,6 @@ def test_a_resumed_run_continues_its_wandb_run(tiny_base, glue_dir, tmp_path, mo
     with pytest.raises(RuntimeError, match="planned failure at step 5"):
         run(compose_config(*overrides, *killed))
     resumed = run(compose_config(*overrides))
-    assert resumed["resumed_from"] is not None
+    assert resumed.resumed_from is not None
     first, second = offline_runs(tmp_path / "run")
-    assert first.id == second.id == resumed["wandb"]["id"]
+    assert first.id == second.id == resumed.wandb.id

@@ -13,7 +13,7 @@ from transformers import BertModel
 
 from theseus_pl.app.deploy_folder import deploy_model
 from theseus_pl.app.pipeline import run
-from theseus_pl.app.results import flat_summary
+from theseus_pl.app.results import deployment_dict, flat_summary, read_deployment, read_results
 from theseus_pl.app.settings_check import setting_problems
 from theseus_pl.core.settings import SettingsError
 from theseus_pl.deploy import main
@@ -58,32 +58,33 @@ def test_a_checkpoint_folder_is_deployed_scored_and_timed_on_its_task(tmp_path, 
     predecessor = saved_classifier(tmp_path / "predecessor", tiny_tokenizer, layers=4, seed=1)
     block = deploy_model(successor, QUICK, task="RTE", glue_dir=str(glue_dir), predecessor_dir=predecessor)
 
-    assert (successor / block["onnx"]).is_file() and (successor / block["onnx_int8"]).is_file()
-    assert block["max_abs_diff"] <= block["tolerance"] == 1e-4
-    assert block["checked_on"] == "10 dev rows"
-    scores = block["dev_score"]
+    assert (successor / block.onnx).is_file() and (successor / block.onnx_int8).is_file()
+    assert block.max_abs_diff <= block.tolerance == 1e-4
+    assert block.checked_on == "10 dev rows"
+    scores = block.dev_score
     assert set(scores) == {"pytorch_successor", "onnx_fp32", "onnx_int8"}
     assert scores["onnx_fp32"] == scores["pytorch_successor"] and 0 <= scores["onnx_int8"] <= 100
-    assert list(block["latency_ms"]) == ["batch_1", "batch_2"]
-    assert all(list(times) == MODELS and min(times.values()) > 0 for times in block["latency_ms"].values())
-    assert all(list(ratios) == MODELS[1:] for ratios in block["speedup_over_predecessor"].values())
-    sizes = block["size_mb"]
+    assert list(block.latency_ms) == ["batch_1", "batch_2"]
+    assert all(list(times) == MODELS and min(times.values()) > 0 for times in block.latency_ms.values())
+    assert all(list(ratios) == MODELS[1:] for ratios in block.speedup_over_predecessor.values())
+    sizes = block.size_mb
     assert list(sizes) == MODELS and sizes["onnx_int8"] < sizes["onnx_fp32"]
-    assert block["smaller_than_predecessor"]["pytorch_successor"] == pytest.approx(
+    assert block.smaller_than_predecessor["pytorch_successor"] == pytest.approx(
         sizes["pytorch_predecessor"] / sizes["pytorch_successor"]
     )
-    assert block["settings"]["threads"] == torch.get_num_threads()
-    assert json.loads((successor / "onnx" / "deployment.json").read_text()) == json.loads(json.dumps(block))
+    assert block.settings.threads == torch.get_num_threads()
+    assert read_deployment(successor / "onnx" / "deployment.json") == block
+    assert json.loads((successor / "onnx" / "deployment.json").read_text()) == deployment_dict(block)
 
 
 def test_without_dev_data_the_model_is_checked_on_example_sentences(tmp_path, tiny_tokenizer):
     successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
     block = deploy_model(successor, DeploySettings(quantize=None, batch_sizes=(1,), repeats=1))
-    assert block["checked_on"] == "4 example sentences (no dev data given)"
-    assert block["dev_score"] is None and block["onnx_int8"] is None
+    assert block.checked_on == "4 example sentences (no dev data given)"
+    assert block.dev_score is None and block.onnx_int8 is None
     assert not (successor / "onnx" / "model_int8.onnx").exists()
-    assert list(block["latency_ms"]["batch_1"]) == ["pytorch_successor", "onnx_fp32"]
-    assert block["speedup_over_predecessor"] == {"batch_1": None} and block["smaller_than_predecessor"] is None
+    assert list(block.latency_ms["batch_1"]) == ["pytorch_successor", "onnx_fp32"]
+    assert block.speedup_over_predecessor == {"batch_1": None} and block.smaller_than_predecessor is None
 
 
 def test_onnx_logits_off_by_more_than_the_tolerance_are_refused_and_the_files_removed(
@@ -104,34 +105,32 @@ def test_a_run_deploys_as_its_last_stage_and_the_command_redoes_it_on_the_folder
     run_dir = tmp_path / "run"
     (run_dir / ".hydra").mkdir()
     OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")  # as the app's Hydra writes it
-    block = results["deployment"]
-    assert results["failed_steps"] == {}
-    assert block["checked_on"] == "10 dev rows" and set(block["dev_score"]) == set(MODELS[1:])
-    assert block["dev_score"]["pytorch_successor"] == pytest.approx(results["successor"]["score"], abs=1e-4)
-    assert list(block["latency_ms"]["batch_2"]) == MODELS
-    assert block["seconds"] > 0
+    block = results.deployment
+    assert results.failed_steps == {}
+    assert block.checked_on == "10 dev rows" and set(block.dev_score) == set(MODELS[1:])
+    assert block.dev_score["pytorch_successor"] == pytest.approx(results.successor.score, abs=1e-4)
+    assert list(block.latency_ms["batch_2"]) == MODELS
+    assert block.seconds > 0
     assert (run_dir / "successor" / "onnx" / "model_int8.onnx").is_file()
-    assert json.loads((run_dir / "results.json").read_text())["deployment"] == json.loads(json.dumps(block))
+    assert json.loads((run_dir / "results.json").read_text())["deployment"] == deployment_dict(block)
     summary = flat_summary(results)
-    assert summary["final/deploy/onnx_int8_score"] == block["dev_score"]["onnx_int8"]
-    assert (
-        summary["final/deploy/onnx_int8_speedup_batch_1"] == block["speedup_over_predecessor"]["batch_1"]["onnx_int8"]
-    )
+    assert summary["final/deploy/onnx_int8_score"] == block.dev_score["onnx_int8"]
+    assert summary["final/deploy/onnx_int8_speedup_batch_1"] == block.speedup_over_predecessor["batch_1"]["onnx_int8"]
     card = ModelCard.load(run_dir / "successor" / "README.md").text
     assert "## Deployment" in card and "| ONNX int8 (`onnx/model_int8.onnx`) |" in card
 
     redone = main([str(run_dir), "--quantize", "none", "--batch-sizes", "1", "--repeats", "1"])
-    written = json.loads((run_dir / "results.json").read_text())
-    assert written["deployment"] == json.loads(json.dumps(redone))
-    assert redone["onnx_int8"] is None and list(redone["latency_ms"]) == ["batch_1"]
-    assert redone["dev_score"]["onnx_fp32"] == block["dev_score"]["onnx_fp32"]  # the run's own dev set again
+    written = read_results(run_dir / "results.json")
+    assert written.deployment == redone and written.successor == results.successor
+    assert redone.onnx_int8 is None and list(redone.latency_ms) == ["batch_1"]
+    assert redone.dev_score["onnx_fp32"] == block.dev_score["onnx_fp32"]  # the run's own dev set again
     assert "| ONNX int8" not in ModelCard.load(run_dir / "successor" / "README.md").text
     assert not (run_dir / "successor" / "onnx" / "model_int8.onnx").exists()  # no file the block does not describe
 
 
 def test_a_run_without_deploy_settings_exports_no_onnx(tiny_base, glue_dir, tmp_path):
     results = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path)))
-    assert results["deployment"] is None and not (tmp_path / "run" / "successor" / "onnx").exists()
+    assert results.deployment is None and not (tmp_path / "run" / "successor" / "onnx").exists()
     assert "## Deployment" not in ModelCard.load(tmp_path / "run" / "successor" / "README.md").text
 
 

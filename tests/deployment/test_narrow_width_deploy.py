@@ -15,8 +15,8 @@ def test_a_narrow_width_successor_deploys_to_onnx_and_int8_beside_its_predecesso
     folder = narrow_theseus(model, 2).export(tmp_path / "successor", tiny_tokenizer)
     settings = DeploySettings(batch_sizes=(1,), repeats=1, sequence_length=12, quantize="int8")
     block = deploy_model(folder, settings, task="RTE", glue_dir=str(glue_dir), predecessor_dir=tmp_path / "predecessor")
-    assert (folder / block["onnx"]).is_file() and block["max_abs_diff"] <= block["tolerance"]
-    assert (folder / block["onnx_int8"]).is_file()
-    sizes = block["size_mb"]
+    assert (folder / block.onnx).is_file() and block.max_abs_diff <= block.tolerance
+    assert (folder / block.onnx_int8).is_file()
+    sizes = block.size_mb
     assert sizes["pytorch_successor"] == pytest.approx((folder / PICKLED).stat().st_size / 1e6)
-    assert block["smaller_than_predecessor"]["pytorch_successor"] > 1
+    assert block.smaller_than_predecessor["pytorch_successor"] > 1

@@ -27,7 +27,7 @@ def test_a_successor_pickled_before_the_move_loads_and_deploys(tmp_path, glue_di
     assert b"theseus_pl.successors" in (folder / "successor.pt").read_bytes()  # the old module name
     assert all(type(layer) is FeedForwardBlock for layer in find_layer_stack(load_successor(folder)).layers)
     block = deploy_model(folder, DeploySettings(quantize=None, **QUICK), task="RTE", glue_dir=str(glue_dir))
-    assert (folder / block["onnx"]).is_file() and block["max_abs_diff"] <= block["tolerance"]
+    assert (folder / block.onnx).is_file() and block.max_abs_diff <= block.tolerance
 
 
 @pytest.mark.slow
@@ -39,8 +39,8 @@ def test_a_run_folder_written_before_the_move_deploys_and_keeps_its_scores(tmp_p
     # Its config names the data module and glue folder of its day; the GLUE rows are rebuilt here alike.
     block = deploy_run(run_dir, DeploySettings(quantize="int8", **QUICK), glue_dir=str(glue_dir))
     after = json.loads((run_dir / "results.json").read_text())
-    assert after["deployment"]["onnx_int8"] == block["onnx_int8"] == "onnx/model_int8.onnx"
-    assert block["max_abs_diff"] <= block["tolerance"]
-    assert block["dev_score"]["pytorch_successor"] == pytest.approx(before["successor"]["score"])
+    assert after["deployment"]["onnx_int8"] == block.onnx_int8 == "onnx/model_int8.onnx"
+    assert block.max_abs_diff <= block.tolerance
+    assert block.dev_score["pytorch_successor"] == pytest.approx(before["successor"]["score"])
     assert after["successor"] == before["successor"] and after["predecessor"] == before["predecessor"]
     assert "ONNX" in (run_dir / "successor" / "README.md").read_text()

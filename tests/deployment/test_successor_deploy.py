@@ -17,4 +17,4 @@ def test_a_pickled_successor_deploys_to_onnx_like_a_plain_one(tmp_path, tiny_tok
     folder = theseus.export(tmp_path / "successor", tiny_tokenizer)
     settings = DeploySettings(batch_sizes=(1,), repeats=1, sequence_length=12, quantize=None)
     block = deploy_model(folder, settings, task="RTE", glue_dir=str(glue_dir))
-    assert (folder / block["onnx"]).is_file() and block["max_abs_diff"] <= block["tolerance"]
+    assert (folder / block.onnx).is_file() and block.max_abs_diff <= block.tolerance

@@ -11,6 +11,7 @@ from transformers import AutoModelForSequenceClassification
 
 from theseus_pl.app.methods import bottom_layers
 from theseus_pl.app.pipeline import run
+from theseus_pl.app.results import LayerCounts
 from theseus_pl.core.settings import SettingsError
 from theseus_pl.lightning.baselines import (
     DistillationModule,
@@ -148,9 +149,9 @@ def test_the_baselines_settings_are_checked_by_their_modules_naming_each_argumen
 @pytest.mark.parametrize("method", ["fine_tuning", "kd", "pkd", "layerdrop"])
 def test_every_baseline_runs_and_exports_a_plain_checkpoint(method, tiny_base, glue_dir, tmp_path):
     results = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), f"method={method}"))
-    assert results["method"] == method
-    assert results["layers"] == {"predecessor": 4, "successor": 2}
-    assert results["schedule"] is None
-    exported = AutoModelForSequenceClassification.from_pretrained(results["successor_dir"])
+    assert results.method == method
+    assert results.layers == LayerCounts(predecessor=4, successor=2)
+    assert results.schedule is None
+    exported = AutoModelForSequenceClassification.from_pretrained(results.successor_dir)
     assert exported.config.num_hidden_layers == 2
     assert f"`{method}` method" in (tmp_path / "run" / "successor" / "README.md").read_text()

@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
-from typing import Any
 
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from theseus_pl.app.config import register_resolvers
 from theseus_pl.app.model_card import write_model_card
-from theseus_pl.app.results import write_results
+from theseus_pl.app.results import read_results, write_deployment, write_results
 from theseus_pl.data.datamodule import GlueDataModule
 from theseus_pl.deployment.onnx_export import DeploymentError
-from theseus_pl.deployment.stage import DeploySettings, deploy, load_sequence_classifier
+from theseus_pl.deployment.record import Deployment, DeploySettings
+from theseus_pl.deployment.stage import deploy, load_sequence_classifier
 
 log = logging.getLogger(__name__)
 
 
-def deploy_run(run_dir: Path, settings: DeploySettings, glue_dir: str | None = None) -> dict[str, Any]:
+def deploy_run(run_dir: Path, settings: DeploySettings, glue_dir: str | None = None) -> Deployment:
     """Deploy a finished run's successor on the run's own dev set; its results.json and model card gain the block."""
     results_path, successor_dir = run_dir / "results.json", run_dir / "successor"
     if not successor_dir.is_dir():
@@ -32,21 +31,22 @@ def deploy_run(run_dir: Path, settings: DeploySettings, glue_dir: str | None = N
         raise DeploymentError(
             f"{run_dir} has no .hydra/config.yaml, so its dev set is unknown: deploy its successor/ with --task."
         )
-    results = json.loads(results_path.read_text())
+    results = read_results(results_path)
     register_resolvers()
     cfg = OmegaConf.load(config_path)
     if glue_dir is not None:
         cfg.data.glue_dir = glue_dir
     datamodule: GlueDataModule = instantiate(cfg.data, tokenizer=str(successor_dir))
     datamodule.setup("validate")
-    predecessor_dir = Path(results["predecessor"]["dir"])
+    predecessor_dir = Path(results.predecessor.dir)
     predecessor = load_sequence_classifier(predecessor_dir) if predecessor_dir.is_dir() else None
     if predecessor is None:
         log.warning("The run's predecessor (%s) is gone: no ratios over it.", predecessor_dir)
-    results["deployment"] = deploy(successor_dir, settings, datamodule, predecessor, predecessor_dir)
+    deployment = deploy(successor_dir, settings, datamodule, predecessor, predecessor_dir)
+    results.deployment = deployment
     write_results(results_path, results)
     write_model_card(successor_dir, results)
-    return results["deployment"]
+    return deployment
 
 
 def deploy_model(
@@ -55,7 +55,7 @@ def deploy_model(
     task: str | None = None,
     glue_dir: str | None = None,
     predecessor_dir: Path | None = None,
-) -> dict[str, Any]:
+) -> Deployment:
     """Deploy any sequence-classification checkpoint; the block is written to ``<model>/onnx/deployment.json``."""
     datamodule = None
     if task is not None:
@@ -63,5 +63,5 @@ def deploy_model(
         datamodule.setup("validate")
     predecessor = load_sequence_classifier(predecessor_dir) if predecessor_dir else None
     block = deploy(model_dir, settings, datamodule, predecessor, predecessor_dir)
-    write_results(model_dir / "onnx" / "deployment.json", block)
+    write_deployment(model_dir / "onnx" / "deployment.json", block)
     return block

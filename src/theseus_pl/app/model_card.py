@@ -13,6 +13,9 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from theseus_pl.app.results import RunResults
+from theseus_pl.deployment.record import Deployment
+
 # Our metric names -> the hub's metric ids (https://huggingface.co/metrics).
 HUB_METRICS = {
     "accuracy": "accuracy",
@@ -25,19 +28,18 @@ HUB_METRICS = {
 SPLIT_SUFFIXES = {"_m": 0, "_mm": 1}
 
 
-def write_model_card(directory: Path, results: dict[str, Any]) -> Path:
+def write_model_card(directory: Path, results: RunResults) -> Path:
     path = directory / "README.md"
     model_card(results).save(path)
     return path
 
 
-def model_card(results: dict[str, Any]) -> ModelCard:
-    data = results["data"]
-    layers = results["layers"]
+def model_card(results: RunResults) -> ModelCard:
+    data = results.data
     card_data = ModelCardData(
-        model_name=f"{results['task']}-{results['method']}-{layers['successor']}-layers".lower(),
-        base_model=results["base_model"],
-        datasets=[data["dataset"]] if data["dataset"] else None,
+        model_name=f"{results.task}-{results.method}-{results.layers.successor}-layers".lower(),
+        base_model=results.base_model,
+        datasets=[data.dataset] if data.dataset else None,
         metrics=sorted({HUB_METRICS[key] for key, _, _ in _metric_rows(results)}),
         pipeline_tag="text-classification",
         library_name="transformers",
@@ -47,11 +49,11 @@ def model_card(results: dict[str, Any]) -> ModelCard:
     return ModelCard(f"---\n{card_data.to_yaml()}\n---\n\n{_body(results)}")
 
 
-def _metric_rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
+def _metric_rows(results: RunResults) -> list[tuple[str, str, str]]:
     """(our base name, the name in results.json, the dev split) for every metric the hub knows."""
-    splits = results["data"]["eval_splits"]
+    splits = results.data.eval_splits
     rows = []
-    for name in results["successor"]["metrics"]:
+    for name in results.successor.metrics:
         base, split = name, splits[0]
         for suffix, index in SPLIT_SUFFIXES.items():
             if name.endswith(suffix) and name.removesuffix(suffix) in HUB_METRICS:
@@ -61,81 +63,80 @@ def _metric_rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
     return rows
 
 
-def _eval_results(results: dict[str, Any]) -> list[EvalResult] | None:
-    data = results["data"]
+def _eval_results(results: RunResults) -> list[EvalResult] | None:
+    data, metrics = results.data, results.successor.metrics
     rows = [
         EvalResult(
             task_type="text-classification",
             task_name="Text Classification",
-            dataset_type=data["dataset"] or results["task"],
+            dataset_type=data.dataset or results.task,
             dataset_name=_dataset_title(results),
-            dataset_config=data["dataset_config"],
+            dataset_config=data.dataset_config,
             dataset_split=split,
             metric_type=HUB_METRICS[base],
             metric_name=name,
-            metric_value=results["successor"]["metrics"][name],
+            metric_value=metrics[name],
         )
         for base, name, split in _metric_rows(results)
-        if _known(results["successor"]["metrics"][name])
+        if _known(metrics[name])
     ]
     return rows or None
 
 
-def _dataset_title(results: dict[str, Any]) -> str:
-    return f"GLUE {results['task']}" if results["data"]["dataset"] == "nyu-mll/glue" else results["task"]
+def _dataset_title(results: RunResults) -> str:
+    return f"GLUE {results.task}" if results.data.dataset == "nyu-mll/glue" else results.task
 
 
 WIDTH_NAMES = {"hidden_size": "hidden size", "intermediate_size": "feed-forward width"}
 
 
-def changed_widths(results: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+def changed_widths(results: RunResults) -> list[tuple[str, Any, Any]]:
     """(name, predecessor's, successor's) for each width the successor changed; none for the paper's depth-only
     successors, or results written before successors had shapes."""
-    predecessor, successor = results["predecessor"].get("shape"), results["successor"].get("shape")
-    if not predecessor or not successor:
+    predecessor, successor = results.predecessor.shape, results.successor.shape
+    if predecessor is None or successor is None:
         return []
     return [
-        (name, predecessor[key], successor[key])
+        (name, getattr(predecessor, key), getattr(successor, key))
         for key, name in WIDTH_NAMES.items()
-        if predecessor.get(key) != successor.get(key)
+        if getattr(predecessor, key) != getattr(successor, key)
     ]
 
 
-def widths_clause(results: dict[str, Any]) -> str:
+def widths_clause(results: RunResults) -> str:
     """`` (hidden size 384 to 192, ...)`` after a depth, or nothing when no width changed."""
     changes = ", ".join(f"{name} {before} to {after}" for name, before, after in changed_widths(results))
     return f" ({changes})" if changes else ""
 
 
-def _body(results: dict[str, Any]) -> str:
-    predecessor, successor, data = results["predecessor"], results["successor"], results["data"]
+def _body(results: RunResults) -> str:
+    predecessor, successor, data, layers = results.predecessor, results.successor, results.data, results.layers
     metric_rows = "\n".join(
-        f"| {name} | {_number(predecessor['metrics'].get(name), 4)} | {_number(successor['metrics'].get(name), 4)} |"
-        for name in successor["metrics"]
+        f"| {name} | {_number(predecessor.metrics.get(name), 4)} | {_number(successor.metrics.get(name), 4)} |"
+        for name in successor.metrics
     )
     widths = "".join(f"| {name} | {before} | {after} |\n" for name, before, after in changed_widths(results))
-    layers = results["layers"]
-    shape = f"from {layers['predecessor']} to {layers['successor']} layers{widths_clause(results)}"
-    return f"""# {results["task"]}: a {results["layers"]["successor"]}-layer successor compressed with theseus_pl
+    shape = f"from {layers.predecessor} to {layers.successor} layers{widths_clause(results)}"
+    return f"""# {results.task}: a {layers.successor}-layer successor compressed with theseus_pl
 
 {_origin(results)} It was compressed {shape}
-with theseus_pl's `{results["method"]}` method{_schedule(results)}, {results["steps"]} training steps.
+with theseus_pl's `{results.method}` method{_schedule(results)}, {results.steps} training steps.
 `theseus_*` methods are progressive module replacing (BERT-of-Theseus, Xu et al., EMNLP 2020): each group of
 predecessor layers is replaced by one successor layer with a probability that rises during training, until the
 successor alone remains.
 
 ## Task and data
 
-{_task(results)} Trained on {data["train_size"]:,} rows of the training split; scored on {data["eval_size"]:,} rows
-of the dev split ({", ".join(data["eval_splits"])}).
+{_task(results)} Trained on {data.train_size:,} rows of the training split; scored on {data.eval_size:,} rows
+of the dev split ({", ".join(data.eval_splits)}).
 
 ## Results
 
 | | predecessor | successor |
 |---|---|---|
-| dev score (x100) | {_number(predecessor["score"], 2)} | {_number(successor["score"], 2)} |
-| layers | {results["layers"]["predecessor"]} | {results["layers"]["successor"]} |
-{widths}| parameters | {results["params"]["predecessor"]:,} | {results["params"]["successor"]:,} |
+| dev score (x100) | {_number(predecessor.score, 2)} | {_number(successor.score, 2)} |
+| layers | {layers.predecessor} | {layers.successor} |
+{widths}| parameters | {results.params.predecessor:,} | {results.params.successor:,} |
 
 {_retained_and_speed(results)}
 
@@ -147,9 +148,9 @@ of the dev split ({", ".join(data["eval_splits"])}).
 {_how_to_use(results)}{_deployment(results)}"""
 
 
-def _how_to_use(results: dict[str, Any]) -> str:
+def _how_to_use(results: RunResults) -> str:
     """transformers' pipeline for a plain checkpoint; theseus_pl's loader for pickled successor modules."""
-    if results["successor"].get("format") == "pickled module":
+    if results.successor.format == "pickled module":
         return f"""
 No transformers config describes these successor modules (a custom factory's modules, or layers narrower than the
 embeddings with learned projections between): the model is pickled whole in `successor.pt`, and loading it needs
@@ -183,30 +184,30 @@ DEPLOYED_MODELS = {  # the deployment block's names, as the card shows them
 }
 
 
-def _deployment(results: dict[str, Any]) -> str:
+def _deployment(results: RunResults) -> str:
     """The ONNX files' section: how they were checked, their scores, latencies and sizes, and how to run one."""
-    deployment = results.get("deployment")
-    if not deployment:
+    deployment = results.deployment
+    if deployment is None:
         return ""
-    settings, latency = deployment["settings"], deployment["latency_ms"]
-    scores = {"pytorch_predecessor": results["predecessor"]["score"], **(deployment["dev_score"] or {})}
-    length = f"{settings['sequence_length']} tokens" if settings["sequence_length"] else "their longest row"
+    settings, latency = deployment.settings, deployment.latency_ms
+    scores = {"pytorch_predecessor": results.predecessor.score, **(deployment.dev_score or {})}
+    length = f"{settings.sequence_length} tokens" if settings.sequence_length else "their longest row"
     header = " | ".join(f"p50 ms, batch {key.removeprefix('batch_')}" for key in latency)
     rows = "\n".join(
         f"| {title} | {_number(scores.get(name), 2)} | "
         + " | ".join(_number(latency[key].get(name), 1) for key in latency)
-        + f" | {_number(deployment['size_mb'].get(name), 1)} |"
+        + f" | {_number(deployment.size_mb.get(name), 1)} |"
         for name, title in DEPLOYED_MODELS.items()
-        if name in deployment["size_mb"]
+        if name in deployment.size_mb
     )
-    model_file = deployment["onnx_int8"] or deployment["onnx"]
+    model_file = deployment.onnx_int8 or deployment.onnx
     return f"""
 ## Deployment
 
-`{deployment["onnx"]}` is this model exported by `torch.onnx`, with dynamic batch and sequence axes; its logits
-match PyTorch's within {deployment["max_abs_diff"]:.1e} on {deployment["checked_on"]}.{_int8_sentence(deployment)}
-Latency is the median of {settings["repeats"]} calls on {settings["threads"]} CPU threads (ONNX Runtime
-{deployment["versions"]["onnxruntime"]}), rows padded to {length}, on the machine that exported it.
+`{deployment.onnx}` is this model exported by `torch.onnx`, with dynamic batch and sequence axes; its logits
+match PyTorch's within {deployment.max_abs_diff:.1e} on {deployment.checked_on}.{_int8_sentence(deployment)}
+Latency is the median of {settings.repeats} calls on {settings.threads} CPU threads (ONNX Runtime
+{deployment.versions["onnxruntime"]}), rows padded to {length}, on the machine that exported it.
 
 | model | dev score (x100) | {header} | size (MB) |
 |---|---|{"---|" * len(latency)}---|
@@ -224,42 +225,42 @@ logits = session.run(["logits"], {{node.name: inputs[node.name] for node in sess
 """
 
 
-def _int8_sentence(deployment: dict[str, Any]) -> str:
-    if not deployment["onnx_int8"]:
+def _int8_sentence(deployment: Deployment) -> str:
+    if not deployment.onnx_int8:
         return ""
-    return f" `{deployment['onnx_int8']}` is its int8 version (ONNX Runtime, {deployment['quantization']})."
+    return f" `{deployment.onnx_int8}` is its int8 version (ONNX Runtime, {deployment.quantization})."
 
 
-def _origin(results: dict[str, Any]) -> str:
-    base = f"`{results['base_model']}`" if results["base_model"] else "a local checkpoint"
-    if results["predecessor"]["origin"] == "given":
+def _origin(results: RunResults) -> str:
+    base = f"`{results.base_model}`" if results.base_model else "a local checkpoint"
+    if results.predecessor.origin == "given":
         return f"The predecessor is {base}, fine-tuned on the task before compression."
     return f"The predecessor is {base} fine-tuned on the task by theseus_pl."
 
 
-def _schedule(results: dict[str, Any]) -> str:
-    if not results["schedule"]:
+def _schedule(results: RunResults) -> str:
+    if not results.schedule:
         return ""
-    switch = f"; every module replaced from step {results['switch_step']}" if results["switch_step"] else ""
-    return f" (replacement schedule `{results['schedule']}`{switch})"
+    switch = f"; every module replaced from step {results.switch_step}" if results.switch_step else ""
+    return f" (replacement schedule `{results.schedule}`{switch})"
 
 
-def _task(results: dict[str, Any]) -> str:
-    data = results["data"]
-    if not data["labels"]:
-        return f"Task: {results['task']} ({data['source']}), a regression: one output, the predicted score."
-    labels = ", ".join(f"{index} = `{label}`" for index, label in enumerate(data["labels"]))
-    return f"Task: {results['task']} ({data['source']}), labels {labels} (also in `config.json`'s `id2label`)."
+def _task(results: RunResults) -> str:
+    data = results.data
+    if not data.labels:
+        return f"Task: {results.task} ({data.source}), a regression: one output, the predicted score."
+    labels = ", ".join(f"{index} = `{label}`" for index, label in enumerate(data.labels))
+    return f"Task: {results.task} ({data.source}), labels {labels} (also in `config.json`'s `id2label`)."
 
 
-def _example_input(results: dict[str, Any]) -> str:
-    if len(results["data"]["text_columns"]) == 2:
+def _example_input(results: RunResults) -> str:
+    if len(results.data.text_columns) == 2:
         return '{"text": "A first sentence.", "text_pair": "A second sentence."}'
     return '"A sentence to classify."'
 
 
-def _tokenizer_input(results: dict[str, Any]) -> str:
-    if len(results["data"]["text_columns"]) == 2:
+def _tokenizer_input(results: RunResults) -> str:
+    if len(results.data.text_columns) == 2:
         return '"A first sentence.", "A second sentence."'
     return '"A sentence to classify."'
 
@@ -273,15 +274,15 @@ def _number(value: float | None, digits: int) -> str:
     return f"{value:.{digits}f}" if _known(value) else "n/a"
 
 
-def _retained_and_speed(results: dict[str, Any]) -> str:
+def _retained_and_speed(results: RunResults) -> str:
     kept = (
-        f"The successor keeps {100 * results['retained']:.1f}% of the predecessor's score"
-        if results["retained"] is not None
-        else f"The share of the predecessor's score kept is not given ({results['retained_note']})"
+        f"The successor keeps {100 * results.retained:.1f}% of the predecessor's score"
+        if results.retained is not None
+        else f"The share of the predecessor's score kept is not given ({results.retained_note})"
     )
     speed = (
-        f"runs {results['speedup']:.2f}x faster at inference on the machine that trained it"
-        if results["speedup"] is not None
+        f"runs {results.speedup:.2f}x faster at inference on the machine that trained it"
+        if results.speedup is not None
         else "its speed-up was not measured"
     )
     return f"{kept}; it {speed}."

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import time
@@ -19,7 +18,18 @@ from omegaconf import DictConfig, OmegaConf
 from theseus_pl.app.methods import Method, MethodInputs
 from theseus_pl.app.model_card import write_model_card
 from theseus_pl.app.predecessor import Predecessor, load_classifier, looks_like_path, prepare_predecessor
-from theseus_pl.app.results import flat_summary, retained, write_results
+from theseus_pl.app.results import (
+    DataFacts,
+    LayerCounts,
+    ModelShape,
+    ParamCounts,
+    PredecessorResult,
+    RunResults,
+    SuccessorResult,
+    flat_summary,
+    read_results,
+    write_results,
+)
 from theseus_pl.app.run_checks import checked_datamodule
 from theseus_pl.app.settings_check import checked_settings
 from theseus_pl.app.tracking.loggers import build_loggers
@@ -28,9 +38,9 @@ from theseus_pl.app.tracking.wandb_run import finish, publish, run_link, wandb_r
 from theseus_pl.core.families import find_layer_stack, shape_of
 from theseus_pl.core.io import is_pickled, load_successor, save_successor
 from theseus_pl.core.replacing import TheseusModel
-from theseus_pl.core.schedules import ReplacementSchedule
 from theseus_pl.data.datamodule import GlueDataModule
-from theseus_pl.deployment.stage import DeploySettings, deploy, wanted
+from theseus_pl.deployment.record import DeploySettings, wanted
+from theseus_pl.deployment.stage import deploy
 from theseus_pl.deployment.timing import inference_speedup
 from theseus_pl.lightning.callbacks import StepSeed
 from theseus_pl.lightning.evaluation import evaluate
@@ -38,8 +48,8 @@ from theseus_pl.lightning.evaluation import evaluate
 log = logging.getLogger(__name__)
 
 
-def run(cfg: DictConfig) -> dict[str, Any] | None:
-    """Run every stage and return what ``results.json`` holds (None on DDP ranks other than 0, which write nothing).
+def run(cfg: DictConfig) -> RunResults | None:
+    """Run every stage and return the run's results record (None on DDP ranks other than 0, which write nothing).
 
     The job's W&B run ends with it: finished, or failed with the error in its summary, so the next job of a
     multirun (same process under the basic and joblib launchers) starts a fresh run.
@@ -84,7 +94,7 @@ def run(cfg: DictConfig) -> dict[str, Any] | None:
             results = None
         else:
             results = _report(
-                cfg, trainer, resumed_from, method, predecessor, datamodule, evaluation, schedule, loggers,
+                cfg, trainer, resumed_from, method, predecessor, datamodule, evaluation, settings.deploy, loggers,
                 experiment, started,
             )  # fmt: skip
     except BaseException as error:
@@ -99,7 +109,7 @@ def _checkpoint_step(path: Path) -> int:
     return torch.load(path, map_location="cpu", weights_only=False, mmap=True)["global_step"]
 
 
-def _finished_run(output_dir: Path, resume: bool | str) -> dict[str, Any] | None:
+def _finished_run(output_dir: Path, resume: bool | str) -> RunResults | None:
     """A finished run's results, left untouched; None when this folder is to be trained (``resume`` permitting).
 
     Only ``resume=force`` redoes a finished run in place: it removes the old results and checkpoints first, so
@@ -117,7 +127,7 @@ def _finished_run(output_dir: Path, resume: bool | str) -> dict[str, Any] | None
         "%s holds a finished run (results.json); nothing was changed. To redo it, rerun with resume=force (in place) "
         "or into another folder (hydra.run.dir=DIR).", output_dir,
     )  # fmt: skip
-    return json.loads(results.read_text())
+    return read_results(results)
 
 
 def _train(
@@ -146,11 +156,11 @@ def _report(
     predecessor: Predecessor,
     datamodule: GlueDataModule,
     evaluation: dict[str, Any],
-    schedule: ReplacementSchedule,
+    deploy_settings: DeploySettings | None,
     loggers: list[Logger],
     experiment: Any | None,
     started: float,
-) -> dict[str, Any]:
+) -> RunResults:
     """Evaluate, export and write ``results.json`` as soon as the scores are known; then the optional steps.
 
     An optional step that fails (speed-up, model card, logging the summary) is named under ``failed_steps`` in
@@ -171,60 +181,54 @@ def _report(
 
     successor_metrics = evaluate(successor, datamodule, evaluation)
     predecessor_metrics = dict(predecessor.dev_metrics or evaluate(predecessor_model, datamodule, evaluation))
-    theseus = method.name.startswith("theseus")
-    results = {
-        "task": task.name,
-        "method": method.name,
-        "settings": _settings(cfg),
-        "predecessor": {
-            "score": predecessor_metrics.pop("score"), "metrics": predecessor_metrics,
-            "dir": predecessor.directory, "origin": predecessor.origin, "shape": shape_of(predecessor_model.config),
-        },
-        "successor": {
-            "score": successor_metrics.pop("score"), "metrics": successor_metrics,
-            "best_checkpoint": best or None, "shape": shape_of(successor.config),
-            "format": "pickled module" if is_pickled(successor_dir) else "transformers",
-        },
-        "successor_dir": str(successor_dir),
-        "layers": {"predecessor": predecessor_model.config.num_hidden_layers,
-                   "successor": successor.config.num_hidden_layers},
-        "params": {"predecessor": _count(predecessor_model), "successor": _count(successor),
-                   "predecessor_layers": _count(find_layer_stack(predecessor_model).layers),
-                   "successor_layers": _count(find_layer_stack(successor).layers)},
-        "speedup": None,
-        "deployment": None,
-        "schedule": repr(schedule) if theseus else None,
-        "switch_step": schedule.switch_step if theseus else None,
-        "successor_finetuning_steps": max(0, trainer.global_step - schedule.switch_step) if theseus else None,
-        "steps": trainer.global_step,
-        "resumed_from": resumed_from,
-        "base_model": _hub_id(cfg.model),
-        "data": _data_facts(cfg, datamodule),
-        "seed": cfg.seed,
-        "single_module_scores": single_modules,
-        "wandb": run_link(experiment),
-        "failed_steps": {},
-    }  # fmt: skip
-    results["retained"], results["retained_note"] = retained(
-        results["predecessor"]["score"], results["successor"]["score"]
-    )
+    schedule = method.schedule  # None for the baselines: they train by no replacement schedule
+    results = RunResults(
+        task=task.name,
+        method=method.name,
+        settings=_settings(cfg),
+        predecessor=PredecessorResult(
+            score=predecessor_metrics.pop("score"), metrics=predecessor_metrics, dir=predecessor.directory,
+            origin=predecessor.origin, shape=ModelShape(**shape_of(predecessor_model.config)),
+        ),
+        successor=SuccessorResult(
+            score=successor_metrics.pop("score"), metrics=successor_metrics, best_checkpoint=best or None,
+            shape=ModelShape(**shape_of(successor.config)),
+            format="pickled module" if is_pickled(successor_dir) else "transformers",
+        ),
+        successor_dir=str(successor_dir),
+        layers=LayerCounts(predecessor_model.config.num_hidden_layers, successor.config.num_hidden_layers),
+        params=ParamCounts(
+            predecessor=_count(predecessor_model), successor=_count(successor),
+            predecessor_layers=_count(find_layer_stack(predecessor_model).layers),
+            successor_layers=_count(find_layer_stack(successor).layers),
+        ),
+        schedule=repr(schedule) if schedule else None,
+        switch_step=schedule.switch_step if schedule else None,
+        successor_finetuning_steps=max(0, trainer.global_step - schedule.switch_step) if schedule else None,
+        steps=trainer.global_step,
+        resumed_from=resumed_from,
+        base_model=_hub_id(cfg.model),
+        data=_data_facts(cfg, datamodule),
+        seed=cfg.seed,
+        single_module_scores=single_modules,
+        wandb=run_link(experiment),
+    )  # fmt: skip
     results_path = write_results(output_dir / "results.json", results)  # the scores are safe from here on
 
     def measure_speedup() -> None:
-        results["speedup"] = _speedup(predecessor_model, successor, datamodule, cfg)
+        results.speedup = _speedup(predecessor_model, successor, datamodule, cfg)
 
     if cfg.benchmark.repeats:
         _optional(results, "speedup", measure_speedup)
-    if wanted(cfg.deploy):
+    if deploy_settings is not None and wanted(cfg.deploy):
 
         def deployment() -> None:
-            settings = DeploySettings.from_config(OmegaConf.to_container(cfg.deploy, resolve=True))
             directory = Path(predecessor.directory)
-            results["deployment"] = deploy(successor_dir, settings, datamodule, predecessor_model, directory)
+            results.deployment = deploy(successor_dir, deploy_settings, datamodule, predecessor_model, directory)
 
         _optional(results, "deployment", deployment)
     _optional(results, "model_card", lambda: write_model_card(successor_dir, results))
-    results["wall_seconds"] = time.perf_counter() - started
+    results.wall_seconds = time.perf_counter() - started
     _optional(results, "csv_summary", lambda: _log_csv_summary(loggers, results, trainer.global_step))
     write_results(results_path, results)
     if experiment is not None:
@@ -238,12 +242,12 @@ def _report(
     return results
 
 
-def _optional(results: dict[str, Any], step: str, action: Callable[[], object]) -> bool:
+def _optional(results: RunResults, step: str, action: Callable[[], object]) -> bool:
     """Run a step the scores do not depend on; a failure is recorded and logged, never raised. True if it failed."""
     try:
         action()
     except Exception as error:
-        results["failed_steps"][step] = f"{type(error).__name__}: {error}"
+        results.failed_steps[step] = f"{type(error).__name__}: {error}"
         log.warning("Step %r failed (%s: %s); the scores are in results.json.", step, type(error).__name__, error)
         return True
     return False
@@ -297,19 +301,19 @@ def _hub_id(model: DictConfig) -> str | None:
     return model.get("hub_id") or (None if looks_like_path(named) else named)
 
 
-def _data_facts(cfg: DictConfig, datamodule: GlueDataModule) -> dict[str, Any]:
+def _data_facts(cfg: DictConfig, datamodule: GlueDataModule) -> DataFacts:
     """What the model card says about the data: sizes, labels, and the hub dataset (GLUE tasks only)."""
     task = datamodule.task
-    return {
-        "train_size": len(datamodule.splits["train"]),
-        "eval_size": sum(len(datamodule.splits[split]) for split in task.eval_splits),
-        "eval_splits": list(task.eval_splits),
-        "text_columns": list(task.text_columns),
-        "labels": list(task.label_names),
-        "source": datamodule.source.describe(task),
-        "dataset": cfg.data.hub_dataset if task.hub_config and not cfg.data.files else None,
-        "dataset_config": task.hub_config,
-    }
+    return DataFacts(
+        train_size=len(datamodule.splits["train"]),
+        eval_size=sum(len(datamodule.splits[split]) for split in task.eval_splits),
+        eval_splits=list(task.eval_splits),
+        text_columns=list(task.text_columns),
+        labels=list(task.label_names),
+        source=datamodule.source.describe(task),
+        dataset=cfg.data.hub_dataset if task.hub_config and not cfg.data.files else None,
+        dataset_config=task.hub_config,
+    )
 
 
 CALIBRATION_ROWS = 128  # the training rows successors are measured on: activation importance, hidden-width PCA
@@ -339,7 +343,7 @@ def _speedup(
     return inference_speedup(predecessor.to(device), successor.to(device), batch, cfg.benchmark.repeats)
 
 
-def _log_csv_summary(loggers: list[Logger], results: dict[str, Any], step: int) -> None:
+def _log_csv_summary(loggers: list[Logger], results: RunResults, step: int) -> None:
     """The final numbers as the last row of ``csv/metrics.csv`` (the W&B run gets them in its summary)."""
     summary = {key: value for key, value in flat_summary(results).items() if value is not None}
     for logger in loggers:

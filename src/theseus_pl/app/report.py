@@ -29,13 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from theseus_pl.app.results import RunResults, read_results
 from theseus_pl.app.shape_table import SHAPE_COLUMNS, shape_rows
 
 PREDECESSOR = "predecessor"
 
 
-def find_runs(folders: Sequence[Path]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Every run's results (with its folder under ``_dir``), and the Hydra jobs that have none yet."""
+def find_runs(folders: Sequence[Path]) -> tuple[list[RunResults], list[str]]:
+    """Every run's results (each with its ``folder``), and the Hydra jobs that have none yet."""
     runs, missing = [], []
     for folder in folders:
         if not folder.is_dir():
@@ -43,9 +44,7 @@ def find_runs(folders: Sequence[Path]) -> tuple[list[dict[str, Any]], list[str]]
         for results in sorted(folder.rglob("results.json")):
             if _is_wandb_copy(results):
                 continue
-            run = json.loads(results.read_text())
-            run["_dir"] = str(results.parent)
-            runs.append(run)
+            runs.append(read_results(results))
         for job in sorted(folder.rglob(".hydra")):
             if not (job.parent / "results.json").is_file():
                 overrides = job / "overrides.yaml"
@@ -66,12 +65,10 @@ def _is_wandb_copy(results: Path) -> bool:
     return results.parent.name == "files" and run_folder.startswith(("run-", "offline-run-"))
 
 
-def _row_key(run: dict[str, Any], rows: str) -> str:
-    value: Any = run
-    for part in rows.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
+def _row_key(run: RunResults, rows: str) -> str:
+    value = run.lookup(rows)
     if value is None:
-        value = run.get("settings", {}).get(rows)
+        value = run.settings.get(rows)
     return str(value)
 
 
@@ -86,15 +83,13 @@ class BestSetting:
     point: str  # the values that set this grid point apart from the row's other runs on the task
 
 
-def best_settings(runs: list[dict[str, Any]], rows: str = "method") -> dict[tuple[str, str], BestSetting]:
+def best_settings(runs: list[RunResults], rows: str = "method") -> dict[tuple[str, str], BestSetting]:
     """``{(row, task): best setting}``: each setting's scores reduced to their median over seeds, the best kept."""
     scores: dict[tuple[str, str], dict[str, list[tuple[Any, float]]]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
-        setting = {k: v for k, v in run.get("settings", {}).items() if k != "seed"}
-        seed = run.get("settings", {}).get("seed", run.get("seed"))
-        scores[(_row_key(run, rows), run["task"])][json.dumps(setting, sort_keys=True)].append(
-            (seed, run["successor"]["score"])
-        )
+        setting = {k: v for k, v in run.settings.items() if k != "seed"}
+        seed = run.settings.get("seed", run.seed)
+        scores[(_row_key(run, rows), run.task)][json.dumps(setting, sort_keys=True)].append((seed, run.successor.score))
     best = {}
     for cell, by_setting in scores.items():
         varied = _varied_keys([json.loads(setting) for setting in by_setting])
@@ -114,25 +109,24 @@ def _varied_keys(settings: list[dict[str, Any]]) -> list[str]:
     return [key for key in keys if len({json.dumps(setting.get(key)) for setting in settings}) > 1]
 
 
-def build_table(runs: list[dict[str, Any]], rows: str = "method") -> tuple[list[str], dict[str, dict[str, float]]]:
+def build_table(runs: list[RunResults], rows: str = "method") -> tuple[list[str], dict[str, dict[str, float]]]:
     """Tasks (columns) and ``{row: {task: score}}``, the predecessor first: each cell a best setting's median."""
     predecessor: dict[str, list[float]] = defaultdict(list)
     for run in runs:
-        predecessor[run["task"]].append(run["predecessor"]["score"])
+        predecessor[run.task].append(run.predecessor.score)
     table: dict[str, dict[str, float]] = {PREDECESSOR: {t: statistics.median(s) for t, s in predecessor.items()}}
     for (row, task), best in best_settings(runs, rows).items():
         table.setdefault(row, {})[task] = best.median
     return sorted(predecessor), table
 
 
-def protocol_warnings(runs: list[dict[str, Any]], rows: str = "method") -> list[str]:
+def protocol_warnings(runs: list[RunResults], rows: str = "method") -> list[str]:
     """What makes a comparison between rows unfair: different step budgets, or seeds one row lacks."""
     budgets: dict[str, dict[str, set[Any]]] = defaultdict(lambda: defaultdict(set))
     seeds: dict[str, dict[str, set[Any]]] = defaultdict(lambda: defaultdict(set))
     for run in runs:
-        settings = run.get("settings", {})
-        budgets[run["task"]][_row_key(run, rows)].add(settings.get("trainer.max_steps"))
-        seeds[run["task"]][_row_key(run, rows)].add(settings.get("seed", run.get("seed")))
+        budgets[run.task][_row_key(run, rows)].add(run.settings.get("trainer.max_steps"))
+        seeds[run.task][_row_key(run, rows)].add(run.settings.get("seed", run.seed))
     warnings = []
     for task in sorted(budgets):
         if len({tuple(sorted(map(str, steps))) for steps in budgets[task].values()}) > 1:
@@ -169,24 +163,24 @@ def write_tables(tasks: list[str], table: dict[str, dict[str, float]], rows: str
 RUN_COLUMNS = ["task", "method", "predecessor", "successor", "wandb", "wandb_url", "folder"]
 
 
-def run_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def run_rows(runs: list[RunResults]) -> list[dict[str, Any]]:
     """One row per run, sorted by task and method, with its W&B name and URL where it has them."""
     rows = [
         {
-            "task": run["task"],
-            "method": run["method"],
-            "predecessor": run["predecessor"]["score"],
-            "successor": run["successor"]["score"],
-            "wandb": (run.get("wandb") or {}).get("name") or "",
-            "wandb_url": (run.get("wandb") or {}).get("url") or "",
-            "folder": run["_dir"],
+            "task": run.task,
+            "method": run.method,
+            "predecessor": run.predecessor.score,
+            "successor": run.successor.score,
+            "wandb": (run.wandb.name or "") if run.wandb else "",
+            "wandb_url": (run.wandb.url or "") if run.wandb else "",
+            "folder": str(run.folder or ""),
         }
         for run in runs
     ]
     return sorted(rows, key=lambda row: (row["task"], row["method"], row["folder"]))
 
 
-def write_shapes(runs: list[dict[str, Any]], output: Path) -> list[Path]:
+def write_shapes(runs: list[RunResults], output: Path) -> list[Path]:
     """The depth-against-width table, when the runs' successors differ in shape."""
     rows = shape_rows(runs)
     if not rows:
@@ -194,7 +188,7 @@ def write_shapes(runs: list[dict[str, Any]], output: Path) -> list[Path]:
     return _write_markdown_and_csv(output, "shapes", SHAPE_COLUMNS, [_cells(row) for row in rows])
 
 
-def write_runs(runs: list[dict[str, Any]], output: Path) -> list[Path]:
+def write_runs(runs: list[RunResults], output: Path) -> list[Path]:
     return _write_markdown_and_csv(output, "runs", RUN_COLUMNS, [_cells(row) for row in run_rows(runs)])
 
 
@@ -223,7 +217,7 @@ def _write_markdown_and_csv(output: Path, stem: str, header: list[str], lines: l
     return [markdown, table_csv]
 
 
-def write_plots(runs: list[dict[str, Any]], output: Path) -> list[Path]:
+def write_plots(runs: list[RunResults], output: Path) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -233,13 +227,13 @@ def write_plots(runs: list[dict[str, Any]], output: Path) -> list[Path]:
     written = []
     curves = {}
     for run in runs:
-        metrics = Path(run["_dir"]) / "csv" / "metrics.csv"
-        if run.get("schedule") in curves or not metrics.is_file():
+        metrics = run.folder / "csv" / "metrics.csv" if run.folder else None
+        if run.schedule in curves or metrics is None or not metrics.is_file():
             continue
         with metrics.open() as handle:
             points = [(int(r["step"]), float(r["train/p"])) for r in csv.DictReader(handle) if r.get("train/p")]
         if points:
-            curves[run["schedule"]] = points
+            curves[run.schedule] = points
     if curves:
         figure, axes = plt.subplots(figsize=(7, 4))
         for schedule, points in curves.items():
@@ -249,13 +243,11 @@ def write_plots(runs: list[dict[str, Any]], output: Path) -> list[Path]:
         written.append(output / "p_over_steps.png")
         figure.savefig(written[-1], dpi=120, bbox_inches="tight")
         plt.close(figure)
-    constant = [r for r in runs if r.get("method") == "theseus_constant" and "replacement.p" in r.get("settings", {})]
+    constant = [r for r in runs if r.method == "theseus_constant" and "replacement.p" in r.settings]
     if constant:
         figure, axes = plt.subplots(figsize=(6, 4))
-        for task in sorted({r["task"] for r in constant}):
-            points = sorted(
-                (r["settings"]["replacement.p"], r["successor"]["score"]) for r in constant if r["task"] == task
-            )
+        for task in sorted({r.task for r in constant}):
+            points = sorted((r.settings["replacement.p"], r.successor.score) for r in constant if r.task == task)
             axes.plot(*zip(*points, strict=True), marker="o", label=task)
         axes.set(xlabel="replacing rate p", ylabel="dev score", title="score against replacing rate")
         axes.legend()

@@ -38,7 +38,7 @@ from theseus_pl.core.settings import (
     whole_number,
 )
 from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxruntime
-from theseus_pl.deployment.stage import DeploySettings, wanted
+from theseus_pl.deployment.record import DeploySettings, wanted
 
 MAX_SEED = 2**32 - 1  # Lightning's seed_everything takes an unsigned 32-bit seed
 T = TypeVar("T")

@@ -12,25 +12,27 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
+from theseus_pl.app.results import RunResults
+
 SHAPE_COLUMNS = [
     "task", "method", "layers", "FFN width", "hidden size", "neurons kept", "layer params (M)", "params (M)",
     "median", "min", "max", "seeds", "speed-up",
 ]  # fmt: skip
 
 
-def _shape_key(run: dict[str, Any]) -> tuple[Any, ...] | None:
-    shape = run["successor"].get("shape")
-    if not shape:
+def _shape_key(run: RunResults) -> tuple[Any, ...] | None:
+    shape, predecessor = run.successor.shape, run.predecessor.shape
+    if shape is None or predecessor is None:
         return None  # results written before successors had shapes
-    narrowed = shape["intermediate_size"] != run["predecessor"]["shape"]["intermediate_size"]
-    kept = run.get("settings", {}).get("theseus.successor.importance") if narrowed else None
-    return run["task"], run["method"], shape["layers"], shape["intermediate_size"], shape["hidden_size"], kept or ""
+    narrowed = shape.intermediate_size != predecessor.intermediate_size
+    kept = run.settings.get("theseus.successor.importance") if narrowed else None
+    return run.task, run.method, shape.layers, shape.intermediate_size, shape.hidden_size, kept or ""
 
 
-def shape_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def shape_rows(runs: list[RunResults]) -> list[dict[str, Any]]:
     """One row per task, method and successor shape, with its parameters, score spread and speed-up; empty when
     every run's successor has the same shape (there is nothing to compare)."""
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[Any, ...], list[RunResults]] = defaultdict(list)
     for run in runs:
         key = _shape_key(run)
         if key is not None:
@@ -39,15 +41,15 @@ def shape_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return []
     rows = []
     for (task, method, layers, width, hidden, kept), group in groups.items():
-        scores = [run["successor"]["score"] for run in group]
-        speedups = [run["speedup"] for run in group if run.get("speedup") is not None]
+        scores = [run.successor.score for run in group]
+        speedups = [run.speedup for run in group if run.speedup is not None]
         rows.append({
             "task": task, "method": method, "layers": layers, "FFN width": width, "hidden size": hidden,
             "neurons kept": kept,
-            "layer params (M)": _millions(group[0].get("params", {}).get("successor_layers")),
-            "params (M)": _millions(group[0].get("params", {}).get("successor")),
+            "layer params (M)": _millions(group[0].params.successor_layers),
+            "params (M)": _millions(group[0].params.successor),
             "median": statistics.median(scores), "min": min(scores), "max": max(scores),
-            "seeds": " ".join(sorted(str(run.get("settings", {}).get("seed", "")) for run in group)),
+            "seeds": " ".join(sorted(str(run.settings.get("seed", "")) for run in group)),
             "speed-up": f"{statistics.median(speedups):.2f}x" if speedups else "",
         })  # fmt: skip
     return sorted(rows, key=lambda r: (r["task"], r["method"], r["layers"], -(r["FFN width"] or 0), r["neurons kept"]))

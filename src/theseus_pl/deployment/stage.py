@@ -1,7 +1,8 @@
 """The deploy stage: the successor as ONNX (and int8), checked against PyTorch on dev rows and timed beside it.
 
 Writes ``onnx/model.onnx`` (dynamic batch and sequence axes) and ``onnx/model_int8.onnx`` beside the checkpoint and
-returns the ``deployment`` block; ``python -m theseus_pl.deploy`` and a run's ``deploy.onnx=true`` call it.
+returns the ``deployment`` block (:class:`Deployment`); ``python -m theseus_pl.deploy`` and a run's
+``deploy.onnx=true`` call it.
 """
 
 from __future__ import annotations
@@ -11,25 +12,14 @@ import logging
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from theseus_pl.core.io import PICKLED, load_successor
-from theseus_pl.core.settings import (
-    Rule,
-    SettingsError,
-    boolean,
-    check_fields,
-    field_problems,
-    one_of,
-    optional_positive_int,
-    positive_int,
-    whole_number,
-)
 from theseus_pl.data.datamodule import GlueDataModule
 from theseus_pl.deployment.onnx_export import (
     QUANTIZATION,
@@ -40,12 +30,12 @@ from theseus_pl.deployment.onnx_export import (
     require_onnxruntime,
     session_logits,
 )
+from theseus_pl.deployment.record import Deployment, DeploySettings
 from theseus_pl.deployment.timing import forward_call, p50_milliseconds
 from theseus_pl.lightning.metrics import TaskMetrics
 
 log = logging.getLogger(__name__)
 
-QUANTIZE_CHOICES = (None, "int8")
 TOLERANCE = 1e-4  # the largest difference from PyTorch's logits an fp32 ONNX model may show
 EXPORT_LENGTH = 16  # tokens of the export's example rows: any length above 1 keeps the sequence axis dynamic
 Timer = Callable[[Mapping[str, torch.Tensor]], Callable[[], object]]  # a batch -> one call of a model on it
@@ -57,63 +47,13 @@ EXAMPLE_SENTENCES = (  # checked and timed on these when no dev data is given
 )
 
 
-@dataclass(frozen=True)
-class DeploySettings:
-    """How the successor is deployed and timed (``deploy.*`` in a run; the command's flags).
-
-    It checks itself when built: a :class:`~theseus_pl.core.settings.SettingsError` names every value of the wrong
-    type or range, as ``deploy.<field>``.
-    """
-
-    quantize: str | None = "int8"
-    sequence_length: int | None = 128  # timing batches padded (or cut) to this many tokens; None: their longest row
-    batch_sizes: tuple[int, ...] = (1, 32)
-    repeats: int = 20
-    threads: int | None = None  # None: torch's current number of threads
-
-    RULES: ClassVar[dict[str, Rule]] = {
-        "quantize": Rule(one_of(QUANTIZE_CHOICES), "null (fp32 only) or int8"),
-        "sequence_length": Rule(lambda v: v is None or (whole_number(v) and v >= 2), "null or at least 2 tokens"),
-        "batch_sizes": Rule(lambda v: isinstance(v, list) and len(v) > 0 and all(map(positive_int, v)),
-                            "a list of batch sizes, each at least 1, e.g. [1,32]"),
-        "repeats": Rule(positive_int, "a whole number, at least 1"),
-        "threads": Rule(optional_positive_int, "null or at least 1"),
-    }  # fmt: skip
-    SWITCH: ClassVar[dict[str, Rule]] = {"onnx": Rule(boolean, "true or false")}  # the group's other key
-
-    def __post_init__(self) -> None:
-        sizes = self.batch_sizes
-        check_fields({**vars(self), "batch_sizes": list(sizes) if isinstance(sizes, tuple | list) else sizes},
-                     self.RULES, "deploy.")  # fmt: skip
-
-    @classmethod
-    def from_config(cls, settings: Mapping[str, Any]) -> DeploySettings:
-        """From a run's ``deploy`` group; its ``onnx`` switch says whether to deploy at all, not how (it is checked
-        here with the rest: one :class:`~theseus_pl.core.settings.SettingsError` names every problem)."""
-        problems = field_problems(settings, cls.SWITCH, "deploy.")
-        values = {key: value for key, value in settings.items() if key not in cls.SWITCH}
-        sizes = values.get("batch_sizes", cls.batch_sizes)
-        try:
-            built = cls(**{**values, "batch_sizes": tuple(sizes) if isinstance(sizes, tuple | list) else sizes})
-        except SettingsError as error:
-            problems.update(error.problems)
-        if problems:
-            raise SettingsError(problems)
-        return built
-
-
-def wanted(settings: Mapping[str, Any]) -> bool:
-    """Whether a run's ``deploy`` group asks for deployment: ``onnx=true``, or a quantisation (which needs ONNX)."""
-    return bool(settings.get("onnx")) or settings.get("quantize") is not None
-
-
 def deploy(
     successor_dir: Path,
     settings: DeploySettings,
     datamodule: GlueDataModule | None = None,
     predecessor: PreTrainedModel | None = None,
     predecessor_dir: Path | None = None,
-) -> dict[str, Any]:
+) -> Deployment:
     """Export, check, quantise, score and time the successor in ``successor_dir``; the ``deployment`` block.
 
     A model whose ONNX logits differ from PyTorch's by more than :data:`TOLERANCE` is refused and its ONNX files
@@ -158,23 +98,23 @@ def deploy(
         calls = {name: timer(batch) for name, timer in timers.items()}
         latency[f"batch_{size}"] = p50_milliseconds(calls, settings.repeats)
     sizes = _sizes_mb(successor_dir, predecessor_dir, files)
-    return {
-        "onnx": str(files["onnx_fp32"].relative_to(successor_dir)),
-        "onnx_int8": str(files["onnx_int8"].relative_to(successor_dir)) if "onnx_int8" in files else None,
-        "quantization": QUANTIZATION if "onnx_int8" in files else None,
-        "checked_on": f"{sum(len(b['input_ids']) for _, b in batches)} "
+    return Deployment(
+        onnx=str(files["onnx_fp32"].relative_to(successor_dir)),
+        onnx_int8=str(files["onnx_int8"].relative_to(successor_dir)) if "onnx_int8" in files else None,
+        quantization=QUANTIZATION if "onnx_int8" in files else None,
+        checked_on=f"{sum(len(b['input_ids']) for _, b in batches)} "
         + ("dev rows" if datamodule else "example sentences (no dev data given)"),
-        "max_abs_diff": difference,
-        "tolerance": TOLERANCE,
-        "dev_score": scores,
-        "latency_ms": latency,
-        "speedup_over_predecessor": {row: _times_over_predecessor(values) for row, values in latency.items()},
-        "size_mb": sizes,
-        "smaller_than_predecessor": _times_over_predecessor(sizes),
-        "settings": {**asdict(settings), "threads": threads, "batch_sizes": list(settings.batch_sizes)},
-        "versions": _versions(),
-        "seconds": time.perf_counter() - started,
-    }
+        max_abs_diff=difference,
+        tolerance=TOLERANCE,
+        dev_score=scores,
+        latency_ms=latency,
+        speedup_over_predecessor={row: _times_over_predecessor(values) for row, values in latency.items()},
+        size_mb=sizes,
+        smaller_than_predecessor=_times_over_predecessor(sizes),
+        settings=replace(settings, threads=threads),
+        versions=_versions(),
+        seconds=time.perf_counter() - started,
+    )
 
 
 def load_sequence_classifier(directory: Path) -> PreTrainedModel:

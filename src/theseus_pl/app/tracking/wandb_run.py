@@ -16,7 +16,7 @@ from typing import Any
 
 from lightning.pytorch.loggers import Logger, WandbLogger
 
-from theseus_pl.app.results import flat_summary
+from theseus_pl.app.results import RunResults, WandbLink, flat_summary
 
 log = logging.getLogger(__name__)
 
@@ -29,38 +29,34 @@ def wandb_run(loggers: list[Logger]) -> Any | None:
     return None
 
 
-def run_link(run: Any | None) -> dict[str, Any] | None:
+def run_link(run: Any | None) -> WandbLink | None:
     """Where the run lives, for ``results.json``: id, name, group, URL (None offline) and local folder."""
     if run is None:
         return None
-    return {
-        "id": run.id,
-        "name": run.name,
-        "group": run.group or None,
-        "url": None if run.offline else run.url,
-        "dir": str(Path(run.dir).parent),  # the run's folder; W&B's run.dir is its files/ subfolder
-    }
+    return WandbLink(
+        id=run.id,
+        name=run.name,
+        group=run.group or None,
+        url=None if run.offline else run.url,
+        dir=str(Path(run.dir).parent),  # the run's folder; W&B's run.dir is its files/ subfolder
+    )
 
 
-def compression_card(results: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+def compression_card(results: RunResults) -> tuple[list[str], list[list[Any]]]:
     """Columns and rows (predecessor, successor): headline score, every metric, layers, parameters, speed-up."""
-    metrics = sorted({*results["predecessor"]["metrics"], *results["successor"]["metrics"]})
+    predecessor, successor = results.predecessor, results.successor
+    metrics = sorted({*predecessor.metrics, *successor.metrics})
     columns = ["model", "score", *metrics, "layers", "parameters", "speedup"]
     rows = [
-        [
-            role,
-            results[role]["score"],
-            *(results[role]["metrics"].get(name) for name in metrics),
-            results["layers"][role],
-            results["params"][role],
-            1.0 if role == "predecessor" else results.get("speedup"),
-        ]
-        for role in ("predecessor", "successor")
-    ]
+        ["predecessor", predecessor.score, *(predecessor.metrics.get(name) for name in metrics),
+         results.layers.predecessor, results.params.predecessor, 1.0],
+        ["successor", successor.score, *(successor.metrics.get(name) for name in metrics),
+         results.layers.successor, results.params.successor, results.speedup],
+    ]  # fmt: skip
     return columns, rows
 
 
-def publish(run: Any, results: dict[str, Any], files: dict[str, Path], successor_dir: Path, log_model: bool) -> None:
+def publish(run: Any, results: RunResults, files: dict[str, Path], successor_dir: Path, log_model: bool) -> None:
     """Summary, compression card, files and (optionally) the successor artifact; raises on a W&B failure."""
     import wandb
 
@@ -75,8 +71,8 @@ def publish(run: Any, results: dict[str, Any], files: dict[str, Path], successor
         artifact = wandb.Artifact(
             f"successor-{run.id}",
             type="model",
-            description=f"{results['task']} successor, {results['layers']['successor']} layers ({results['method']})",
-            metadata={"task": results["task"], "method": results["method"], "score": results["successor"]["score"]},
+            description=f"{results.task} successor, {results.layers.successor} layers ({results.method})",
+            metadata={"task": results.task, "method": results.method, "score": results.successor.score},
         )
         artifact.add_dir(str(successor_dir))
         run.log_artifact(artifact)

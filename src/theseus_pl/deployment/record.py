@@ -1,0 +1,95 @@
+"""The deploy stage's settings and the block it returns: plain records, importable without torch."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from theseus_pl.core.settings import (
+    Rule,
+    SettingsError,
+    boolean,
+    check_fields,
+    field_problems,
+    one_of,
+    optional_positive_int,
+    positive_int,
+    whole_number,
+)
+
+QUANTIZE_CHOICES = (None, "int8")
+
+
+@dataclass(frozen=True)
+class DeploySettings:
+    """How the successor is deployed and timed (``deploy.*`` in a run; the command's flags).
+
+    It checks itself when built: a :class:`~theseus_pl.core.settings.SettingsError` names every value of the wrong
+    type or range, as ``deploy.<field>``.
+    """
+
+    quantize: str | None = "int8"
+    sequence_length: int | None = 128  # timing batches padded (or cut) to this many tokens; None: their longest row
+    batch_sizes: tuple[int, ...] = (1, 32)
+    repeats: int = 20
+    threads: int | None = None  # None: torch's current number of threads
+
+    RULES: ClassVar[dict[str, Rule]] = {
+        "quantize": Rule(one_of(QUANTIZE_CHOICES), "null (fp32 only) or int8"),
+        "sequence_length": Rule(lambda v: v is None or (whole_number(v) and v >= 2), "null or at least 2 tokens"),
+        "batch_sizes": Rule(lambda v: isinstance(v, list) and len(v) > 0 and all(map(positive_int, v)),
+                            "a list of batch sizes, each at least 1, e.g. [1,32]"),
+        "repeats": Rule(positive_int, "a whole number, at least 1"),
+        "threads": Rule(optional_positive_int, "null or at least 1"),
+    }  # fmt: skip
+    SWITCH: ClassVar[dict[str, Rule]] = {"onnx": Rule(boolean, "true or false")}  # the group's other key
+
+    def __post_init__(self) -> None:
+        sizes = self.batch_sizes
+        check_fields({**vars(self), "batch_sizes": list(sizes) if isinstance(sizes, tuple | list) else sizes},
+                     self.RULES, "deploy.")  # fmt: skip
+
+    @classmethod
+    def from_config(cls, settings: Mapping[str, Any]) -> DeploySettings:
+        """From a run's ``deploy`` group; its ``onnx`` switch says whether to deploy at all, not how (it is checked
+        here with the rest: one :class:`~theseus_pl.core.settings.SettingsError` names every problem)."""
+        problems = field_problems(settings, cls.SWITCH, "deploy.")
+        values = {key: value for key, value in settings.items() if key not in cls.SWITCH}
+        sizes = values.get("batch_sizes", cls.batch_sizes)
+        try:
+            built = cls(**{**values, "batch_sizes": tuple(sizes) if isinstance(sizes, tuple | list) else sizes})
+        except SettingsError as error:
+            problems.update(error.problems)
+        if problems:
+            raise SettingsError(problems)
+        return built
+
+
+def wanted(settings: Mapping[str, Any]) -> bool:
+    """Whether a run's ``deploy`` group asks for deployment: ``onnx=true``, or a quantisation (which needs ONNX)."""
+    return bool(settings.get("onnx")) or settings.get("quantize") is not None
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """The ``deployment`` block of ``results.json`` (and of ``<model>/onnx/deployment.json``).
+
+    Models are named ``pytorch_predecessor``, ``pytorch_successor``, ``onnx_fp32``, ``onnx_int8``; batch sizes
+    ``batch_<n>``. ``theseus_pl.app.results`` writes and reads it.
+    """
+
+    onnx: str  # the fp32 model's path inside the successor's folder
+    onnx_int8: str | None  # None without quantisation
+    quantization: str | None  # how the int8 model was made
+    checked_on: str  # the rows the ONNX logits were checked on, in words
+    max_abs_diff: float  # the largest difference from PyTorch's logits
+    tolerance: float
+    dev_score: dict[str, float | None] | None  # per model, x100; None without dev data
+    latency_ms: dict[str, dict[str, float]]  # p50 per batch size, then per model
+    speedup_over_predecessor: dict[str, dict[str, float] | None]  # per batch size; None without a predecessor
+    size_mb: dict[str, float]  # per model
+    smaller_than_predecessor: dict[str, float] | None  # None without a predecessor
+    settings: DeploySettings  # with the threads actually used
+    versions: dict[str, str]  # torch, onnx, onnxruntime
+    seconds: float  # the time the stage took

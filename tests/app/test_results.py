@@ -1,0 +1,160 @@
+"""results.json: one typed record, written and read by one module; today's (version 1) files load into it."""
+
+import json
+from dataclasses import replace
+
+import pytest
+from results_records import V1_RESULTS, a_run
+
+from theseus_pl.app.results import (
+    SCHEMA_VERSION,
+    ModelShape,
+    ResultsError,
+    RunResults,
+    WandbLink,
+    deployment_dict,
+    flat_summary,
+    read_deployment,
+    read_results,
+    write_deployment,
+    write_results,
+)
+from theseus_pl.deployment.record import DeploySettings
+
+
+def test_a_version_1_file_loads_into_the_record():
+    results = read_results(V1_RESULTS)
+    assert (results.task, results.method, results.steps, results.seed) == ("RTE", "theseus_curriculum", 6, 42)
+    assert results.folder == V1_RESULTS.parent
+    assert results.predecessor.origin == "fine-tuned" and results.predecessor.metrics == {"accuracy": 0.5}
+    assert results.predecessor.shape == ModelShape(layers=4, hidden_size=32, intermediate_size=37)
+    assert results.successor.shape == ModelShape(layers=2, hidden_size=32, intermediate_size=37)
+    assert results.successor.format == "transformers"
+    assert (results.layers.predecessor, results.layers.successor) == (4, 2)
+    assert results.params.successor_layers == 13578
+    assert results.data.labels == ["entailment", "not_entailment"] and results.data.dataset_config == "rte"
+    assert (results.retained, results.retained_note) == (1.0, None)
+    assert results.wandb is None and results.failed_steps == {} and results.single_module_scores is None
+    deployment = results.deployment
+    assert deployment is not None and deployment.onnx_int8 == "onnx/model_int8.onnx"
+    assert deployment.settings == DeploySettings(quantize="int8", sequence_length=128, batch_sizes=(1, 2), repeats=1,
+                                                 threads=1)  # fmt: skip
+    assert list(deployment.latency_ms) == ["batch_1", "batch_2"]
+
+
+def test_the_new_file_differs_from_version_1_only_by_its_schema_version(tmp_path):
+    version_1 = V1_RESULTS.read_text()
+    written = write_results(tmp_path / "results.json", read_results(V1_RESULTS)).read_text()
+    assert written == version_1.replace("{\n", f'{{\n  "schema_version": {SCHEMA_VERSION},\n', 1)
+    layout = read_results(V1_RESULTS).to_dict()
+    assert layout.pop("schema_version") == 2 and list(layout.items()) == list(json.loads(version_1).items())
+    assert [path.name for path in tmp_path.iterdir()] == ["results.json"]  # written atomically: no staged file left
+
+
+def test_a_record_round_trips_through_its_file(tmp_path):
+    record = a_run(
+        deployment=read_results(V1_RESULTS).deployment,
+        wandb=WandbLink(id="x1", name="RTE theseus_curriculum", group="g", url=None, dir="/runs/run/wandb/run-x1"),
+        single_module_scores=[61.0, 64.5],
+        failed_steps={"speedup": "RuntimeError: out of memory"},
+        resumed_from="/runs/run/checkpoints/last.ckpt",
+    )
+    path = write_results(tmp_path / "results.json", record)
+    again = read_results(path)
+    assert again == record and again.folder == tmp_path
+    assert next(iter(json.loads(path.read_text()).items())) == ("schema_version", 2)
+    assert json.loads(path.read_text()) == json.loads(json.dumps(record.to_dict()))
+
+
+def test_a_record_is_written_before_its_wall_time_is_known(tmp_path):
+    record = a_run(wall_seconds=None)
+    written = json.loads(write_results(tmp_path / "results.json", record).read_text())
+    assert list(written)[-2:] == ["retained", "retained_note"] and "wall_seconds" not in written
+    assert read_results(tmp_path / "results.json") == record
+
+
+def test_a_score_that_is_not_a_number_is_written_as_null_and_nothing_is_retained(tmp_path):
+    record = a_run(successor_score=float("nan"))
+    assert record.retained is None and record.retained_note.startswith("a score is not a number")
+    written = json.loads(write_results(tmp_path / "results.json", record).read_text())
+    assert written["successor"]["score"] is None and written["successor"]["metrics"] == {"accuracy": None}
+    assert written["retained"] is None and written["retained_note"] == record.retained_note
+    again = read_results(tmp_path / "results.json")
+    assert again.successor.score is None and again.retained is None and again.retained_note == record.retained_note
+
+
+def test_retained_is_the_share_of_the_predecessors_score_where_that_means_something():
+    assert a_run(predecessor_score=80.0, successor_score=60.0).retained == pytest.approx(0.75)
+    one_class = a_run(predecessor_score=0.0, successor_score=10.0)  # e.g. CoLA's Matthews correlation
+    assert one_class.retained is None and one_class.retained_note == (
+        "the predecessor's score is 0: a share of it means nothing"
+    )
+    assert a_run(predecessor_score=float("inf")).retained is None
+
+
+def test_a_file_of_an_older_theseus_pl_gets_the_defaults_of_the_keys_it_lacks(tmp_path):
+    older = json.loads(V1_RESULTS.read_text())
+    for key in ("failed_steps", "wandb", "single_module_scores", "deployment", "wall_seconds", "retained_note"):
+        del older[key]
+    for part in ("predecessor", "successor"):
+        del older[part]["shape"]
+    del older["successor"]["format"], older["params"]["successor_layers"]
+    (tmp_path / "results.json").write_text(json.dumps(older))
+    results = read_results(tmp_path / "results.json")
+    assert results.failed_steps == {} and results.wandb is None and results.deployment is None
+    assert results.predecessor.shape is None and results.successor.format == "transformers"
+    assert results.params.successor_layers is None and results.wall_seconds is None
+    assert results.retained_note is None and results.retained == 1.0
+
+
+def test_a_newer_schema_or_a_missing_key_is_refused_with_what_to_do(tmp_path):
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"schema_version": 3, **json.loads(V1_RESULTS.read_text())}))
+    with pytest.raises(ResultsError, match=r"schema version 3; this theseus_pl reads versions 1 to 2: upgrade"):
+        read_results(path)
+    for dropped in ("steps", "predecessor.score", "data.labels", "successor.shape.layers", "deployment.onnx"):
+        data = json.loads(V1_RESULTS.read_text())
+        *parents, key = dropped.split(".")
+        holder = data
+        for parent in parents:
+            holder = holder[parent]
+        del holder[key]
+        path.write_text(json.dumps(data))
+        with pytest.raises(ResultsError, match=rf"^{path}: no {dropped}: not a theseus_pl results.json"):
+            read_results(path)
+
+
+def test_the_deployment_block_alone_round_trips_through_deployment_json(tmp_path):
+    deployment = read_results(V1_RESULTS).deployment
+    path = write_deployment(tmp_path / "deployment.json", deployment)
+    assert read_deployment(path) == deployment
+    assert (
+        json.loads(path.read_text()) == json.loads(V1_RESULTS.read_text())["deployment"] == deployment_dict(deployment)
+    )
+
+
+def test_lookup_follows_a_dotted_results_path():
+    results = read_results(V1_RESULTS)
+    assert results.lookup("method") == "theseus_curriculum"
+    assert results.lookup("layers.successor") == 2 and results.lookup("successor.shape.intermediate_size") == 37
+    assert results.lookup("successor.metrics.accuracy") == 0.5 and results.lookup("retained") == 1.0
+    assert results.lookup("deployment.settings.threads") == 1
+    assert results.lookup("settings.seed") == 42
+    for missing in ("nothing", "layers.nothing", "folder", "to_dict", "successor.metrics.f1", "task.upper"):
+        assert results.lookup(missing) is None, missing
+
+
+def test_flat_summary_gives_the_headline_and_each_deployed_model():
+    summary = flat_summary(read_results(V1_RESULTS))
+    assert summary["final/successor_score"] == 50.0 and summary["final/retained"] == 1.0
+    assert summary["final/params_successor"] == 26252.0 and summary["final/speedup"] == pytest.approx(1.2804, abs=1e-4)
+    assert summary["final/deploy/onnx_int8_score"] == 50.0
+    assert summary["final/deploy/onnx_int8_speedup_batch_2"] == pytest.approx(4.5968, abs=1e-4)
+    assert "final/deploy/onnx_int8_score" not in flat_summary(a_run())
+
+
+def test_records_compare_by_what_the_file_holds_not_by_where_it_was_read():
+    record = a_run()
+    assert replace(record, folder=V1_RESULTS.parent) == record
+    assert replace(record, data=replace(record.data, train_size=1)) != record
+    assert RunResults.schema_version == SCHEMA_VERSION == 2

@@ -1,0 +1,77 @@
+"""Whole run records to plant where a test needs finished runs (report, notebook, model card) without training."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from theseus_pl.app.results import (
+    DataFacts,
+    LayerCounts,
+    ModelShape,
+    ParamCounts,
+    PredecessorResult,
+    RunResults,
+    SuccessorResult,
+    write_results,
+)
+
+V1_RESULTS = Path(__file__).parent / "app" / "fixtures" / "results_v1.json"  # written by theseus_pl at 0fa8775
+
+
+def a_run(
+    task: str = "RTE",
+    method: str = "theseus_curriculum",
+    predecessor_score: float | None = 80.0,
+    successor_score: float | None = 70.0,
+    **changes: Any,
+) -> RunResults:
+    """A 6 -> 3 layer run on a two-class pair task, every field set; ``changes`` replace top-level fields."""
+    record = RunResults(
+        task=task,
+        method=method,
+        settings={"optimizer.lr": 2e-5, "seed": 1},
+        predecessor=PredecessorResult(
+            score=predecessor_score,
+            metrics={"accuracy": None if predecessor_score is None else predecessor_score / 100},
+            dir="/runs/cache/predecessors/RTE-0123456789abcdef",
+            origin="fine-tuned",
+            shape=ModelShape(layers=6, hidden_size=384, intermediate_size=1536),
+        ),
+        successor=SuccessorResult(
+            score=successor_score,
+            metrics={"accuracy": None if successor_score is None else successor_score / 100},
+            best_checkpoint="/runs/run/checkpoints/best-step200.ckpt",
+            shape=ModelShape(layers=3, hidden_size=384, intermediate_size=1536),
+        ),
+        successor_dir="/runs/run/successor",
+        layers=LayerCounts(predecessor=6, successor=3),
+        params=ParamCounts(
+            predecessor=22_713_216, successor=17_390_208, predecessor_layers=10_646_784, successor_layers=5_323_392
+        ),
+        speedup=1.9,
+        schedule="CurriculumSchedule(b=0.3, k=0.0035)",
+        switch_step=200,
+        successor_finetuning_steps=200,
+        steps=400,
+        data=DataFacts(
+            train_size=2490,
+            eval_size=277,
+            eval_splits=["validation"],
+            text_columns=["sentence1", "sentence2"],
+            labels=["entailment", "not_entailment"],
+            source="GLUE RTE, from the hub",
+            dataset="nyu-mll/glue",
+            dataset_config="rte",
+        ),
+        seed=1,
+        wall_seconds=95.0,
+    )
+    return replace(record, **changes)
+
+
+def plant(folder: Path, record: RunResults) -> Path:
+    """``folder/results.json`` holding ``record``, as a finished run leaves it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return write_results(folder / "results.json", record)
