@@ -26,6 +26,7 @@ from theseus_pl.app.methods import (
     method_from_config,
 )
 from theseus_pl.app.pipeline import run
+from theseus_pl.app.results import LayerCounts
 from theseus_pl.app.settings_check import checked_settings, setting_problems
 from theseus_pl.core.schedules import CurriculumSchedule
 from theseus_pl.core.settings import Rule, SettingsError, positive_number
@@ -61,9 +62,9 @@ def test_a_new_method_is_one_class_and_one_config_file(own_method, tiny_base, gl
     settings = checked_settings(compose_config(*own_method))
     assert settings.problems == [] and settings.method == Truncation(name="truncation", lr_scale=0.5)
     results = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), *own_method))
-    assert results["method"] == "truncation" and results["schedule"] is None
-    assert results["layers"] == {"predecessor": 4, "successor": 2}
-    assert results["settings"]["method.lr_scale"] == 0.5 and "method._target_" not in results["settings"]
+    assert results.method == "truncation" and results.schedule is None
+    assert results.layers == LayerCounts(predecessor=4, successor=2)
+    assert results.settings["method.lr_scale"] == 0.5 and "method._target_" not in results.settings
 
 
 def test_a_new_methods_settings_are_checked_by_its_own_rules(own_method):
@@ -170,5 +171,5 @@ def test_a_run_checks_its_settings_and_builds_its_schedule_once(monkeypatch, tin
     original = CurriculumSchedule.__post_init__
     monkeypatch.setattr(CurriculumSchedule, "__post_init__", lambda self: made.append(self) or original(self))
     results = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path)))
-    assert results["method"] == "theseus_curriculum" and results["switch_step"] == 3
+    assert results.method == "theseus_curriculum" and results.switch_step == 3
     assert (len(checks), len(problems), len(builds), len(made)) == (1, 0, 1, 1)
