@@ -39,7 +39,7 @@ from transformers.utils import logging as hf_logging
 from theseus_pl.app.config import package_path
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.schedules import ConstantSchedule
-from theseus_pl.data.datamodule import GlueDataModule
+from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.timing import inference_speedup
 from theseus_pl.lightning.callbacks import replacement_callbacks
 from theseus_pl.lightning.modules import FineTuningModule, TheseusModule
@@ -294,7 +294,7 @@ def measure_throughput(args: argparse.Namespace) -> dict[str, dict[str, float]]:
             for name, batching in PADDINGS.items():
                 torch.manual_seed(0)
                 module, callbacks = build_module(args, f"theseus_p{THROUGHPUT_RATE}")
-                datamodule = GlueDataModule(
+                datamodule = TextTaskDataModule(
                     "RTE", args.model, glue_dir=args.glue_dir, batch_size=args.batch_size, seed=0, cache_dir=cache,
                     max_length=args.seq_len, **batching,
                 )  # fmt: skip

@@ -17,13 +17,13 @@ import time
 from pathlib import Path
 
 from theseus_pl.app.config import package_path
-from theseus_pl.data.datamodule import GlueDataModule
+from theseus_pl.data.datamodule import TextTaskDataModule
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def preparation_seconds(args: argparse.Namespace, cache_dir: Path) -> dict[str, float]:
-    datamodule = GlueDataModule(args.time_task, args.tokenizer, glue_dir=args.glue_dir, cache_dir=cache_dir)
+    datamodule = TextTaskDataModule(args.time_task, args.tokenizer, glue_dir=args.glue_dir, cache_dir=cache_dir)
     start = time.perf_counter()
     rows = len(datamodule.load("train"))
     first = time.perf_counter() - start
@@ -37,7 +37,7 @@ def padding_fractions(args: argparse.Namespace, cache_dir: Path) -> dict[str, fl
     """Padding tokens as a fraction of all tokens fed to the model, for three ways of batching."""
     report: dict[str, float] = {}
     for name, group_by_length in (("dynamic", False), ("dynamic_grouped", True)):
-        datamodule = GlueDataModule(
+        datamodule = TextTaskDataModule(
             args.padding_task, args.tokenizer, glue_dir=args.glue_dir, cache_dir=cache_dir,
             batch_size=args.batch_size, group_by_length=group_by_length,
         )  # fmt: skip

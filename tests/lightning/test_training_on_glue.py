@@ -6,14 +6,14 @@ from glue_files import make_glue_dir
 
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.schedules import ConstantSchedule
-from theseus_pl.data.datamodule import GlueDataModule
+from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.lightning.callbacks import replacement_callbacks
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.modules import TheseusModule
 
 
 def fit(task, num_labels, tiny_tokenizer, tmp_path):
-    datamodule = GlueDataModule(
+    datamodule = TextTaskDataModule(
         task, tiny_tokenizer, glue_dir=str(make_glue_dir(tmp_path / "glue")), cache_dir=tmp_path / "cache", batch_size=2
     )
     module = TheseusModule(

@@ -11,12 +11,15 @@ from omegaconf import OmegaConf
 from theseus_pl.app.config import register_resolvers
 from theseus_pl.app.model_card import write_model_card
 from theseus_pl.app.results import read_results, write_deployment, write_results
-from theseus_pl.data.datamodule import GlueDataModule
+from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.onnx_export import DeploymentError
 from theseus_pl.deployment.record import Deployment, DeploySettings
 from theseus_pl.deployment.stage import deploy, load_sequence_classifier
 
 log = logging.getLogger(__name__)
+
+# Classes a run folder's config may name by the path of theseus_pl 0.1, before the package took its floors.
+RENAMED_TARGETS = {"theseus_pl.data.datamodule.GlueDataModule": "theseus_pl.data.datamodule.TextTaskDataModule"}
 
 
 def deploy_run(run_dir: Path, settings: DeploySettings, glue_dir: str | None = None) -> Deployment:
@@ -34,9 +37,10 @@ def deploy_run(run_dir: Path, settings: DeploySettings, glue_dir: str | None = N
     results = read_results(results_path)
     register_resolvers()
     cfg = OmegaConf.load(config_path)
+    cfg.data._target_ = RENAMED_TARGETS.get(cfg.data._target_, cfg.data._target_)
     if glue_dir is not None:
         cfg.data.glue_dir = glue_dir
-    datamodule: GlueDataModule = instantiate(cfg.data, tokenizer=str(successor_dir))
+    datamodule: TextTaskDataModule = instantiate(cfg.data, tokenizer=str(successor_dir))
     datamodule.setup("validate")
     predecessor_dir = Path(results.predecessor.dir)
     predecessor = load_sequence_classifier(predecessor_dir) if predecessor_dir.is_dir() else None
@@ -59,7 +63,7 @@ def deploy_model(
     """Deploy any sequence-classification checkpoint; the block is written to ``<model>/onnx/deployment.json``."""
     datamodule = None
     if task is not None:
-        datamodule = GlueDataModule(task, str(model_dir), glue_dir=glue_dir)
+        datamodule = TextTaskDataModule(task, str(model_dir), glue_dir=glue_dir)
         datamodule.setup("validate")
     predecessor = load_sequence_classifier(predecessor_dir) if predecessor_dir else None
     block = deploy(model_dir, settings, datamodule, predecessor, predecessor_dir)

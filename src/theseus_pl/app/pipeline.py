@@ -38,7 +38,7 @@ from theseus_pl.app.tracking.wandb_run import finish, publish, run_link, wandb_r
 from theseus_pl.core.families import find_layer_stack, shape_of
 from theseus_pl.core.io import is_pickled, load_successor, save_successor
 from theseus_pl.core.replacing import TheseusModel
-from theseus_pl.data.datamodule import GlueDataModule
+from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.record import DeploySettings, wanted
 from theseus_pl.deployment.stage import deploy
 from theseus_pl.deployment.timing import inference_speedup
@@ -131,7 +131,7 @@ def _finished_run(output_dir: Path, resume: bool | str) -> RunResults | None:
 
 
 def _train(
-    cfg: DictConfig, method: Method, datamodule: GlueDataModule, loggers: list[Logger], resume_from: Path | None
+    cfg: DictConfig, method: Method, datamodule: TextTaskDataModule, loggers: list[Logger], resume_from: Path | None
 ) -> tuple[pl.Trainer, str | None]:
     """The fitted Trainer, and the checkpoint it resumed from (None for a fresh run)."""
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
@@ -154,7 +154,7 @@ def _report(
     resumed_from: str | None,
     method: Method,
     predecessor: Predecessor,
-    datamodule: GlueDataModule,
+    datamodule: TextTaskDataModule,
     evaluation: dict[str, Any],
     deploy_settings: DeploySettings | None,
     loggers: list[Logger],
@@ -253,7 +253,9 @@ def _optional(results: RunResults, step: str, action: Callable[[], object]) -> b
     return False
 
 
-def single_module_scores(theseus: TheseusModel, datamodule: GlueDataModule, settings: dict[str, Any]) -> list[float]:
+def single_module_scores(
+    theseus: TheseusModel, datamodule: TextTaskDataModule, settings: dict[str, Any]
+) -> list[float]:
     """Table 5: the dev score with only module ``i`` replaced by its successor, for each ``i``."""
     scores = []
     for i in range(theseus.num_modules):
@@ -301,7 +303,7 @@ def _hub_id(model: DictConfig) -> str | None:
     return model.get("hub_id") or (None if looks_like_path(named) else named)
 
 
-def _data_facts(cfg: DictConfig, datamodule: GlueDataModule) -> DataFacts:
+def _data_facts(cfg: DictConfig, datamodule: TextTaskDataModule) -> DataFacts:
     """What the model card says about the data: sizes, labels, and the hub dataset (GLUE tasks only)."""
     task = datamodule.task
     return DataFacts(
@@ -319,7 +321,7 @@ def _data_facts(cfg: DictConfig, datamodule: GlueDataModule) -> DataFacts:
 CALIBRATION_ROWS = 128  # the training rows successors are measured on: activation importance, hidden-width PCA
 
 
-def calibration_batches(datamodule: GlueDataModule) -> list[dict[str, torch.Tensor]]:
+def calibration_batches(datamodule: TextTaskDataModule) -> list[dict[str, torch.Tensor]]:
     """The first training rows, in batches as training forms them: the same rows on every run of a seed."""
     if "train" not in datamodule.splits:  # a cached predecessor: nothing has read the training split yet
         datamodule.setup("fit")
@@ -334,7 +336,7 @@ def _count(model: torch.nn.Module) -> int:
 
 
 def _speedup(
-    predecessor: torch.nn.Module, successor: torch.nn.Module, datamodule: GlueDataModule, cfg: DictConfig
+    predecessor: torch.nn.Module, successor: torch.nn.Module, datamodule: TextTaskDataModule, cfg: DictConfig
 ) -> float:
     device = "cuda" if torch.cuda.is_available() and cfg.trainer.get("accelerator") != "cpu" else "cpu"
     split = datamodule.splits[datamodule.task.eval_splits[0]]

@@ -23,7 +23,7 @@ from safetensors import safe_open
 from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
 
 from theseus_pl.data.cache_entry import content_digest, load_or_build
-from theseus_pl.data.datamodule import GlueDataModule
+from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.tasks import TaskSpec
 from theseus_pl.lightning.evaluation import evaluate
 from theseus_pl.lightning.metrics import TaskMetrics
@@ -76,7 +76,7 @@ def load_classifier(name: str, task: TaskSpec, new_head: bool = False) -> PreTra
         transformers.logging.set_verbosity(verbosity)
 
 
-def cache_key(base: str, datamodule: GlueDataModule, finetune: dict[str, Any], seed: int, precision: str) -> str:
+def cache_key(base: str, datamodule: TextTaskDataModule, finetune: dict[str, Any], seed: int, precision: str) -> str:
     """A key of everything that changes the fine-tuned predecessor, so a sweep never reuses one trained otherwise.
 
     The base model (a local folder by its files' contents), the tokenizer's definition, the task (labels,
@@ -111,7 +111,7 @@ def _model_fingerprint(name: str) -> str | list[str]:
 def prepare_predecessor(
     base: str,
     given: str | None,
-    datamodule: GlueDataModule,
+    datamodule: TextTaskDataModule,
     finetune: dict[str, Any],
     seed: int,
     cache_dir: Path,
@@ -143,7 +143,11 @@ def load_checked(folder: Path) -> dict[str, float] | None:
 
 
 def fine_tune(
-    base: str, datamodule: GlueDataModule, finetune: dict[str, Any], directory: Path, trainer_settings: dict[str, Any]
+    base: str,
+    datamodule: TextTaskDataModule,
+    finetune: dict[str, Any],
+    directory: Path,
+    trainer_settings: dict[str, Any],
 ) -> None:
     """Fine-tune every parameter of ``base`` (paper: batch 32, lr 2e-5, 4 epochs) into ``directory``; keep the best
     dev epoch. The directory then holds the model, its tokenizer and ``predecessor.json`` (how it was made, and the

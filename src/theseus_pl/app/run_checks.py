@@ -22,7 +22,7 @@ from theseus_pl.app.settings_check import RunSettings
 from theseus_pl.core.replacing import module_sizes
 from theseus_pl.core.successors.copied import intermediate_size_problem
 from theseus_pl.core.successors.narrow_width import hidden_size_problem
-from theseus_pl.data.datamodule import GlueDataModule, sample_rows
+from theseus_pl.data.datamodule import TextTaskDataModule, sample_rows
 
 
 class RunRefused(ValueError):
@@ -35,7 +35,7 @@ class RunRefused(ValueError):
         )
 
 
-def checked_datamodule(cfg: DictConfig, settings: RunSettings) -> GlueDataModule:
+def checked_datamodule(cfg: DictConfig, settings: RunSettings) -> TextTaskDataModule:
     """The run's data module, its splits read and tokenised; :class:`RunRefused` listing all problems otherwise.
 
     ``settings`` are the run's settings as :func:`~theseus_pl.app.settings_check.checked_settings` built them."""
@@ -43,7 +43,7 @@ def checked_datamodule(cfg: DictConfig, settings: RunSettings) -> GlueDataModule
     if problems:
         raise RunRefused(problems)
     start_model = cfg.model.predecessor or cfg.model.base
-    datamodule: GlueDataModule = instantiate(cfg.data, tokenizer=start_model)
+    datamodule: TextTaskDataModule = instantiate(cfg.data, tokenizer=start_model)
     problems = model_fit_problems(cfg, start_model, datamodule, settings)
     problems += data_problems(datamodule)
     if not problems:
@@ -53,7 +53,7 @@ def checked_datamodule(cfg: DictConfig, settings: RunSettings) -> GlueDataModule
     return datamodule
 
 
-def model_fit_problems(cfg: DictConfig, model: str, datamodule: GlueDataModule, settings: RunSettings) -> list[str]:
+def model_fit_problems(cfg: DictConfig, model: str, datamodule: TextTaskDataModule, settings: RunSettings) -> list[str]:
     """The successor depth, the sequence length and a given predecessor's labels against what the model has."""
     config = AutoConfig.from_pretrained(model)
     problems = []
@@ -82,7 +82,7 @@ def successor_problems(theseus: TheseusSettings, config: PretrainedConfig) -> li
     return [in_config_terms(problem, "theseus.successor", SUCCESSOR_SETTINGS) for problem in problems if problem]
 
 
-def data_problems(datamodule: GlueDataModule) -> list[str]:
+def data_problems(datamodule: TextTaskDataModule) -> list[str]:
     """Each split read and tokenised (then cached): a bad encoding, label, field count or an empty split, by file."""
     problems = []
     for split in ("train", *datamodule.task.eval_splits):
@@ -93,7 +93,7 @@ def data_problems(datamodule: GlueDataModule) -> list[str]:
     return problems
 
 
-def schedule_problems(cfg: DictConfig, datamodule: GlueDataModule, settings: RunSettings) -> list[str]:
+def schedule_problems(cfg: DictConfig, datamodule: TextTaskDataModule, settings: RunSettings) -> list[str]:
     """A method trained by the replacement schedule whose replacing phase cannot end inside the run, unless the
     user allows it; a learning rate restarted at the switch needs the switch to fall inside the run, after the
     warm-up."""
@@ -117,7 +117,7 @@ def schedule_problems(cfg: DictConfig, datamodule: GlueDataModule, settings: Run
     return problems
 
 
-def total_steps(cfg: DictConfig, datamodule: GlueDataModule) -> int:
+def total_steps(cfg: DictConfig, datamodule: TextTaskDataModule) -> int:
     """The run's optimizer steps on one device: ``max_steps``, or fewer when ``max_epochs`` ends it first."""
     max_steps, max_epochs = cfg.trainer.get("max_steps", -1), cfg.trainer.get("max_epochs")
     if max_epochs is None or max_epochs < 0:

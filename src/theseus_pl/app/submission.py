@@ -8,7 +8,7 @@ from pathlib import Path
 import lightning.pytorch as pl
 import torch
 
-from theseus_pl.data.datamodule import GlueDataModule
+from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.tasks import TaskSpec
 from theseus_pl.lightning.modules import ClassifierModule
 
@@ -38,7 +38,7 @@ def write_submission(path: Path, indices: Sequence[int], predictions: Sequence[s
 
 
 def predict_and_write(
-    model: torch.nn.Module, datamodule: GlueDataModule, output_dir: Path, trainer: pl.Trainer | None = None
+    model: torch.nn.Module, datamodule: TextTaskDataModule, output_dir: Path, trainer: pl.Trainer | None = None
 ) -> list[Path]:
     """Predict every test split of the datamodule's task and write one submission file per split."""
     trainer = trainer or pl.Trainer(accelerator="auto", devices=1, logger=False, enable_checkpointing=False)

@@ -1,4 +1,5 @@
-"""One LightningDataModule for every GLUE task and for the user's own files."""
+"""The LightningDataModule of a text task: a GLUE task (local files or the hub), the demo's Rotten Tomatoes, or the
+user's own files: one class, whatever the source."""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def longest_first(dataset: Dataset) -> list[int]:
     return np.argsort(-lengths, kind="stable").tolist()
 
 
-class GlueDataModule(pl.LightningDataModule):
+class TextTaskDataModule(pl.LightningDataModule):
     """Tokenised, cached, dynamically padded splits of one task.
 
     Source: ``source`` if given (e.g. the demo's Rotten Tomatoes), else ``files`` (own data), else ``glue_dir``

@@ -20,7 +20,7 @@ import torch
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from theseus_pl.core.io import PICKLED, load_successor
-from theseus_pl.data.datamodule import GlueDataModule
+from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.onnx_export import (
     QUANTIZATION,
     DeploymentError,
@@ -50,7 +50,7 @@ EXAMPLE_SENTENCES = (  # checked and timed on these when no dev data is given
 def deploy(
     successor_dir: Path,
     settings: DeploySettings,
-    datamodule: GlueDataModule | None = None,
+    datamodule: TextTaskDataModule | None = None,
     predecessor: PreTrainedModel | None = None,
     predecessor_dir: Path | None = None,
 ) -> Deployment:
@@ -135,7 +135,7 @@ def _model_inputs(row: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase) ->
 
 
 def _timing_rows(
-    datamodule: GlueDataModule | None, tokenizer: PreTrainedTokenizerBase, limit: int
+    datamodule: TextTaskDataModule | None, tokenizer: PreTrainedTokenizerBase, limit: int
 ) -> list[dict[str, Any]]:
     """Up to ``limit`` tokenised rows, without labels, for the export's example and the timing batches: the first
     dev rows if there is dev data."""
@@ -155,7 +155,7 @@ def _batch(
 
 
 def _check_batches(
-    datamodule: GlueDataModule | None, rows: Sequence[Mapping[str, Any]], tokenizer: PreTrainedTokenizerBase
+    datamodule: TextTaskDataModule | None, rows: Sequence[Mapping[str, Any]], tokenizer: PreTrainedTokenizerBase
 ) -> list[tuple[int, dict[str, torch.Tensor]]]:
     """(dev set index, batch) for every batch of every dev set; the example rows as one batch without one."""
     if datamodule is None:
@@ -169,7 +169,7 @@ def _compare(
     successor: PreTrainedModel,
     sessions: Mapping[str, Any],
     batches: Sequence[tuple[int, Mapping[str, torch.Tensor]]],
-    datamodule: GlueDataModule | None,
+    datamodule: TextTaskDataModule | None,
 ) -> tuple[float, dict[str, float] | None]:
     """The largest |ONNX fp32 - PyTorch| logit, and each model's dev score (None without dev data)."""
     names = ("pytorch_successor", *sessions) if datamodule else ()

@@ -7,12 +7,12 @@ from typing import Any
 import lightning.pytorch as pl
 from transformers import PreTrainedModel
 
-from theseus_pl.data.datamodule import GlueDataModule
+from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.modules import ClassifierModule
 
 
-def evaluate(model: PreTrainedModel, datamodule: GlueDataModule, settings: dict[str, Any]) -> dict[str, float]:
+def evaluate(model: PreTrainedModel, datamodule: TextTaskDataModule, settings: dict[str, Any]) -> dict[str, float]:
     """The task's dev metrics of ``model``: every component and ``score`` (x100)."""
     trainer = pl.Trainer(**settings, logger=False, enable_checkpointing=False)
     trainer.validate(
