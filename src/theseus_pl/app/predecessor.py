@@ -24,7 +24,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrai
 
 from theseus_pl.data.cache_entry import content_digest, load_or_build
 from theseus_pl.data.datamodule import TextTaskDataModule
-from theseus_pl.data.tasks import TaskSpec
+from theseus_pl.data.tasks import TaskSpec, head_label_problem
 from theseus_pl.lightning.evaluation import evaluate
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.modules import FineTuningModule
@@ -47,12 +47,18 @@ def looks_like_path(name: str) -> bool:
 
 
 def check_fits_task(name: str, task: TaskSpec) -> None:
-    labels = AutoConfig.from_pretrained(name).num_labels
-    if labels != task.num_labels:
+    """Refuse a fine-tuned predecessor whose classifier head is not the task's (:func:`head_label_problem`), or whose
+    config says it is no sequence classifier at all (a bare encoder would get a random head without a word)."""
+    config = AutoConfig.from_pretrained(name)
+    architectures = config.architectures or []
+    if architectures and not any(a.endswith("ForSequenceClassification") for a in architectures):
         raise ValueError(
-            f"{name} predicts {labels} labels but {task.name} has {task.num_labels}; is it fine-tuned for another "
-            "task? Give model.base to fine-tune a new predecessor instead."
+            f"{name} is a {', '.join(architectures)}, not a fine-tuned sequence classifier (config.json, "
+            f"architectures). To fine-tune it into the predecessor first, give it as model.base={name}."
         )
+    problem = head_label_problem(config.id2label, task)
+    if problem:
+        raise ValueError(f"{name} does not fit {task.name}: {problem}.")
 
 
 def load_classifier(name: str, task: TaskSpec, new_head: bool = False) -> PreTrainedModel:

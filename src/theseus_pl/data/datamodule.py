@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader
 from transformers import AutoTokenizer, DataCollatorWithPadding, PreTrainedTokenizerBase
 
 from theseus_pl.data.sources import FilesSource, GlueDirSource, HubSource, Source
-from theseus_pl.data.tasks import TaskSpec, custom_task, glue_task, is_glue_task
+from theseus_pl.data.tasks import TaskSpec, custom_task, glue_task, is_glue_task, name_from_files
 from theseus_pl.data.tokenized import tokenized_split, tokenizer_fingerprint
 from theseus_pl.data.training_order import LengthGroupedSampler, ShuffledSampler
 
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 
 def resolve_task(
-    task: str,
+    task: str | None,
     files: Mapping[str, str] | None = None,
     text_columns: Sequence[str] | None = None,
     labels: Sequence[str] | None = None,
@@ -32,13 +32,40 @@ def resolve_task(
     metric: str | None = None,
     max_length: int | None = None,
 ) -> TaskSpec:
-    """A GLUE task by name, or — given ``text_columns`` — a task on the user's own data."""
+    """A GLUE task by name, or — given ``text_columns`` — a task on the user's own data, named ``task`` or, when
+    that is None, after its files (:func:`~theseus_pl.data.tasks.name_from_files`).
+
+    Data read from files is a GLUE task only when ``task`` says so and nothing redefines its columns or labels: a
+    GLUE name on a task of the user's own making would put GLUE's name on the run's folder, W&B run and model card.
+    """
+    own = bool(text_columns or labels or regression)
+    if task is None:
+        if not files:
+            raise ValueError(
+                "No data named: give data.task=GLUE_TASK (e.g. RTE), your own files with data.files={train: "
+                "train.csv, validation: dev.csv} and data.text_columns, or an experiment (+experiment=demo)."
+            )
+        if not text_columns:
+            raise ValueError(
+                "data.files gives your own data: also give data.text_columns (the one or two text columns) and "
+                "data.labels (the label values in class order) or data.regression=true."
+            )
+        task = name_from_files(files)
+    if is_glue_task(task) and own:
+        set_here = ", ".join(name for name, value in (("data.text_columns", text_columns), ("data.labels", labels),
+                                                       ("data.regression", regression)) if value)  # fmt: skip
+        raise ValueError(
+            f"data.task={task} is a GLUE task, with GLUE's columns and labels, but {set_here} describe your own "
+            f"data. Which wins is not guessed: to read {'data.files' if files else 'the data'} as {task}, drop "
+            f"{set_here}; for your own data, name it (data.task=NAME) or leave data.task out (null: the name "
+            "comes from the files)."
+        )
     if text_columns:
         spec = custom_task(task, text_columns, labels, regression, metric)
     elif is_glue_task(task) or not files:
         spec = glue_task(task)
     else:
-        raise ValueError(f"Task {task!r} is not a GLUE task: with data.files, also give data.text_columns.")
+        raise ValueError(f"data.task={task} is not a GLUE task: with data.files, also give data.text_columns.")
     if max_length is not None:
         spec = replace(spec, max_length=max_length)
     return spec
@@ -85,7 +112,7 @@ class TextTaskDataModule(pl.LightningDataModule):
 
     def __init__(
         self,
-        task: str,
+        task: str | None,
         tokenizer: str | PreTrainedTokenizerBase,
         glue_dir: str | None = None,
         files: Mapping[str, str] | None = None,
@@ -126,6 +153,26 @@ class TextTaskDataModule(pl.LightningDataModule):
         self.test_indices: dict[str, list[int]] = {}
         self._checked_eval_splits: set[str] = set()
         self._resume_batches = 0
+
+    @classmethod
+    def from_files(
+        cls,
+        files: Mapping[str, str | Path],
+        text_columns: Sequence[str],
+        labels: Sequence[str] | None = None,
+        *,
+        tokenizer: str | PreTrainedTokenizerBase,
+        name: str | None = None,
+        **settings: object,
+    ) -> TextTaskDataModule:
+        """Your own data: one file per split (``train``, ``validation``; csv, tsv, json, jsonl or parquet), the one
+        or two ``text_columns``, and the ``labels`` as the files write them, in class order (None: a regression on
+        a numeric ``label`` column). The task is named ``name``, else after the files (``reviews/train.csv`` →
+        ``reviews``); accuracy scores a classification, Pearson/Spearman a regression (``metric=`` to choose).
+        ``settings`` are the constructor's other options (``batch_size``, ``max_length``, ``label_column``, …)."""
+        files = {split: str(path) for split, path in files.items()}
+        return cls(name, tokenizer, files=files, text_columns=text_columns, labels=labels,
+                   regression=labels is None, **settings)  # fmt: skip
 
     @cached_property
     def tokenizer_id(self) -> str:

@@ -7,7 +7,10 @@ GLUE download spells the same columns.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 METRICS = ("matthews", "accuracy", "f1_accuracy", "pearson_spearman")
 
@@ -161,6 +164,9 @@ def custom_task(
             f"Task {name!r}: give data.labels (the label values in class order, e.g. [negative, positive]) "
             "for classification, or data.regression=true for a numeric score; not both."
         )
+    repeated = sorted({str(label) for label in labels or () if list(map(str, labels)).count(str(label)) > 1})
+    if repeated:
+        raise ValueError(f"data.labels={list(labels)} lists {', '.join(repeated)} more than once: one value per class.")
     metric = metric or ("pearson_spearman" if regression else "accuracy")
     if metric not in METRICS:
         raise ValueError(f"data.metric={metric!r} is not one of {', '.join(METRICS)}.")
@@ -176,6 +182,46 @@ def custom_task(
         metric=metric,
         max_length=max_length,
     )
+
+
+def head_label_problem(id2label: Mapping[int, str], task: TaskSpec) -> str | None:
+    """Why a fine-tuned classification head cannot serve ``task`` (None when it can): another label count, or label
+    names that are not the task's (ignoring case), or the task's in another order. Heads named ``LABEL_0``,
+    ``LABEL_1``, … (transformers' default) name nothing, so only their count is checked."""
+    head = [str(id2label[i]) for i in sorted(id2label)]
+    if len(head) != task.num_labels:
+        wanted = "one score (a regression)" if task.is_regression else f"{task.num_labels}: {list(task.label_names)}"
+        return f"its head predicts {len(head)} labels {head}, the data {task.name} has {wanted}"
+    if task.is_regression or all(re.fullmatch(r"LABEL_\d+", name) for name in head):
+        return None
+    data = [label.lower() for label in task.label_names]
+    if [name.lower() for name in head] == data:
+        return None
+    if sorted(name.lower() for name in head) == sorted(data):
+        return (
+            f"its head's classes are {head} in that order, the data's labels {list(task.label_names)}: list them in "
+            f"the head's order (data.labels={head})"
+        )
+    return (
+        f"its head's labels are {head}, the data's {list(task.label_names)}; if class 0 is {task.label_names[0]!r} "
+        "and so on, rename the labels in the files (or data.labels) to the head's, or the head's (id2label in its "
+        "config.json) to the data's"
+    )
+
+
+# File stems that name a split, not a dataset: ``reviews/train.csv`` is the dataset "reviews".
+SPLIT_WORDS = ("train", "training", "dev", "validation", "valid", "val", "test", "data")
+
+
+def name_from_files(files: Mapping[str, str | Path]) -> str:
+    """The name of a user's data when ``data.task`` gives none, from its training file: the file's stem without a
+    split word (``reviews_train.csv`` → ``reviews``), or its folder's name when the stem is only a split word
+    (``reviews/train.csv`` → ``reviews``). It names the run's folder, headline, W&B run and model card."""
+    path = Path(files.get("train") or next(iter(files.values()), "data")).expanduser()
+    stem = re.sub(rf"[-_.](?:{'|'.join(SPLIT_WORDS)})$", "", path.stem, flags=re.IGNORECASE)
+    if stem.lower() in SPLIT_WORDS:
+        stem = path.resolve().parent.name
+    return re.sub(r"[^\w.-]+", "_", stem).strip("._") or "own_data"
 
 
 def _normalise(name: str) -> str:
