@@ -54,8 +54,8 @@ def test_offline_names_the_model_the_tokenizer_and_the_dataset_in_one_message(of
 def test_cached_hub_resources_pass_offline(offline):
     cache_repo(offline, "model", "org/model", "config.json")
     cache_repo(offline, "dataset", "nyu-mll/glue", "README.md")
-    assert resource_problems(compose_config("model.base=org/model")) == []
-    (problem,) = resource_problems(compose_config("model.base=org/other"))
+    assert resource_problems(compose_config("model.base=org/model", "data.task=RTE")) == []
+    (problem,) = resource_problems(compose_config("model.base=org/other", "data.task=RTE"))
     assert problem.startswith("model.base='org/other'")
 
 
@@ -67,7 +67,7 @@ def test_local_problems_are_reported_together_with_the_sources_own_words(tiny_ba
     assert len(lines) == 3
     assert lines[0].startswith("model.predecessor='/nowhere/model' (model and tokenizer): no such folder")
     assert lines[1].startswith("method.successor='/nowhere/successor': no such folder")
-    assert lines[2].startswith(f"data: data.glue_dir={tmp_path / 'missing'} is not a folder")
+    assert lines[2].startswith(f"data.glue_dir={tmp_path / 'missing'} is not a folder")
 
 
 def test_an_unreachable_hub_is_asked_once_without_retries(tmp_path):
@@ -81,7 +81,7 @@ def test_an_unreachable_hub_is_asked_once_without_retries(tmp_path):
         capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip
     elapsed = time.perf_counter() - started
-    assert completed.returncode == 1
+    assert completed.returncode == 2  # refused
     assert completed.stderr.count("the hub is unreachable: ConnectError") == 2  # model and dataset
     assert "Retrying" not in completed.stderr and "During handling" not in completed.stderr
     assert elapsed < 25, f"{elapsed:.1f} s"

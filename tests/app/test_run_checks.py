@@ -61,7 +61,7 @@ def test_model_problems_come_together(tiny_base, tiny_tokenizer, glue_dir, tmp_p
     ])  # fmt: skip
     assert problems[0].startswith("theseus.successor_layers=9 must be between 1 and the predecessor's 4 layers")
     assert problems[1].startswith("data.max_length=1000 is more than")
-    assert problems[2].startswith(f"model.predecessor: {three_labels} predicts 3 labels but RTE has 2")
+    assert problems[2].startswith(f"model.predecessor: {three_labels} does not fit RTE: its head predicts 3 labels")
 
 
 def test_a_schedule_that_cannot_finish_is_refused_unless_allowed(tiny_base, glue_dir, tmp_path):
@@ -87,3 +87,9 @@ def test_a_learning_rate_restart_outside_the_run_or_the_warm_up_is_refused(tiny_
     ]
     early = refusal([*overrides, "schedule_steps=3", "optimizer.warmup_ratio=0.5"])
     assert early[0].endswith("step 3, which must lie after the warm-up (3 steps) and before the last step (6).")
+
+
+def test_a_schedule_that_cannot_finish_is_said_with_the_other_problems(tiny_base, glue_dir, tmp_path, no_training):
+    problems = refusal([*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "schedule_steps=6", "optimizer.lr=abc"])
+    assert problems[0].startswith("optimizer.lr='abc' must be a number above 0")
+    assert problems[1].startswith("The replacement schedule reaches p = 1 at step 6 but the run has 6 optimizer steps")

@@ -29,7 +29,7 @@ def test_every_experiment_passes_as_shipped(experiment):
         ("data.max_eval_samples=0", "data.max_eval_samples=0 must be null (all rows)"),
         ("trainer.val_check_interval=0", "trainer.val_check_interval=0 must be a whole number of steps"),
         ("trainer.max_steps=0", "trainer.max_steps=0 must be at least 1"),
-        ("replacement.b=abc", "replacement: "),
+        ("replacement.b=abc", "replacement.b='abc' must be a number."),
         ("logger.wandb.init_timeout=0", "logger.wandb.init_timeout=0 must be a number of seconds above 0"),
         ("threads=0", "threads=0 must be null (torch's default) or a whole number of threads"),
         ("checkpoint.every_n_steps=0", "checkpoint.every_n_steps=0 must be null (at validations only)"),

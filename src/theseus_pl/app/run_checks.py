@@ -1,28 +1,35 @@
 """Everything that can be known to be wrong with a run before it starts, found in one pass, said in one message.
 
-Before any training and before W&B starts: first the settings (``settings_check``, built and checked once per run
-and handed in here) and the models and data the run reads (``preflight``), together; then, when those can be
-loaded, what needs them: the successor's depth and widths and the sequence length against the model (the library's
-own checks, in config terms), a given predecessor's labels against the task, every row of every split (read and
-tokenised now, cached for the run), and, for a method trained by the replacement schedule, whether it ends inside
-the run.
+Before any training and before W&B starts, in one round: the settings (``settings_check``, built and checked once
+per run and handed in here), the models and data the run reads (``preflight``), the machine (a GPU asked for),
+what the predecessor's config says (the successor's depth and widths, the sequence length, its classifier head
+against the data's labels; no weights are loaded), and, for a method trained by the replacement schedule, whether
+it ends inside the run. When anything is wrong, the data files are also read (not tokenised) so that their
+problems come in the same message; otherwise they are read and tokenised (then cached for the run) and only what
+needs the tokenizer can still refuse the run.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+import torch
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from transformers import AutoConfig, PretrainedConfig
 
-from theseus_pl.app.config_terms import SUCCESSOR_SETTINGS, in_config_terms
+from theseus_pl.app.config_terms import SUCCESSOR_SETTINGS, in_config_terms, naming_group
 from theseus_pl.app.methods import TheseusSettings
 from theseus_pl.app.predecessor import check_fits_task
-from theseus_pl.app.preflight import resource_problems
+from theseus_pl.app.preflight import checked_resources
 from theseus_pl.app.settings_check import RunSettings
 from theseus_pl.core.replacing import module_sizes
+from theseus_pl.core.settings import positive_int
 from theseus_pl.core.successors.copied import intermediate_size_problem
 from theseus_pl.core.successors.narrow_width import hidden_size_problem
-from theseus_pl.data.datamodule import TextTaskDataModule, sample_rows
+from theseus_pl.data.datamodule import TextTaskDataModule, resolve_source, resolve_task, sample_rows
+from theseus_pl.data.tasks import TaskSpec
 
 
 class RunRefused(ValueError):
@@ -39,39 +46,83 @@ def checked_datamodule(cfg: DictConfig, settings: RunSettings) -> TextTaskDataMo
     """The run's data module, its splits read and tokenised; :class:`RunRefused` listing all problems otherwise.
 
     ``settings`` are the run's settings as :func:`~theseus_pl.app.settings_check.checked_settings` built them."""
-    problems = settings.problems + resource_problems(cfg, settings.method)
-    if problems:
-        raise RunRefused(problems)
     start_model = cfg.model.predecessor or cfg.model.base
+    resources = checked_resources(cfg, settings.method)
+    problems = settings.problems + [problem for found in resources.values() for problem in found]
+    problems += device_problems(cfg)
+    task = _task(cfg)
+    start_key = "model.predecessor" if cfg.model.predecessor else "model.base"
+    if not resources[start_key]:
+        problems += model_fit_problems(cfg, start_model, AutoConfig.from_pretrained(start_model), task, settings)
+    if problems:
+        read_problems, train_rows = file_problems(cfg, task) if task is not None else ([], None)
+        problems += read_problems
+        if not read_problems:
+            problems += schedule_problems(cfg, settings, train_rows)
+        raise RunRefused(list(dict.fromkeys(problems)))  # a missing file is found by the preflight and the read
     datamodule: TextTaskDataModule = instantiate(cfg.data, tokenizer=start_model)
-    problems = model_fit_problems(cfg, start_model, datamodule, settings)
-    problems += data_problems(datamodule)
+    problems = data_problems(datamodule) + length_problems(start_model, datamodule)
     if not problems:
-        problems += schedule_problems(cfg, datamodule, settings)
+        rows = len(sample_rows(datamodule.load("train"), datamodule.max_train_samples, datamodule.seed))
+        problems += schedule_problems(cfg, settings, rows)
     if problems:
         raise RunRefused(problems)
     return datamodule
 
 
-def model_fit_problems(cfg: DictConfig, model: str, datamodule: TextTaskDataModule, settings: RunSettings) -> list[str]:
-    """The successor depth, the sequence length and a given predecessor's labels against what the model has."""
-    config = AutoConfig.from_pretrained(model)
-    problems = []
+def device_problems(cfg: DictConfig) -> list[str]:
+    """A GPU asked for on a machine without one: Lightning would say so only after the data is tokenised, under a
+    traceback."""
+    accelerator = str(cfg.trainer.get("accelerator", "auto"))
+    if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        return [
+            f"trainer.accelerator={accelerator} (trainer=gpu, trainer=ddp) needs a CUDA GPU, and torch sees none on "
+            "this machine. Fix: trainer=cpu, or trainer=default (a GPU when there is one, else the CPU)."
+        ]
+    return []
+
+
+def _task(cfg: DictConfig) -> TaskSpec | None:
+    """The run's task, None when the data settings do not make one (the preflight has said why)."""
+    data = cfg.data
     try:
-        module_sizes(config.num_hidden_layers, settings.theseus.successor_layers)
-    except ValueError as error:
-        problems.append(in_config_terms(str(error), "theseus", ["successor_layers"]))
-    positions = min(getattr(config, "max_position_embeddings", None) or 10**9, datamodule.tokenizer.model_max_length)
-    if datamodule.task.max_length > positions:
-        problems.append(f"data.max_length={datamodule.task.max_length} is more than {model} takes: {positions} tokens.")
-    if cfg.model.predecessor:
+        return resolve_task(data.task, data.files, data.text_columns, data.labels, data.regression, data.metric,
+                            data.max_length)  # fmt: skip
+    except (TypeError, ValueError):
+        return None
+
+
+def model_fit_problems(
+    cfg: DictConfig, model: str, config: PretrainedConfig, task: TaskSpec | None, settings: RunSettings
+) -> list[str]:
+    """The successor depth and widths, the sequence length and a given predecessor's head against the model's config
+    (no weights loaded). The depth is checked even when the ``theseus`` group has other problems."""
+    problems = []
+    layers = settings.theseus.successor_layers if settings.theseus else cfg.theseus.get("successor_layers")
+    if positive_int(layers):
         try:
-            check_fits_task(cfg.model.predecessor, datamodule.task)
+            module_sizes(config.num_hidden_layers, layers)
+        except ValueError as error:
+            problems.append(in_config_terms(str(error), "theseus", ["successor_layers"]))
+    positions = getattr(config, "max_position_embeddings", None)
+    if task is not None and positions and task.max_length > positions:
+        problems.append(f"data.max_length={task.max_length} is more than {model} takes: {positions} tokens.")
+    if cfg.model.predecessor and task is not None:
+        try:
+            check_fits_task(cfg.model.predecessor, task)
         except ValueError as error:
             problems.append(f"model.predecessor: {error}")
-    if settings.method.takes_successor_settings:
+    if settings.method is not None and settings.theseus is not None and settings.method.takes_successor_settings:
         problems += successor_problems(settings.theseus, config)
     return problems
+
+
+def length_problems(model: str, datamodule: TextTaskDataModule) -> list[str]:
+    """The sequence length against what the tokenizer takes (its config's positions were checked before)."""
+    limit = datamodule.tokenizer.model_max_length
+    if datamodule.task.max_length > limit:
+        return [f"data.max_length={datamodule.task.max_length} is more than {model}'s tokenizer takes: {limit} tokens."]
+    return []
 
 
 def successor_problems(theseus: TheseusSettings, config: PretrainedConfig) -> list[str]:
@@ -89,20 +140,45 @@ def data_problems(datamodule: TextTaskDataModule) -> list[str]:
         try:
             datamodule.load(split)
         except (OSError, ValueError, RuntimeError) as error:  # the source's own message names the file and row
-            problems.append(f"data: {error}")
+            problems.append(naming_group("data", str(error)))
     return problems
 
 
-def schedule_problems(cfg: DictConfig, datamodule: TextTaskDataModule, settings: RunSettings) -> list[str]:
+def file_problems(cfg: DictConfig, task: TaskSpec) -> tuple[list[str], int | None]:
+    """Each split of a local source read, not tokenised (the tokenizer may be what is missing): the problems, and
+    the training rows the run would use (None when the split cannot be read, or the data is on the hub)."""
+    data = cfg.data
+    if not (data.files or data.glue_dir or data.get("source")):
+        return [], None  # the hub: read only when the run starts
+    source = (instantiate(data.source) if data.get("source")
+              else resolve_source(task, data.glue_dir, data.files, data.label_column, data.hub_dataset))  # fmt: skip
+    problems, train_rows = [], None
+    for split in ("train", *task.eval_splits):
+        try:
+            rows = source.read(task, split)
+        except (OSError, ValueError, RuntimeError) as error:
+            problems.append(naming_group("data", str(error)))
+            continue
+        if split == "train":
+            limit = data.max_train_samples if positive_int(data.max_train_samples) else None
+            train_rows = min(len(rows), limit or len(rows))
+    return problems, train_rows
+
+
+def schedule_problems(cfg: DictConfig, settings: RunSettings, train_rows: int | None) -> list[str]:
     """A method trained by the replacement schedule whose replacing phase cannot end inside the run, unless the
     user allows it; a learning rate restarted at the switch needs the switch to fall inside the run, after the
-    warm-up."""
+    warm-up. ``train_rows``: the training rows, for a run that counts epochs (None: unknown, not checked then)."""
+    if settings.method is None or settings.schedule is None or settings.theseus is None:
+        return []
     if not settings.method.needs_schedule:
         return []
+    total = total_steps(cfg, train_rows)
+    if total is None or not positive_int(total):
+        return []
     switch_step = settings.schedule.switch_step
-    total = total_steps(cfg, datamodule)
     problems = []
-    warmup = int(cfg.optimizer.get("warmup_ratio", 0.0) * total)
+    warmup = int(_number(cfg.optimizer.get("warmup_ratio", 0.0)) * total)
     if settings.theseus.lr_schedule == "per_phase" and not warmup < switch_step < total:
         problems.append(
             f"theseus.lr_schedule=per_phase restarts the learning rate at the switch to successor fine-tuning, step "
@@ -117,11 +193,18 @@ def schedule_problems(cfg: DictConfig, datamodule: TextTaskDataModule, settings:
     return problems
 
 
-def total_steps(cfg: DictConfig, datamodule: TextTaskDataModule) -> int:
-    """The run's optimizer steps on one device: ``max_steps``, or fewer when ``max_epochs`` ends it first."""
-    max_steps, max_epochs = cfg.trainer.get("max_steps", -1), cfg.trainer.get("max_epochs")
+def _number(value: Any) -> float:
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def total_steps(cfg: DictConfig, train_rows: int | None) -> int | None:
+    """The run's optimizer steps on one device: ``max_steps``, or fewer when ``max_epochs`` ends it first (None when
+    that needs ``train_rows`` and they are not known)."""
+    trainer: Mapping[str, Any] = OmegaConf.to_container(cfg.trainer, resolve=True)  # type: ignore[assignment]
+    max_steps, max_epochs = trainer.get("max_steps", -1), trainer.get("max_epochs")
     if max_epochs is None or max_epochs < 0:
         return max_steps
-    rows = len(sample_rows(datamodule.load("train"), datamodule.max_train_samples, datamodule.seed))
-    epoch_steps = datamodule.batches_per_epoch(rows) // cfg.trainer.get("accumulate_grad_batches", 1)
+    if train_rows is None or not positive_int(cfg.data.batch_size):
+        return None
+    epoch_steps = -(-train_rows // cfg.data.batch_size) // trainer.get("accumulate_grad_batches", 1)
     return min(max_steps if max_steps > 0 else max_epochs * epoch_steps, max_epochs * epoch_steps)

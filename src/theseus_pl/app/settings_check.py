@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
 
-from theseus_pl.app.config_terms import SCHEDULE_SETTINGS, in_config_terms
+from theseus_pl.app.config_terms import SCHEDULE_SETTINGS, in_config_terms, naming_group
 from theseus_pl.app.methods import CompressionMethod, TheseusSettings, method_from_config
 from theseus_pl.app.schedules import build_schedule
 from theseus_pl.app.tracking.loggers import wandb_setting_problems
@@ -137,7 +137,7 @@ def _built(
             if _interpolated_from(cfg[group], name) not in checked:
                 reported.append(in_config_terms(message, group, [name]))
     except (TypeError, ValueError) as error:  # a library object's own check, or a key it does not take
-        reported.append(f"{group}: {in_config_terms(str(error), group, arguments)}")
+        reported.append(naming_group(group, in_config_terms(str(error), group, arguments)))
     return None
 
 
