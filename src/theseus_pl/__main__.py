@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import sys
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from theseus_pl.app.command_line import VERBOSE_FLAG, check_group_options, refuse_home_shorthand
 from theseus_pl.app.config import register_resolvers
 
 log = logging.getLogger("theseus_pl")
@@ -17,14 +21,25 @@ register_resolvers()
 
 @hydra.main(version_base="1.3", config_path="pkg://theseus_pl.conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
-    """Print the composed config, run the pipeline, print the headline; the return value serves sweepers."""
+    """Run the pipeline and print the headline; the return value serves sweepers. A refused run prints its problems
+    alone, leaves no run folder behind and exits with status 2."""
     from theseus_pl.app.model_card import widths_clause
     from theseus_pl.app.pipeline import run  # torch, Lightning, transformers: not needed to refuse a bad command line
-    from theseus_pl.app.tracking.quiet import install_filters
+    from theseus_pl.app.run_checks import RunRefused
+    from theseus_pl.app.tracking.console import configure_console
+    from theseus_pl.lightning.quiet import verbose
 
-    install_filters()
-    log.info("Composed config:\n%s", OmegaConf.to_yaml(cfg, resolve=True))
-    results = run(cfg)
+    configure_console(verbose())
+    log.debug("Composed config:\n%s", OmegaConf.to_yaml(cfg, resolve=True))
+    output_dir = Path(cfg.paths.output_dir)
+    fresh = _only_hydra_files(output_dir)
+    try:
+        results = run(cfg)
+    except RunRefused as refused:
+        if fresh and _only_hydra_files(output_dir):
+            _remove_run_folder(output_dir)
+        print(refused, file=sys.stderr)
+        raise SystemExit(2) from None
     if results is None:  # a DDP rank other than 0: rank 0 reports
         return None
     retained = "n/a" if results.retained is None else f"{100 * results.retained:.1f}%"
@@ -40,20 +55,32 @@ def main(cfg: DictConfig) -> float | None:
     return results.successor.score
 
 
-def refuse_home_shorthand(arguments: list[str]) -> None:
-    """Hydra's override grammar rejects an unquoted ``~`` with a lexer error that names no fix: name it here."""
-    for argument in arguments:
-        key, equals, value = argument.partition("=")
-        if equals and value.startswith("~"):
-            raise SystemExit(
-                f"{argument}: Hydra's override grammar does not accept an unquoted ~. Write {key}=$HOME{value[1:]} "
-                "(your shell expands $HOME) or give the full path."
-            )
+def _only_hydra_files(folder: Path) -> bool:
+    """Whether the run folder holds only what Hydra wrote as the job started (``.hydra/`` and the job's log)."""
+    return folder.is_dir() and all(path.name == ".hydra" or path.suffix == ".log" for path in folder.iterdir())
+
+
+def _remove_run_folder(folder: Path) -> None:
+    """A refused run's folder, and the folders above it that Hydra made for it and that are now empty
+    (``outputs/<task>/``), up to the working directory."""
+    shutil.rmtree(folder)
+    here = Path.cwd().resolve()
+    for parent in folder.resolve().parents:
+        if parent == here or here not in parent.parents or any(parent.iterdir()):
+            break
+        parent.rmdir()
 
 
 def cli() -> None:
     """``python -m theseus_pl`` and the ``theseus-pl`` command."""
-    refuse_home_shorthand(sys.argv[1:])
+    arguments = sys.argv[1:]
+    if VERBOSE_FLAG in arguments:
+        sys.argv.remove(VERBOSE_FLAG)
+        os.environ.update(THESEUS_PL_VERBOSE="1", HYDRA_FULL_ERROR="1")
+    problems = refuse_home_shorthand(arguments) + check_group_options(arguments)
+    if problems:
+        print("The command line cannot be read:\n" + "\n".join(f"- {p}" for p in problems), file=sys.stderr)
+        raise SystemExit(2)
     main()
 
 

@@ -1,15 +1,17 @@
-"""Narrow filters for third-party messages that point at nothing a user of the app can change.
+"""Narrow filters for Lightning's messages that point at nothing a user of theseus_pl can change.
 
-Each filter matches one message from one module; every other warning, and every warning about a choice the
-user made, still shows. Installed by the app (``python -m theseus_pl``), not on import: a library user keeps
-everything.
+Each filter matches one message from one module; every other warning, and every warning about a choice the user
+made, still shows. They are installed when :mod:`theseus_pl.lightning` is first imported, for the app and for
+library users alike, unless ``THESEUS_PL_VERBOSE`` is set (``python -m theseus_pl --verbose`` sets it).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 
+VERBOSE_VARIABLE = "THESEUS_PL_VERBOSE"
 # Lightning's own use of a torch pytree class that torch deprecated (printed on every fit and validate).
 PYTREE_DEPRECATION = r"`isinstance\(treespec, LeafSpec\)` is deprecated"
 # Lightning's advertisement for its hosted logger, printed by every Trainer that has other loggers.
@@ -18,6 +20,11 @@ LITLOGGER_TIP = "💡 Tip: For seamless cloud logging and experiment tracking"
 MID_EPOCH_RESUME = "You're resuming from a checkpoint that ended before the epoch ended"
 # TheseusModule skips a batch that replaces no module (nothing to train) by returning None, on purpose.
 SKIPPED_STEP = r"`training_step` returned `None`"
+
+
+def verbose() -> bool:
+    """Whether the user asked to see everything (``THESEUS_PL_VERBOSE`` set to anything but empty or 0)."""
+    return os.environ.get(VERBOSE_VARIABLE, "") not in ("", "0")
 
 
 class _DropMessage(logging.Filter):
@@ -35,4 +42,6 @@ def install_filters() -> None:
         "ignore", message=MID_EPOCH_RESUME, module=r"lightning\.pytorch\.loops\.training_epoch_loop"
     )
     warnings.filterwarnings("ignore", message=SKIPPED_STEP)
-    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropMessage(LITLOGGER_TIP))
+    rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    if not any(isinstance(f, _DropMessage) for f in rank_zero.filters):
+        rank_zero.addFilter(_DropMessage(LITLOGGER_TIP))

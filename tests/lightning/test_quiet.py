@@ -1,15 +1,9 @@
-"""The app silences exactly the third-party messages users can do nothing about, and nothing else."""
+"""theseus_pl silences exactly the third-party messages users can do nothing about, and nothing else."""
 
-import io
 import logging
 import warnings
 
-import transformers
-from conftest import tiny_model
-
-from theseus_pl.app.predecessor import load_classifier
-from theseus_pl.app.tracking.quiet import install_filters
-from theseus_pl.data.tasks import glue_task
+from theseus_pl.lightning.quiet import install_filters
 
 PYTREE = "`isinstance(treespec, LeafSpec)` is deprecated, use `isinstance(treespec, TreeSpec)` instead."
 
@@ -42,24 +36,3 @@ def test_the_litlogger_tip_is_dropped_and_other_lightning_info_kept(caplog):
         rank_zero.info("💡 Tip: For seamless cloud logging and experiment tracking, try installing [litlogger]")
         rank_zero.info("GPU available: False, used: False")
     assert [record.getMessage() for record in caplog.records] == ["GPU available: False, used: False"]
-
-
-def test_loading_a_base_with_a_new_head_prints_no_load_report(tmp_path):
-    tiny_model("bert").save_pretrained(tmp_path)  # 3 labels; RTE has 2: the head is replaced
-    printed = io.StringIO()
-    handler = logging.StreamHandler(printed)
-    transformers.logging.add_handler(handler)  # transformers' loggers do not propagate to the root logger
-    before = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_warning()  # the library default; another test may have lowered it
-    try:
-        model = load_classifier(str(tmp_path), glue_task("RTE"), new_head=True)
-        assert model.config.num_labels == 2
-        assert "LOAD REPORT" not in printed.getvalue()
-        assert transformers.logging.get_verbosity() == transformers.logging.WARNING
-        transformers.AutoModelForSequenceClassification.from_pretrained(
-            tmp_path, num_labels=2, ignore_mismatched_sizes=True
-        )
-        assert "LOAD REPORT" in printed.getvalue()  # elsewhere the report still shows
-    finally:
-        transformers.logging.remove_handler(handler)
-        transformers.logging.set_verbosity(before)
