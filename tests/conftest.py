@@ -152,6 +152,28 @@ def tiny_base(tmp_path: Path, tiny_tokenizer: BertTokenizer) -> Path:
     return folder
 
 
+OWN_LABELS = ["negative", "positive"]
+
+
+@pytest.fixture
+def own_data(tmp_path: Path, tiny_tokenizer: BertTokenizer) -> Path:
+    """A user's folder ``reviews/``: ``my-classifier/`` (a tiny 4-layer classifier for negative/positive, with its
+    tokenizer) and ``train.csv`` (48 rows), ``dev.csv`` (16 rows) with the columns ``text`` and ``label``."""
+    folder = tmp_path / "reviews"
+    classifier = folder / "my-classifier"
+    labels = dict(enumerate(OWN_LABELS))
+    tiny_model("bert", num_labels=2, id2label=labels, label2id={v: k for k, v in labels.items()}).save_pretrained(
+        classifier
+    )
+    tiny_tokenizer.save_pretrained(classifier)
+    phrases = ["the cat is good", "a bad dog", "he said hi", "the mat is not good", "good dog", "the bad cat sat"]
+    rows = [(text, "positive" if "good" in text and "not" not in text else "negative") for text in phrases]
+    for name, count in (("train.csv", 48), ("dev.csv", 16)):
+        lines = ["text,label", *(",".join(rows[i % len(rows)]) for i in range(count))]
+        (folder / name).write_text("\n".join(lines) + "\n")
+    return folder
+
+
 @pytest.fixture
 def glue_dir(tmp_path: Path) -> Path:
     """A GLUE folder whose RTE has 24 training and 10 dev rows of the tiny tokenizer's words."""

@@ -2,6 +2,7 @@
 
 import importlib
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -36,11 +37,11 @@ def test_ci_builds_the_docs_strictly():
     assert 'mkdocs build --strict --site-dir "$(mktemp -d)"' in (ROOT / ".ci" / "run").read_text()
 
 
-def test_the_readme_shows_the_library_example_that_the_core_tests_run():
+def test_the_readme_shows_the_python_example_that_the_tests_run():
     section = (ROOT / "README.md").read_text().split("## In Python", 1)[1].split("\n## ", 1)[0]
     (shown,) = re.findall(r"```python\n(.+?)\n```", section, re.S)
-    (run,) = re.findall(r"```python\n(.+?)\n```", (ROOT / "docs" / "library.md").read_text(), re.S)
-    assert shown == run  # the example tests/core/test_library_example.py runs
+    (run,) = re.findall(r"```python\n(.+?)\n```", (ROOT / "docs" / "guide" / "own-model.md").read_text(), re.S)
+    assert shown == run  # the example tests/lightning/test_own_data_example.py runs
 
 
 def stated_settings(experiment: str) -> list[tuple[str, str]]:
@@ -89,7 +90,7 @@ def test_every_command_shown_composes(page, command):
     """Each command composes as written; a multirun composes at the first value of each swept key."""
     if re.search(r"\+experiment=\S*<", command):  # a template (+experiment=<task>_curriculum): names checked below
         return
-    words = re.sub(r"<[^>]*>", "X", command).split()[3:]  # <that run>, <date_time>: placeholders
+    words = shlex.split(re.sub(r"<[^>]*>", "X", command))[3:]  # <that run>, <date_time>: placeholders; as a shell
     words = [w for w in words if w not in ("-m", "--multirun") and not w.startswith("${")]  # ${args_no_hyphens}: W&B's
     if any(word.startswith("--") for word in words):  # --help, --cfg job
         return

@@ -4,7 +4,9 @@ The library is :mod:`theseus_pl.core` (torch and transformers only); its names a
 
     from theseus_pl import TheseusModel, successor_factory, CurriculumSchedule, load_successor
 
-They load on first use, so ``import theseus_pl`` (and ``python -m theseus_pl --help``) stays quick.
+and so are the two Lightning pieces that train it on your data: ``TheseusModule`` and ``TextTaskDataModule``.
+They load on first use, so ``import theseus_pl`` (and ``python -m theseus_pl --help``) stays quick, and using the
+core alone imports no Lightning.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ _EXPORTS = {
     "find_layer_stack": "theseus_pl.core.families",
     "save_successor": "theseus_pl.core.io",
     "load_successor": "theseus_pl.core.io",
+    "TheseusModule": "theseus_pl.lightning.modules",
+    "TextTaskDataModule": "theseus_pl.data.datamodule",
 }
 __all__ = [  # the names of _EXPORTS (a literal list, so that tools read it)
     "AntiCurriculumSchedule",
@@ -46,7 +50,9 @@ __all__ = [  # the names of _EXPORTS (a literal list, so that tools read it)
     "Reshaping",
     "RunAware",
     "SuccessorInit",
+    "TextTaskDataModule",
     "TheseusModel",
+    "TheseusModule",
     "copied_layer",
     "feed_forward_block",
     "find_layer_stack",
@@ -70,6 +76,8 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
         feed_forward_block,
         successor_factory,
     )
+    from theseus_pl.data.datamodule import TextTaskDataModule
+    from theseus_pl.lightning.modules import TheseusModule
 
 
 def __getattr__(name: str) -> Any:

@@ -127,6 +127,11 @@ class TheseusModel(nn.Module):
         check_successors_fit(self, getattr(factory, "__name__", None) or repr(factory))
 
     @property
+    def config(self) -> PretrainedConfig:
+        """The wrapped model's config: its label names and task are the exported successor's."""
+        return self.model.config
+
+    @property
     def blocks(self) -> nn.ModuleList:
         return self.model.get_submodule(self.layers_path)
 

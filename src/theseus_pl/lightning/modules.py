@@ -10,6 +10,9 @@ import torch
 from torch import nn
 
 from theseus_pl.core.replacing import TheseusModel
+from theseus_pl.core.schedules import ReplacementSchedule
+from theseus_pl.data.tasks import TaskSpec, head_label_problem
+from theseus_pl.lightning.callbacks import replacement_callbacks
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.optim import adamw_with_linear_schedule
 from theseus_pl.lightning.step_logging import log_step_number
@@ -22,8 +25,10 @@ class ClassifierModule(pl.LightningModule):
 
     ``model`` is called with the batch's keyword arguments (``input_ids``, ``attention_mask``, …, ``labels``)
     and returns a Hugging Face output with ``loss`` and ``logits``. Only parameters that require grad are
-    optimised. With ``metrics``, validation logs every component under ``val/<name>`` and the task's headline
-    under ``val/score``.
+    optimised. Validation logs every component of ``metrics`` under ``val/<name>`` and the task's headline under
+    ``val/score``; without ``metrics``, trained on a data module that has a ``task`` (``TextTaskDataModule``), the
+    metrics are that task's (accuracy for a classification of your own), and the model's label names become the
+    task's, so the exported model names its classes as the data does.
     """
 
     def __init__(
@@ -42,6 +47,20 @@ class ClassifierModule(pl.LightningModule):
 
     def forward(self, **batch: torch.Tensor) -> Any:
         return self.model(**batch)
+
+    def setup(self, stage: str) -> None:
+        task = getattr(self.trainer.datamodule, "task", None)
+        if not isinstance(task, TaskSpec):
+            return
+        if self.metrics is None:
+            self.metrics = TaskMetrics.for_task(task)
+        config = self.model.config
+        problem = head_label_problem(config.id2label, task)
+        if problem:
+            raise ValueError(f"The model does not fit the data module's task {task.name}: {problem}.")
+        if not task.is_regression:
+            config.id2label = dict(enumerate(task.label_names))
+            config.label2id = {name: i for i, name in config.id2label.items()}
 
     def on_fit_start(self) -> None:
         # from_pretrained returns models in eval mode and Lightning keeps each module's mode: without this,
@@ -98,7 +117,9 @@ class TheseusModule(ClassifierModule):
     """Progressive module replacing: a fresh gate per batch, only successor layers trained.
 
     The replacement rate ``p`` is set before each batch by
-    :class:`~theseus_pl.lightning.callbacks.ReplacementScheduler`.
+    :class:`~theseus_pl.lightning.callbacks.ReplacementScheduler`: given ``schedule``, the module adds it (and
+    the phase switch) to the Trainer itself; without, the Trainer's callbacks must hold them
+    (:func:`~theseus_pl.lightning.callbacks.replacement_callbacks`).
     Each module is replaced independently with probability ``p``, drawn once per batch from a generator seeded
     with ``seed`` and saved in checkpoints, so a resumed run draws the same gates. Validation and prediction
     use every successor.
@@ -123,6 +144,7 @@ class TheseusModule(ClassifierModule):
         lr: float = 2e-5,
         weight_decay: float = 0.01,
         warmup_ratio: float = 0.0,
+        schedule: ReplacementSchedule | None = None,
         seed: int = 42,
         reference_mode: bool = False,
         shared_trainable_from: int | None = None,
@@ -135,6 +157,7 @@ class TheseusModule(ClassifierModule):
                 "reference_mode trains with every gradient computed, so the embeddings and head would be updated "
                 "before shared_trainable_from; use one or the other."
             )
+        self.schedule = schedule
         self.reference_mode = reference_mode
         self.shared_trainable_from = shared_trainable_from
         self.lr_restart_step = lr_restart_step
@@ -144,6 +167,9 @@ class TheseusModule(ClassifierModule):
         self.replacement_rate: float | None = None
         self.last_gate: torch.Tensor | None = None
         self._discard_gradients = False
+
+    def configure_callbacks(self) -> list[pl.Callback]:
+        return replacement_callbacks(self.schedule) if self.schedule is not None else []
 
     def draw_gate(self, p: float) -> torch.Tensor:
         """One independent Bernoulli(p) draw per module (True = successor), on the CPU: no device sync."""
