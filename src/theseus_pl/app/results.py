@@ -55,7 +55,8 @@ class SuccessorResult:
 
     score: float | None
     metrics: dict[str, float | None]
-    best_checkpoint: str | None = None  # the Lightning checkpoint it was exported from
+    # The Lightning checkpoint it was exported from; deleted when the run finishes, unless checkpoint.keep=true.
+    best_checkpoint: str | None = None
     shape: ModelShape | None = None
     format: str = "transformers"  # or "pickled module" (successor.pt)
 
