@@ -121,5 +121,7 @@ class ResumeCheckpoint(Checkpoint):
 
     def _save(self, trainer: pl.Trainer) -> None:
         if self._saved_step != trainer.global_step:
-            trainer.save_checkpoint(self.path)
+            # The whole state (optimizer, loops, callbacks): a resume needs it. Said explicitly, or Lightning logs
+            # "`weights_only` was not set, defaulting to `False`" at every save.
+            trainer.save_checkpoint(self.path, weights_only=False)
             self._saved_step = trainer.global_step
