@@ -99,6 +99,7 @@ def test_pipeline_end_to_end_on_a_tiny_model(tiny_base, glue_dir, tmp_path):
     assert (written.data.train_size, written.data.eval_size) == (24, 10)
     assert written.predecessor.origin == "fine-tuned"
     assert written.steps == 6
+    assert written.schedule == "curriculum: p = 0.3 at step 0, 1 from step 3" and written.switch_step == 3
     assert not (tmp_path / "run" / "checkpoints").exists()  # a finished run is never resumed: checkpoint.keep=false
     assert (tmp_path / "run" / "csv" / "metrics.csv").is_file()
     card = ModelCard.load(Path(written.successor_dir) / "README.md")

@@ -173,6 +173,12 @@ def test_the_resume_checkpoint_holds_the_optimizer_and_logs_no_weights_only_noti
     assert "weights_only" not in caplog.text
 
 
+def test_the_replacement_scheduler_logs_its_schedule_in_words(caplog):
+    with caplog.at_level(logging.INFO, logger="theseus_pl.lightning.callbacks"):
+        ReplacementScheduler(ConstantSchedule(p=0.5, switch_step=4)).on_fit_start(None, None)
+    assert "Replacement schedule: constant: p = 0.5 until step 4, then 1." in caplog.messages
+
+
 def test_early_stopping_cannot_end_the_run_before_the_switch(tmp_path):
     def run(callbacks):
         never_improves = EarlyStopping(monitor="val/loss", patience=1, min_delta=1e6)

@@ -32,6 +32,9 @@ class ReplacementScheduler(Callback):
     def __init__(self, schedule: ReplacementSchedule) -> None:
         self.schedule = schedule
 
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        log.info("Replacement schedule: %s.", self.schedule.describe())
+
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
