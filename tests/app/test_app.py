@@ -99,7 +99,8 @@ def test_pipeline_end_to_end_on_a_tiny_model(tiny_base, glue_dir, tmp_path):
     assert (written.data.train_size, written.data.eval_size) == (24, 10)
     assert written.predecessor.origin == "fine-tuned"
     assert written.steps == 6
-    assert (tmp_path / "run" / "checkpoints" / "last.ckpt").is_file()
+    assert written.schedule == "curriculum: p = 0.3 at step 0, 1 from step 3" and written.switch_step == 3
+    assert not (tmp_path / "run" / "checkpoints").exists()  # a finished run is never resumed: checkpoint.keep=false
     assert (tmp_path / "run" / "csv" / "metrics.csv").is_file()
     card = ModelCard.load(Path(written.successor_dir) / "README.md")
     assert card.data.base_model is None  # a local folder, no model.hub_id: the card names no path instead
@@ -121,8 +122,12 @@ def test_pipeline_end_to_end_on_a_tiny_model(tiny_base, glue_dir, tmp_path):
     labels = [("entailment", "not_entailment").index(r[3]) for r in dev]
     assert 100 * accuracy_score(labels, predicted) == pytest.approx(written.successor.score, abs=1e-4)
 
-    # A second run of the same setting reuses the cached predecessor instead of fine-tuning again.
-    again = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path, output="run2")))
+    # A second run of the same setting reuses the cached predecessor instead of fine-tuning again; this one keeps its
+    # checkpoints, as asked.
+    kept = [*tiny_run_overrides(tiny_base, glue_dir, tmp_path, output="run2"), "checkpoint.keep=true"]
+    again = run(compose_config(*kept))
+    assert (tmp_path / "run2" / "checkpoints" / "last.ckpt").is_file()
+    assert again.successor.best_checkpoint and Path(again.successor.best_checkpoint).is_file()
     assert again.predecessor.origin == "cache"
     assert again.predecessor.dir == written.predecessor.dir
     assert [p.name.startswith(".") for p in (tmp_path / "cache" / "predecessors").iterdir()].count(False) == 1
@@ -138,6 +143,7 @@ def test_an_interrupted_run_resumes_from_its_latest_validation(tiny_base, glue_d
     resumed = run(compose_config(*overrides))
     assert resumed.resumed_from == str(last)
     assert resumed.steps == 6
+    assert not last.parent.exists()  # kept while unfinished, deleted once the run has finished
     run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path, output="whole")))
     assert logged(tmp_path / "run") == logged(tmp_path / "whole")  # every row once: none lost, none twice
 
@@ -158,6 +164,7 @@ def test_a_finished_run_folder_is_left_untouched_unless_forced(tiny_base, glue_d
     assert again == first and again.folder == folder  # read back from its results.json
     assert {path: path.stat().st_mtime_ns for path in folder.rglob("*") if path.is_file()} == files
     stale = folder / "checkpoints" / "best-step999.ckpt"
+    stale.parent.mkdir()  # as a run with checkpoint.keep=true leaves it
     stale.write_bytes(b"from the old run")
     redone = run(compose_config(*overrides, "resume=force"))
     assert redone.resumed_from is None and redone.steps == 6
@@ -187,8 +194,9 @@ def test_the_command_line_writes_every_output_into_the_run_folder(tiny_base, glu
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "predecessor" in completed.stdout + completed.stderr
     for path in (".hydra/config.yaml", "results.json", "successor/config.json", "successor/README.md",
-                 "successor/tokenizer.json", "checkpoints/last.ckpt", "csv/metrics.csv"):  # fmt: skip
+                 "successor/tokenizer.json", "csv/metrics.csv"):  # fmt: skip
         assert (folder / path).is_file(), path
+    assert not (folder / "checkpoints").exists()  # deleted once the run has finished (checkpoint.keep=false)
 
 
 def test_a_home_shorthand_in_an_override_gets_a_fix_not_a_lexer_error(tmp_path):

@@ -4,6 +4,7 @@ import time
 
 import pytest
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
+from wandb.errors import term
 
 from theseus_pl.app.tracking import loggers
 from theseus_pl.app.tracking.loggers import build_loggers, wandb_mode
@@ -32,6 +33,15 @@ def test_offline_wandb_run_writes_locally(monkeypatch, tmp_path):
     built[1].log_metrics({"train/p": 0.5}, step=0)
     built[1].experiment.finish()
     assert list((tmp_path / "wandb").glob("offline-run-*"))
+
+
+def test_a_wandb_run_starts_without_the_anonymous_setting_warning(monkeypatch, tmp_path, capfd):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setattr(term, "_printed_messages", set())  # wandb prints the warning once a process
+    built = build_loggers(tmp_path, {"enabled": True, "project": "t", "mode": "auto"}, {}, IDENTITY)
+    assert [type(logger) for logger in built] == [CSVLogger, WandbLogger]
+    built[1].experiment.finish()
+    assert "anonymous" not in capfd.readouterr().err
 
 
 @pytest.mark.parametrize("message", ["api.wandb.ai unreachable", ""])

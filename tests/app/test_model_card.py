@@ -10,6 +10,7 @@ from results_records import V1_RESULTS, a_run
 from theseus_pl.app.model_card import model_card, write_model_card
 from theseus_pl.app.pipeline import _hub_id
 from theseus_pl.app.results import DataFacts, LayerCounts, ParamCounts, read_results
+from theseus_pl.core.schedules import CurriculumSchedule
 
 
 def results_for(task, metrics, eval_splits=("validation",), labels=("a", "b"), dataset="nyu-mll/glue", **changes):
@@ -80,3 +81,12 @@ def test_a_score_that_is_not_a_number_is_left_out_of_the_metadata():
     card = parsed(results_for("STS-B", {"pearson": 0.9, "spearman": float("nan")}, labels=()))
     assert [(r.metric_type, r.metric_value) for r in card.data.eval_results] == [("pearsonr", 0.9)]
     assert "| spearman | n/a | n/a |" in card.text
+
+
+def test_the_card_gives_the_schedule_as_people_read_it():
+    schedule = CurriculumSchedule.from_steps_to_full(b=0.3, steps_to_full=150)  # the demo's
+    results = results_for("RTE", {"accuracy": 0.5}, schedule=schedule.describe(), switch_step=schedule.switch_step)
+    assert (
+        "with theseus_pl's `theseus_curriculum` method (replacement schedule `curriculum: p = 0.3 at step 0, 1 from "
+        "step 150`; every module replaced from step 150), 200 training steps." in parsed(results).text
+    )

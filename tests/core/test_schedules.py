@@ -60,3 +60,27 @@ def test_anti_curriculum_falls_from_one_minus_b_to_zero_then_switches_to_one():
 def test_bad_schedule_values_are_refused(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+@pytest.mark.parametrize(
+    ("schedule", "text"),
+    [
+        (
+            CurriculumSchedule.from_steps_to_full(b=0.3, steps_to_full=150),
+            "curriculum: p = 0.3 at step 0, 1 from step 150",
+        ),
+        (CurriculumSchedule(b=0.3, k=0.004666666666666666), "curriculum: p = 0.3 at step 0, 1 from step 150"),
+        (CurriculumSchedule(b=0.1, k=0.01), "curriculum: p = 0.1 at step 0, 1 from step 90"),
+        (CurriculumSchedule(b=1.0, k=0.5), "curriculum: p = 1 from step 0"),
+        (ConstantSchedule(p=0.5, switch_step=1000), "constant: p = 0.5 until step 1000, then 1"),
+        (ConstantSchedule(p=0.7, switch_step=0), "constant: p = 1 from step 0"),
+        (
+            AntiCurriculumSchedule.from_steps_to_full(b=0.3, steps_to_full=150),
+            "anti-curriculum: p = 0.7 at step 0, falling towards 0, 1 from step 150",
+        ),
+        (AntiCurriculumSchedule.from_steps_to_full(b=1.0, steps_to_full=5), "anti-curriculum: p = 1 from step 0"),
+    ],
+)
+def test_each_schedule_describes_itself_as_people_read_it(schedule, text):
+    assert schedule.describe() == text
+    assert schedule.rate(schedule.switch_step) == 1.0  # the step the text names is where p reaches 1 for good

@@ -5,6 +5,7 @@ import lightning
 import pytest
 from conftest import tiny_loader
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.loggers import WandbLogger
 from test_modules import make_trainer, theseus_module
 
 from theseus_pl.core.schedules import ConstantSchedule
@@ -55,3 +56,10 @@ def test_the_logging_steps_validation_timing_and_min_steps_match_lightnings(tmp_
 
 def test_a_module_no_trainer_runs_logs_nothing():
     assert not _compat.logs_this_step(theseus_module())
+
+
+def test_lightning_still_passes_wandb_the_anonymous_argument_that_is_taken_out(tmp_path):
+    logger = WandbLogger(project="p", save_dir=str(tmp_path), offline=True)
+    assert "anonymous" in logger._wandb_init  # if not, Lightning stopped passing it: the function can go
+    assert "anonymous" not in _compat.without_wandb_anonymous(logger)._wandb_init
+    assert logger._wandb_init["project"] == "p"  # the rest left as it was

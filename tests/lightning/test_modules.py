@@ -1,5 +1,6 @@
 import copy
 import itertools
+import logging
 
 import lightning.pytorch as pl
 import pytest
@@ -9,7 +10,12 @@ from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
 
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.schedules import ConstantSchedule, CurriculumSchedule
-from theseus_pl.lightning.callbacks import PhaseSwitch, ReplacementScheduler, replacement_callbacks
+from theseus_pl.lightning.callbacks import (
+    PhaseSwitch,
+    ReplacementScheduler,
+    ResumeCheckpoint,
+    replacement_callbacks,
+)
 from theseus_pl.lightning.modules import FineTuningModule, TheseusModule
 
 
@@ -149,6 +155,28 @@ def test_resume_restores_p_phase_and_gate_generator(tmp_path):
     )
     assert resumed.rows == straight.rows[5:]
     assert len({tuple(row[2]) for row in straight.rows[:8]}) > 1, "gates must vary between batches"
+
+
+def test_the_resume_checkpoint_holds_the_optimizer_and_logs_no_weights_only_notice(tmp_path, caplog):
+    connector = logging.getLogger("lightning.pytorch.trainer.connectors.checkpoint_connector")
+    connector.addHandler(caplog.handler)  # Lightning's loggers may not propagate to the root, where caplog listens
+    try:
+        with caplog.at_level(logging.INFO, logger=connector.name):
+            resume = ResumeCheckpoint(tmp_path / "ckpt", every_n_steps=2)
+            callbacks = [*replacement_callbacks(ConstantSchedule(p=0.5, switch_step=2)), resume]
+            trainer = make_trainer(tmp_path, 4, callbacks, enable_checkpointing=True)
+            trainer.fit(theseus_module(), tiny_loader())
+    finally:
+        connector.removeHandler(caplog.handler)
+    saved = torch.load(tmp_path / "ckpt" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert saved["global_step"] == 4 and saved["optimizer_states"]
+    assert "weights_only" not in caplog.text
+
+
+def test_the_replacement_scheduler_logs_its_schedule_in_words(caplog):
+    with caplog.at_level(logging.INFO, logger="theseus_pl.lightning.callbacks"):
+        ReplacementScheduler(ConstantSchedule(p=0.5, switch_step=4)).on_fit_start(None, None)
+    assert "Replacement schedule: constant: p = 0.5 until step 4, then 1." in caplog.messages
 
 
 def test_early_stopping_cannot_end_the_run_before_the_switch(tmp_path):

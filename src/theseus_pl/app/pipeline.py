@@ -202,7 +202,7 @@ def _report(
             predecessor_layers=_count(find_layer_stack(predecessor_model).layers),
             successor_layers=_count(find_layer_stack(successor).layers),
         ),
-        schedule=repr(schedule) if schedule else None,
+        schedule=schedule.describe() if schedule else None,
         switch_step=schedule.switch_step if schedule else None,
         successor_finetuning_steps=max(0, trainer.global_step - schedule.switch_step) if schedule else None,
         steps=trainer.global_step,

@@ -55,7 +55,8 @@ class SuccessorResult:
 
     score: float | None
     metrics: dict[str, float | None]
-    best_checkpoint: str | None = None  # the Lightning checkpoint it was exported from
+    # The Lightning checkpoint it was exported from; deleted when the run finishes, unless checkpoint.keep=true.
+    best_checkpoint: str | None = None
     shape: ModelShape | None = None
     format: str = "transformers"  # or "pickled module" (successor.pt)
 
@@ -121,7 +122,10 @@ class RunResults:
     params: ParamCounts
     speedup: float | None = None  # predecessor / successor inference time on one dev batch
     deployment: Deployment | None = None
-    schedule: str | None = None  # the replacement schedule (theseus methods only)
+    # The replacement schedule in words (theseus methods only), as schedule.describe() gives it: "curriculum: p = 0.3
+    # at step 0, 1 from step 150". Text for people, parsed by nothing; files written before it hold the schedule's
+    # repr, "CurriculumSchedule(b=0.3, k=0.004666666666666666)".
+    schedule: str | None = None
     switch_step: int | None = None
     successor_finetuning_steps: int | None = None
     steps: int

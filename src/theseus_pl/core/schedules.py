@@ -4,6 +4,11 @@ Each schedule also names its ``switch_step``: the first step of successor fine-t
 good and every module is the successor's. Callbacks read these; nothing here keeps state. Each schedule checks its
 own values when built, naming its arguments; the app builds them from its ``replacement`` configs
 (``theseus_pl.app.schedules``).
+
+``describe()`` gives a schedule as people read it (``curriculum: p = 0.3 at step 0, 1 from step 150``): what model
+cards, logs and ``results.json`` show. It is a method, not ``__str__``: the text rounds its numbers (6 significant
+digits), so it is asked for where it is meant, while ``repr`` (and ``str``, which defaults to it) keeps the exact
+values for debugging and error messages.
 """
 
 from __future__ import annotations
@@ -63,6 +68,12 @@ class ConstantSchedule:
     def rate(self, step: int) -> float:
         return constant_rate(step, self.p, self.switch_step)
 
+    def describe(self) -> str:
+        """``constant: p = 0.5 until step 1000, then 1``."""
+        if self.switch_step == 0:
+            return "constant: p = 1 from step 0"
+        return f"constant: p = {self.p:g} until step {self.switch_step}, then 1"
+
 
 @dataclass(frozen=True)
 class CurriculumSchedule:
@@ -97,6 +108,12 @@ class CurriculumSchedule:
     def rate(self, step: int) -> float:
         return curriculum_rate(step, self.k, self.b)
 
+    def describe(self) -> str:
+        """``curriculum: p = 0.3 at step 0, 1 from step 150`` (rising linearly in between: ``min(1, k·t + b)``)."""
+        if self.switch_step == 0:
+            return "curriculum: p = 1 from step 0"
+        return f"curriculum: p = {self.rate(0):g} at step 0, 1 from step {self.switch_step}"
+
 
 @dataclass(frozen=True)
 class AntiCurriculumSchedule(CurriculumSchedule):
@@ -108,6 +125,12 @@ class AntiCurriculumSchedule(CurriculumSchedule):
 
     def rate(self, step: int) -> float:
         return 1.0 if step >= self.switch_step else anti_curriculum_rate(step, self.k, self.b)
+
+    def describe(self) -> str:
+        """``anti-curriculum: p = 0.7 at step 0, falling towards 0, 1 from step 150`` (falling linearly)."""
+        if self.switch_step == 0:
+            return "anti-curriculum: p = 1 from step 0"
+        return f"anti-curriculum: p = {self.rate(0):g} at step 0, falling towards 0, 1 from step {self.switch_step}"
 
 
 ReplacementSchedule = ConstantSchedule | CurriculumSchedule

@@ -6,7 +6,12 @@ names that version, so an upgrade that changes them fails there first, not in a 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import lightning.pytorch as pl
+
+if TYPE_CHECKING:
+    from lightning.pytorch.loggers import WandbLogger
 
 CHECKED_WITH = "2.6"
 
@@ -42,3 +47,16 @@ def validation_follows(trainer: pl.Trainer, batch_idx: int) -> bool:
         return True
     batches = trainer.global_step * trainer.accumulate_grad_batches if every_epochs is None else batch_idx + 1
     return trainer.val_check_batch is not None and batches % trainer.val_check_batch == 0
+
+
+def without_wandb_anonymous(logger: WandbLogger) -> WandbLogger:
+    """``logger``, its W&B run not yet started, minus the ``anonymous`` argument Lightning always passes to
+    ``wandb.init``.
+
+    Lightning's ``WandbLogger`` puts ``"anonymous": None`` into the arguments it keeps for ``wandb.init`` (its private
+    ``_wandb_init``) whatever it is given; wandb 0.31 deprecated the setting and prints ``wandb: WARNING The anonymous
+    setting has no effect and will be removed in a future version.`` for any value passed, ``None`` included. Left
+    out, ``wandb.init`` sees no such argument and says nothing. Call it before ``logger.experiment`` starts the run.
+    """
+    logger._wandb_init.pop("anonymous", None)
+    return logger

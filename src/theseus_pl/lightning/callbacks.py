@@ -32,6 +32,9 @@ class ReplacementScheduler(Callback):
     def __init__(self, schedule: ReplacementSchedule) -> None:
         self.schedule = schedule
 
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        log.info("Replacement schedule: %s.", self.schedule.describe())
+
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
@@ -121,5 +124,7 @@ class ResumeCheckpoint(Checkpoint):
 
     def _save(self, trainer: pl.Trainer) -> None:
         if self._saved_step != trainer.global_step:
-            trainer.save_checkpoint(self.path)
+            # The whole state (optimizer, loops, callbacks): a resume needs it. Said explicitly, or Lightning logs
+            # "`weights_only` was not set, defaulting to `False`" at every save.
+            trainer.save_checkpoint(self.path, weights_only=False)
             self._saved_step = trainer.global_step

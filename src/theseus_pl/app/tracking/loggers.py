@@ -12,6 +12,7 @@ from typing import Any
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 
 from theseus_pl.app.tracking.run_identity import RunIdentity
+from theseus_pl.lightning._compat import without_wandb_anonymous
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ def _start_wandb(
         mode=mode,
         settings=wandb.Settings(init_timeout=settings.get("init_timeout", DEFAULT_INIT_TIMEOUT), silent=True),
     )
-    run = logger.experiment
+    run = without_wandb_anonymous(logger).experiment  # W&B starts here, with no deprecation warning
     run.config.update(config, allow_val_change=True)
     # The dashboard's headline: the best dev score, not the last one logged.
     run.define_metric("val/score", step_metric="trainer/global_step", summary="max")
