@@ -58,3 +58,12 @@ def test_the_installed_wheel_runs_the_app_outside_the_checkout(wheel, tmp_path):
     for command in ("theseus-pl-deploy", "theseus-pl-report", "theseus-pl-submit"):
         helped = subprocess.run([str(site / "bin" / command), "--help"], env=env, capture_output=True, text=True)
         assert helped.returncode == 0 and helped.stdout.startswith("usage:"), (command, helped.stderr[-2000:])
+
+
+def test_every_public_name_imports_from_the_package():
+    """Each name of ``theseus_pl.__all__`` (the core's, and the two Lightning pieces) imports by its name."""
+    import theseus_pl
+
+    assert sorted(theseus_pl._EXPORTS) == theseus_pl.__all__
+    for name in theseus_pl.__all__:
+        assert getattr(theseus_pl, name).__name__ == name

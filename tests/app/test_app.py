@@ -204,7 +204,7 @@ def test_a_home_shorthand_in_an_override_gets_a_fix_not_a_lexer_error(tmp_path):
         [sys.executable, "-m", "theseus_pl", "data.glue_dir=~/glue_data", "--cfg", "job"],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )  # fmt: skip
-    assert completed.returncode == 1
+    assert completed.returncode == 2
     assert "data.glue_dir=~/glue_data: Hydra's override grammar does not accept an unquoted ~" in completed.stderr
     assert "data.glue_dir=$HOME/glue_data" in completed.stderr and "LexerNoViableAlt" not in completed.stderr
 

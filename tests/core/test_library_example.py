@@ -34,11 +34,3 @@ def test_the_library_example_compresses_a_model_without_lightning_or_hydra(tmp_p
     assert "LOADED []" in result.stdout
     assert AutoConfig.from_pretrained(tmp_path / "successor").num_hidden_layers == 3
     assert AutoConfig.from_pretrained(tmp_path / "successor").intermediate_size == 768
-
-
-def test_every_public_name_imports_from_the_package():
-    import theseus_pl
-
-    assert sorted(theseus_pl._EXPORTS) == theseus_pl.__all__
-    for name in theseus_pl.__all__:
-        assert getattr(theseus_pl, name).__name__ == name
