@@ -139,6 +139,10 @@ def test_data_that_cannot_be_read_as_given_is_refused(own_data, tmp_path, tiny_t
         f"model.predecessor: {bare} is a BertModel, not a fine-tuned sequence classifier (config.json, "
         f"architectures). To fine-tune it into the predecessor first, give it as model.base={bare}."
     )
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (problem,) = refusal([*base, f"model.predecessor={empty}"])
+    assert problem.startswith(f"model.predecessor={str(empty)!r}: its config cannot be read:")
     assert not (tmp_path / "run").exists()
 
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import OWN_LABELS
 
 ROOT = Path(__file__).parents[2]
@@ -41,3 +42,20 @@ def test_the_example_compresses_your_classifier_on_your_files_and_scores_by_accu
     assert list(config["id2label"].values()) == OWN_LABELS
     for notice in ("LeafSpec", "litlogger", "Tip:"):
         assert notice not in result.stdout + result.stderr, notice
+
+
+def test_a_head_that_does_not_fit_the_data_is_refused_as_training_starts(own_data, tmp_path):
+    from lightning.pytorch import Trainer
+    from transformers import AutoModelForSequenceClassification
+
+    from theseus_pl import TextTaskDataModule, TheseusModel, TheseusModule
+
+    classifier = str(own_data / "my-classifier")  # its head: negative, positive
+    files = {"train": own_data / "train.csv", "validation": own_data / "dev.csv"}
+    swapped = TextTaskDataModule.from_files(
+        files, ["text"], ["positive", "negative"], tokenizer=classifier, cache_dir=tmp_path
+    )
+    module = TheseusModule(TheseusModel(AutoModelForSequenceClassification.from_pretrained(classifier), 2))
+    trainer = Trainer(max_steps=1, logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    with pytest.raises(ValueError, match=r"does not fit the data module's task reviews: its head's classes are"):
+        trainer.fit(module, datamodule=swapped)

@@ -53,7 +53,12 @@ def checked_datamodule(cfg: DictConfig, settings: RunSettings) -> TextTaskDataMo
     task = _task(cfg)
     start_key = "model.predecessor" if cfg.model.predecessor else "model.base"
     if not resources[start_key]:
-        problems += model_fit_problems(cfg, start_model, AutoConfig.from_pretrained(start_model), task, settings)
+        try:
+            config = AutoConfig.from_pretrained(start_model)
+        except (OSError, ValueError) as error:  # a folder without a config.json, or one transformers cannot read
+            problems.append(f"{start_key}={start_model!r}: its config cannot be read: {error}")
+        else:
+            problems += model_fit_problems(cfg, start_model, config, task, settings)
     if problems:
         read_problems, train_rows = file_problems(cfg, task) if task is not None else ([], None)
         problems += read_problems

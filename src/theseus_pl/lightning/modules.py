@@ -54,7 +54,9 @@ class ClassifierModule(pl.LightningModule):
             return
         if self.metrics is None:
             self.metrics = TaskMetrics.for_task(task)
-        config = self.model.config
+        config = getattr(self.model, "config", None)  # a Hugging Face model's (or TheseusModel's); else no names
+        if config is None:
+            return
         problem = head_label_problem(config.id2label, task)
         if problem:
             raise ValueError(f"The model does not fit the data module's task {task.name}: {problem}.")
