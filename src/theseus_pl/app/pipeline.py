@@ -6,6 +6,7 @@ import logging
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from theseus_pl.app.model_card import write_model_card
 from theseus_pl.app.predecessor import Predecessor, load_classifier, looks_like_path, prepare_predecessor
 from theseus_pl.app.results import (
     DataFacts,
+    Hardware,
     LayerCounts,
     ModelShape,
     ParamCounts,
@@ -44,6 +46,7 @@ from theseus_pl.deployment.stage import deploy
 from theseus_pl.deployment.timing import inference_speedup
 from theseus_pl.lightning.callbacks import StepSeed
 from theseus_pl.lightning.evaluation import evaluate
+from theseus_pl.lightning.precision import AUTO, resolve_precision, this_cpu, uses_gpu
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +73,8 @@ def run(cfg: DictConfig) -> RunResults | None:
     schedule = settings.schedule
     task = datamodule.task
 
-    evaluation = _evaluation_settings(cfg.trainer)
+    hardware = run_hardware(cfg.trainer)
+    evaluation = _evaluation_settings(cfg.trainer, hardware.precision)
     # Resolved: sweeps set values by interpolation (rates_equivalent_lr's lr = lr'/p, the protocol's grid points).
     finetune, optimizer = (OmegaConf.to_container(cfg[group], resolve=True) for group in ("finetune", "optimizer"))
     predecessor = prepare_predecessor(
@@ -84,18 +88,18 @@ def run(cfg: DictConfig) -> RunResults | None:
     last = output_dir / "checkpoints" / "last.ckpt"
     resume_from = last if cfg.resume is True and last.is_file() else None
     resume_step = _checkpoint_step(resume_from) if resume_from else None
-    loggers = build_loggers(output_dir, cfg.logger.wandb, OmegaConf.to_container(cfg, resolve=True), identity,
-                            resume_step)  # fmt: skip
+    logged_config = {**OmegaConf.to_container(cfg, resolve=True), "hardware": asdict(hardware)}  # type: ignore[dict-item]
+    loggers = build_loggers(output_dir, cfg.logger.wandb, logged_config, identity, resume_step)
     experiment = wandb_run(loggers)  # the W&B run, as Lightning calls it; None without W&B
     try:
-        trainer, resumed_from = _train(cfg, method, datamodule, loggers, resume_from)
+        trainer, resumed_from = _train(cfg, method, datamodule, loggers, resume_from, hardware.precision)
         if not trainer.is_global_zero:
             log.info("Rank %d is done; rank 0 evaluates, exports and writes the results.", trainer.global_rank)
             results = None
         else:
             results = _report(
                 cfg, trainer, resumed_from, method, predecessor, datamodule, evaluation, settings.deploy, loggers,
-                experiment, started,
+                experiment, started, hardware,
             )  # fmt: skip
     except BaseException as error:
         finish(experiment, error)
@@ -131,12 +135,17 @@ def _finished_run(output_dir: Path, resume: bool | str) -> RunResults | None:
 
 
 def _train(
-    cfg: DictConfig, method: Method, datamodule: TextTaskDataModule, loggers: list[Logger], resume_from: Path | None
+    cfg: DictConfig,
+    method: Method,
+    datamodule: TextTaskDataModule,
+    loggers: list[Logger],
+    resume_from: Path | None,
+    precision: str,
 ) -> tuple[pl.Trainer, str | None]:
     """The fitted Trainer, and the checkpoint it resumed from (None for a fresh run)."""
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
     callbacks += [*method.callbacks, StepSeed(cfg.seed)]
-    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
+    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers, precision=precision)
     resumed_from = str(resume_from) if resume_from else None
     if resumed_from:
         log.info("Resuming from %s", resumed_from)
@@ -160,6 +169,7 @@ def _report(
     loggers: list[Logger],
     experiment: Any | None,
     started: float,
+    hardware: Hardware,
 ) -> RunResults:
     """Evaluate, export and write ``results.json`` as soon as the scores are known; then the optional steps.
 
@@ -210,6 +220,7 @@ def _report(
         base_model=_hub_id(cfg.model),
         data=_data_facts(cfg, datamodule),
         seed=cfg.seed,
+        hardware=hardware,
         single_module_scores=single_modules,
         wandb=run_link(experiment),
     )  # fmt: skip
@@ -265,11 +276,22 @@ def single_module_scores(
     return scores
 
 
-def _evaluation_settings(trainer_cfg: DictConfig) -> dict[str, Any]:
+def run_hardware(trainer_cfg: DictConfig) -> Hardware:
+    """The machine the run trains on and the precision ``trainer.precision`` means on it (``auto``: see
+    :mod:`theseus_pl.lightning.precision`)."""
+    requested, accelerator = str(trainer_cfg.get("precision", AUTO)), str(trainer_cfg.get("accelerator", "auto"))
+    cpu = this_cpu()
+    return Hardware(
+        precision=resolve_precision(requested, accelerator), precision_requested=requested,
+        accelerator="gpu" if uses_gpu(accelerator) else "cpu", cpu=cpu.model, cpu_flags=cpu.relevant_flags,
+    )  # fmt: skip
+
+
+def _evaluation_settings(trainer_cfg: DictConfig, precision: str) -> dict[str, Any]:
     """One device with the run's accelerator and precision: for evaluation and predecessor fine-tuning."""
     return {
         "accelerator": trainer_cfg.get("accelerator", "auto"),
-        "precision": trainer_cfg.get("precision", "32-true"),
+        "precision": precision,
         "devices": 1,
         "enable_model_summary": False,
     }

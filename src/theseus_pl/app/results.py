@@ -102,6 +102,17 @@ class WandbLink:
     dir: str  # the local W&B run folder
 
 
+@dataclass(frozen=True)
+class Hardware:
+    """What the run trained on, and in which precision (``trainer.precision=auto`` decides by the CPU's flags)."""
+
+    precision: str  # what Lightning trained and evaluated in: "32-true", "bf16-mixed", ...
+    precision_requested: str  # trainer.precision as set: "auto" unless given
+    accelerator: str  # "cpu" or "gpu"
+    cpu: str | None  # the CPU's model name
+    cpu_flags: list[str]  # those of avx2, avx512f, avx512_vnni, avx512_bf16, amx_tile, amx_bf16, amx_int8 it has
+
+
 @dataclass(kw_only=True)
 class RunResults:
     """One run's ``results.json``.
@@ -133,6 +144,7 @@ class RunResults:
     base_model: str | None = None  # the hub id of the model the user named
     data: DataFacts
     seed: int
+    hardware: Hardware | None = None  # None in files written before it was recorded
     single_module_scores: list[float | None] | None = None
     wandb: WandbLink | None = None
     failed_steps: dict[str, str] = field(default_factory=dict)  # optional step -> its error
@@ -207,6 +219,7 @@ class RunResults:
             base_model=read.optional("base_model"),
             data=DataFacts(**read.nested("data").pick(DataFacts)),
             seed=read.required("seed"),
+            hardware=Hardware(**hardware.pick(Hardware)) if (hardware := read.nested_if_given("hardware")) else None,
             single_module_scores=read.optional("single_module_scores"),
             wandb=WandbLink(**wandb.pick(WandbLink)) if (wandb := read.nested_if_given("wandb")) else None,
             failed_steps=dict(read.optional("failed_steps") or {}),

@@ -30,6 +30,7 @@ from theseus_pl.core.successors.copied import intermediate_size_problem
 from theseus_pl.core.successors.narrow_width import hidden_size_problem
 from theseus_pl.data.datamodule import TextTaskDataModule, resolve_source, resolve_task, sample_rows
 from theseus_pl.data.tasks import TaskSpec
+from theseus_pl.lightning.precision import AUTO, cpu_bf16_problem, resolve_precision, uses_gpu
 
 
 class RunRefused(ValueError):
@@ -76,13 +77,19 @@ def checked_datamodule(cfg: DictConfig, settings: RunSettings) -> TextTaskDataMo
 
 
 def device_problems(cfg: DictConfig) -> list[str]:
-    """A GPU asked for on a machine without one: Lightning would say so only after the data is tokenised, under a
-    traceback."""
+    """A GPU asked for on a machine without one (Lightning would say so only after the data is tokenised, under a
+    traceback), and bf16 asked for on a CPU where this torch build has no bf16 autocast."""
     accelerator = str(cfg.trainer.get("accelerator", "auto"))
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         return [
             f"trainer.accelerator={accelerator} (trainer=gpu, trainer=ddp) needs a CUDA GPU, and torch sees none on "
             "this machine. Fix: trainer=cpu, or trainer=default (a GPU when there is one, else the CPU)."
+        ]
+    precision = resolve_precision(str(cfg.trainer.get("precision", AUTO)), accelerator)
+    if precision.startswith("bf16") and not uses_gpu(accelerator) and (problem := cpu_bf16_problem()):
+        return [
+            f"trainer.precision={precision} trains under bf16 autocast on the CPU, which this torch build cannot do "
+            f"({problem}). Fix: trainer.precision=auto (fp32 on this machine) or 32-true."
         ]
     return []
 

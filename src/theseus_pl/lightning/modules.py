@@ -86,6 +86,24 @@ class ClassifierModule(pl.LightningModule):
         batch = {key: value for key, value in batch.items() if key != "labels"}
         return self(**batch).logits
 
+    def configure_gradient_clipping(
+        self,
+        optimizer: torch.optim.Optimizer,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:
+        """Clip as Lightning does, also for the fused CPU AdamW under ``bf16-mixed``: Lightning refuses to clip a
+        fused optimizer's gradients under any mixed precision, for fear of the gradient scaler of ``16-mixed``; bf16
+        has no scaler, so the gradients are the true ones and are clipped here."""
+        if gradient_clip_val and str(self.trainer.precision) == "bf16-mixed":
+            parameters = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+            if gradient_clip_algorithm == "value":
+                nn.utils.clip_grad_value_(parameters, gradient_clip_val)
+            else:
+                nn.utils.clip_grad_norm_(parameters, gradient_clip_val)
+            return
+        super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
+
     def trainable_parameters(self) -> Iterable[nn.Parameter]:
         """What the optimizer may update (of these, the ones that require grad)."""
         return self.model.parameters()

@@ -1,0 +1,29 @@
+"""Every method trains under bf16 autocast on the CPU, and every run records its precision and the CPU's flags."""
+
+import pytest
+from app_runs import compose_config, tiny_run_overrides
+
+from theseus_pl.app.pipeline import run
+from theseus_pl.app.results import read_results
+from theseus_pl.lightning.precision import RELEVANT_FLAGS, choose_precision, this_cpu
+
+METHODS = ["theseus", "fine_tuning", "kd", "pkd", "layerdrop"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", METHODS)
+def test_each_method_trains_under_bf16_autocast_on_the_cpu(method, tiny_base, glue_dir, tmp_path):
+    overrides = [*tiny_run_overrides(tiny_base, glue_dir, tmp_path), f"method={method}", "trainer.precision=bf16-mixed"]
+    results = run(compose_config(*overrides))
+    assert results.steps == 6 and results.successor.score is not None
+    assert results.hardware.precision == results.hardware.precision_requested == "bf16-mixed"
+    assert read_results(tmp_path / "run" / "results.json").hardware == results.hardware
+
+
+def test_auto_resolves_by_this_cpu_and_is_recorded(tiny_base, glue_dir, tmp_path):
+    results = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path)))
+    cpu = this_cpu()
+    assert results.hardware.precision_requested == "auto"
+    assert results.hardware.precision == choose_precision("auto", False, cpu.flags)
+    assert results.hardware.cpu == cpu.model and set(results.hardware.cpu_flags) <= set(RELEVANT_FLAGS)
+    assert results.hardware.accelerator == "cpu"
