@@ -19,9 +19,17 @@ from theseus_pl.core.settings import SettingsError
 from theseus_pl.deploy import main
 from theseus_pl.deployment import onnx_export
 from theseus_pl.deployment import stage as deploy_module
-from theseus_pl.deployment.onnx_export import DeploymentError, export_onnx, inference_session, session_logits
+from theseus_pl.deployment.onnx_export import (
+    DeploymentError,
+    export_onnx,
+    inference_session,
+    int8_reduce_range,
+    quantization_words,
+    session_logits,
+)
 from theseus_pl.deployment.stage import DeploySettings
 from theseus_pl.deployment.timing import p50_milliseconds
+from theseus_pl.lightning.precision import this_cpu
 
 QUICK = DeploySettings(batch_sizes=(1, 2), repeats=1, sequence_length=12)
 MODELS = ["pytorch_predecessor", "pytorch_successor", "onnx_fp32", "onnx_int8"]
@@ -73,6 +81,9 @@ def test_a_checkpoint_folder_is_deployed_scored_and_timed_on_its_task(tmp_path, 
         sizes["pytorch_predecessor"] / sizes["pytorch_successor"]
     )
     assert block.settings.threads == torch.get_num_threads()
+    cpu = this_cpu()
+    assert (block.cpu, block.cpu_flags) == (cpu.model, cpu.relevant_flags)
+    assert block.quantization == quantization_words(int8_reduce_range(cpu.flags))
     assert read_deployment(successor / "onnx" / "deployment.json") == block
     assert json.loads((successor / "onnx" / "deployment.json").read_text()) == deployment_dict(block)
 
@@ -213,3 +224,11 @@ def test_p50_is_the_median_of_interleaved_calls():
     assert calls == ["a", "b"] * 4 and set(times) == {"a", "b"} and min(times.values()) >= 0
     with pytest.raises(ValueError, match="repeats=0 must be at least 1"):
         p50_milliseconds({"a": lambda: None}, repeats=0)
+
+
+def test_int8_weights_keep_8_bits_on_a_cpu_with_vnni_and_7_without():
+    assert int8_reduce_range(frozenset({"avx2", "avx512f"})) is True
+    assert int8_reduce_range(frozenset({"avx2", "avx512f", "avx512_vnni"})) is False
+    assert int8_reduce_range(frozenset({"avx2", "avx_vnni"})) is False
+    assert int8_reduce_range(frozenset({"amx_int8"})) is False
+    assert "7 bits" in quantization_words(True) and "8 bits" in quantization_words(False)

@@ -18,13 +18,25 @@ import torch
 from transformers import PreTrainedModel
 
 # Dynamic int8: the weights of the matrix products and the embedding tables stored as int8 per output channel,
-# activations quantised per batch at run time. ONNX Runtime's documentation recommends reduce_range with per-channel
-# weights on AVX2/AVX-512 CPUs without VNNI (this project's), where int8 products can saturate. On the demo's
-# successor (dev accuracy 75.5 in fp32): per-tensor int8 weights scored 74.3, per-tensor uint8 74.6, per-channel
-# with reduce_range 75.3, all at the same speed except uint8 (1.15x slower). Quantising the embeddings (Gather) is
-# what makes the file 4x smaller: they hold two thirds of a 3-layer MiniLM's weights.
+# activations quantised per batch at run time. ONNX Runtime's documentation recommends reduce_range (7-bit weights)
+# on AVX2/AVX-512 CPUs without VNNI, where the int8 products can saturate; a CPU with VNNI (avx512_vnni, avx_vnni,
+# or AMX's amx_int8) multiplies without that risk and keeps the full 8 bits. Without VNNI, on the demo's successor
+# (dev accuracy 75.5 in fp32): per-tensor int8 weights scored 74.3, per-tensor uint8 74.6, per-channel with
+# reduce_range 75.3, all at the same speed except uint8 (1.15x slower). Quantising the embeddings (Gather) is what
+# makes the file 4x smaller: they hold two thirds of a 3-layer MiniLM's weights.
 QUANTIZED_OPS = ("MatMul", "Gather")
-QUANTIZATION = "dynamic; int8 weights per channel with reduce_range (MatMul, Gather); uint8 activations"
+VNNI_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
+
+
+def int8_reduce_range(cpu_flags: frozenset[str]) -> bool:
+    """Whether int8 weights keep 7 bits: on a CPU without VNNI only (see above)."""
+    return not cpu_flags & VNNI_FLAGS
+
+
+def quantization_words(reduce_range: bool) -> str:
+    """How :func:`quantize_int8` made the int8 model, for the deployment record and the model card."""
+    weights = "with reduce_range (7 bits: a CPU without VNNI)" if reduce_range else "(8 bits: a CPU with VNNI)"
+    return f"dynamic; int8 weights per channel {weights} (MatMul, Gather); uint8 activations"
 
 
 class DeploymentError(RuntimeError):
@@ -81,8 +93,9 @@ def export_onnx(model: PreTrainedModel, example: Mapping[str, torch.Tensor], pat
     return path
 
 
-def quantize_int8(fp32_path: Path, int8_path: Path) -> Path:
-    """ONNX Runtime's dynamic int8 quantisation of ``fp32_path``, after its recommended pre-processing."""
+def quantize_int8(fp32_path: Path, int8_path: Path, reduce_range: bool) -> Path:
+    """ONNX Runtime's dynamic int8 quantisation of ``fp32_path``, after its recommended pre-processing;
+    ``reduce_range``: 7-bit weights (:func:`int8_reduce_range` decides by the CPU)."""
     from onnxruntime.quantization import QuantType, quant_pre_process, quantize_dynamic
 
     with tempfile.TemporaryDirectory() as staging:
@@ -95,7 +108,7 @@ def quantize_int8(fp32_path: Path, int8_path: Path) -> Path:
             op_types_to_quantize=list(QUANTIZED_OPS),
             weight_type=QuantType.QInt8,
             per_channel=True,
-            reduce_range=True,
+            reduce_range=reduce_range,
         )
     return int8_path
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from theseus_pl.core.settings import (
@@ -19,6 +19,11 @@ from theseus_pl.core.settings import (
 )
 
 QUANTIZE_CHOICES = (None, "int8")
+
+
+# Field metadata of a key added after files were written without it: written only when it holds something, so that
+# an older file read and written again stays the same file.
+UNRECORDED_LEFT_OUT = {"left_out_when_unrecorded": True}
 
 
 @dataclass(frozen=True)
@@ -93,3 +98,7 @@ class Deployment:
     settings: DeploySettings  # with the threads actually used
     versions: dict[str, str]  # torch, onnx, onnxruntime
     seconds: float  # the time the stage took
+    # The CPU's model name and the flags deciding int8 and bf16 speed (avx2, avx512_vnni, amx_*, ...); left out of
+    # the file when unknown (records written before they were recorded).
+    cpu: str | None = field(default=None, metadata=UNRECORDED_LEFT_OUT)
+    cpu_flags: list[str] = field(default_factory=list, metadata=UNRECORDED_LEFT_OUT)

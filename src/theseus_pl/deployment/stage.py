@@ -22,10 +22,11 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedT
 from theseus_pl.core.io import PICKLED, load_successor
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.onnx_export import (
-    QUANTIZATION,
     DeploymentError,
     export_onnx,
     inference_session,
+    int8_reduce_range,
+    quantization_words,
     quantize_int8,
     require_onnxruntime,
     session_logits,
@@ -33,6 +34,7 @@ from theseus_pl.deployment.onnx_export import (
 from theseus_pl.deployment.record import Deployment, DeploySettings
 from theseus_pl.deployment.timing import forward_call, p50_milliseconds
 from theseus_pl.lightning.metrics import TaskMetrics
+from theseus_pl.lightning.precision import this_cpu
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +75,11 @@ def deploy(
         files["onnx_int8"] = onnx_dir / "model_int8.onnx"
     log.info("Exporting the successor to %s", files["onnx_fp32"])
     export_onnx(successor, _batch(rows, tokenizer, 2, EXPORT_LENGTH), files["onnx_fp32"])
+    cpu = this_cpu()
+    reduce_range = int8_reduce_range(cpu.flags)
     if "onnx_int8" in files:
         log.info("Quantising it to int8: %s", files["onnx_int8"])
-        quantize_int8(files["onnx_fp32"], files["onnx_int8"])
+        quantize_int8(files["onnx_fp32"], files["onnx_int8"], reduce_range)
     sessions = {name: inference_session(path, threads) for name, path in files.items()}
 
     log.info("Checking the ONNX models against PyTorch on %s", "the dev set" if datamodule else "example sentences")
@@ -101,7 +105,7 @@ def deploy(
     return Deployment(
         onnx=str(files["onnx_fp32"].relative_to(successor_dir)),
         onnx_int8=str(files["onnx_int8"].relative_to(successor_dir)) if "onnx_int8" in files else None,
-        quantization=QUANTIZATION if "onnx_int8" in files else None,
+        quantization=quantization_words(reduce_range) if "onnx_int8" in files else None,
         checked_on=f"{sum(len(b['input_ids']) for _, b in batches)} "
         + ("dev rows" if datamodule else "example sentences (no dev data given)"),
         max_abs_diff=difference,
@@ -114,6 +118,8 @@ def deploy(
         settings=replace(settings, threads=threads),
         versions=_versions(),
         seconds=time.perf_counter() - started,
+        cpu=cpu.model,
+        cpu_flags=cpu.relevant_flags,
     )
 
 
