@@ -22,6 +22,7 @@ from theseus_pl.deployment import stage as deploy_module
 from theseus_pl.deployment.onnx_export import (
     DeploymentError,
     export_onnx,
+    fuse_for_ort,
     inference_session,
     int8_reduce_range,
     quantization_words,
@@ -35,15 +36,34 @@ QUICK = DeploySettings(batch_sizes=(1, 2), repeats=1, sequence_length=12)
 MODELS = ["pytorch_predecessor", "pytorch_successor", "onnx_fp32", "onnx_int8"]
 
 
-def test_every_supported_family_exports_with_dynamic_axes_and_matches_pytorch(family, tmp_path):
+# Attention fuses where it is scaled dot-product attention; MPNet and DeBERTa-v2 add a relative position bias to it.
+FUSED_ATTENTION = {"bert", "roberta", "electra", "distilbert"}
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["exported", "fused"])
+def test_every_supported_family_exports_with_dynamic_axes_and_matches_pytorch(family, fused, tmp_path):
     model = tiny_model(family, num_hidden_layers=2).eval()
-    path = export_onnx(model, tiny_inputs(batch_size=2, length=6), tmp_path / "model.onnx")
+    example = tiny_inputs(batch_size=2, length=6)
+    path = export_onnx(model, example, tmp_path / "model.onnx")
+    if fused:
+        operators = fuse_for_ort(path, example, tolerance=1e-5)
+        assert operators["SkipLayerNormalization"] >= 4 and operators["BiasGelu"] == 2
+        assert operators.get("Attention", 0) == (2 if family in FUSED_ATTENTION else 0)
     session = inference_session(path, threads=1)
     for batch_size, length in [(3, 10), (1, 4)]:  # neither the example's batch size nor its length
         inputs = tiny_inputs(batch_size, length)
         with torch.inference_mode():
             expected = model(**inputs).logits
         assert (session_logits(session, inputs) - expected).abs().max() <= 1e-4
+
+
+def test_a_graph_the_fused_one_differs_from_is_kept_unfused(tmp_path):
+    model = tiny_model("bert", num_hidden_layers=2).eval()
+    example = tiny_inputs(batch_size=2, length=6)
+    path = export_onnx(model, example, tmp_path / "model.onnx")
+    exported = path.read_bytes()
+    assert fuse_for_ort(path, example, tolerance=-1.0) == {}  # no difference is within a negative tolerance
+    assert path.read_bytes() == exported
 
 
 def test_a_model_the_exporter_cannot_trace_gets_an_error_naming_its_family(tmp_path, monkeypatch):
@@ -84,6 +104,7 @@ def test_a_checkpoint_folder_is_deployed_scored_and_timed_on_its_task(tmp_path, 
     cpu = this_cpu()
     assert (block.cpu, block.cpu_flags) == (cpu.model, cpu.relevant_flags)
     assert block.quantization == quantization_words(int8_reduce_range(cpu.flags))
+    assert block.fusions["Attention"] == 2 and block.fusions["SkipLayerNormalization"] >= 4
     assert read_deployment(successor / "onnx" / "deployment.json") == block
     assert json.loads((successor / "onnx" / "deployment.json").read_text()) == deployment_dict(block)
 

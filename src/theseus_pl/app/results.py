@@ -328,7 +328,7 @@ def _plain(value: Any) -> Any:
 
 def _unrecorded(record: Any, item: Field[Any]) -> bool:
     """A field added after older files were written, holding nothing: left out of the file (``UNRECORDED_LEFT_OUT``)."""
-    return bool(item.metadata.get("left_out_when_unrecorded")) and getattr(record, item.name) in (None, [])
+    return bool(item.metadata.get("left_out_when_unrecorded")) and getattr(record, item.name) in (None, [], {})
 
 
 def _finite(value: Any) -> Any:

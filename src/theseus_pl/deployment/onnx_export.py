@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import tempfile
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from transformers import PreTrainedModel
 # reduce_range 75.3, all at the same speed except uint8 (1.15x slower). Quantising the embeddings (Gather) is what
 # makes the file 4x smaller: they hold two thirds of a 3-layer MiniLM's weights.
 QUANTIZED_OPS = ("MatMul", "Gather")
+ORT_DOMAIN = "com.microsoft"  # ONNX Runtime's own operators, which its fusions produce
 VNNI_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
 
 
@@ -45,7 +47,9 @@ class DeploymentError(RuntimeError):
 
 def require_onnxruntime() -> None:
     """Fail before any work when the deployment extra is missing, naming it."""
-    missing = [name for name in ("onnx", "onnxruntime", "onnxscript") if importlib.util.find_spec(name) is None]
+    missing = [
+        name for name in ("onnx", "onnxruntime", "onnxscript", "onnx_ir") if importlib.util.find_spec(name) is None
+    ]
     if missing:
         raise DeploymentError(
             f"Deployment needs {', '.join(missing)} (not installed): pip install 'theseus_pl[deploy]'."
@@ -91,6 +95,36 @@ def export_onnx(model: PreTrainedModel, example: Mapping[str, torch.Tensor], pat
             "is kept as it is."
         ) from error
     return path
+
+
+def fuse_for_ort(path: Path, example: Mapping[str, torch.Tensor], tolerance: float) -> dict[str, int]:
+    """onnxscript's ONNX Runtime fusions on the exported graph at ``path``, kept only when ONNX Runtime runs the fused
+    graph and its logits on ``example`` stay within ``tolerance`` of the unfused graph's; returns the fused operators
+    (ONNX Runtime's own: ``Attention``, ``SkipLayerNormalization``, ``BiasGelu``, ...) and how many of each ({} when
+    the unfused graph is kept).
+
+    Attention fuses in BERT, RoBERTa, ELECTRA and DistilBERT; MPNet and DeBERTa-v2, whose attention adds a relative
+    position bias, get the layer-norm and GELU fusions only (tests/deployment). On the demo's 3-layer MiniLM successor
+    (2 threads, 128 tokens) the fused fp32 graph ran 1.10x faster at batch 1 and 1.15x at batch 32 with the same
+    logits (within 4e-7). The int8 model is quantised from the unfused graph: quantising the fused one was no
+    faster there (ONNX Runtime makes no QAttention of these Attention nodes)."""
+    import onnx_ir as ir
+    from onnxscript.rewriter.ort_fusions import optimize_for_ort
+
+    with tempfile.TemporaryDirectory() as staging:
+        fused_path = Path(staging) / "fused.onnx"
+        try:
+            fused, _ = optimize_for_ort(ir.load(path))
+            operators = Counter(node.op_type for node in fused.graph.all_nodes() if node.domain == ORT_DOMAIN)
+            ir.save(fused, fused_path)
+            plain, candidate = inference_session(path, 1), inference_session(fused_path, 1)
+            difference = float((session_logits(candidate, example) - session_logits(plain, example)).abs().max())
+        except Exception:  # any family the rewriter or ONNX Runtime cannot take: the unfused graph is kept
+            return {}
+        if not operators or not difference <= tolerance:
+            return {}
+        fused_path.replace(path)
+    return dict(sorted(operators.items()))
 
 
 def quantize_int8(fp32_path: Path, int8_path: Path, reduce_range: bool) -> Path:

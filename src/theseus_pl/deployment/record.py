@@ -102,3 +102,5 @@ class Deployment:
     # the file when unknown (records written before they were recorded).
     cpu: str | None = field(default=None, metadata=UNRECORDED_LEFT_OUT)
     cpu_flags: list[str] = field(default_factory=list, metadata=UNRECORDED_LEFT_OUT)
+    # ONNX Runtime fusions in the fp32 graph (Attention, SkipLayerNormalization, BiasGelu, ...) and their counts.
+    fusions: dict[str, int] = field(default_factory=dict, metadata=UNRECORDED_LEFT_OUT)

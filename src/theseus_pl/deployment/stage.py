@@ -24,6 +24,7 @@ from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.onnx_export import (
     DeploymentError,
     export_onnx,
+    fuse_for_ort,
     inference_session,
     int8_reduce_range,
     quantization_words,
@@ -74,12 +75,15 @@ def deploy(
     if settings.quantize == "int8":
         files["onnx_int8"] = onnx_dir / "model_int8.onnx"
     log.info("Exporting the successor to %s", files["onnx_fp32"])
-    export_onnx(successor, _batch(rows, tokenizer, 2, EXPORT_LENGTH), files["onnx_fp32"])
+    example = _batch(rows, tokenizer, 2, EXPORT_LENGTH)
+    export_onnx(successor, example, files["onnx_fp32"])
     cpu = this_cpu()
     reduce_range = int8_reduce_range(cpu.flags)
-    if "onnx_int8" in files:
+    if "onnx_int8" in files:  # from the unfused graph: see fuse_for_ort
         log.info("Quantising it to int8: %s", files["onnx_int8"])
         quantize_int8(files["onnx_fp32"], files["onnx_int8"], reduce_range)
+    fusions = fuse_for_ort(files["onnx_fp32"], example, TOLERANCE / 10)
+    log.info("ONNX Runtime fusions in %s: %s", files["onnx_fp32"].name, fusions or "none (the unfused graph is kept)")
     sessions = {name: inference_session(path, threads) for name, path in files.items()}
 
     log.info("Checking the ONNX models against PyTorch on %s", "the dev set" if datamodule else "example sentences")
@@ -120,6 +124,7 @@ def deploy(
         seconds=time.perf_counter() - started,
         cpu=cpu.model,
         cpu_flags=cpu.relevant_flags,
+        fusions=fusions,
     )
 
 
