@@ -25,6 +25,7 @@ from theseus_pl.app.deploy_folder import deploy_model, deploy_run
 from theseus_pl.app.results import deployment_dict
 from theseus_pl.deployment.onnx_export import DeploymentError
 from theseus_pl.deployment.record import Deployment, DeploySettings
+from theseus_pl.deployment.targets import AUTO, TARGETS
 
 
 def main(argv: Sequence[str] | None = None) -> Deployment:
@@ -39,6 +40,13 @@ def main(argv: Sequence[str] | None = None) -> Deployment:
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=list(DeploySettings.batch_sizes))
     parser.add_argument("--repeats", type=int, default=DeploySettings.repeats, help="timed calls per model and size")
     parser.add_argument("--threads", type=int, help="CPU threads for PyTorch and ONNX Runtime (default: torch's)")
+    parser.add_argument(
+        "--target",
+        choices=[AUTO, *TARGETS],
+        default=AUTO,
+        help="the model to ship (auto: the fastest within --max-score-drop of the fp32 successor)",
+    )
+    parser.add_argument("--max-score-drop", type=float, default=0.5, help="dev points a target may lose under auto")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
@@ -48,6 +56,8 @@ def main(argv: Sequence[str] | None = None) -> Deployment:
             batch_sizes=tuple(args.batch_sizes),
             repeats=args.repeats,
             threads=args.threads,
+            target=args.target,
+            max_score_drop=args.max_score_drop,
         )
         if (args.folder / "results.json").is_file() or (args.folder / "successor").is_dir():
             block = deploy_run(args.folder, settings, args.glue_dir)

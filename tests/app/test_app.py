@@ -15,7 +15,7 @@ from hydra.utils import instantiate
 from sklearn.metrics import accuracy_score
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from theseus_pl.app.pipeline import run
+from theseus_pl.app.pipeline import run, run_hardware
 from theseus_pl.app.results import read_results
 from theseus_pl.app.run_checks import RunRefused
 from theseus_pl.app.schedules import build_schedule
@@ -42,7 +42,8 @@ def test_every_experiment_composes_and_instantiates(experiment, tiny_tokenizer, 
     for callback in cfg.callbacks.values():
         instantiate(callback)
     if cfg.trainer.accelerator in ("auto", "cpu"):
-        instantiate(cfg.trainer, logger=False, enable_checkpointing=False)
+        precision = run_hardware(cfg.trainer).precision  # trainer.precision=auto, as the run resolves it
+        instantiate(cfg.trainer, logger=False, enable_checkpointing=False, precision=precision)
 
 
 def test_rte_curriculum_has_the_papers_settings():

@@ -29,11 +29,12 @@ from theseus_pl.deployment.onnx_export import (
     session_logits,
 )
 from theseus_pl.deployment.stage import DeploySettings
+from theseus_pl.deployment.targets import pick_target
 from theseus_pl.deployment.timing import p50_milliseconds
 from theseus_pl.lightning.precision import this_cpu
 
 QUICK = DeploySettings(batch_sizes=(1, 2), repeats=1, sequence_length=12)
-MODELS = ["pytorch_predecessor", "pytorch_successor", "onnx_fp32", "onnx_int8"]
+MODELS = ["pytorch_predecessor", "pytorch_successor", "pytorch_bf16", "onnx_fp32", "onnx_int8"]
 
 
 # Attention fuses where it is scaled dot-product attention; MPNet and DeBERTa-v2 add a relative position bias to it.
@@ -90,7 +91,7 @@ def test_a_checkpoint_folder_is_deployed_scored_and_timed_on_its_task(tmp_path, 
     assert block.max_abs_diff <= block.tolerance == 1e-4
     assert block.checked_on == "10 dev rows"
     scores = block.dev_score
-    assert set(scores) == {"pytorch_successor", "onnx_fp32", "onnx_int8"}
+    assert set(scores) == {"pytorch_successor", "pytorch_bf16", "onnx_fp32", "onnx_int8"}
     assert scores["onnx_fp32"] == scores["pytorch_successor"] and 0 <= scores["onnx_int8"] <= 100
     assert list(block.latency_ms) == ["batch_1", "batch_2"]
     assert all(list(times) == MODELS and min(times.values()) > 0 for times in block.latency_ms.values())
@@ -105,6 +106,8 @@ def test_a_checkpoint_folder_is_deployed_scored_and_timed_on_its_task(tmp_path, 
     assert (block.cpu, block.cpu_flags) == (cpu.model, cpu.relevant_flags)
     assert block.quantization == quantization_words(int8_reduce_range(cpu.flags))
     assert block.fusions["Attention"] == 2 and block.fusions["SkipLayerNormalization"] >= 4
+    assert block.target == pick_target("auto", block.latency_ms, block.dev_score, 0.5).target
+    assert block.target_reason.startswith("the fastest with its dev score within 0.5 points")
     assert read_deployment(successor / "onnx" / "deployment.json") == block
     assert json.loads((successor / "onnx" / "deployment.json").read_text()) == deployment_dict(block)
 
@@ -115,8 +118,9 @@ def test_without_dev_data_the_model_is_checked_on_example_sentences(tmp_path, ti
     assert block.checked_on == "4 example sentences (no dev data given)"
     assert block.dev_score is None and block.onnx_int8 is None
     assert not (successor / "onnx" / "model_int8.onnx").exists()
-    assert list(block.latency_ms["batch_1"]) == ["pytorch_successor", "onnx_fp32"]
+    assert list(block.latency_ms["batch_1"]) == ["pytorch_successor", "pytorch_bf16", "onnx_fp32"]
     assert block.speedup_over_predecessor == {"batch_1": None} and block.smaller_than_predecessor is None
+    assert block.target in ("pytorch_successor", "onnx_fp32")  # bf16 was not checked against PyTorch's logits
 
 
 def test_onnx_logits_off_by_more_than_the_tolerance_are_refused_and_the_files_removed(
@@ -210,6 +214,12 @@ def test_missing_onnxruntime_names_the_extra_before_a_run_starts(monkeypatch):
             "deploy.batch_sizes=[0] must be a list of batch sizes, each at least 1, e.g. [1,32].",
         ),
         ("deploy.repeats=0", "deploy.repeats=0 must be a whole number, at least 1."),
+        (
+            "deploy.target=int8",
+            "deploy.target='int8' must be one of auto, pytorch_successor, pytorch_bf16, onnx_fp32, onnx_int8.",
+        ),
+        ("deploy.max_score_drop=-1", "deploy.max_score_drop=-1 must be a number of dev points, at least 0, e.g. 0.5."),
+        ("deploy.target=onnx_int8", "deploy.target=onnx_int8 needs the int8 model: set deploy.quantize=int8 too."),
     ],
 )
 def test_bad_deploy_settings_are_refused_before_a_run(override, message):

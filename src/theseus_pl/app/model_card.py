@@ -179,6 +179,7 @@ classifier({_example_input(results)})
 DEPLOYED_MODELS = {  # the deployment block's names, as the card shows them
     "pytorch_predecessor": "PyTorch predecessor",
     "pytorch_successor": "PyTorch successor",
+    "pytorch_bf16": "PyTorch successor in bf16 (`model.to(torch.bfloat16)`)",
     "onnx_fp32": "ONNX fp32 (`onnx/model.onnx`)",
     "onnx_int8": "ONNX int8 (`onnx/model_int8.onnx`)",
 }
@@ -201,11 +202,12 @@ def _deployment(results: RunResults) -> str:
         if name in deployment.size_mb
     )
     model_file = deployment.onnx_int8 or deployment.onnx
+    notes = _int8_sentence(deployment) + _target_sentence(deployment)
     return f"""
 ## Deployment
 
 `{deployment.onnx}` is this model exported by `torch.onnx`, with dynamic batch and sequence axes; its logits
-match PyTorch's within {deployment.max_abs_diff:.1e} on {deployment.checked_on}.{_int8_sentence(deployment)}
+match PyTorch's within {deployment.max_abs_diff:.1e} on {deployment.checked_on}.{notes}
 Latency is the median of {settings.repeats} calls on {settings.threads} CPU threads (ONNX Runtime
 {deployment.versions["onnxruntime"]}), rows padded to {length}, on the machine that exported it.
 
@@ -223,6 +225,12 @@ inputs = tokenizer({_tokenizer_input(results)}, return_tensors="np")
 logits = session.run(["logits"], {{node.name: inputs[node.name] for node in session.get_inputs()}})[0]
 ```
 """
+
+
+def _target_sentence(deployment: Deployment) -> str:
+    if not deployment.target:
+        return ""
+    return f" The model to ship here: {DEPLOYED_MODELS[deployment.target]}, {deployment.target_reason}."
 
 
 def _int8_sentence(deployment: Deployment) -> str:

@@ -20,7 +20,7 @@ from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from theseus_pl.deployment.record import UNRECORDED_LEFT_OUT, Deployment, DeploySettings
+from theseus_pl.deployment.record import LEFT_OUT_AT_DEFAULT, Deployment, DeploySettings
 
 SCHEMA_VERSION = 2
 
@@ -144,7 +144,7 @@ class RunResults:
     base_model: str | None = None  # the hub id of the model the user named
     data: DataFacts
     seed: int
-    hardware: Hardware | None = field(default=None, metadata=UNRECORDED_LEFT_OUT)  # None: not recorded (older runs)
+    hardware: Hardware | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)  # None: not recorded (older runs)
     single_module_scores: list[float | None] | None = None
     wandb: WandbLink | None = None
     failed_steps: dict[str, str] = field(default_factory=dict)  # optional step -> its error
@@ -177,7 +177,7 @@ class RunResults:
     def to_dict(self) -> dict[str, Any]:
         """The record as ``results.json`` lays it out (numbers as they are; :func:`write_results` nulls NaN)."""
         written: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
-        kept = [f for f in fields(self) if f.name not in _LAST and not _unrecorded(self, f)]
+        kept = [f for f in fields(self) if f.name not in _LAST and not _at_default(self, f)]
         written.update({f.name: _plain(getattr(self, f.name)) for f in kept})
         written["retained"], written["retained_note"] = self.retained, self.retained_note
         if self.wall_seconds is not None:
@@ -318,7 +318,7 @@ def _write_json(path: Path, content: dict[str, Any]) -> Path:
 def _plain(value: Any) -> Any:
     """Records as JSON objects (their fields in order), tuples as lists; everything else as it is."""
     if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in fields(value) if not _unrecorded(value, f)}
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value) if not _at_default(value, f)}
     if isinstance(value, Mapping):
         return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
@@ -326,9 +326,12 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _unrecorded(record: Any, item: Field[Any]) -> bool:
-    """A field added after older files were written, holding nothing: left out of the file (``UNRECORDED_LEFT_OUT``)."""
-    return bool(item.metadata.get("left_out_when_unrecorded")) and getattr(record, item.name) in (None, [], {})
+def _at_default(record: Any, item: Field[Any]) -> bool:
+    """A field added after older files were written, at its default: left out of the file (``LEFT_OUT_AT_DEFAULT``)."""
+    if not item.metadata.get("left_out_at_default"):
+        return False
+    default = item.default_factory() if item.default_factory is not MISSING else item.default
+    return getattr(record, item.name) == default
 
 
 def _finite(value: Any) -> Any:

@@ -10,20 +10,21 @@ from theseus_pl.core.settings import (
     Rule,
     SettingsError,
     boolean,
-    check_fields,
     field_problems,
+    number,
     one_of,
     optional_positive_int,
     positive_int,
     whole_number,
 )
+from theseus_pl.deployment.targets import AUTO, TARGETS
 
 QUANTIZE_CHOICES = (None, "int8")
 
 
-# Field metadata of a key added after files were written without it: written only when it holds something, so that
-# an older file read and written again stays the same file.
-UNRECORDED_LEFT_OUT = {"left_out_when_unrecorded": True}
+# Field metadata of a key added after files were written without it: written only when it differs from its default
+# (which is what reading a file without the key gives), so that an older file read and written again stays the same.
+LEFT_OUT_AT_DEFAULT = {"left_out_at_default": True}
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,9 @@ class DeploySettings:
     batch_sizes: tuple[int, ...] = (1, 32)
     repeats: int = 20
     threads: int | None = None  # None: torch's current number of threads
+    # The model to ship: auto (the fastest within max_score_drop dev points of the fp32 successor) or one of TARGETS.
+    target: str = field(default="auto", metadata=LEFT_OUT_AT_DEFAULT)
+    max_score_drop: float = field(default=0.5, metadata=LEFT_OUT_AT_DEFAULT)
 
     RULES: ClassVar[dict[str, Rule]] = {
         "quantize": Rule(one_of(QUANTIZE_CHOICES), "null (fp32 only) or int8"),
@@ -47,13 +51,19 @@ class DeploySettings:
                             "a list of batch sizes, each at least 1, e.g. [1,32]"),
         "repeats": Rule(positive_int, "a whole number, at least 1"),
         "threads": Rule(optional_positive_int, "null or at least 1"),
+        "target": Rule(one_of((AUTO, *TARGETS)), f"one of {', '.join((AUTO, *TARGETS))}"),
+        "max_score_drop": Rule(lambda v: number(v) and v >= 0, "a number of dev points, at least 0, e.g. 0.5"),
     }  # fmt: skip
     SWITCH: ClassVar[dict[str, Rule]] = {"onnx": Rule(boolean, "true or false")}  # the group's other key
 
     def __post_init__(self) -> None:
         sizes = self.batch_sizes
-        check_fields({**vars(self), "batch_sizes": list(sizes) if isinstance(sizes, tuple | list) else sizes},
-                     self.RULES, "deploy.")  # fmt: skip
+        values = {**vars(self), "batch_sizes": list(sizes) if isinstance(sizes, tuple | list) else sizes}
+        problems = field_problems(values, self.RULES, "deploy.")
+        if self.target == "onnx_int8" and self.quantize != "int8" and "target" not in problems:
+            problems["target"] = "deploy.target=onnx_int8 needs the int8 model: set deploy.quantize=int8 too."
+        if problems:
+            raise SettingsError(problems)
 
     @classmethod
     def from_config(cls, settings: Mapping[str, Any]) -> DeploySettings:
@@ -100,7 +110,10 @@ class Deployment:
     seconds: float  # the time the stage took
     # The CPU's model name and the flags deciding int8 and bf16 speed (avx2, avx512_vnni, amx_*, ...); left out of
     # the file when unknown (records written before they were recorded).
-    cpu: str | None = field(default=None, metadata=UNRECORDED_LEFT_OUT)
-    cpu_flags: list[str] = field(default_factory=list, metadata=UNRECORDED_LEFT_OUT)
+    cpu: str | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
+    cpu_flags: list[str] = field(default_factory=list, metadata=LEFT_OUT_AT_DEFAULT)
     # ONNX Runtime fusions in the fp32 graph (Attention, SkipLayerNormalization, BiasGelu, ...) and their counts.
-    fusions: dict[str, int] = field(default_factory=dict, metadata=UNRECORDED_LEFT_OUT)
+    fusions: dict[str, int] = field(default_factory=dict, metadata=LEFT_OUT_AT_DEFAULT)
+    # The model to ship (deploy.target; auto: the fastest within deploy.max_score_drop) and why.
+    target: str | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
+    target_reason: str | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)

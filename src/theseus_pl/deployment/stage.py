@@ -7,6 +7,7 @@ returns the ``deployment`` block (:class:`Deployment`); ``python -m theseus_pl.d
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 import shutil
@@ -33,9 +34,10 @@ from theseus_pl.deployment.onnx_export import (
     session_logits,
 )
 from theseus_pl.deployment.record import Deployment, DeploySettings
+from theseus_pl.deployment.targets import pick_target
 from theseus_pl.deployment.timing import forward_call, p50_milliseconds
 from theseus_pl.lightning.metrics import TaskMetrics
-from theseus_pl.lightning.precision import this_cpu
+from theseus_pl.lightning.precision import cpu_bf16_problem, this_cpu
 
 log = logging.getLogger(__name__)
 
@@ -85,10 +87,15 @@ def deploy(
     fusions = fuse_for_ort(files["onnx_fp32"], example, TOLERANCE / 10)
     log.info("ONNX Runtime fusions in %s: %s", files["onnx_fp32"].name, fusions or "none (the unfused graph is kept)")
     sessions = {name: inference_session(path, threads) for name, path in files.items()}
+    bf16 = _bf16_copy(successor, settings.target)
 
     log.info("Checking the ONNX models against PyTorch on %s", "the dev set" if datamodule else "example sentences")
     batches = _check_batches(datamodule, rows, tokenizer)
-    difference, scores = _compare(successor, sessions, batches, datamodule)
+    scorers: dict[str, Callable[[Mapping[str, torch.Tensor]], torch.Tensor]] = {}
+    if bf16 is not None:
+        scorers["pytorch_bf16"] = lambda batch: bf16(**_without_labels(batch)).logits.float()
+    scorers.update({name: functools.partial(session_logits, session) for name, session in sessions.items()})
+    difference, scores = _compare(successor, scorers, batches, datamodule)
     if difference > TOLERANCE:
         shutil.rmtree(onnx_dir)
         raise DeploymentError(
@@ -96,6 +103,8 @@ def deploy(
             f"{onnx_dir} was removed. The PyTorch successor is kept."
         )
     timers: dict[str, Timer] = {"pytorch_successor": functools.partial(forward_call, successor)}
+    if bf16 is not None:
+        timers["pytorch_bf16"] = functools.partial(forward_call, bf16)
     if predecessor is not None:
         timers = {"pytorch_predecessor": functools.partial(forward_call, predecessor.cpu()), **timers}
     timers.update({name: functools.partial(_onnx_call, session) for name, session in sessions.items()})
@@ -106,6 +115,11 @@ def deploy(
         calls = {name: timer(batch) for name, timer in timers.items()}
         latency[f"batch_{size}"] = p50_milliseconds(calls, settings.repeats)
     sizes = _sizes_mb(successor_dir, predecessor_dir, files)
+    if bf16 is not None:  # as its bf16 weights would be saved
+        sizes["pytorch_bf16"] = sum(t.numel() * t.element_size() for t in bf16.state_dict().values()) / 1e6
+    sizes = {name: sizes[name] for name in timers if name in sizes}  # in the latency table's order
+    choice = pick_target(settings.target, latency, scores, settings.max_score_drop)
+    log.info("Deploy target: %s (%s)", choice.target, choice.reason)
     return Deployment(
         onnx=str(files["onnx_fp32"].relative_to(successor_dir)),
         onnx_int8=str(files["onnx_int8"].relative_to(successor_dir)) if "onnx_int8" in files else None,
@@ -125,6 +139,8 @@ def deploy(
         cpu=cpu.model,
         cpu_flags=cpu.relevant_flags,
         fusions=fusions,
+        target=choice.target,
+        target_reason=choice.reason,
     )
 
 
@@ -176,20 +192,32 @@ def _check_batches(
     return [(index, batch) for index, loader in enumerate(loaders) for batch in loader]
 
 
+def _bf16_copy(successor: PreTrainedModel, target: str) -> PreTrainedModel | None:
+    """The successor with bf16 weights, a deployment target beside ONNX; None where this torch build cannot run bf16
+    on the CPU (refused when ``deploy.target`` asks for it)."""
+    problem = cpu_bf16_problem()
+    if problem is None:
+        return copy.deepcopy(successor).to(torch.bfloat16).eval()
+    if target == "pytorch_bf16":
+        raise DeploymentError(f"deploy.target=pytorch_bf16: this torch build cannot run bf16 on the CPU ({problem}).")
+    return None
+
+
 def _compare(
     successor: PreTrainedModel,
-    sessions: Mapping[str, Any],
+    scorers: Mapping[str, Callable[[Mapping[str, torch.Tensor]], torch.Tensor]],
     batches: Sequence[tuple[int, Mapping[str, torch.Tensor]]],
     datamodule: TextTaskDataModule | None,
 ) -> tuple[float, dict[str, float] | None]:
-    """The largest |ONNX fp32 - PyTorch| logit, and each model's dev score (None without dev data)."""
-    names = ("pytorch_successor", *sessions) if datamodule else ()
+    """The largest |ONNX fp32 - PyTorch| logit, and each model's dev score (None without dev data); ``scorers``
+    give each other model's logits for a batch."""
+    names = ("pytorch_successor", *scorers) if datamodule else ()
     metrics = {name: TaskMetrics.for_task(datamodule.task) for name in names}
     difference = 0.0
     with torch.inference_mode():
         for index, batch in batches:
             logits = {"pytorch_successor": successor(**_without_labels(batch)).logits}
-            logits.update({name: session_logits(session, batch) for name, session in sessions.items()})
+            logits.update({name: scorer(batch) for name, scorer in scorers.items()})
             difference = max(difference, float((logits["onnx_fp32"] - logits["pytorch_successor"]).abs().max()))
             for name, metric in metrics.items():
                 metric.update(logits[name], batch["labels"], eval_index=index)

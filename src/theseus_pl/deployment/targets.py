@@ -1,0 +1,52 @@
+"""Which deployed model to ship: ``deploy.target=auto`` picks the fastest whose dev score stays close to the fp32
+successor's; any other ``deploy.target`` names the model itself. Plain functions of the measured block: no torch."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+AUTO = "auto"
+REFERENCE = "pytorch_successor"  # the fp32 successor every target is scored and timed against
+TARGETS = (REFERENCE, "pytorch_bf16", "onnx_fp32", "onnx_int8")
+# Without dev data only the targets whose logits were checked against PyTorch's may be picked.
+CHECKED_WITHOUT_DEV_DATA = (REFERENCE, "onnx_fp32")
+
+
+@dataclass(frozen=True)
+class TargetChoice:
+    target: str
+    reason: str
+
+
+def relative_time(latency_ms: Mapping[str, Mapping[str, float]], name: str) -> float:
+    """``name``'s time as a multiple of the fp32 successor's, the mean over the timed batch sizes (below 1: faster)."""
+    return statistics.fmean(row[name] / row[REFERENCE] for row in latency_ms.values())
+
+
+def pick_target(
+    requested: str,
+    latency_ms: Mapping[str, Mapping[str, float]],
+    dev_score: Mapping[str, float | None] | None,
+    max_score_drop: float,
+) -> TargetChoice:
+    """The target to ship, and why, from the timings (ms per batch size, then per model) and the dev scores (x100)."""
+    if requested != AUTO:
+        return TargetChoice(requested, f"deploy.target={requested} as set")
+    timed = [name for name in TARGETS if all(name in row for row in latency_ms.values())]
+    if dev_score is None:
+        kept = [name for name in timed if name in CHECKED_WITHOUT_DEV_DATA]
+        fits = "no dev data: only the models checked against PyTorch's logits"
+    else:
+        floor = _score(dev_score, REFERENCE) - max_score_drop
+        kept = [name for name in timed if _score(dev_score, name) >= floor]
+        fits = f"dev score within {max_score_drop:g} points of the fp32 successor's {_score(dev_score, REFERENCE):.2f}"
+    best = min(kept, key=lambda name: relative_time(latency_ms, name))
+    return TargetChoice(best, f"the fastest with its {fits}: {relative_time(latency_ms, best):.2f}x its time")
+
+
+def _score(scores: Mapping[str, float | None], name: str) -> float:
+    value = scores.get(name)
+    return -math.inf if value is None or math.isnan(value) else value
