@@ -1,11 +1,14 @@
 """The precision a run trains and evaluates in, decided by the machine unless the user says: ``trainer.precision``.
 
 ``auto`` picks ``bf16-mixed`` (Lightning's bf16 autocast) on a CPU with AMX (``amx_bf16``), and ``32-true`` on every
-other CPU; on a CUDA GPU, ``bf16-mixed`` where the GPU supports bf16. The rule is the CPU's flags, not a measurement
-at start: on an AMX CPU bf16 autocast made a MiniLM training step 1.7x faster and inference 3x (issue 29's
-measurement), while on a CPU with AVX-512 BF16 but no AMX it made steps 1.2-1.5x slower ("What was tried" in the
-results), so the flag decides as well as a timing would, and a timing at start would cost seconds on every run and
-be noisy on a busy 2-core machine. Any other value (``32-true``, ``bf16-mixed``, ...) is used as it is.
+other CPU; on a CUDA GPU, ``bf16-mixed`` where the GPU supports bf16. Any other value (``32-true``, ``bf16-mixed``,
+...) is used as it is.
+
+The rule is the CPU's flags, not a measurement at start. On an AMX CPU bf16 autocast made a MiniLM training step 1.7x
+faster and inference 3x (issue 29's measurement). On CPUs with AVX-512 BF16 but no AMX the evidence differs: steps
+1.2-1.5x slower on one (2026-11-22), 1.4x faster (inference 1.7x) on an AMD EPYC (2026-11-25); the flags cannot tell
+those apart, and a short timing at start could, but bf16 there stays opt-in (``trainer.precision=bf16-mixed``) until
+the protocol's scores are shown to hold under bf16.
 """
 
 from __future__ import annotations
