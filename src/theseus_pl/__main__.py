@@ -32,11 +32,11 @@ def main(cfg: DictConfig) -> float | None:
     configure_console(verbose())
     log.debug("Composed config:\n%s", OmegaConf.to_yaml(cfg, resolve=True))
     output_dir = Path(cfg.paths.output_dir)
-    fresh = _only_hydra_files(output_dir)
+    fresh = _only_hydra_files(output_dir)  # made by Hydra for this job, not a folder resumed into
     try:
         results = run(cfg)
-    except RunRefused as refused:
-        if fresh and _only_hydra_files(output_dir):
+    except RunRefused as refused:  # refused before the run writes anything
+        if fresh:
             _remove_run_folder(output_dir)
         print(refused, file=sys.stderr)
         raise SystemExit(2) from None

@@ -360,7 +360,7 @@ def _count(model: torch.nn.Module) -> int:
 def _speedup(
     predecessor: torch.nn.Module, successor: torch.nn.Module, datamodule: TextTaskDataModule, cfg: DictConfig
 ) -> float:
-    device = "cuda" if torch.cuda.is_available() and cfg.trainer.get("accelerator") != "cpu" else "cpu"
+    device = "cuda" if uses_gpu(str(cfg.trainer.get("accelerator", "auto"))) else "cpu"
     split = datamodule.splits[datamodule.task.eval_splits[0]]
     rows = split.select(range(min(cfg.benchmark.batch_size, len(split))))
     batch = {k: v.to(device) for k, v in datamodule.collate(list(rows)).items()}

@@ -22,6 +22,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from safetensors import safe_open
 from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
 
+from theseus_pl.core.io import is_sequence_classifier
 from theseus_pl.data.cache_entry import content_digest, load_or_build
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.tasks import TaskSpec, head_label_problem
@@ -50,10 +51,9 @@ def check_fits_task(name: str, task: TaskSpec) -> None:
     """Refuse a fine-tuned predecessor whose classifier head is not the task's (:func:`head_label_problem`), or whose
     config says it is no sequence classifier at all (a bare encoder would get a random head without a word)."""
     config = AutoConfig.from_pretrained(name)
-    architectures = config.architectures or []
-    if architectures and not any(a.endswith("ForSequenceClassification") for a in architectures):
+    if config.architectures and not is_sequence_classifier(config):
         raise ValueError(
-            f"{name} is a {', '.join(architectures)}, not a fine-tuned sequence classifier (config.json, "
+            f"{name} is a {', '.join(config.architectures)}, not a fine-tuned sequence classifier (config.json, "
             f"architectures). To fine-tune it into the predecessor first, give it as model.base={name}."
         )
     problem = head_label_problem(config.id2label, task)

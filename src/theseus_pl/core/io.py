@@ -16,7 +16,7 @@ import types
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForSequenceClassification, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 PICKLED = "successor.pt"
 
@@ -60,6 +60,12 @@ def save_successor(
     if tokenizer is not None:
         tokenizer.save_pretrained(directory)
     return directory
+
+
+def is_sequence_classifier(config: PretrainedConfig) -> bool:
+    """Whether a checkpoint's config names a sequence-classification class (``...ForSequenceClassification``) among
+    its ``architectures``: the only kind theseus_pl compresses and deploys."""
+    return any(name.endswith("ForSequenceClassification") for name in config.architectures or [])
 
 
 def is_pickled(directory: str | Path) -> bool:

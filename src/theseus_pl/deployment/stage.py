@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from theseus_pl.core.io import PICKLED, load_successor
+from theseus_pl.core.io import PICKLED, is_sequence_classifier, load_successor
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.onnx_export import (
     DeploymentError,
@@ -148,11 +148,11 @@ def load_sequence_classifier(directory: Path) -> PreTrainedModel:
     """The checkpoint in ``directory``, refused with a clear message unless it is a sequence classifier."""
     if not (directory / "config.json").is_file():
         raise DeploymentError(f"{directory} holds no config.json: it is not a Hugging Face checkpoint folder.")
-    architectures = AutoConfig.from_pretrained(directory).architectures or []
-    if not any(name.endswith("ForSequenceClassification") for name in architectures):
+    config = AutoConfig.from_pretrained(directory)
+    if not is_sequence_classifier(config):
         raise DeploymentError(
             f"{directory} is not a sequence-classification checkpoint (its architectures: "
-            f"{', '.join(architectures) or 'none'}); deploy exports the classifiers theseus_pl writes."
+            f"{', '.join(config.architectures or []) or 'none'}); deploy exports the classifiers theseus_pl writes."
         )
     return load_successor(directory)
 
