@@ -8,6 +8,7 @@ GLUE download spells the same columns.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,7 +165,7 @@ def custom_task(
             f"Task {name!r}: give data.labels (the label values in class order, e.g. [negative, positive]) "
             "for classification, or data.regression=true for a numeric score; not both."
         )
-    repeated = sorted({str(label) for label in labels or () if list(map(str, labels)).count(str(label)) > 1})
+    repeated = sorted(label for label, count in Counter(map(str, labels or ())).items() if count > 1)
     if repeated:
         raise ValueError(f"data.labels={list(labels)} lists {', '.join(repeated)} more than once: one value per class.")
     metric = metric or ("pearson_spearman" if regression else "accuracy")
