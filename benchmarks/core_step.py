@@ -39,8 +39,8 @@ from transformers.utils import logging as hf_logging
 from theseus_pl.app.config import package_path
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.schedules import ConstantSchedule
+from theseus_pl.core.timing import inference_speedup
 from theseus_pl.data.datamodule import TextTaskDataModule
-from theseus_pl.deployment.timing import inference_speedup
 from theseus_pl.lightning.callbacks import replacement_callbacks
 from theseus_pl.lightning.modules import FineTuningModule, TheseusModule
 from theseus_pl.lightning.optim import adamw_with_linear_schedule

@@ -16,6 +16,7 @@ from theseus_pl.app.pipeline import run
 from theseus_pl.app.results import deployment_dict, flat_summary, read_deployment, read_results
 from theseus_pl.app.settings_check import setting_problems
 from theseus_pl.core.settings import SettingsError
+from theseus_pl.core.timing import p50_milliseconds
 from theseus_pl.deploy import main
 from theseus_pl.deployment import onnx_export
 from theseus_pl.deployment import stage as deploy_module
@@ -30,7 +31,6 @@ from theseus_pl.deployment.onnx_export import (
 )
 from theseus_pl.deployment.stage import DeploySettings
 from theseus_pl.deployment.targets import pick_target
-from theseus_pl.deployment.timing import p50_milliseconds
 from theseus_pl.lightning.precision import this_cpu
 
 QUICK = DeploySettings(batch_sizes=(1, 2), repeats=1, sequence_length=12)

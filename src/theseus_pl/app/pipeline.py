@@ -40,10 +40,10 @@ from theseus_pl.app.tracking.wandb_run import finish, publish, run_link, wandb_r
 from theseus_pl.core.families import find_layer_stack, shape_of
 from theseus_pl.core.io import is_pickled, load_successor, save_successor
 from theseus_pl.core.replacing import TheseusModel
+from theseus_pl.core.timing import inference_speedup
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.record import DeploySettings, wanted
 from theseus_pl.deployment.stage import deploy
-from theseus_pl.deployment.timing import inference_speedup
 from theseus_pl.lightning.callbacks import StepSeed
 from theseus_pl.lightning.evaluation import evaluate
 from theseus_pl.lightning.precision import AUTO, resolve_precision, this_cpu, uses_gpu

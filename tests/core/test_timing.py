@@ -5,7 +5,7 @@ import itertools
 import pytest
 import torch
 
-from theseus_pl.deployment import timing
+from theseus_pl.core import timing
 
 
 class Clock:
