@@ -5,7 +5,7 @@ from app_runs import compose_config, tiny_run_overrides
 
 from theseus_pl.app.pipeline import run
 from theseus_pl.app.results import read_results
-from theseus_pl.lightning.precision import RELEVANT_FLAGS, choose_precision, this_cpu
+from theseus_pl.lightning.precision import RELEVANT_FLAGS, resolve_precision, this_cpu
 
 METHODS = ["theseus", "fine_tuning", "kd", "pkd", "layerdrop"]
 
@@ -17,6 +17,7 @@ def test_each_method_trains_under_bf16_autocast_on_the_cpu(method, tiny_base, gl
     results = run(compose_config(*overrides))
     assert results.steps == 6 and results.successor.score is not None
     assert results.hardware.precision == results.hardware.precision_requested == "bf16-mixed"
+    assert results.hardware.precision_reason == "set by trainer.precision"
     assert read_results(tmp_path / "run" / "results.json").hardware == results.hardware
 
 
@@ -24,6 +25,7 @@ def test_auto_resolves_by_this_cpu_and_is_recorded(tiny_base, glue_dir, tmp_path
     results = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path)))
     cpu = this_cpu()
     assert results.hardware.precision_requested == "auto"
-    assert results.hardware.precision == choose_precision("auto", False, cpu.flags)
+    choice = resolve_precision("auto", "cpu")
+    assert (results.hardware.precision, results.hardware.precision_reason) == (choice.precision, choice.reason)
     assert results.hardware.cpu == cpu.model and set(results.hardware.cpu_flags) <= set(RELEVANT_FLAGS)
     assert results.hardware.accelerator == "cpu"

@@ -1,22 +1,67 @@
-"""``trainer.precision=auto`` decides by the machine: bf16 autocast where the CPU has AMX, fp32 elsewhere."""
+"""``trainer.precision=auto`` decides by the machine: bf16 autocast where the CPU has AMX or where bf16 measured
+faster on a CPU with AVX-512 BF16, fp32 elsewhere; every choice says why."""
 
-from theseus_pl.lightning.precision import choose_precision, cpu_bf16_problem, parse_cpuinfo
+import pytest
+import torch
+
+from theseus_pl.lightning.precision import (
+    BF16_AT_MOST,
+    bf16_time_ratio,
+    choose_precision,
+    cpu_bf16_problem,
+    parse_cpuinfo,
+)
 
 AMX = frozenset({"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"})
-AVX512_BF16 = frozenset({"avx2", "avx512f", "avx512_vnni", "avx512_bf16"})  # bf16 autocast was slower there
+AVX512_BF16 = frozenset({"avx2", "avx512f", "avx512_vnni", "avx512_bf16"})  # bf16 faster on some, slower on others
 
 
-def test_auto_is_bf16_on_a_cpu_with_amx_and_fp32_on_any_other():
-    assert choose_precision("auto", False, AMX) == "bf16-mixed"
-    assert choose_precision("auto", False, AVX512_BF16) == "32-true"
-    assert choose_precision("auto", False, frozenset()) == "32-true"
+def measured(ratio):
+    return lambda: ratio
+
+
+def never_measured():
+    raise AssertionError("the rule measured where the flags decide")
+
+
+def test_auto_is_bf16_on_a_cpu_with_amx_without_measuring():
+    choice = choose_precision("auto", False, AMX, bf16_ratio=never_measured)
+    assert choice.precision == "bf16-mixed"
+    assert "AMX" in choice.reason
+
+
+def test_auto_is_fp32_on_a_cpu_without_bf16_instructions_without_measuring():
+    choice = choose_precision("auto", False, frozenset({"avx2", "avx512_vnni"}), bf16_ratio=never_measured)
+    assert choice.precision == "32-true"
+    assert "neither AMX nor AVX-512 BF16" in choice.reason
+
+
+@pytest.mark.parametrize(("ratio", "precision"), [(0.46, "bf16-mixed"), (BF16_AT_MOST, "bf16-mixed"),
+                                                  (0.81, "32-true"), (1.4, "32-true")])  # fmt: skip
+def test_auto_on_avx512_bf16_without_amx_follows_the_measurement(ratio, precision):
+    choice = choose_precision("auto", False, AVX512_BF16, bf16_ratio=measured(ratio))
+    assert choice.precision == precision
+    assert f"{ratio:.2f}x" in choice.reason
 
 
 def test_auto_on_a_gpu_follows_its_bf16_support_and_a_given_precision_always_wins():
-    assert choose_precision("auto", True, frozenset(), gpu_bf16=True) == "bf16-mixed"
-    assert choose_precision("auto", True, AMX, gpu_bf16=False) == "32-true"
-    assert choose_precision("32-true", False, AMX) == "32-true"
-    assert choose_precision("bf16-mixed", False, frozenset()) == "bf16-mixed"
+    assert choose_precision("auto", True, frozenset(), gpu_bf16=True).precision == "bf16-mixed"
+    assert choose_precision("auto", True, AMX, gpu_bf16=False, bf16_ratio=never_measured).precision == "32-true"
+    given = choose_precision("32-true", False, AVX512_BF16, bf16_ratio=never_measured)
+    assert given.precision == "32-true"
+    assert given.reason == "set by trainer.precision"
+    assert choose_precision("bf16-mixed", False, frozenset()).precision == "bf16-mixed"
+
+
+def test_the_measurement_is_a_positive_ratio_and_leaves_the_seeded_random_state_alone():
+    torch.manual_seed(3)
+    expected = torch.rand(4)
+    torch.manual_seed(3)
+    bf16_time_ratio.cache_clear()
+    ratio = bf16_time_ratio()
+    assert torch.equal(torch.rand(4), expected)
+    assert 0 < ratio < 100
+    assert bf16_time_ratio() == ratio  # once per process
 
 
 def test_the_cpu_is_read_from_cpuinfo():

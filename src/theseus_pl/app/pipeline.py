@@ -74,6 +74,7 @@ def run(cfg: DictConfig) -> RunResults | None:
     task = datamodule.task
 
     hardware = run_hardware(cfg.trainer)
+    log.info("Training in %s: %s.", hardware.precision, hardware.precision_reason)
     evaluation = _evaluation_settings(cfg.trainer, hardware.precision)
     # Resolved: sweeps set values by interpolation (rates_equivalent_lr's lr = lr'/p, the protocol's grid points).
     finetune, optimizer = (OmegaConf.to_container(cfg[group], resolve=True) for group in ("finetune", "optimizer"))
@@ -280,9 +281,9 @@ def run_hardware(trainer_cfg: DictConfig) -> Hardware:
     """The machine the run trains on and the precision ``trainer.precision`` means on it (``auto``: see
     :mod:`theseus_pl.lightning.precision`)."""
     requested, accelerator = str(trainer_cfg.get("precision", AUTO)), str(trainer_cfg.get("accelerator", "auto"))
-    cpu = this_cpu()
+    cpu, choice = this_cpu(), resolve_precision(requested, accelerator)
     return Hardware(
-        precision=resolve_precision(requested, accelerator), precision_requested=requested,
+        precision=choice.precision, precision_requested=requested, precision_reason=choice.reason,
         accelerator="gpu" if uses_gpu(accelerator) else "cpu", cpu=cpu.model, cpu_flags=cpu.relevant_flags,
     )  # fmt: skip
 

@@ -104,7 +104,8 @@ class WandbLink:
 
 @dataclass(frozen=True)
 class Hardware:
-    """What the run trained on, and in which precision (``trainer.precision=auto`` decides by the CPU's flags)."""
+    """What the run trained on, and in which precision (``trainer.precision=auto`` decides by the machine:
+    :mod:`theseus_pl.lightning.precision`)."""
 
     precision: str  # what Lightning trained and evaluated in: "32-true", "bf16-mixed", ...
     precision_requested: str  # trainer.precision as set: "auto" unless given
@@ -113,6 +114,7 @@ class Hardware:
     cpu_flags: list[str]  # those of avx2, avx512f, avx512_vnni, avx512_bf16, amx_tile, amx_bf16, amx_int8 it has
 
 
+    precision_reason: str | None = None  # why that precision, in words; None in files written before it was recorded
 @dataclass(kw_only=True)
 class RunResults:
     """One run's ``results.json``.

@@ -85,7 +85,7 @@ def device_problems(cfg: DictConfig) -> list[str]:
             f"trainer.accelerator={accelerator} (trainer=gpu, trainer=ddp) needs a CUDA GPU, and torch sees none on "
             "this machine. Fix: trainer=cpu, or trainer=default (a GPU when there is one, else the CPU)."
         ]
-    precision = resolve_precision(str(cfg.trainer.get("precision", AUTO)), accelerator)
+    precision = resolve_precision(str(cfg.trainer.get("precision", AUTO)), accelerator).precision
     if precision.startswith("bf16") and not uses_gpu(accelerator) and (problem := cpu_bf16_problem()):
         return [
             f"trainer.precision={precision} trains under bf16 autocast on the CPU, which this torch build cannot do "

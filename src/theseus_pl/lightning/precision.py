@@ -1,27 +1,39 @@
 """The precision a run trains and evaluates in, decided by the machine unless the user says: ``trainer.precision``.
 
-``auto`` picks ``bf16-mixed`` (Lightning's bf16 autocast) on a CPU with AMX (``amx_bf16``), and ``32-true`` on every
-other CPU; on a CUDA GPU, ``bf16-mixed`` where the GPU supports bf16. Any other value (``32-true``, ``bf16-mixed``,
-...) is used as it is.
+``auto`` picks ``bf16-mixed`` (Lightning's bf16 autocast) where it is known or measured to be faster:
 
-The rule is the CPU's flags, not a measurement at start. On an AMX CPU bf16 autocast made a MiniLM training step 1.7x
-faster and inference 3x (issue 29's measurement). On CPUs with AVX-512 BF16 but no AMX the evidence differs: steps
-1.2-1.5x slower on one (2026-11-22), 1.4x faster (inference 1.7x) on an AMD EPYC (2026-11-25); the flags cannot tell
-those apart, and a short timing at start could, but bf16 there stays opt-in (``trainer.precision=bf16-mixed``) until
-the protocol's scores are shown to hold under bf16.
+- a CPU with AMX (``amx_bf16``): always (a MiniLM training step 1.7x faster, inference 3x; issue 29's figures);
+- a CPU with AVX-512 BF16 but no AMX: only where a short measurement at start (:func:`bf16_time_ratio`, under a second
+  at two threads, once per process) finds bf16 autocast at most :data:`BF16_AT_MOST` of fp32's time. The flags cannot
+  tell these CPUs apart: bf16 steps were 1.2-1.5x *slower* on one (2026-11-22) and 1.4x *faster* on an AMD EPYC
+  (2026-11-25), where the SST-2 protocol's best points scored within the fp32 seeds' spread under bf16;
+- any other CPU: fp32 (``32-true``), without measuring: no bf16 instructions, so autocast only adds casts;
+- a CUDA GPU: ``bf16-mixed`` where the GPU supports bf16.
+
+Any other value (``32-true``, ``bf16-mixed``, ...) is used as it is. Every choice comes with its reason in words,
+recorded in ``results.json`` (``hardware.precision_reason``).
 """
 
 from __future__ import annotations
 
 import functools
+import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch.nn import functional
+
+from theseus_pl.core.timing import interleaved_seconds
 
 AUTO = "auto"
 # The instruction-set flags that decide how fast bf16 and int8 run: recorded with every run and deployment.
 RELEVANT_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
+# On a CPU with AVX-512 BF16 and no AMX, bf16 is chosen when it takes at most this share of fp32's time: a margin
+# over 1.0, because a step has parts the measurement leaves out (embeddings, softmax, the optimizer) that bf16 speeds
+# up less. The AMD EPYC measured 0.46 here for training steps of 0.68-0.85x.
+BF16_AT_MOST = 0.8
 
 
 @dataclass(frozen=True)
@@ -53,13 +65,64 @@ def this_cpu() -> Cpu:
         return Cpu(None, frozenset())
 
 
-def choose_precision(requested: str, on_gpu: bool, cpu_flags: frozenset[str], gpu_bf16: bool = False) -> str:
-    """What ``requested`` means on this machine: ``auto`` by the rule above, anything else as it is."""
+@dataclass(frozen=True)
+class PrecisionChoice:
+    """The precision ``trainer.precision`` means on this machine, and why."""
+
+    precision: str  # what Lightning trains and evaluates in: "32-true", "bf16-mixed", ...
+    reason: str
+
+
+def choose_precision(
+    requested: str,
+    on_gpu: bool,
+    cpu_flags: frozenset[str],
+    gpu_bf16: bool = False,
+    bf16_ratio: Callable[[], float] | None = None,
+) -> PrecisionChoice:
+    """What ``requested`` means on this machine: ``auto`` by the rule above, anything else as it is.
+
+    ``bf16_ratio`` measures bf16's time over fp32's (default :func:`bf16_time_ratio`); it is called only on a CPU
+    with AVX-512 BF16 and no AMX.
+    """
     if str(requested) != AUTO:
-        return str(requested)
+        return PrecisionChoice(str(requested), "set by trainer.precision")
     if on_gpu:
-        return "bf16-mixed" if gpu_bf16 else "32-true"
-    return "bf16-mixed" if "amx_bf16" in cpu_flags else "32-true"
+        if gpu_bf16:
+            return PrecisionChoice("bf16-mixed", "the GPU supports bf16")
+        return PrecisionChoice("32-true", "the GPU has no bf16")
+    if "amx_bf16" in cpu_flags:
+        return PrecisionChoice("bf16-mixed", "the CPU has AMX (amx_bf16)")
+    if "avx512_bf16" not in cpu_flags:
+        return PrecisionChoice("32-true", "the CPU has neither AMX nor AVX-512 BF16")
+    ratio = (bf16_ratio or bf16_time_ratio)()
+    measured = f"the CPU has AVX-512 BF16 without AMX, and bf16 autocast took {ratio:.2f}x fp32's time at start"
+    if ratio <= BF16_AT_MOST:
+        return PrecisionChoice("bf16-mixed", f"{measured} (bf16 at or below {BF16_AT_MOST}x)")
+    return PrecisionChoice("32-true", f"{measured} (bf16 only at or below {BF16_AT_MOST}x)")
+
+
+@functools.cache
+def bf16_time_ratio() -> float:
+    """bf16 autocast's time over fp32's on this CPU for a training step's bulk: a MiniLM-sized feed-forward block
+    (2,048 tokens, 384 -> 1,536 -> 384, GELU) forward and backward, the two taking turns (:mod:`theseus_pl.core.timing`)
+    for 5 rounds after one warm-up; the median of the rounds' ratios. Once per process, with its torch threads; its
+    own random generator, so the run's seeds draw what they would have drawn without it."""
+    generator = torch.Generator().manual_seed(0)
+    tokens = torch.randn(2048, 384, generator=generator)
+    up = (torch.randn(384, 1536, generator=generator) / 384**0.5).requires_grad_()
+    down = (torch.randn(1536, 384, generator=generator) / 1536**0.5).requires_grad_()
+
+    def step(bf16: bool) -> Callable[[], None]:
+        def call() -> None:
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                out = functional.gelu(tokens @ up) @ down
+            out.float().square().mean().backward()
+
+        return call
+
+    times = interleaved_seconds({"fp32": step(False), "bf16": step(True)}, repeats=5)
+    return statistics.median(b / f for f, b in zip(times["fp32"], times["bf16"], strict=True))
 
 
 def uses_gpu(accelerator: str) -> bool:
@@ -67,7 +130,7 @@ def uses_gpu(accelerator: str) -> bool:
     return accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
 
 
-def resolve_precision(requested: str, accelerator: str) -> str:
+def resolve_precision(requested: str, accelerator: str) -> PrecisionChoice:
     """:func:`choose_precision` for this machine and a Trainer's ``accelerator``."""
     on_gpu = uses_gpu(accelerator)
     gpu_bf16 = on_gpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
