@@ -180,8 +180,11 @@ def _report(
     output_dir = Path(cfg.paths.output_dir)
     task = datamodule.task
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+    best_step = None
     if best:
-        method.module.load_state_dict(torch.load(best, map_location="cpu", weights_only=False)["state_dict"])
+        checkpoint = torch.load(best, map_location="cpu", weights_only=False)
+        method.module.load_state_dict(checkpoint["state_dict"])
+        best_step = checkpoint["global_step"]
     single_modules = (
         single_module_scores(method.module.model, datamodule, evaluation) if cfg.evaluation.single_modules else None
     )
@@ -203,6 +206,7 @@ def _report(
         ),
         successor=SuccessorResult(
             score=successor_metrics.pop("score"), metrics=successor_metrics, best_checkpoint=best or None,
+            best_step=best_step,
             shape=ModelShape(**shape_of(successor.config)),
             format="pickled module" if is_pickled(successor_dir) else "transformers",
         ),

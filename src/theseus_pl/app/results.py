@@ -59,6 +59,8 @@ class SuccessorResult:
     best_checkpoint: str | None = None
     shape: ModelShape | None = None
     format: str = "transformers"  # or "pickled module" (successor.pt)
+    # The training step of that checkpoint, the best dev score's (None: trained without one, or an older file).
+    best_step: int | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
 
 
 @dataclass(frozen=True)
@@ -112,9 +114,9 @@ class Hardware:
     accelerator: str  # "cpu" or "gpu"
     cpu: str | None  # the CPU's model name
     cpu_flags: list[str]  # those of avx2, avx512f, avx512_vnni, avx512_bf16, amx_tile, amx_bf16, amx_int8 it has
-
-
     precision_reason: str | None = None  # why that precision, in words; None in files written before it was recorded
+
+
 @dataclass(kw_only=True)
 class RunResults:
     """One run's ``results.json``.
@@ -206,6 +208,7 @@ class RunResults:
                 score=successor.required("score"),
                 metrics=dict(successor.required("metrics")),
                 best_checkpoint=successor.optional("best_checkpoint"),
+                best_step=successor.optional("best_step"),
                 shape=_shape(successor.nested_if_given("shape")),
                 format=successor.optional("format", "transformers"),
             ),
@@ -293,6 +296,7 @@ def flat_summary(results: RunResults) -> dict[str, float | None]:
         "final/predecessor_score": results.predecessor.score,
         "final/successor_score": results.successor.score,
         "final/retained": results.retained,
+        "final/best_step": None if results.successor.best_step is None else float(results.successor.best_step),
         "final/speedup": results.speedup,
         "final/params_predecessor": float(results.params.predecessor),
         "final/params_successor": float(results.params.successor),

@@ -132,8 +132,9 @@ def _start_wandb(
     )
     run = without_wandb_anonymous(logger).experiment  # W&B starts here, with no deprecation warning
     run.config.update(config, allow_val_change=True)
-    # The dashboard's headline: the best dev score, not the last one logged.
+    # The dashboard's headline: the best dev score, not the last one logged (its step: final/best_step at the end).
     run.define_metric("val/score", step_metric="trainer/global_step", summary="max")
+    run.define_metric("train/*", step_metric="trainer/global_step")  # p, phase, replaced modules, loss
     _run_id_file(save_dir).write_text(run.id)
     return logger
 

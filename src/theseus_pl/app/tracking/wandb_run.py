@@ -1,7 +1,9 @@
 """What a finished job leaves in its W&B run, and that the run ends with its job, failed or not.
 
-The run's summary holds the final numbers (``final/*``) and the best ``val/score``; a table compares predecessor
-and successor (the compression card); ``results.json``, the composed config and the successor's model card are
+The run's summary holds the final numbers (``final/*``, with ``final/best_step``, where the best ``val/score`` was)
+and the best ``val/score``; a table compares predecessor and successor (the compression card), and a one-row table
+places the run on the score against speed-up plane (``score_vs_speedup``: the dashboard's workspace joins every run's
+row; ``python -m theseus_pl.dashboard``); ``results.json``, the composed config and the successor's model card are
 saved with the run; with ``logger.wandb.log_model=true`` the exported successor becomes a model artifact. Every
 call here is guarded: a W&B problem becomes a warning and an entry in ``results.json``, never a lost run.
 """
@@ -16,6 +18,7 @@ from typing import Any
 
 from lightning.pytorch.loggers import Logger, WandbLogger
 
+from theseus_pl.app.model_card import widths_clause
 from theseus_pl.app.results import RunResults, WandbLink, flat_summary
 
 log = logging.getLogger(__name__)
@@ -56,13 +59,26 @@ def compression_card(results: RunResults) -> tuple[list[str], list[list[Any]]]:
     return columns, rows
 
 
+SCORE_VS_SPEEDUP = ["task", "method", "shape", "successor score", "retained", "speed-up", "successor parameters"]
+
+
+def score_vs_speedup(results: RunResults) -> list[Any]:
+    """The run's row of the ``score_vs_speedup`` table (columns ``SCORE_VS_SPEEDUP``)."""
+    shape = f"{results.layers.successor} layers{widths_clause(results)}"
+    return [results.task, results.method, shape, results.successor.score, results.retained, results.speedup,
+            results.params.successor]  # fmt: skip
+
+
 def publish(run: Any, results: RunResults, files: dict[str, Path], successor_dir: Path, log_model: bool) -> None:
     """Summary, compression card, files and (optionally) the successor artifact; raises on a W&B failure."""
     import wandb
 
     run.summary.update({key: value for key, value in flat_summary(results).items() if value is not None})
     columns, rows = compression_card(results)
-    run.log({"compression_card": wandb.Table(columns=columns, data=rows)})
+    run.log({
+        "compression_card": wandb.Table(columns=columns, data=rows),
+        "score_vs_speedup": wandb.Table(columns=SCORE_VS_SPEEDUP, data=[score_vs_speedup(results)]),
+    })  # fmt: skip
     for name, source in files.items():
         if source.is_file():  # copied, not linked: an offline run folder holds everything `wandb sync` uploads
             shutil.copyfile(source, Path(run.dir) / name)
