@@ -92,7 +92,7 @@ def best_settings(runs: list[RunResults], rows: str = "method") -> dict[tuple[st
         scores[(_row_key(run, rows), run.task)][json.dumps(setting, sort_keys=True)].append((seed, run.successor.score))
     best = {}
     for cell, by_setting in scores.items():
-        varied = _varied_keys([json.loads(setting) for setting in by_setting])
+        varied = varied_keys([json.loads(setting) for setting in by_setting])
         candidates = []
         for setting, seeded in by_setting.items():
             values = [score for _, score in seeded]
@@ -104,7 +104,8 @@ def best_settings(runs: list[RunResults], rows: str = "method") -> dict[tuple[st
     return best
 
 
-def _varied_keys(settings: list[dict[str, Any]]) -> list[str]:
+def varied_keys(settings: list[dict[str, Any]]) -> list[str]:
+    """The keys whose values differ between the settings (a key some lack counts as differing)."""
     keys = sorted({key for setting in settings for key in setting})
     return [key for key in keys if len({json.dumps(setting.get(key)) for setting in settings}) > 1]
 

@@ -1,0 +1,88 @@
+"""The W&B dashboard as code: a saved workspace view of a project's runs, or a report of a finished sweep.
+
+    python -m theseus_pl.dashboard --entity E --project P [--group G] [--sweep SWEEP_DIR] [--view-url URL]
+    python -m theseus_pl.dashboard --entity E --project P --report SWEEP_DIR
+
+The workspace has four sections: the dev score and loss over steps by method; the replacing rate p, the modules
+replaced per batch and the phase switch; successor score against speed-up (by method, and by shape in parallel
+coordinates, with every run's score_vs_speedup row); the compression cards. Its run table lists each run's method,
+scores, speed-up and best step, best successor first. --group keeps one sweep's runs (a multirun's W&B group is its
+folder's name); --sweep SWEEP_DIR takes the group from the sweep's results.json files and adds the settings the sweep
+varied as columns. Without --view-url each save creates a new view (its URL is printed); with it, that view is updated.
+
+--report SWEEP_DIR writes a W&B report instead: the protocol's table and best settings (as python -m theseus_pl.report
+computes them) and the sweep's training and score-against-speed-up plots.
+
+Without a W&B API key (or with --dry-run) nothing is saved: the command prints what it would create.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from theseus_pl.app.report import find_runs
+from theseus_pl.app.tracking.dashboard import describe, sweep_groups, sweep_report, swept_settings, workspace
+from theseus_pl.app.tracking.loggers import wandb_mode
+
+
+def main(argv: Sequence[str] | None = None) -> Any:
+    """Build the workspace (or report), then save it, or print what saving would create; returns the object."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--entity", required=True, help="the W&B user or team that owns the project")
+    parser.add_argument("--project", required=True, help="the W&B project the runs logged to (logger.wandb.project)")
+    parser.add_argument("--group", help="only this W&B group's runs (a multirun's: its folder's name)")
+    parser.add_argument("--sweep", type=Path, help="a multirun folder: its group and the settings it varied")
+    parser.add_argument("--name", default="theseus_pl", help="the workspace view's name")
+    parser.add_argument("--view-url", help="update this saved view (https://wandb.ai/E/P?nw=...) instead of adding one")
+    parser.add_argument("--report", type=Path, metavar="SWEEP_DIR", help="write a report of this finished sweep")
+    parser.add_argument("--dry-run", action="store_true", help="print what would be created; save nothing")
+    args = parser.parse_args(argv)
+
+    folder = args.report or args.sweep
+    runs = []
+    if folder is not None:
+        try:
+            runs, _ = find_runs([folder])
+        except FileNotFoundError as error:
+            parser.error(str(error))
+    if args.report is not None:
+        item = sweep_report(args.entity, args.project, args.report, runs)
+    else:
+        groups = sweep_groups(runs)
+        if args.group is None and len(groups) > 1:
+            parser.error(f"the runs under {args.sweep} logged to several W&B groups ({', '.join(groups)}): pick one "
+                         "with --group.")  # fmt: skip
+        group = args.group or next(iter(groups), None)
+        item = workspace(args.entity, args.project, args.name, group, swept_settings(runs) if runs else ())
+
+    online = wandb_mode() == "online"
+    if args.dry_run or not online:
+        why = "--dry-run" if args.dry_run else "W&B is not online here: wandb login or WANDB_API_KEY, no WANDB_MODE"
+        print("\n".join([f"Not saved ({why}). Saving would create:", *describe(item)]))
+        return item
+    save(item, args.view_url)
+    return item
+
+
+def save(item: Any, view_url: str | None) -> None:
+    """Save to W&B (``view_url``: replace that workspace view's sections and settings) and print where it is."""
+    import wandb_workspaces.workspaces as ws
+
+    if view_url and isinstance(item, ws.Workspace):
+        saved = ws.Workspace.from_url(view_url)
+        saved.sections, saved.settings, saved.runset_settings = item.sections, item.settings, item.runset_settings
+        item = saved
+    item.save()
+    print(f"Saved: {item.url}")
+
+
+def cli() -> None:
+    """The ``theseus-pl-dashboard`` command."""
+    main()
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,130 @@
+"""The W&B dashboard as code: the workspace and the sweep report are built offline from planted runs, and saved only
+where W&B is online."""
+
+import pytest
+import wandb_workspaces.reports.v2 as wr
+import wandb_workspaces.workspaces as ws
+from results_records import a_run, plant
+
+from theseus_pl import dashboard
+from theseus_pl.app.report import find_runs
+from theseus_pl.app.results import WandbLink
+from theseus_pl.app.tracking.dashboard import sweep_report, workspace
+
+
+def panels_of(section):
+    return {
+        (type(panel).__name__, getattr(panel, "title", None) or panel.table_name): panel for panel in section.panels
+    }
+
+
+def planted_sweep(folder, group="sweep_2026", methods=("theseus_curriculum", "kd")):
+    """Two methods x two learning rates x two seeds, each run logged to W&B in ``group``."""
+    for method in methods:
+        for lr in (1e-4, 2e-4):
+            for seed in (1, 2):
+                link = WandbLink(id=f"{method}{lr}{seed}", name=method, group=group, url=None, dir="wandb")
+                settings = {"optimizer.lr": lr, "seed": seed, "replacement.kind": "curriculum"}
+                record = a_run("SST-2", method, 84.0, 80.0 + seed + 1e4 * lr, settings=settings, wandb=link)
+                plant(folder / f"{method}-{lr}-{seed}", record)
+    return folder
+
+
+def test_the_workspace_has_the_training_replacing_tradeoff_and_card_sections():
+    view = workspace("team", "proj", group="sweep_2026", swept=["optimizer.lr", "seed"])
+    sections = {section.name: panels_of(section) for section in view.sections}
+    assert list(sections) == ["Dev score during training", "Replacing", "Score against speed-up", "Compression card"]
+
+    score = sections["Dev score during training"][("LinePlot", "Dev score by method")]
+    assert (score.x, score.y, score.groupby) == ("trainer/global_step", ["val/score"], "JobType")
+    replacing = {panel.y[0] for panel in sections["Replacing"].values()}
+    assert replacing == {"train/p", "train/replaced_modules", "train/phase"}  # the rate and the phase switch
+    tradeoff = sections["Score against speed-up"]
+    scatter = tradeoff[("ScatterPlot", "Successor score against speed-up")]
+    assert (scatter.x.name, scatter.y.name) == ("final/speedup", "final/successor_score")
+    assert tradeoff[("BarPlot", "Successor score by method")].groupby == "JobType"
+    shape = tradeoff[("ParallelCoordinatesPlot", "Shape, speed-up and score")]
+    assert [column.metric.name for column in shape.columns][:3] == [
+        "theseus.successor_layers", "theseus.successor.hidden_size", "theseus.successor.intermediate_size",
+    ]  # fmt: skip
+    assert ("WeavePanelSummaryTable", "score_vs_speedup") in tradeoff
+    assert ("WeavePanelSummaryTable", "compression_card") in sections["Compression card"]
+
+    runs = view.runset_settings
+    assert "sweep_2026" in str(runs.filters)
+    assert runs.pinned_columns[-2:] == ["config:optimizer.value.lr", "config:seed.value"]  # the swept values
+    assert {"run:jobType", "summary:final/successor_score", "summary:final/speedup"} <= set(runs.pinned_columns)
+
+
+def test_the_workspace_serialises_for_w_and_b_without_a_network():
+    saved_form = workspace("team", "proj")._to_model().model_dump_json()
+    assert "trainer/global_step" in saved_form and "score_vs_speedup" in saved_form
+
+
+def test_the_sweep_report_holds_the_best_settings_table_and_the_groups_plots(tmp_path):
+    sweep = planted_sweep(tmp_path / "sweep_2026")
+    report = sweep_report("team", "proj", sweep, find_runs([sweep])[0])
+    markdown = [block.text for block in report.blocks if isinstance(block, wr.MarkdownBlock)]
+    table, best = markdown
+    assert table.splitlines()[0] == "| method | SST-2 | macro |"
+    assert "| kd | 83.50 | 83.50 |" in table  # lr 2e-4: 81 + 2 and 82 + 2 over the seeds, median 83.5
+    assert best.splitlines()[0] == "| task | method | median | min | max | seeds | grid point |"
+    assert "optimizer.lr=0.0002" in best
+    grids = [block for block in report.blocks if isinstance(block, wr.PanelGrid)]
+    assert grids and all("sweep_2026" in str(grid.runsets[0].filters) for grid in grids)
+    titles = {panel.title for grid in grids for panel in grid.panels}
+    assert {"Dev score by method", "Replacing rate p", "Successor score against speed-up"} <= titles
+
+
+def test_a_sweep_without_w_and_b_runs_gets_a_report_of_tables_only(tmp_path):
+    sweep = tmp_path / "csv_only"
+    plant(sweep / "0", a_run("RTE", "kd", 80.0, 70.0))
+    report = dashboard.main(["--entity", "team", "--project", "proj", "--report", str(sweep), "--dry-run"])
+    assert not [block for block in report.blocks if isinstance(block, wr.PanelGrid)]
+
+
+def test_offline_the_command_says_what_it_would_create_and_saves_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setattr(dashboard, "save", lambda *_: pytest.fail("saved while offline"))
+    sweep = planted_sweep(tmp_path / "sweep_2026")
+    view = dashboard.main(["--entity", "team", "--project", "proj", "--sweep", str(sweep)])
+    out = capsys.readouterr().out
+    assert out.startswith("Not saved (W&B is not online here")
+    assert "Workspace view 'theseus_pl' in team/proj" in out and "section 'Replacing'" in out
+    assert "config:optimizer.value.lr" in out and "config:seed.value" in out
+    assert "config:replacement.value.kind" not in view.runset_settings.pinned_columns  # not varied
+    assert "sweep_2026" in str(view.runset_settings.filters)  # the group from the runs' results
+
+
+def test_online_the_workspace_is_saved_or_the_given_view_updated(monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "online")
+    saved = []
+    monkeypatch.setattr(dashboard, "save", lambda item, url: saved.append((item, url)))
+    dashboard.main(["--entity", "team", "--project", "proj", "--view-url", "https://wandb.ai/team/proj?nw=abc"])
+    ((item, url),) = saved
+    assert isinstance(item, ws.Workspace) and url == "https://wandb.ai/team/proj?nw=abc"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--project", "p"], "the following arguments are required: --entity"),
+        (["--entity", "e"], "the following arguments are required: --project"),
+        (["--entity", "e", "--project", "p", "--report", "{empty}"], "No results.json under"),
+    ],
+)
+def test_bad_input_is_refused_with_the_reason(arguments, message, tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    arguments = [argument.format(empty=tmp_path / "empty") for argument in arguments]
+    with pytest.raises(SystemExit) as stopped:
+        dashboard.main(arguments)
+    assert stopped.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_sweep_over_several_groups_needs_one_named(tmp_path, capsys):
+    planted_sweep(tmp_path / "both" / "a", group="first", methods=["kd"])
+    planted_sweep(tmp_path / "both" / "b", group="second", methods=["kd"])
+    with pytest.raises(SystemExit):
+        dashboard.main(["--entity", "e", "--project", "p", "--sweep", str(tmp_path / "both"), "--dry-run"])
+    assert "several W&B groups (first, second): pick one with --group" in capsys.readouterr().err
