@@ -44,6 +44,7 @@ from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.lightning.callbacks import replacement_callbacks
 from theseus_pl.lightning.modules import FineTuningModule, TheseusModule
 from theseus_pl.lightning.optim import adamw_with_linear_schedule
+from theseus_pl.lightning.precision import AUTO, resolve_precision
 
 RATES = (0.1, 0.5, 1.0)
 TRAINING_CONFIGS = ("finetune", *(f"{mode}_p{p}" for mode in ("theseus", "reference") for p in RATES))
@@ -371,7 +372,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seq-len", type=int, default=128, help="row length (random rows; RTE's max length)")
     parser.add_argument("--steps", type=int, default=16, help=f"timed steps per measurement, after {WARMUP_STEPS}")
     parser.add_argument("--glue-dir", default=default_glue_dir(), help="classic GLUE layout holding RTE/")
-    parser.add_argument("--precision", choices=sorted(PRECISIONS), default="32-true", help="Lightning precision")
+    parser.add_argument("--precision", choices=[*sorted(PRECISIONS), AUTO], default="32-true",
+                        help="Lightning precision; auto: what trainer.precision=auto picks here")  # fmt: skip
     parser.add_argument("--scale", action="store_true", help="also measure growth with sequence length and depth")
     parser.add_argument("--scale-seq-lens", type=int, nargs="+", default=list(SCALE_SEQ_LENS))
     parser.add_argument("--scale-steps", type=int, default=4, help="timed steps per scale measurement")
@@ -382,6 +384,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.model = args.model or minilm_path()
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device is visible to PyTorch here.")
+    args.precision = resolve_precision(args.precision, "gpu" if args.device == "cuda" else "cpu").precision
     return args
 
 
