@@ -13,13 +13,8 @@ from theseus_pl.app.methods import bottom_layers
 from theseus_pl.app.pipeline import run
 from theseus_pl.app.results import LayerCounts
 from theseus_pl.core.settings import SettingsError
-from theseus_pl.lightning.baselines import (
-    DistillationModule,
-    add_layerdrop,
-    distillation_loss,
-    patient_loss,
-    remove_layerdrop,
-)
+from theseus_pl.lightning.baselines import DistillationModule, add_layerdrop, patient_loss, remove_layerdrop
+from theseus_pl.lightning.distillation import distillation_loss
 
 LABELS = torch.tensor([0, 2, 1])
 

@@ -40,13 +40,14 @@ from theseus_pl.core.successors import Importance, SuccessorFactory
 from theseus_pl.core.successors import successor_factory as core_successor_factory
 from theseus_pl.data.tasks import TaskSpec
 from theseus_pl.lightning.baselines import (
-    DISTILLATION_RULES,
     LAYERDROP_RULES,
+    PATIENT_RULES,
     DistillationModule,
     add_layerdrop,
     remove_layerdrop,
 )
 from theseus_pl.lightning.callbacks import replacement_callbacks
+from theseus_pl.lightning.distillation import SOFT_TARGET_RULES
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.modules import FineTuningModule, TheseusModule
 
@@ -279,7 +280,7 @@ class KnowledgeDistillation(CompressionMethod):
     alpha: float
     temperature: float
 
-    RULES: ClassVar[dict[str, Rule]] = {name: DISTILLATION_RULES[name] for name in ("alpha", "temperature")}
+    RULES: ClassVar[dict[str, Rule]] = SOFT_TARGET_RULES
 
     def build(self, inputs: MethodInputs) -> Method:
         return self._distillation(inputs, beta=0.0)
@@ -300,7 +301,7 @@ class PatientDistillation(KnowledgeDistillation):
 
     beta: float
 
-    RULES: ClassVar[dict[str, Rule]] = DISTILLATION_RULES
+    RULES: ClassVar[dict[str, Rule]] = PATIENT_RULES
 
     def build(self, inputs: MethodInputs) -> Method:
         return self._distillation(inputs, beta=self.beta)

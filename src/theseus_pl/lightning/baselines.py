@@ -15,31 +15,17 @@ from transformers import PreTrainedModel
 
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.replacing import module_layer_ranges
-from theseus_pl.core.settings import Rule, check_fields, number, positive_number
+from theseus_pl.core.settings import Rule, check_fields, number
+from theseus_pl.lightning.distillation import SOFT_TARGET_RULES, TeacherLogits, distillation_loss
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.modules import Batch, ClassifierModule
 
 # The baselines' own settings, checked by the modules that take them (and by the app before a run starts).
-DISTILLATION_RULES = {
-    "alpha": Rule(lambda v: number(v) and 0 <= v <= 1, "a number in [0, 1]"),
-    "temperature": Rule(positive_number, "a number above 0"),
+PATIENT_RULES = {
+    **SOFT_TARGET_RULES,
     "beta": Rule(lambda v: number(v) and v >= 0, "a number, at least 0 (0: vanilla KD)"),
 }
 LAYERDROP_RULES = {"drop_rate": Rule(lambda v: number(v) and 0 <= v < 1, "a number in [0, 1)")}
-
-
-def distillation_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: float) -> torch.Tensor:
-    """Soft-target loss: T² · KL(teacher ‖ student) at temperature T; MSE for a regression head."""
-    if student.shape[-1] == 1:
-        return F.mse_loss(student, teacher)
-    return (
-        F.kl_div(
-            F.log_softmax(student / temperature, dim=-1),
-            F.softmax(teacher / temperature, dim=-1),
-            reduction="batchmean",
-        )
-        * temperature**2
-    )
 
 
 def patient_loss(student_cls: list[torch.Tensor], teacher_cls: list[torch.Tensor]) -> torch.Tensor:
@@ -48,40 +34,6 @@ def patient_loss(student_cls: list[torch.Tensor], teacher_cls: list[torch.Tensor
         (F.normalize(s, dim=-1) - F.normalize(t, dim=-1)).pow(2).sum(-1).mean()
         for s, t in zip(student_cls, teacher_cls, strict=True)
     )
-
-
-class TeacherLogits:
-    """The frozen teacher's logits for each training row, computed the first time the row is seen.
-
-    The teacher is in eval mode and never trained, so a row's logits never change: vanilla KD needs one teacher
-    forward per row, not one per row per epoch. On sst2_quick (4,000 rows, 600 steps of 32: 4.8 epochs) that removes
-    about four fifths of the teacher's passes. A row is known by its unpadded inputs (every model input, trimmed by
-    the attention mask), so any sampler, batch composition and resume finds it again; only the unknown rows of a
-    batch go through the teacher. Held in memory for the run: a few floats a row.
-    """
-
-    def __init__(self, teacher: PreTrainedModel) -> None:
-        self.teacher = teacher
-        self.known: dict[bytes, torch.Tensor] = {}
-
-    def __call__(self, inputs: Batch) -> torch.Tensor:
-        keys = row_keys(inputs)
-        unknown = [i for i, key in enumerate(keys) if key not in self.known]
-        if unknown:
-            with torch.no_grad():
-                logits = self.teacher(**{name: value[unknown] for name, value in inputs.items()}).logits
-            self.known.update(zip([keys[i] for i in unknown], logits, strict=True))
-        return torch.stack([self.known[key] for key in keys])
-
-
-def row_keys(inputs: Batch) -> list[bytes]:
-    """Each row's identity: the bytes of its inputs at the positions its attention mask keeps."""
-    cpu = {name: value.cpu() for name, value in inputs.items()}
-    keep = cpu["attention_mask"].bool() if "attention_mask" in cpu else None
-    return [
-        b"".join((value[row] if keep is None else value[row][keep[row]]).numpy().tobytes() for value in cpu.values())
-        for row in range(len(cpu["input_ids"]))
-    ]
 
 
 class DistillationModule(ClassifierModule):
@@ -105,7 +57,7 @@ class DistillationModule(ClassifierModule):
         warmup_ratio: float = 0.0,
     ) -> None:
         super().__init__(student, metrics, lr=lr, weight_decay=weight_decay, warmup_ratio=warmup_ratio)
-        check_fields({"alpha": alpha, "temperature": temperature, "beta": beta}, DISTILLATION_RULES)
+        check_fields({"alpha": alpha, "temperature": temperature, "beta": beta}, PATIENT_RULES)
         self.save_hyperparameters("alpha", "temperature", "beta")
         self.teacher = teacher.eval().requires_grad_(False)
         student_layers = len(find_layer_stack(student).layers)

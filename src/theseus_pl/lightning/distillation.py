@@ -1,0 +1,69 @@
+"""Soft targets from a frozen teacher: the loss, the settings' rules, and the teacher's logits remembered per row.
+
+Shared by the KD baselines (:mod:`theseus_pl.lightning.baselines`) and Theseus with its predecessor's logits
+(``TheseusModule(alpha=...)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from theseus_pl.core.settings import Rule, number, positive_number
+
+# alpha mixes soft targets in (alpha * KD + (1 - alpha) * task loss) at the temperature.
+SOFT_TARGET_RULES = {
+    "alpha": Rule(lambda v: number(v) and 0 <= v <= 1, "a number in [0, 1]"),
+    "temperature": Rule(positive_number, "a number above 0"),
+}
+
+
+def distillation_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Soft-target loss: T² · KL(teacher ‖ student) at temperature T; MSE for a regression head."""
+    if student.shape[-1] == 1:
+        return F.mse_loss(student, teacher)
+    return (
+        F.kl_div(
+            F.log_softmax(student / temperature, dim=-1),
+            F.softmax(teacher / temperature, dim=-1),
+            reduction="batchmean",
+        )
+        * temperature**2
+    )
+
+
+class TeacherLogits:
+    """The frozen teacher's logits for each training row, computed the first time the row is seen.
+
+    The teacher is in eval mode and never trained, so a row's logits never change: vanilla KD needs one teacher
+    forward per row, not one per row per epoch. On sst2_quick (4,000 rows, 600 steps of 32: 4.8 epochs) that removes
+    about four fifths of the teacher's passes. A row is known by its unpadded inputs (every model input, trimmed by
+    the attention mask), so any sampler, batch composition and resume finds it again; only the unknown rows of a
+    batch go through the teacher. Held in memory for the run: a few floats a row.
+    """
+
+    def __init__(self, teacher: Callable[..., Any]) -> None:
+        self.teacher = teacher
+        self.known: dict[bytes, torch.Tensor] = {}
+
+    def __call__(self, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        keys = row_keys(inputs)
+        unknown = [i for i, key in enumerate(keys) if key not in self.known]
+        if unknown:
+            with torch.no_grad():
+                logits = self.teacher(**{name: value[unknown] for name, value in inputs.items()}).logits
+            self.known.update(zip([keys[i] for i in unknown], logits, strict=True))
+        return torch.stack([self.known[key] for key in keys])
+
+
+def row_keys(inputs: Mapping[str, torch.Tensor]) -> list[bytes]:
+    """Each row's identity: the bytes of its inputs at the positions its attention mask keeps."""
+    cpu = {name: value.cpu() for name, value in inputs.items()}
+    keep = cpu["attention_mask"].bool() if "attention_mask" in cpu else None
+    return [
+        b"".join((value[row] if keep is None else value[row][keep[row]]).numpy().tobytes() for value in cpu.values())
+        for row in range(len(cpu["input_ids"]))
+    ]
