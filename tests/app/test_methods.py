@@ -20,6 +20,7 @@ from theseus_pl.app.methods import (
     MethodInputs,
     PatientDistillation,
     Theseus,
+    TheseusDistillation,
     TheseusSettings,
     Transfer,
     bottom_layers,
@@ -86,7 +87,8 @@ def test_each_method_config_names_its_class_and_is_called_by_its_file_name(path)
 
 
 def test_what_the_checks_ask_of_a_method_is_a_property_of_its_class():
-    assert Theseus.replaces_modules and Theseus.takes_successor_settings and Theseus.needs_schedule
+    for theseus in (Theseus, TheseusDistillation):  # with its predecessor's logits: still Theseus to the checks
+        assert theseus.replaces_modules and theseus.takes_successor_settings and theseus.needs_schedule
     for baseline in (KnowledgeDistillation, PatientDistillation, LayerDrop, Transfer, Truncation):
         assert not (baseline.replaces_modules or baseline.takes_successor_settings or baseline.needs_schedule)
     assert Transfer(name="transfer", successor="/a/run/successor").models_read() == [
@@ -126,6 +128,8 @@ def test_each_settings_object_names_every_problem_with_its_own_fields(make, prob
     ("overrides", "problem"),
     [
         (["method=kd", "method.alpha=2"], "method.alpha=2 must be a number in [0, 1]."),
+        (["method=theseus_kd", "method.alpha=1.5"], "method.alpha=1.5 must be a number in [0, 1]."),
+        (["method=theseus_kd", "method.temperature=0"], "method.temperature=0 must be a number above 0."),
         (["method=pkd", "method.beta=abc"], "method.beta='abc' must be a number, at least 0 (0: vanilla KD)."),
         (["method=layerdrop", "method.drop_rate=1.5"],
          "method.drop_rate=1.5 must be null (1 - n/L) or a number in [0, 1)."),

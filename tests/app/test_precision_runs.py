@@ -7,7 +7,7 @@ from theseus_pl.app.pipeline import run
 from theseus_pl.app.results import read_results
 from theseus_pl.lightning.precision import RELEVANT_FLAGS, resolve_precision, this_cpu
 
-METHODS = ["theseus", "fine_tuning", "kd", "pkd", "layerdrop"]
+METHODS = ["theseus", "theseus_kd", "fine_tuning", "kd", "pkd", "layerdrop"]
 
 
 @pytest.mark.slow

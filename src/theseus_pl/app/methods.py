@@ -234,12 +234,30 @@ class Theseus(CompressionMethod):
             model = TheseusModel(predecessor, settings.successor_layers, settings.init, settings.layers_path, factory)
         switch = schedule.switch_step
         module = TheseusModule(
-            model, inputs.metrics(), seed=inputs.seed, **inputs.optimizer,
+            model, inputs.metrics(), seed=inputs.seed, **inputs.optimizer, **self.soft_targets(),
             shared_trainable_from=switch if settings.finetune_shared else None,
             lr_restart_step=switch if settings.lr_schedule == "per_phase" else None,
         )  # fmt: skip
         name = f"{self.name}_{inputs.replacement}"
         return Method(name, module, model.to_compact_model, replacement_callbacks(schedule), schedule)
+
+    def soft_targets(self) -> dict[str, float]:
+        """How much the predecessor's soft targets weigh in the loss (the paper's Theseus: not at all)."""
+        return {}
+
+
+@dataclass(frozen=True)
+class TheseusDistillation(Theseus):
+    """Theseus with its predecessor's logits (beyond the paper): ``alpha · KD(T) + (1 - alpha) · task loss`` on
+    the mixed model, the soft targets computed once per training row by the frozen predecessor inside it."""
+
+    alpha: float
+    temperature: float
+
+    RULES: ClassVar[dict[str, Rule]] = SOFT_TARGET_RULES
+
+    def soft_targets(self) -> dict[str, float]:
+        return {"alpha": self.alpha, "temperature": self.temperature}
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.settings import Rule, number, positive_number
 
 # alpha mixes soft targets in (alpha * KD + (1 - alpha) * task loss) at the temperature.
@@ -67,3 +68,22 @@ def row_keys(inputs: Mapping[str, torch.Tensor]) -> list[bytes]:
         b"".join((value[row] if keep is None else value[row][keep[row]]).numpy().tobytes() for value in cpu.values())
         for row in range(len(cpu["input_ids"]))
     ]
+
+
+class PredecessorTeacher:
+    """The predecessor inside a :class:`~theseus_pl.core.replacing.TheseusModel` as a teacher: every module runs its
+    predecessor layers, in eval mode (no dropout: fixed soft targets), without gradients. Each submodule's train or
+    eval mode is restored afterwards, exactly as it was."""
+
+    def __init__(self, model: TheseusModel) -> None:
+        self.model = model
+
+    def __call__(self, **inputs: torch.Tensor) -> Any:
+        modes = [(module, module.training) for module in self.model.modules()]
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                return self.model([False] * self.model.num_modules, **inputs)
+        finally:
+            for module, training in modes:
+                module.training = training

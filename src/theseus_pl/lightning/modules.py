@@ -11,8 +11,10 @@ from torch import nn
 
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.schedules import ReplacementSchedule
+from theseus_pl.core.settings import check_fields
 from theseus_pl.data.tasks import TaskSpec, head_label_problem
 from theseus_pl.lightning.callbacks import replacement_callbacks
+from theseus_pl.lightning.distillation import SOFT_TARGET_RULES, PredecessorTeacher, TeacherLogits, distillation_loss
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.optim import adamw_with_linear_schedule
 from theseus_pl.lightning.step_logging import log_step_number
@@ -149,6 +151,11 @@ class TheseusModule(ClassifierModule):
     successor fine-tuning), and ``lr_restart_step`` restarts the linear decay of the learning rate at that step
     instead of running one decay over both phases as the authors' code does.
 
+    ``alpha > 0`` goes beyond the paper (which calls Theseus orthogonal to KD): the loss becomes ``alpha · KD(T) +
+    (1 - alpha) · task loss``, the soft targets being the predecessor's own logits at ``temperature``, computed once
+    per training row (the predecessor is the model's all-predecessor path, frozen). ``alpha = 0`` is the paper's
+    Theseus exactly, and never runs the teacher.
+
     ``reference_mode=True`` trains the same way but does the work the authors' code does: every parameter
     requires grad, every gradient is computed (and then left unused), and a batch that replaces nothing still
     runs forward and backward. It exists so that benchmarks can measure what skipping that work saves and tests
@@ -169,9 +176,14 @@ class TheseusModule(ClassifierModule):
         reference_mode: bool = False,
         shared_trainable_from: int | None = None,
         lr_restart_step: int | None = None,
+        alpha: float = 0.0,
+        temperature: float = 1.0,
     ) -> None:
         super().__init__(model, metrics, lr=lr, weight_decay=weight_decay, warmup_ratio=warmup_ratio)
-        self.save_hyperparameters("seed", "reference_mode", "shared_trainable_from", "lr_restart_step")
+        check_fields({"alpha": alpha, "temperature": temperature}, SOFT_TARGET_RULES)
+        self.save_hyperparameters(
+            "seed", "reference_mode", "shared_trainable_from", "lr_restart_step", "alpha", "temperature"
+        )
         if reference_mode and shared_trainable_from is not None:
             raise ValueError(
                 "reference_mode trains with every gradient computed, so the embeddings and head would be updated "
@@ -184,6 +196,7 @@ class TheseusModule(ClassifierModule):
         if reference_mode:
             model.requires_grad_(True)
         self.gate_generator = torch.Generator().manual_seed(seed)
+        self.teacher_logits = TeacherLogits(PredecessorTeacher(model)) if alpha > 0 else None
         self.replacement_rate: float | None = None
         self.last_gate: torch.Tensor | None = None
         self._discard_gradients = False
@@ -218,7 +231,14 @@ class TheseusModule(ClassifierModule):
             # loss over the successor weights keeps them in step; on_after_backward drops its zero gradients.
             self._discard_gradients = True
             return torch.stack([p.sum() for p in self.model.successor_parameters()]).sum() * 0.0
-        loss = self.model(gate, **batch).loss
+        if self.teacher_logits is None:
+            loss = self.model(gate, **batch).loss
+        else:  # the teacher first: it runs the model with every predecessor module, the student's gate comes next
+            soft_targets = self.teacher_logits({key: value for key, value in batch.items() if key != "labels"})
+            output = self.model(gate, **batch)
+            alpha = self.hparams.alpha
+            soft = distillation_loss(output.logits, soft_targets, self.hparams.temperature)
+            loss = alpha * soft + (1 - alpha) * output.loss
         self.log("train/loss", loss, prog_bar=True, batch_size=batch_size)
         return loss
 
