@@ -134,22 +134,29 @@ def family(request: pytest.FixtureRequest) -> str:
 WORDS = ["the", "a", "cat", "dog", "sat", "on", "mat", "is", "not", "he", "said", "hi", "good", "bad", '"']
 
 
-@pytest.fixture
-def tiny_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> BertTokenizer:
-    """A word-level BERT tokenizer over a few words, built from a vocab file (no download)."""
-    vocab = tmp_path_factory.mktemp("tokenizer") / "vocab.txt"
+def make_tiny_tokenizer(folder: Path) -> BertTokenizer:
+    """A word-level BERT tokenizer over a few words, built from a vocab file written in ``folder`` (no download)."""
+    vocab = folder / "vocab.txt"
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     vocab.write_text("\n".join(specials + WORDS + [f"w{i}" for i in range(VOCAB - len(specials) - len(WORDS))]))
     return BertTokenizer(vocab_file=str(vocab))
 
 
 @pytest.fixture
-def tiny_base(tmp_path: Path, tiny_tokenizer: BertTokenizer) -> Path:
-    """A saved tiny BERT and its tokenizer: the app's ``model.base``."""
-    folder = tmp_path / "base"
+def tiny_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> BertTokenizer:
+    return make_tiny_tokenizer(tmp_path_factory.mktemp("tokenizer"))
+
+
+def save_tiny_base(folder: Path, tokenizer: BertTokenizer) -> Path:
+    """A saved tiny BERT and its tokenizer in ``folder``: the app's ``model.base``."""
     tiny_model("bert").save_pretrained(folder)
-    tiny_tokenizer.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
     return folder
+
+
+@pytest.fixture
+def tiny_base(tmp_path: Path, tiny_tokenizer: BertTokenizer) -> Path:
+    return save_tiny_base(tmp_path / "base", tiny_tokenizer)
 
 
 OWN_LABELS = ["negative", "positive"]
@@ -174,16 +181,20 @@ def own_data(tmp_path: Path, tiny_tokenizer: BertTokenizer) -> Path:
     return folder
 
 
-@pytest.fixture
-def glue_dir(tmp_path: Path) -> Path:
+def make_tiny_rte_glue_dir(folder: Path) -> Path:
     """A GLUE folder whose RTE has 24 training and 10 dev rows of the tiny tokenizer's words."""
-    root = make_glue_dir(tmp_path / "glue")
+    root = make_glue_dir(folder)
     header = ["index", "sentence1", "sentence2", "label"]
     words = ["the cat", "a dog", "he said hi", "the mat", "is not good", "a bad cat"]
     rows = [[str(i), words[i % 6], words[(i * 5) % 6], ("entailment", "not_entailment")[i % 2]] for i in range(24)]
     write_tsv(root / "RTE" / "train.tsv", [header, *rows])
     write_tsv(root / "RTE" / "dev.tsv", [header, *rows[:10]])
     return root
+
+
+@pytest.fixture
+def glue_dir(tmp_path: Path) -> Path:
+    return make_tiny_rte_glue_dir(tmp_path / "glue")
 
 
 @pytest.fixture(autouse=True)

@@ -55,7 +55,7 @@ def test_the_installed_wheel_runs_the_app_outside_the_checkout(wheel, tmp_path):
         cwd=tmp_path, env=env, capture_output=True, text=True,
     )  # fmt: skip
     assert composed.returncode == 0 and "schedule_steps" in composed.stdout, composed.stderr[-2000:]
-    for command in ("theseus-pl-deploy", "theseus-pl-report", "theseus-pl-submit"):
+    for command in ("theseus-pl-deploy", "theseus-pl-publish", "theseus-pl-report", "theseus-pl-submit"):
         helped = subprocess.run([str(site / "bin" / command), "--help"], env=env, capture_output=True, text=True)
         assert helped.returncode == 0 and helped.stdout.startswith("usage:"), (command, helped.stderr[-2000:])
 

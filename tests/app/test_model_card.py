@@ -90,3 +90,14 @@ def test_the_card_gives_the_schedule_as_people_read_it():
         "with theseus_pl's `theseus_curriculum` method (replacement schedule `curriculum: p = 0.3 at step 0, 1 from "
         "step 150`; every module replaced from step 150), 200 training steps." in parsed(results).text
     )
+
+
+@pytest.mark.parametrize("repo_id", [None, "org/rte-3-layers"], ids=["in the run folder", "published"])
+def test_a_pickled_successor_names_theseus_pl_as_its_library_and_is_downloaded_before_loading(repo_id):
+    results = results_for("RTE", {"accuracy": 0.5})
+    results = replace(results, successor=replace(results.successor, format="pickled module"))
+    card = ModelCard(str(model_card(results, repo_id)))
+    assert card.data.library_name == "theseus_pl"  # its loader: transformers cannot load a pickled module
+    loaded = f'load_successor(snapshot_download("{repo_id}"))' if repo_id else 'load_successor("<this folder>")'
+    assert f"model = {loaded}\n" in card.text
+    assert ("from huggingface_hub import snapshot_download\n" in card.text) == bool(repo_id)

@@ -2,7 +2,8 @@
 
 The YAML header is built by ``huggingface_hub`` (``ModelCardData`` with ``eval_results``, which it writes as the
 hub's ``model-index``), so the hub parses and displays it. Everything comes from ``results.json``; no local path
-appears, since the card travels with the model.
+appears, since the card travels with the model. Its code loads the model from "<this folder>" until the model is
+published: ``python -m theseus_pl.publish`` rewrites the card with the hub repo's id, so that the code runs as shown.
 """
 
 from __future__ import annotations
@@ -28,13 +29,18 @@ HUB_METRICS = {
 SPLIT_SUFFIXES = {"_m": 0, "_mm": 1}
 
 
-def write_model_card(directory: Path, results: RunResults) -> Path:
+# What loads the successor, by ``results.json``'s ``successor.format``: transformers cannot load a pickled module.
+LIBRARIES = {"transformers": "transformers", "pickled module": "theseus_pl"}
+
+
+def write_model_card(directory: Path, results: RunResults, repo_id: str | None = None) -> Path:
     path = directory / "README.md"
-    model_card(results).save(path)
+    model_card(results, repo_id).save(path)
     return path
 
 
-def model_card(results: RunResults) -> ModelCard:
+def model_card(results: RunResults, repo_id: str | None = None) -> ModelCard:
+    """The card of a run's successor; ``repo_id`` (``ORG/NAME``) once it is published, for its code to load from."""
     data = results.data
     card_data = ModelCardData(
         model_name=f"{results.task}-{results.method}-{results.layers.successor}-layers".lower(),
@@ -42,11 +48,11 @@ def model_card(results: RunResults) -> ModelCard:
         datasets=[data.dataset] if data.dataset else None,
         metrics=sorted({HUB_METRICS[key] for key, _, _ in _metric_rows(results)}),
         pipeline_tag="text-classification",
-        library_name="transformers",
+        library_name=LIBRARIES[results.successor.format],
         tags=["bert-of-theseus", "model-compression", "theseus_pl"],
         eval_results=_eval_results(results),
     )
-    return ModelCard(f"---\n{card_data.to_yaml()}\n---\n\n{_body(results)}")
+    return ModelCard(f"---\n{card_data.to_yaml()}\n---\n\n{_body(results, repo_id)}")
 
 
 def _metric_rows(results: RunResults) -> list[tuple[str, str, str]]:
@@ -109,7 +115,7 @@ def widths_clause(results: RunResults) -> str:
     return f" ({changes})" if changes else ""
 
 
-def _body(results: RunResults) -> str:
+def _body(results: RunResults, repo_id: str | None) -> str:
     predecessor, successor, data, layers = results.predecessor, results.successor, results.data, results.layers
     metric_rows = "\n".join(
         f"| {name} | {_number(predecessor.metrics.get(name), 4)} | {_number(successor.metrics.get(name), 4)} |"
@@ -145,12 +151,12 @@ of the dev split ({", ".join(data.eval_splits)}).
 {metric_rows}
 
 ## How to use
-{_how_to_use(results)}{_deployment(results)}"""
+{_how_to_use(results, repo_id)}{_deployment(results, repo_id)}"""
 
 
-def _how_to_use(results: RunResults) -> str:
+def _how_to_use(results: RunResults, repo_id: str | None) -> str:
     """transformers' pipeline for a plain checkpoint; theseus_pl's loader for pickled successor modules."""
-    if results.successor.format == "pickled module":
+    if LIBRARIES[results.successor.format] == "theseus_pl":
         return f"""
 No transformers config describes these successor modules (a custom factory's modules, or layers narrower than the
 embeddings with learned projections between): the model is pickled whole in `successor.pt`, and loading it needs
@@ -158,11 +164,11 @@ theseus_pl and the factory's module importable; its ONNX export (`deploy.onnx=tr
 theseus_pl.deployment.stage`) needs neither.
 
 ```python
-from theseus_pl.core.io import load_successor
+{_hub_import(repo_id, "snapshot_download")}from theseus_pl.core.io import load_successor
 from transformers import AutoTokenizer
 
-model = load_successor("<this folder>")
-tokenizer = AutoTokenizer.from_pretrained("<this folder>")
+model = load_successor({_local_path(repo_id)})
+tokenizer = AutoTokenizer.from_pretrained({_quoted(repo_id, "<this folder>")})
 logits = model(**tokenizer({_tokenizer_input(results)}, return_tensors="pt")).logits
 ```
 """
@@ -170,7 +176,7 @@ logits = model(**tokenizer({_tokenizer_input(results)}, return_tensors="pt")).lo
 ```python
 from transformers import pipeline
 
-classifier = pipeline("text-classification", model="<this folder or its hub id>")
+classifier = pipeline("text-classification", model={_quoted(repo_id, "<this folder or its hub id>")})
 classifier({_example_input(results)})
 ```
 """
@@ -185,7 +191,7 @@ DEPLOYED_MODELS = {  # the deployment block's names, as the card shows them
 }
 
 
-def _deployment(results: RunResults) -> str:
+def _deployment(results: RunResults, repo_id: str | None) -> str:
     """The ONNX files' section: how they were checked, their scores, latencies and sizes, and how to run one."""
     deployment = results.deployment
     if deployment is None:
@@ -217,14 +223,31 @@ Latency is the median of {settings.repeats} calls on {settings.threads} CPU thre
 
 ```python
 import onnxruntime
-from transformers import AutoTokenizer
+{_hub_import(repo_id, "hf_hub_download")}from transformers import AutoTokenizer
 
-tokenizer = AutoTokenizer.from_pretrained("<this folder>")
-session = onnxruntime.InferenceSession("<this folder>/{model_file}")
+tokenizer = AutoTokenizer.from_pretrained({_quoted(repo_id, "<this folder>")})
+session = onnxruntime.InferenceSession({_local_path(repo_id, model_file)})
 inputs = tokenizer({_tokenizer_input(results)}, return_tensors="np")
 logits = session.run(["logits"], {{node.name: inputs[node.name] for node in session.get_inputs()}})[0]
 ```
 """
+
+
+def _quoted(repo_id: str | None, placeholder: str) -> str:
+    """Where from_pretrained loads from: the hub repo once published, else the placeholder for the local folder."""
+    return f'"{repo_id or placeholder}"'
+
+
+def _hub_import(repo_id: str | None, name: str) -> str:
+    return f"from huggingface_hub import {name}\n" if repo_id else ""
+
+
+def _local_path(repo_id: str | None, file: str | None = None) -> str:
+    """The folder (or one of its files) as a local path: theseus_pl's loader and ONNX Runtime read local files, so
+    a published model is downloaded first."""
+    if repo_id:
+        return f'hf_hub_download("{repo_id}", "{file}")' if file else f'snapshot_download("{repo_id}")'
+    return f'"<this folder>/{file}"' if file else '"<this folder>"'
 
 
 def _target_sentence(deployment: Deployment) -> str:
