@@ -1,0 +1,77 @@
+"""The report's files, byte for byte, over a planted sweep: every table it writes and what it prints.
+
+The expected files in ``fixtures/report/`` were written by ``python -m theseus_pl.report`` over
+:func:`plant_sweep`'s folder (its path written as ``RUNS``). They pin the report's output while its computation
+changes; when a change to the output is meant, rewrite them from that command and read the diff.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from results_records import a_run, plant
+
+from theseus_pl.app.report import main
+from theseus_pl.app.results import ModelShape, WandbLink
+
+EXPECTED = Path(__file__).parent / "fixtures" / "report"
+
+NARROWED = {"replacement.p": 0.5, "theseus.successor.importance": "magnitude"}  # a narrower feed-forward network
+# folder, task, method, seed, grid point, successor score, successor layers and FFN width, speed-up
+SWEEP = [
+    *[(f"rte/curriculum_b01_s{seed}", "RTE", "theseus_curriculum", seed, {"replacement.b": 0.1}, score, 3, 1536, 1.9)
+      for seed, score in ((1, 70.0), (2, 71.25), (3, 90.0))],
+    *[(f"rte/curriculum_b03_s{seed}", "RTE", "theseus_curriculum", seed, {"replacement.b": 0.3}, score, 3, 1536, 1.95)
+      for seed, score in ((1, 72.0), (2, 73.125), (3, 66.666666))],
+    *[(f"rte/constant_p05_s{seed}", "RTE", "theseus_constant", seed, NARROWED, score, 3, 768, None)
+      for seed, score in ((1, 68.0), (2, 69.005), (3, 70.0))],
+    *[(f"rte/kd_s{seed}", "RTE", "kd", seed, {"optimizer.lr": 5e-5}, score, 4, 1536, 1.5)
+      for seed, score in ((1, 65.0), (2, 66.0))],  # seed 3 missing, and a longer step budget (below)
+    *[(f"mnli/curriculum_s{seed}", "MNLI", "theseus_curriculum", seed, {"replacement.b": 0.3}, score, 3, 1536, 2.0)
+      for seed, score in ((1, 80.1), (2, 80.2))],  # two seeds: the median is their mean
+    *[(f"mnli/kd_{name}_s{seed}", "MNLI", "kd", seed, {"optimizer.lr": lr}, score, 3, 1536, 2.0)
+      for name, lr in (("a", 2e-4), ("b", 5e-5)) for seed, score in ((1, 78.0), (2, 79.0))],  # a tie: a comes first
+    ("stsb/curriculum", "STS-B", "theseus_curriculum", 1, {"replacement.b": 0.3}, 86.0, 3, 1536, 1.9),
+    ("stsb/anti", "STS-B", "theseus_anti_curriculum", 1, {"replacement.b": 0.3}, None, 3, 1536, 1.8),  # no score
+    ("stsb/fine_tuning", "STS-B", "fine_tuning", 1, {"optimizer.lr": 5e-5}, 85.5, 3, None, 1.7),  # no FFN width
+]  # fmt: skip
+
+
+def plant_sweep(root: Path) -> None:
+    """Finished runs of three tasks (MNLI scored on two splits), five methods, grid points and seeds, three shapes,
+    a run without a score, one linked to W&B (with the copy W&B keeps), a p curve and a job without results."""
+    linked = root / "rte" / "curriculum_b01_s1"
+    wandb_dir = linked / "wandb" / "offline-run-20261122_100000-x1"
+    for folder, task, method, seed, point, score, layers, width, speedup in SWEEP:
+        steps = 750 if method == "kd" and task == "RTE" else 600
+        settings = {"optimizer.lr": 1e-4, **point, "seed": seed, "trainer.max_steps": steps}
+        record = a_run(task, method, 80.0 if task != "STS-B" else 88.0, score, settings=settings, seed=seed,
+                       speedup=speedup, schedule=f"{method} schedule")  # fmt: skip
+        successor = replace(record.successor, shape=ModelShape(layers=layers, hidden_size=384, intermediate_size=width))
+        if task == "MNLI":
+            successor = replace(successor, metrics={"accuracy_m": score / 100, "accuracy_mm": score / 100 + 0.01})
+            splits = ["validation_matched", "validation_mismatched"]
+            record = replace(record, data=replace(record.data, eval_splits=splits))
+        if root / folder == linked:
+            link = WandbLink(id="x1", name="RTE b=0.1", group="g", url="https://w/x1", dir=str(wandb_dir))
+            record = replace(record, wandb=link)
+            plant(wandb_dir / "files", replace(record, successor=successor))
+        plant(root / folder, replace(record, successor=successor))
+    (linked / "csv").mkdir()
+    (linked / "csv" / "metrics.csv").write_text("step,train/p,val/score\n0,0.1,\n1,,0.6\n2,0.55,\n3,1.0,0.7\n")
+    (root / "rte" / "unfinished" / ".hydra").mkdir(parents=True)
+    (root / "rte" / "unfinished" / ".hydra" / "overrides.yaml").write_text("- seed=3\n- optimizer.lr=5e-5\n")
+
+
+def test_the_reports_files_over_a_planted_sweep_stay_as_they_were(tmp_path, capsys):
+    plant_sweep(tmp_path / "runs")
+    main([str(tmp_path / "runs"), "--output", str(tmp_path / "out")])
+    printed = capsys.readouterr().out.replace(str(tmp_path / "out"), "OUT")
+    written = {path.name: path.read_bytes() for path in (tmp_path / "out").iterdir() if path.suffix != ".png"}
+    written["stdout.txt"] = printed.encode()
+    written = {name: text.replace(str(tmp_path / "runs").encode(), b"RUNS") for name, text in written.items()}
+    assert sorted(written) == sorted(path.name for path in EXPECTED.iterdir())
+    for name, text in written.items():
+        assert text.decode() == (EXPECTED / name).read_bytes().decode(), name
+    assert {path.name for path in (tmp_path / "out").glob("*.png")} == {"p_over_steps.png", "score_vs_rate.png"}
