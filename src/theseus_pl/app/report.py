@@ -23,14 +23,14 @@ import argparse
 import csv
 import json
 import statistics
-from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from theseus_pl.app.results import RunResults, read_results
-from theseus_pl.app.shape_table import SHAPE_COLUMNS, shape_rows
+from theseus_pl.app.shape_table import shape_table
 
 PREDECESSOR = "predecessor"
 
@@ -72,150 +72,128 @@ def _row_key(run: RunResults, rows: str) -> str:
     return str(value)
 
 
-@dataclass(frozen=True)
-class BestSetting:
-    """A row's cell for one task: the grid point whose median over seeds is best, and its spread."""
+def run_frame(runs: list[RunResults], rows: str = "method") -> pd.DataFrame:
+    """One line per run, what the tables are computed from: its table row (the ``--rows`` value, as text), task, seed,
+    step budget, scores, its settings but the seed, and those as JSON (``point``: the grid point it ran)."""
+    settings = [{key: value for key, value in run.settings.items() if key != "seed"} for run in runs]
+    return pd.DataFrame({
+        "row": [_row_key(run, rows) for run in runs],
+        "task": [run.task for run in runs],
+        "seed": [str(run.settings.get("seed", run.seed)) for run in runs],
+        "max_steps": [str(run.settings.get("trainer.max_steps")) for run in runs],
+        "score": pd.array([run.successor.score for run in runs], dtype=float),
+        "predecessor": pd.array([run.predecessor.score for run in runs], dtype=float),
+        "settings": settings,
+        "point": [json.dumps(point, sort_keys=True) for point in settings],
+    })  # fmt: skip
 
-    median: float
-    low: float
-    high: float
-    seeds: tuple[Any, ...]
-    point: str  # the values that set this grid point apart from the row's other runs on the task
 
-
-def best_settings(runs: list[RunResults], rows: str = "method") -> dict[tuple[str, str], BestSetting]:
-    """``{(row, task): best setting}``: each setting's scores reduced to their median over seeds, the best kept."""
-    scores: dict[tuple[str, str], dict[str, list[tuple[Any, float]]]] = defaultdict(lambda: defaultdict(list))
-    for run in runs:
-        setting = {k: v for k, v in run.settings.items() if k != "seed"}
-        seed = run.settings.get("seed", run.seed)
-        scores[(_row_key(run, rows), run.task)][json.dumps(setting, sort_keys=True)].append((seed, run.successor.score))
-    best = {}
-    for cell, by_setting in scores.items():
-        varied = varied_keys([json.loads(setting) for setting in by_setting])
-        candidates = []
-        for setting, seeded in by_setting.items():
-            values = [score for _, score in seeded]
-            point = " ".join(f"{key}={json.loads(setting)[key]}" for key in varied)
-            candidates.append(BestSetting(
-                statistics.median(values), min(values), max(values), tuple(seed for seed, _ in seeded), point
-            ))  # fmt: skip
-        best[cell] = max(candidates, key=lambda candidate: candidate.median)
-    return best
+def best_settings(runs: list[RunResults], rows: str = "method") -> pd.DataFrame:
+    """Per task and row, the grid point with the best median over seeds (the first of equals): its ``median``,
+    ``min`` and ``max``, its ``seeds`` and, as ``grid point``, the settings that set it apart from the cell's other
+    points (a setting the point lacks is left out). A seed without a score (null in ``results.json``) leaves its point
+    without a median, min and max rather than flattering it: such a point is chosen only where every point is one."""
+    frame = run_frame(runs, rows)
+    points = frame.groupby(["row", "task", "point"], sort=False)
+    stats = points["score"].agg(["median", "min", "max", "count", "size"])
+    stats[["median", "min", "max"]] = stats[["median", "min", "max"]].where(stats.pop("count") == stats.pop("size"))
+    stats["seeds"] = points["seed"].agg(lambda seeds: " ".join(sorted(seeds)))
+    stats["settings"] = points["settings"].first()
+    best = stats.sort_values("median", ascending=False, kind="stable").reset_index().drop_duplicates(["row", "task"])
+    varied = _by_key(frame["settings"]).groupby([frame["row"], frame["task"]]).nunique() > 1
+    varied_in_cell = varied.loc[pd.MultiIndex.from_frame(best[["row", "task"]])].to_dict("records")
+    best["grid point"] = [
+        " ".join(f"{key}={settings[key]}" for key in sorted(settings) if varies[key])
+        for settings, varies in zip(best["settings"], varied_in_cell, strict=True)
+    ]
+    return best.sort_values(["task", "row"])[["task", "row", "median", "min", "max", "seeds", "grid point"]]
 
 
 def varied_keys(settings: list[dict[str, Any]]) -> list[str]:
     """The keys whose values differ between the settings (a key some lack counts as differing)."""
-    keys = sorted({key for setting in settings for key in setting})
-    return [key for key in keys if len({json.dumps(setting.get(key)) for setting in settings}) > 1]
+    by_key = _by_key(settings)
+    return list(by_key.columns[by_key.nunique() > 1])
+
+
+def _by_key(settings: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """One column per key, sorted, each value as JSON (so lists compare too); a key a setting lacks reads as null."""
+    by_key = pd.DataFrame([{key: json.dumps(value) for key, value in setting.items()} for setting in settings])
+    return by_key.sort_index(axis=1).fillna("null")
 
 
 def build_table(runs: list[RunResults], rows: str = "method") -> tuple[list[str], dict[str, dict[str, float]]]:
-    """Tasks (columns) and ``{row: {task: score}}``, the predecessor first: each cell a best setting's median."""
-    predecessor: dict[str, list[float]] = defaultdict(list)
-    for run in runs:
-        predecessor[run.task].append(run.predecessor.score)
-    table: dict[str, dict[str, float]] = {PREDECESSOR: {t: statistics.median(s) for t, s in predecessor.items()}}
-    for (row, task), best in best_settings(runs, rows).items():
-        table.setdefault(row, {})[task] = best.median
-    return sorted(predecessor), table
+    """Tasks (columns) and ``{row: {task: score}}``, rows in the order of the runs, the predecessor first (the median
+    of its scores): each cell a best setting's median, none where that has none."""
+    frame = run_frame(runs, rows)
+    cells = best_settings(runs, rows).pivot(index="row", columns="task", values="median")
+    predecessor = frame.groupby("task")["predecessor"].median().rename(PREDECESSOR).to_frame().T
+    table = pd.concat([predecessor, cells.reindex(index=frame["row"].unique(), columns=predecessor.columns)])
+    return list(table.columns), {row: line.dropna().to_dict() for row, line in table.iterrows()}
+
+
+def table_frame(tasks: list[str], table: dict[str, dict[str, float]]) -> pd.DataFrame:
+    """:func:`build_table`'s table as a frame, with ``macro``: the tasks' mean, missing where a task is."""
+    frame = pd.DataFrame.from_dict(table, orient="index").reindex(columns=tasks)
+    # fmean, whose sum is exactly rounded, gives the macro to the last digit whatever the order of the tasks.
+    return frame.assign(macro=frame.apply(statistics.fmean, axis=1))
 
 
 def protocol_warnings(runs: list[RunResults], rows: str = "method") -> list[str]:
     """What makes a comparison between rows unfair: different step budgets, or seeds one row lacks."""
-    budgets: dict[str, dict[str, set[Any]]] = defaultdict(lambda: defaultdict(set))
-    seeds: dict[str, dict[str, set[Any]]] = defaultdict(lambda: defaultdict(set))
-    for run in runs:
-        budgets[run.task][_row_key(run, rows)].add(run.settings.get("trainer.max_steps"))
-        seeds[run.task][_row_key(run, rows)].add(run.settings.get("seed", run.seed))
+    cells = (
+        run_frame(runs, rows)
+        .groupby(["task", "row"])
+        .agg(steps=("max_steps", lambda steps: ", ".join(sorted(set(steps)))), seeds=("seed", frozenset))
+    )
     warnings = []
-    for task in sorted(budgets):
-        if len({tuple(sorted(map(str, steps))) for steps in budgets[task].values()}) > 1:
-            named = "; ".join(f"{row} {', '.join(sorted(map(str, s)))}" for row, s in sorted(budgets[task].items()))
+    for task, task_cells in cells.groupby(level="task"):
+        if task_cells["steps"].nunique() > 1:
+            named = "; ".join(f"{row} {steps}" for (_, row), steps in task_cells["steps"].items())
             warnings.append(f"{task}: the {rows}s had different step budgets (trainer.max_steps): {named}.")
-        every = set().union(*seeds[task].values())
-        for row, row_seeds in sorted(seeds[task].items()):
-            if row_seeds != every:
-                lacking = ", ".join(sorted(map(str, every - row_seeds)))
+        every = frozenset().union(*task_cells["seeds"])
+        for (_, row), seeds in task_cells["seeds"].items():
+            if seeds != every:
+                lacking = ", ".join(sorted(every - seeds))
                 warnings.append(f"{task}: {row} lacks seed {lacking}, which other {rows}s ran.")
     return warnings
 
 
-def write_best_settings(best: dict[tuple[str, str], BestSetting], rows: str, output: Path) -> list[Path]:
-    """Per task and row: the chosen grid point, its median, min and max over seeds, and the seeds."""
-    header = ["task", rows, "median", "min", "max", "seeds", "grid point"]
-    lines = [
-        [task, row, _cell(b.median), _cell(b.low), _cell(b.high), " ".join(map(str, sorted(b.seeds, key=str))), b.point]
-        for (row, task), b in sorted(best.items(), key=lambda item: (item[0][1], item[0][0]))
-    ]
-    return _write_markdown_and_csv(output, "best_settings", header, lines)
-
-
-def macro(cells: dict[str, float], tasks: list[str]) -> float | None:
-    return statistics.fmean(cells[t] for t in tasks) if all(t in cells for t in tasks) else None
-
-
 def write_tables(tasks: list[str], table: dict[str, dict[str, float]], rows: str, output: Path) -> list[Path]:
-    header = [rows, *tasks, "macro"]
-    lines = [[name, *(_cell(cells.get(t)) for t in tasks), _cell(macro(cells, tasks))] for name, cells in table.items()]
-    return _write_markdown_and_csv(output, "table", header, lines)
+    """:func:`build_table`'s table with its macro column, a line per row (named ``rows``)."""
+    return write_markdown_and_csv(table_frame(tasks, table).rename_axis(rows).reset_index(), output, "table")
 
 
-RUN_COLUMNS = ["task", "method", "predecessor", "successor", "wandb", "wandb_url", "folder"]
+def write_best_settings(best: pd.DataFrame, rows: str, output: Path) -> list[Path]:
+    """Per task and row: the chosen grid point, its median, min and max over seeds, and the seeds."""
+    return write_markdown_and_csv(best.rename(columns={"row": rows}), output, "best_settings")
 
 
-def run_rows(runs: list[RunResults]) -> list[dict[str, Any]]:
-    """One row per run, sorted by task and method, with its W&B name and URL where it has them."""
-    rows = [
-        {
-            "task": run.task,
-            "method": run.method,
-            "predecessor": run.predecessor.score,
-            "successor": run.successor.score,
-            "wandb": (run.wandb.name or "") if run.wandb else "",
-            "wandb_url": (run.wandb.url or "") if run.wandb else "",
-            "folder": str(run.folder or ""),
-        }
-        for run in runs
-    ]
-    return sorted(rows, key=lambda row: (row["task"], row["method"], row["folder"]))
+def run_table(runs: list[RunResults]) -> pd.DataFrame:
+    """One line per run, sorted by task, method and folder, with its W&B name and URL where it has them."""
+    return pd.DataFrame({
+        "task": [run.task for run in runs],
+        "method": [run.method for run in runs],
+        "predecessor": pd.array([run.predecessor.score for run in runs], dtype=float),
+        "successor": pd.array([run.successor.score for run in runs], dtype=float),
+        "wandb": [(run.wandb.name or "") if run.wandb else "" for run in runs],
+        "wandb_url": [(run.wandb.url or "") if run.wandb else "" for run in runs],
+        "folder": [str(run.folder or "") for run in runs],
+    }).sort_values(["task", "method", "folder"])  # fmt: skip
 
 
-def write_shapes(runs: list[RunResults], output: Path) -> list[Path]:
-    """The depth-against-width table, when the runs' successors differ in shape."""
-    rows = shape_rows(runs)
-    if not rows:
-        return []
-    return _write_markdown_and_csv(output, "shapes", SHAPE_COLUMNS, [_cells(row) for row in rows])
+def write_markdown_and_csv(table: pd.DataFrame, output: Path, stem: str) -> list[Path]:
+    """``<stem>.md`` (a Markdown table) and ``<stem>.csv`` (as the csv module writes it) with the same header and
+    cells: numbers to two decimals, missing values empty, anything else as text."""
+    cells = table.map(_cell)
+    header = "| " + " | ".join(cells.columns) + " |\n|" + "---|" * len(cells.columns) + "\n"
+    body = "".join("| " + " | ".join(line) + " |\n" for line in cells.itertuples(index=False))
+    (output / f"{stem}.md").write_text(header + body)
+    cells.to_csv(output / f"{stem}.csv", index=False, lineterminator="\r\n")
+    return [output / f"{stem}.md", output / f"{stem}.csv"]
 
 
-def write_runs(runs: list[RunResults], output: Path) -> list[Path]:
-    return _write_markdown_and_csv(output, "runs", RUN_COLUMNS, [_cells(row) for row in run_rows(runs)])
-
-
-def _cells(row: dict[str, Any]) -> list[str]:
-    """A row's values as table cells: numbers to two decimals, None empty, anything else as text."""
-    return [_cell(v) if v is None or isinstance(v, float) else str(v) for v in row.values()]
-
-
-def _cell(value: float | None) -> str:
-    return "" if value is None else f"{value:.2f}"
-
-
-def _write_markdown_and_csv(output: Path, stem: str, header: list[str], lines: list[list[str]]) -> list[Path]:
-    """``<stem>.md`` (a Markdown table) and ``<stem>.csv`` with the same header and cells."""
-    markdown = output / f"{stem}.md"
-    markdown.write_text(
-        "\n".join(
-            ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-            + ["| " + " | ".join(line) + " |" for line in lines]
-        )
-        + "\n"
-    )
-    table_csv = output / f"{stem}.csv"
-    with table_csv.open("w", newline="") as handle:
-        csv.writer(handle).writerows([header, *lines])
-    return [markdown, table_csv]
+def _cell(value: Any) -> str:
+    return "" if pd.isna(value) else f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
 def write_plots(runs: list[RunResults], output: Path) -> list[Path]:
@@ -267,13 +245,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     runs, missing = find_runs(args.folders)
     tasks, table = build_table(runs, args.rows)
+    shapes = shape_table(runs)
     warnings = protocol_warnings(runs, args.rows)
     args.output.mkdir(parents=True, exist_ok=True)
     written = (
         write_tables(tasks, table, args.rows, args.output)
         + write_best_settings(best_settings(runs, args.rows), args.rows, args.output)
-        + write_runs(runs, args.output)
-        + write_shapes(runs, args.output)
+        + write_markdown_and_csv(run_table(runs), args.output, "runs")
+        + (write_markdown_and_csv(shapes, args.output, "shapes") if not shapes.empty else [])
         + write_plots(runs, args.output)
     )
     print((args.output / "table.md").read_text())

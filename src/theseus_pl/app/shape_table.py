@@ -2,57 +2,62 @@
 
 One row per task, method and successor shape (layers, feed-forward width, hidden width and, for a narrowed
 feed-forward network, which neurons it kept), with the parameters of the successor's layers and of the whole
-model, the dev score's median, min and max over seeds, and the median measured inference speed-up. Written by
-``theseus_pl.app.report`` when the runs it reads have more than one successor shape (``sweep/depth_width``).
+model, the dev score's median, min and max over seeds (none where a seed has no score), and the median measured
+inference speed-up. Written by ``theseus_pl.app.report`` when the runs it reads have more than one successor shape
+(``sweep/depth_width``).
 """
 
 from __future__ import annotations
 
-import statistics
-from collections import defaultdict
-from typing import Any
+import pandas as pd
 
 from theseus_pl.app.results import RunResults
 
-SHAPE_COLUMNS = [
-    "task", "method", "layers", "FFN width", "hidden size", "neurons kept", "layer params (M)", "params (M)",
-    "median", "min", "max", "seeds", "speed-up",
-]  # fmt: skip
+SHAPE = ["layers", "FFN width", "hidden size", "neurons kept"]
 
 
-def _shape_key(run: RunResults) -> tuple[Any, ...] | None:
-    shape, predecessor = run.successor.shape, run.predecessor.shape
-    if shape is None or predecessor is None:
-        return None  # results written before successors had shapes
-    narrowed = shape.intermediate_size != predecessor.intermediate_size
-    kept = run.settings.get("theseus.successor.importance") if narrowed else None
-    return run.task, run.method, shape.layers, shape.intermediate_size, shape.hidden_size, kept or ""
-
-
-def shape_rows(runs: list[RunResults]) -> list[dict[str, Any]]:
+def shape_table(runs: list[RunResults]) -> pd.DataFrame:
     """One row per task, method and successor shape, with its parameters, score spread and speed-up; empty when
-    every run's successor has the same shape (there is nothing to compare)."""
-    groups: dict[tuple[Any, ...], list[RunResults]] = defaultdict(list)
-    for run in runs:
-        key = _shape_key(run)
-        if key is not None:
-            groups[key].append(run)
-    if len({key[2:] for key in groups}) < 2:
-        return []
-    rows = []
-    for (task, method, layers, width, hidden, kept), group in groups.items():
-        scores = [run.successor.score for run in group]
-        speedups = [run.speedup for run in group if run.speedup is not None]
-        rows.append({
-            "task": task, "method": method, "layers": layers, "FFN width": width, "hidden size": hidden,
-            "neurons kept": kept,
-            "layer params (M)": _millions(group[0].params.successor_layers),
-            "params (M)": _millions(group[0].params.successor),
-            "median": statistics.median(scores), "min": min(scores), "max": max(scores),
-            "seeds": " ".join(sorted(str(run.settings.get("seed", "")) for run in group)),
-            "speed-up": f"{statistics.median(speedups):.2f}x" if speedups else "",
-        })  # fmt: skip
-    return sorted(rows, key=lambda r: (r["task"], r["method"], r["layers"], -(r["FFN width"] or 0), r["neurons kept"]))
+    every run's successor has the same shape (there is nothing to compare). Runs written before successors had
+    shapes are left out."""
+    shaped = [run for run in runs if run.successor.shape is not None and run.predecessor.shape is not None]
+    frame = pd.DataFrame({
+        "task": [run.task for run in shaped],
+        "method": [run.method for run in shaped],
+        "layers": pd.array([run.successor.shape.layers for run in shaped], dtype="Int64"),
+        "FFN width": pd.array([run.successor.shape.intermediate_size for run in shaped], dtype="Int64"),
+        "hidden size": pd.array([run.successor.shape.hidden_size for run in shaped], dtype="Int64"),
+        "neurons kept": [_neurons_kept(run) for run in shaped],
+        "layer params (M)": [_millions(run.params.successor_layers) for run in shaped],
+        "params (M)": [_millions(run.params.successor) for run in shaped],
+        "score": pd.array([run.successor.score for run in shaped], dtype=float),
+        "seed": [str(run.settings.get("seed", "")) for run in shaped],
+        "speed-up": pd.array([run.speedup for run in shaped], dtype=float),
+    })  # fmt: skip
+    if len(frame[SHAPE].drop_duplicates()) < 2:
+        return pd.DataFrame()
+    table = frame.groupby(["task", "method", *SHAPE], sort=False, dropna=False).agg(**{
+        "layer params (M)": ("layer params (M)", "first"), "params (M)": ("params (M)", "first"),
+        "median": ("score", "median"), "min": ("score", "min"), "max": ("score", "max"),
+        "seeds": ("seed", lambda seeds: " ".join(sorted(seeds))), "speed-up": ("speed-up", "median"),
+        "scored": ("score", "count"), "runs": ("score", "size"),
+    })  # fmt: skip
+    every_seed_scored = table.pop("scored") == table.pop("runs")  # else no spread, rather than a flattering one
+    table[["median", "min", "max"]] = table[["median", "min", "max"]].where(every_seed_scored)
+    table["speed-up"] = table["speed-up"].map(lambda speedup: "" if pd.isna(speedup) else f"{speedup:.2f}x")
+    return table.reset_index().sort_values(["task", "method", "layers", "FFN width", "neurons kept"], key=_widest_first)
+
+
+def _widest_first(column: pd.Series) -> pd.Series:
+    """The sort key of a column: the widest feed-forward network first (one without a width last); others as they
+    are. Shapes equal in all these (differing in hidden width) keep the order of the runs."""
+    return -column.fillna(0) if column.name == "FFN width" else column
+
+
+def _neurons_kept(run: RunResults) -> str:
+    """How a narrowed feed-forward network chose its neurons; empty for whole layers."""
+    narrowed = run.successor.shape.intermediate_size != run.predecessor.shape.intermediate_size
+    return (run.settings.get("theseus.successor.importance") if narrowed else None) or ""
 
 
 def _millions(count: int | None) -> str:
