@@ -191,6 +191,34 @@ def test_the_protocol_report_picks_each_methods_best_grid_point_by_median_and_sh
     ]  # fmt: skip
 
 
+def test_a_cell_over_runs_with_different_setting_keys_names_each_points_own_values(tmp_path):
+    # By successor depth, constant-rate and KD runs share a cell; only the constant-rate runs have replacement.p.
+    for task, constant, kd in (("SST-2", 82.0, 75.0), ("RTE", 60.0, 66.0)):
+        settings = {"optimizer.lr": 1e-4, "replacement.p": 0.5, "seed": 1}
+        plant(tmp_path / f"{task}_constant", a_run(task, "theseus_constant", 85.0, constant, settings=settings))
+        plant(tmp_path / f"{task}_kd", a_run(task, "kd", 85.0, kd, settings={"optimizer.lr": 5e-5, "seed": 1}))
+    main([str(tmp_path), "--rows", "layers.successor", "--output", str(tmp_path / "out")])
+    with (tmp_path / "out" / "best_settings.csv").open(newline="") as handle:
+        points = {row["task"]: (row["median"], row["grid point"]) for row in csv.DictReader(handle)}
+    assert points == {
+        "SST-2": ("82.00", "optimizer.lr=0.0001 replacement.p=0.5"),
+        "RTE": ("66.00", "optimizer.lr=5e-05"),
+    }
+
+
+def test_a_grid_point_with_a_seed_without_a_score_is_not_chosen_over_complete_points(tmp_path):
+    # Point a's scored seeds beat point b's, but its seed 2 has no score (a correlation of constant predictions).
+    for seed, (a, b) in enumerate([(90.0, 70.0), (None, 71.0), (92.0, 72.0)], start=1):
+        planted_run(tmp_path / f"a{seed}", "theseus_curriculum", a, seed, {"replacement.b": 0.1})
+        planted_run(tmp_path / f"b{seed}", "theseus_curriculum", b, seed, {"replacement.b": 0.3})
+    for seed in (1, 2):
+        planted_run(tmp_path / f"kd{seed}", "kd", None, seed, {})
+    main([str(tmp_path), "--output", str(tmp_path / "out")])
+    with (tmp_path / "out" / "best_settings.csv").open(newline="") as handle:
+        rows = [(r["method"], r["median"], r["min"], r["max"], r["grid point"]) for r in csv.DictReader(handle)]
+    assert rows == [("kd", "", "", "", ""), ("theseus_curriculum", "71.00", "70.00", "72.00", "replacement.b=0.3")]
+
+
 def test_the_report_warns_of_unequal_step_budgets_and_missing_seeds(tmp_path, capsys):
     for seed in (1, 2, 3):
         planted_run(tmp_path / f"theseus{seed}", "theseus_curriculum", 80.0, seed, {}, max_steps=600)
