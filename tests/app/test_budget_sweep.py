@@ -4,6 +4,9 @@ Theseus replaces for the same share of them, and validation comes every sixth of
 import pytest
 from app_runs import compose_config
 from hydra import compose, initialize_config_module
+from results_records import a_run, plant
+
+from theseus_pl.app.report import budget_figure, budget_table, find_runs, main
 
 # Each protocol and the method it trains.
 PROTOCOLS = {"fine_tuning": "fine_tuning", "kd": "kd", "theseus_constant": "theseus",
@@ -28,3 +31,51 @@ def test_the_sweep_varies_the_budget_and_the_seed_for_the_method_named():
                                           "paths.output_dir=x"], return_hydra_config=True)  # fmt: skip
     assert dict(cfg.hydra.sweeper.params) == {"budget": "steps600,steps1800,steps5400", "seed": "1,2,3"}
     assert cfg.method.name == "kd" and cfg.threads == 1
+
+
+def plant_budget_sweep(root, budgets=(600, 1800, 5400), lacking=()):
+    """SST-2 runs of two methods at each budget and seeds 1-3 (scores rising with the budget); ``lacking``: (method,
+    budget) pairs that did not run."""
+    for method, base in (("fine_tuning", 80.0), ("theseus_curriculum", 78.0)):
+        for steps in budgets:
+            if (method, steps) in lacking:
+                continue
+            for seed in (1, 2, 3):
+                score = base + steps / 600 + seed  # median over seeds: base + steps / 600 + 2
+                settings = {"optimizer.lr": 1e-4, "trainer.max_steps": steps, "seed": seed}
+                plant(root / f"{method}_{steps}_{seed}", a_run("SST-2", method, 84.0, score, settings=settings))
+
+
+def test_the_report_tables_and_draws_each_methods_score_against_the_budget(tmp_path):
+    plant_budget_sweep(tmp_path / "runs")
+    runs, _ = find_runs([tmp_path / "runs"])
+    budgets = budget_table(runs)
+    fine_tuning = budgets[budgets["row"] == "fine_tuning"]
+    assert list(fine_tuning["steps"]) == [600, 1800, 5400]
+    assert list(fine_tuning["median"]) == [83.0, 85.0, 91.0]
+    assert list(fine_tuning["min"]) == [82.0, 84.0, 90.0] and list(fine_tuning["max"]) == [84.0, 86.0, 92.0]
+    figure = budget_figure("SST-2", budgets)
+    assert [line.get_label() for line in figure.axes[0].lines] == ["fine_tuning", "theseus_curriculum"]
+    assert list(figure.axes[0].lines[1].get_ydata()) == [81.0, 83.0, 89.0]
+
+    report = main([str(tmp_path / "runs"), "--output", str(tmp_path / "out")])
+    assert tmp_path / "out" / "budget_SST-2.png" in report["written"]
+    assert (tmp_path / "out" / "budget.md").read_text().splitlines()[2] == (
+        "| SST-2 | fine_tuning | 600 | 83.00 | 82.00 | 84.00 | 1 2 3 |  |"
+    )
+    assert report["warnings"] == []  # every method ran every budget
+
+
+def test_a_budget_sweep_where_a_method_lacks_a_budget_is_warned_about(tmp_path):
+    plant_budget_sweep(tmp_path / "runs", lacking={("theseus_curriculum", 5400)})
+    report = main([str(tmp_path / "runs"), "--output", str(tmp_path / "out")])
+    assert report["warnings"] == [
+        "SST-2: the methods had different step budgets (trainer.max_steps): fine_tuning 1800, 5400, 600; "
+        "theseus_curriculum 1800, 600."
+    ]
+
+
+def test_runs_at_one_budget_write_no_budget_curves(tmp_path):
+    plant_budget_sweep(tmp_path / "runs", budgets=(600,))
+    report = main([str(tmp_path / "runs"), "--output", str(tmp_path / "out")])
+    assert not any(path.name.startswith("budget") for path in report["written"])

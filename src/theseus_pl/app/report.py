@@ -11,6 +11,9 @@ Reads every ``results.json`` below the folders and writes, into ``--output``:
   run's name and URL — so a cell of the table leads to the runs behind it.
 - ``shapes.md`` and ``shapes.csv``, when the runs' successors differ in shape: the depth-against-width table
   (``shape_table``), each shape's parameters, score spread over seeds and measured speed-up.
+- ``budget.md`` and ``budget.csv``, when a task ran at more than one step budget (``trainer.max_steps``, e.g.
+  ``+sweep=budget``): per task, row and budget, the best grid point's median, min and max over seeds; and
+  ``budget_<task>.png``, each row's median score against optimizer steps with its min-max band.
 - ``p_over_steps.png``: the replacement rate logged by each schedule over the training steps.
 - ``score_vs_rate.png``: successor score against the constant replacing rate ``p`` (when such runs exist).
 
@@ -192,6 +195,57 @@ def write_markdown_and_csv(table: pd.DataFrame, output: Path, stem: str) -> list
     return [output / f"{stem}.md", output / f"{stem}.csv"]
 
 
+def budget_table(runs: list[RunResults], rows: str = "method") -> pd.DataFrame:
+    """Per task, row and step budget (``trainer.max_steps``), the best grid point at that budget (as
+    :func:`best_settings` picks it) with its median, min and max over seeds; only tasks run at several budgets."""
+    frame = run_frame(runs, rows)
+    known = frame[frame["max_steps"] != "None"]
+    parts = [
+        best_settings([runs[i] for i in group.index], rows).assign(steps=int(steps))
+        for steps, group in known.groupby("max_steps")
+    ]
+    columns = ["task", "row", "steps", "median", "min", "max", "seeds", "grid point"]
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    table = pd.concat(parts)
+    several = table.groupby("task")["steps"].transform("nunique") > 1
+    return table[several].sort_values(["task", "row", "steps"])[columns].reset_index(drop=True)
+
+
+def write_budget_curves(budgets: pd.DataFrame, rows: str, output: Path) -> list[Path]:
+    """``budget.md``/``.csv`` and, per task, ``budget_<task>.png``: each row's median against optimizer steps (log
+    scale: the budgets triple), its min-max band over seeds shaded."""
+    if budgets.empty:
+        return []
+    import matplotlib.pyplot as plt
+
+    written = write_markdown_and_csv(budgets.rename(columns={"row": rows}), output, "budget")
+    for task, curves in budgets.groupby("task"):
+        figure = budget_figure(str(task), curves)
+        written.append(output / f"budget_{task}.png")
+        figure.savefig(written[-1], dpi=120, bbox_inches="tight")
+        plt.close(figure)
+    return written
+
+
+def budget_figure(task: str, curves: pd.DataFrame) -> Any:
+    """One task's :func:`budget_table` lines as a figure: a line per row, its min-max band shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for row, curve in curves.groupby("row", sort=False):
+        line = axes.plot(curve["steps"], curve["median"], marker="o", label=row)[0]
+        axes.fill_between(curve["steps"], curve["min"], curve["max"], color=line.get_color(), alpha=0.15)
+    steps = sorted(curves["steps"].unique())
+    axes.set(xscale="log", xlabel="optimizer steps", ylabel="dev score", title=f"{task}: score against budget")
+    axes.set_xticks(steps, [str(step) for step in steps])
+    axes.legend(fontsize=7)
+    return figure
+
+
 def _cell(value: Any) -> str:
     return "" if pd.isna(value) else f"{value:.2f}" if isinstance(value, float) else str(value)
 
@@ -246,6 +300,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     runs, missing = find_runs(args.folders)
     tasks, table = build_table(runs, args.rows)
     shapes = shape_table(runs)
+    budgets = budget_table(runs, args.rows)
     warnings = protocol_warnings(runs, args.rows)
     args.output.mkdir(parents=True, exist_ok=True)
     written = (
@@ -253,6 +308,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         + write_best_settings(best_settings(runs, args.rows), args.rows, args.output)
         + write_markdown_and_csv(run_table(runs), args.output, "runs")
         + (write_markdown_and_csv(shapes, args.output, "shapes") if not shapes.empty else [])
+        + write_budget_curves(budgets, args.rows, args.output)
         + write_plots(runs, args.output)
     )
     print((args.output / "table.md").read_text())
