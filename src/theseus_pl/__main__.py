@@ -11,7 +11,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from theseus_pl.app.command_line import VERBOSE_FLAG, check_group_options, refuse_home_shorthand
+from theseus_pl.app.command_line import VERBOSE_FLAG, check_group_options, check_launcher_plugin, refuse_home_shorthand
 from theseus_pl.app.config import register_resolvers
 
 log = logging.getLogger("theseus_pl")
@@ -77,7 +77,7 @@ def cli() -> None:
     if VERBOSE_FLAG in arguments:
         sys.argv.remove(VERBOSE_FLAG)
         os.environ.update(THESEUS_PL_VERBOSE="1", HYDRA_FULL_ERROR="1")
-    problems = refuse_home_shorthand(arguments) + check_group_options(arguments)
+    problems = refuse_home_shorthand(arguments) + check_group_options(arguments) + check_launcher_plugin(arguments)
     if problems:
         print("The command line cannot be read:\n" + "\n".join(f"- {p}" for p in problems), file=sys.stderr)
         raise SystemExit(2)

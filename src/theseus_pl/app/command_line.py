@@ -2,16 +2,28 @@
 
 Hydra names a missing config group option (``+experiment=dmeo``) by its path and lists every option; a mistyped
 name deserves the nearest ones. Its override grammar rejects an unquoted ``~`` with a lexer error that names no fix.
-Both are found here, all at once, with nothing imported but the standard library.
+A launcher whose Hydra plugin is not installed fails in Hydra as a config it "could not find"
+(``hydra/launcher/submitit_slurm``), naming neither the package nor the extra that brings it. All are found here,
+at once, with nothing imported but the standard library.
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib.resources
+import importlib.util
+import re
 from pathlib import Path
 
 VERBOSE_FLAG = "--verbose"  # every log line, warning and progress bar, and a full traceback on errors
+
+# What each launcher needs installed: its plugin's package and the modules it imports (the [cluster] extra).
+SUBMITIT = ("hydra-submitit-launcher", ("hydra_plugins.hydra_submitit_launcher", "submitit"))
+JOBLIB = ("hydra-joblib-launcher", ("hydra_plugins.hydra_joblib_launcher", "joblib"))
+LAUNCHER_PLUGINS = {
+    "slurm": SUBMITIT, "slurm_local": SUBMITIT, "submitit_slurm": SUBMITIT, "submitit_local": SUBMITIT,
+    "local_parallel": JOBLIB, "joblib": JOBLIB,
+}  # fmt: skip
 
 
 def config_folder() -> Path:
@@ -55,3 +67,42 @@ def refuse_home_shorthand(arguments: list[str]) -> list[str]:
                 "(your shell expands $HOME) or give the full path."
             )
     return problems
+
+
+def check_launcher_plugin(arguments: list[str]) -> list[str]:
+    """The launcher the command line picks (``hydra/launcher=...``, or its sweep's) when its plugin is missing."""
+    launcher, sweep = _chosen_launcher(arguments)
+    if launcher not in LAUNCHER_PLUGINS:
+        return []
+    package, modules = LAUNCHER_PLUGINS[launcher]
+    if all(_installed(module) for module in modules):
+        return []
+    fix = 'pip install "theseus_pl[cluster]"'
+    if sweep:
+        return [
+            f"{sweep} runs its jobs with hydra/launcher={launcher}, which needs {package}, not installed: {fix}, "
+            "or add hydra/launcher=basic to run them one after another."
+        ]
+    return [f"hydra/launcher={launcher} needs {package}, which is not installed: {fix}."]
+
+
+def _chosen_launcher(arguments: list[str]) -> tuple[str | None, str | None]:
+    """The launcher and the ``+sweep=`` argument that picked it (None: the command line's own
+    ``hydra/launcher=``, which wins over its sweep's)."""
+    picked: tuple[str | None, str | None] = (None, None)
+    for argument in arguments:
+        key, _, value = argument.partition("=")
+        if key.lstrip("+") == "hydra/launcher":
+            return value, None
+        sweep = config_folder() / "sweep" / f"{value}.yaml"
+        if key.lstrip("+") == "sweep" and sweep.is_file():
+            found = re.search(r"override /hydra/launcher: *(\w+)", sweep.read_text())
+            picked = (found[1], argument) if found else picked
+    return picked
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its parent package is missing too (no Hydra plugin installed at all)
+        return False
