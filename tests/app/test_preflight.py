@@ -70,10 +70,15 @@ def test_local_problems_are_reported_together_with_the_sources_own_words(tiny_ba
     assert lines[2].startswith(f"data.glue_dir={tmp_path / 'missing'} is not a folder")
 
 
-def test_an_unreachable_hub_is_asked_once_without_retries(tmp_path):
+# Each makes a Hugging Face library skip the hub: huggingface_hub reads the first two, datasets the last or else them.
+OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
+
+
+def test_an_unreachable_hub_is_asked_once_without_retries(tmp_path, monkeypatch):
     """The whole command, imports included, as a user without network runs it (the hub at a closed port)."""
+    for variable in OFFLINE_VARIABLES:  # set by conftest.py, or in the shell of a user who works offline
+        monkeypatch.delenv(variable, raising=False)
     env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HOME": str(tmp_path / "hf")}
-    env.pop("HF_HUB_OFFLINE", None)
     started = time.perf_counter()
     completed = subprocess.run(
         [sys.executable, "-m", "theseus_pl", "+experiment=rte_curriculum", f"hydra.run.dir={tmp_path / 'run'}",
@@ -85,3 +90,16 @@ def test_an_unreachable_hub_is_asked_once_without_retries(tmp_path):
     assert completed.stderr.count("the hub is unreachable: ConnectError") == 2  # model and dataset
     assert "Retrying" not in completed.stderr and "During handling" not in completed.stderr
     assert elapsed < 25, f"{elapsed:.1f} s"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variable", OFFLINE_VARIABLES)
+def test_the_unreachable_hub_test_passes_in_a_shell_that_works_offline(variable):
+    inherited = {key: value for key, value in os.environ.items() if key not in OFFLINE_VARIABLES}
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         f"{__file__}::test_an_unreachable_hub_is_asked_once_without_retries"],
+        env={**inherited, variable: "1"}, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stdout[-3000:]
+    assert "1 passed" in completed.stdout
