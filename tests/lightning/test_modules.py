@@ -1,4 +1,5 @@
 import copy
+import gc
 import itertools
 import logging
 
@@ -7,10 +8,12 @@ import pytest
 import torch
 from conftest import tiny_inputs, tiny_loader, tiny_model
 from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
+from raise_at_step import RaiseAtStep
 
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.schedules import ConstantSchedule, CurriculumSchedule
 from theseus_pl.lightning.callbacks import (
+    ClosingProgressBar,
     PhaseSwitch,
     ReplacementScheduler,
     ResumeCheckpoint,
@@ -189,6 +192,17 @@ def test_early_stopping_cannot_end_the_run_before_the_switch(tmp_path):
     schedule = ConstantSchedule(p=0.5, switch_step=10)
     assert run([ReplacementScheduler(schedule)]) == 4
     assert run(replacement_callbacks(schedule)) == 12
+
+
+def test_a_failed_fit_closes_its_progress_bars_so_nothing_prints_later(tmp_path, capsys):
+    callbacks = [*replacement_callbacks(ConstantSchedule(p=0.5, switch_step=2)), ClosingProgressBar(), RaiseAtStep(3)]
+    trainer = make_trainer(tmp_path, 6, callbacks, enable_progress_bar=True, val_check_interval=2, limit_val_batches=1)
+    with pytest.raises(RuntimeError, match="planned failure at step 3"):
+        trainer.fit(theseus_module(), tiny_loader(), tiny_loader(size=8))
+    assert "Epoch 0" in capsys.readouterr().out
+    del trainer, callbacks
+    gc.collect()  # an open bar prints its last line when it is collected (at the latest, as the process ends)
+    assert capsys.readouterr().out == ""
 
 
 def test_training_without_a_replacement_scheduler_says_what_to_add(tmp_path):

@@ -1,16 +1,18 @@
-"""Lightning callbacks: the ones that drive module replacing (the rate, the phase switch) and the ones that let a
-killed run resume exactly (a checkpoint that does not wait for a better score, a seed per step)."""
+"""Lightning callbacks: the ones that drive module replacing (the rate, the phase switch), the ones that let a
+killed run resume exactly (a checkpoint that does not wait for a better score, a seed per step), and a progress bar
+that a failed run closes."""
 
 from __future__ import annotations
 
 import logging
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
 import numpy as np
 import torch
-from lightning.pytorch.callbacks import Callback, Checkpoint
+from lightning.pytorch.callbacks import Callback, Checkpoint, TQDMProgressBar
 from lightning.pytorch.trainer.states import TrainerFn
 
 from theseus_pl.core.schedules import ReplacementSchedule
@@ -128,3 +130,16 @@ class ResumeCheckpoint(Checkpoint):
             # "`weights_only` was not set, defaulting to `False`" at every save.
             trainer.save_checkpoint(self.path, weights_only=False)
             self._saved_step = trainer.global_step
+
+
+class ClosingProgressBar(TQDMProgressBar):
+    """Lightning's tqdm progress bar, closed when a fit fails as when it ends.
+
+    Lightning's own leaves its bars open on an exception, and an open bar prints its last line whenever it is
+    collected: at the end of the process, after everything else a failed job of a multirun (or a test) printed.
+    """
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        for stage in ("train", "val", "test", "predict"):
+            with suppress(TypeError):  # Lightning's accessor raises for a bar this fit never opened
+                getattr(self, f"{stage}_progress_bar").close()
