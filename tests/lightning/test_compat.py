@@ -21,13 +21,15 @@ def test_the_internals_were_checked_against_the_installed_lightning():
 
 
 class Record(Callback):
-    """Per training batch: whether the loggers write it and whether a validation follows; min_steps at the start."""
+    """Per training batch: whether the loggers write it and whether a validation follows; at the start, min_steps and
+    whether the module's trainer is the one running it."""
 
     def __init__(self):
-        self.logged, self.validated_after, self.predicted, self.min_steps = [], [], [], None
+        self.logged, self.validated_after, self.predicted, self.min_steps, self.attached = [], [], [], None, None
 
     def on_train_start(self, trainer, pl_module):
         self.min_steps = trainer.fit_loop.min_steps
+        self.attached = _compat.attached_trainer(pl_module) is trainer
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         if _compat.logs_this_step(pl_module):
@@ -52,10 +54,12 @@ def test_the_logging_steps_validation_timing_and_min_steps_match_lightnings(tmp_
     assert [step for step, follows in record.predicted if follows] == record.validated_after
     assert record.validated_after == list(range(val_check_interval, 9, val_check_interval))
     assert record.min_steps == 5  # PhaseSwitch raised it past the switch at step 4
+    assert record.attached
 
 
 def test_a_module_no_trainer_runs_logs_nothing():
     assert not _compat.logs_this_step(theseus_module())
+    assert _compat.attached_trainer(theseus_module()) is None
 
 
 def test_lightning_still_passes_wandb_the_anonymous_argument_that_is_taken_out(tmp_path):

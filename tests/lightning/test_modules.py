@@ -278,11 +278,12 @@ def test_per_step_numbers_are_logged_as_tensors_and_only_on_steps_the_loggers_wr
     assert trainer.callback_metrics["train/phase"] == 2.0
 
 
-def test_a_training_step_called_by_hand_needs_no_trainer():
+def test_a_training_step_called_by_hand_needs_no_trainer(recwarn):
     module = theseus_module().eval()  # no dropout: the two forward passes must agree
     module.replacement_rate = 1.0
     batch = next(iter(tiny_loader()))
     assert module.training_step(batch, 0).item() == pytest.approx(module.model(None, **batch).loss.item())
+    assert not recwarn.list  # nor warns that it has none to log to
 
 
 class SharedWatcher(Callback):

@@ -16,11 +16,17 @@ if TYPE_CHECKING:
 CHECKED_WITH = "2.6"
 
 
+def attached_trainer(pl_module: pl.LightningModule) -> pl.Trainer | None:
+    """The Trainer running ``pl_module``; None for a module that no trainer runs (a step called by hand), where
+    ``pl_module.trainer`` raises and ``pl_module.log`` warns that no trainer is registered."""
+    return pl_module._trainer
+
+
 def logs_this_step(pl_module: pl.LightningModule) -> bool:
     """Whether the loggers write this step's values (every ``log_every_n_steps``): the rule Lightning's own
     ``LearningRateMonitor`` reads from the trainer's logger connector, which has no public accessor. False for a
-    module that no trainer runs (a step called by hand), where ``pl_module.trainer`` would raise."""
-    trainer = pl_module._trainer
+    module that no trainer runs."""
+    trainer = attached_trainer(pl_module)
     return trainer is not None and trainer._logger_connector.should_update_logs
 
 

@@ -19,6 +19,7 @@ from theseus_pl.core.settings import Rule, check_fields, number
 from theseus_pl.lightning.distillation import SOFT_TARGET_RULES, TeacherLogits, distillation_loss
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.modules import Batch, ClassifierModule
+from theseus_pl.lightning.step_logging import log_training_loss
 
 # The baselines' own settings, checked by the modules that take them (and by the app before a run starts).
 PATIENT_RULES = {
@@ -88,7 +89,7 @@ class DistillationModule(ClassifierModule):
             student_cls = [h[:, 0] for h in student.hidden_states[1:-1]]
             teacher_cls = [teacher.hidden_states[i][:, 0] for i in self.teacher_layers]
             loss = loss + self.hparams.beta * patient_loss(student_cls, teacher_cls)
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["input_ids"]))
+        log_training_loss(self, loss, len(batch["input_ids"]))
         return loss
 
 

@@ -17,7 +17,7 @@ from theseus_pl.lightning.callbacks import replacement_callbacks
 from theseus_pl.lightning.distillation import SOFT_TARGET_RULES, PredecessorTeacher, TeacherLogits, distillation_loss
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.optim import adamw_with_linear_schedule
-from theseus_pl.lightning.step_logging import log_step_number
+from theseus_pl.lightning.step_logging import log_step_number, log_training_loss
 
 Batch = dict[str, torch.Tensor]
 
@@ -131,7 +131,7 @@ class FineTuningModule(ClassifierModule):
 
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         loss = self(**batch).loss
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["input_ids"]))
+        log_training_loss(self, loss, len(batch["input_ids"]))
         return loss
 
 
@@ -239,7 +239,7 @@ class TheseusModule(ClassifierModule):
             alpha = self.hparams.alpha
             soft = distillation_loss(output.logits, soft_targets, self.hparams.temperature)
             loss = alpha * soft + (1 - alpha) * output.loss
-        self.log("train/loss", loss, prog_bar=True, batch_size=batch_size)
+        log_training_loss(self, loss, batch_size)
         return loss
 
     def trainable_parameters(self) -> list[nn.Parameter]:
