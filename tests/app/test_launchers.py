@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from app_runs import tiny_run_overrides
 from omegaconf import OmegaConf
 from test_ablations import sweep_config
+from test_wandb_runs import multirun_overrides
 from wandb_records import read_offline_run
 
 from theseus_pl.app.results import read_results
@@ -75,19 +75,11 @@ def test_a_launcher_whose_plugin_is_missing_names_the_extra_to_install(tmp_path,
 @pytest.mark.slow
 def test_the_local_try_of_a_slurm_sweep_runs_each_job_in_its_own_process(tiny_base, glue_dir, tmp_path):
     sweep = tmp_path / "sweep_2026"
-    overrides = [
-        o
-        for o in tiny_run_overrides(tiny_base, glue_dir, tmp_path)
-        if not o.startswith(("paths.output_dir", "logger="))
-    ]  # W&B on; each job writes into its own multirun subfolder
+    # The learning rate swept, not the seed (part of the predecessor's cache key): both jobs need one predecessor.
     completed = app(
-        "-m",
-        "hydra/launcher=slurm_local",
-        *overrides,
-        "optimizer.lr=1e-3,2e-3",
-        f"hydra.sweep.dir={sweep}",
-        cwd=tmp_path,
-    )  # fmt: skip  (the learning rate, not the seed: every job shares one predecessor)
+        "-m", "hydra/launcher=slurm_local", *multirun_overrides(tiny_base, glue_dir, tmp_path),
+        "optimizer.lr=1e-3,2e-3", f"hydra.sweep.dir={sweep}", cwd=tmp_path,
+    )  # fmt: skip
     assert completed.returncode == 0, completed.stderr[-3000:]
 
     # submitit's local job id is the process id of the job's controller; Hydra records it as the job's id
