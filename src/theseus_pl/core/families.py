@@ -46,13 +46,15 @@ class Family:
     ``layers``: the layer list's path relative to the model's backbone (``model.base_model``). ``feed_forward``:
     its layers' feed-forward layout, None where unknown (no narrower feed-forward successors). ``attention``: its
     layers' attention layout, None where the layers cannot run narrower than the embeddings (``why_not_narrow``
-    says why, for the refusal).
+    says why, for the refusal). ``decoder``: a causal language model, whose layers keep a KV cache by index (see
+    :mod:`theseus_pl.core.decoders`).
     """
 
     layers: str
     feed_forward: FeedForward | None = None
     attention: Attention | None = None
     why_not_narrow: str = "its attention layout is not known"
+    decoder: bool = False
 
 
 _BERT_FEED_FORWARD = FeedForward("intermediate.dense", "output.dense", "intermediate_size")
@@ -62,6 +64,8 @@ _BERT_ATTENTION = Attention(
     "attention.output.LayerNorm", "output.LayerNorm", "hidden_size", "num_attention_heads",
 )
 _BERT = Family("encoder.layer", _BERT_FEED_FORWARD, _BERT_ATTENTION)
+_NOT_NARROWED = "narrower decoder layers are not supported yet"
+_DECODER = Family("layers", decoder=True, why_not_narrow=_NOT_NARROWED)
 FAMILIES: dict[str, Family] = {
     "bert": _BERT,
     "roberta": _BERT,
@@ -79,6 +83,11 @@ FAMILIES: dict[str, Family] = {
         "attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin", "sa_layer_norm",
         "output_layer_norm", "dim", "n_heads",
     )),
+    # Decoders: successors are whole copied layers (their gated feed-forward networks are not narrowed yet).
+    "llama": _DECODER,
+    "qwen2": _DECODER,
+    "mistral": _DECODER,
+    "gpt2": Family("h", decoder=True, why_not_narrow=_NOT_NARROWED),
 }
 # fmt: on
 
@@ -164,10 +173,10 @@ def _known_path(model: PreTrainedModel) -> str:
     family = family_of(model.config)
     if family is None:
         raise ValueError(
-            f"Cannot find the encoder layers of model type {model_type!r} ({type(model).__name__}). "
-            f"Known families: {', '.join(sorted(FAMILIES))}. For any other encoder, name its layer "
-            f"list by attribute path from the model, e.g. layers_path='<backbone>.encoder.layer' "
-            f"(print(model) shows it). {_candidates_hint(model)}"
+            f"Cannot find the layers of model type {model_type!r} ({type(model).__name__}). "
+            f"Known families: {', '.join(sorted(FAMILIES))}. For any other model, name its layer "
+            f"list by attribute path from the model, e.g. layers_path='<backbone>.encoder.layer' or "
+            f"'model.layers' (print(model) shows it). {_candidates_hint(model)}"
         )
     prefix = model.base_model_prefix
     has_backbone = prefix and getattr(model, prefix, None) is not None

@@ -19,6 +19,13 @@ import torch
 from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
+from theseus_pl.core.decoders import (
+    check_decoder_fits,
+    compact_decoder_config,
+    decoder_inputs,
+    is_decoder,
+    renumber_layers,
+)
 from theseus_pl.core.families import family_of, find_layer_stack
 from theseus_pl.core.io import save_successor
 from theseus_pl.core.successors.copied import copied_layer
@@ -107,6 +114,9 @@ class TheseusModel(nn.Module):
         super().__init__()
         stack = find_layer_stack(predecessor, layers_path)
         _reject_unsupported(predecessor)
+        self.decoder = is_decoder(predecessor)
+        if self.decoder:
+            check_decoder_fits(predecessor.config)
         layers = list(stack.layers)
         ranges = module_layer_ranges(len(layers), successor_layers)
         sources = successor_source_layers(len(layers), successor_layers, init)
@@ -114,6 +124,8 @@ class TheseusModel(nn.Module):
         for layer_range, source in zip(ranges, sources, strict=True):
             module_layers = [layers[j] for j in layer_range]
             blocks.append(TheseusBlock(module_layers, factory(module_layers, layers[source], predecessor.config)))
+        if self.decoder:  # cache indices after the predecessor's: no successor shares a predecessor layer's
+            renumber_layers((block.successor for block in blocks), start=len(layers))
         setattr(stack.parent, stack.attribute, nn.ModuleList(blocks))
 
         self.model = predecessor
@@ -182,6 +194,8 @@ class TheseusModel(nn.Module):
     def forward(self, gate: Sequence[bool] | torch.Tensor | None = None, **inputs: Any) -> Any:
         """Run the wrapped model with ``gate`` (None: every module uses its successor, as at inference)."""
         self._refuse_per_layer_outputs(inputs)
+        if self.decoder:
+            inputs = decoder_inputs(inputs, self.training)
         self.set_gate(gate)
         return self.model(**inputs)
 
@@ -205,6 +219,9 @@ class TheseusModel(nn.Module):
         config = copy.deepcopy(self.model.config)
         for name, value in self._compact_shape().items():
             setattr(config, name, value)
+        if self.decoder:
+            for name, value in compact_decoder_config(config, self.num_modules).items():
+                setattr(config, name, value)
         return config
 
     def _compact_shape(self) -> dict[str, int]:
@@ -253,6 +270,10 @@ class TheseusModel(nn.Module):
             setattr(stack.parent, stack.attribute, blocks)
         for name, value in self._compact_shape().items():
             setattr(compact.config, name, value)
+        if self.decoder:
+            for name, value in compact_decoder_config(compact.config, self.num_modules).items():
+                setattr(compact.config, name, value)
+            renumber_layers(compact.get_submodule(self.layers_path), start=0)
         for parameter in compact.parameters():
             parameter.grad = None  # a copy for inference: no training state travels with it
         return compact.requires_grad_(True).eval()
