@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 
 import torch
+from tokenizers import Tokenizer
+from tokenizers.models import WordLevel
+from tokenizers.pre_tokenizers import Whitespace
 from transformers import (
     AutoModelForCausalLM,
     GPT2Config,
@@ -12,6 +16,7 @@ from transformers import (
     MistralConfig,
     PretrainedConfig,
     PreTrainedModel,
+    PreTrainedTokenizerFast,
     Qwen2Config,
 )
 
@@ -52,3 +57,47 @@ def tiny_token_ids(batch_size: int = 2, length: int = 12, seed: int = 1) -> torc
     """Token ids above the special ones (0-2), so no row ends early at an end-of-text token."""
     generator = torch.Generator().manual_seed(seed)
     return torch.randint(3, DECODER_VOCAB, (batch_size, length), generator=generator)
+
+
+_TEXT = (
+    "the a of and to in is was it for on that with as by at from his her they we you he she this be are not or an "
+    "said new more one all year people time state nation work family president speech economy jobs school"
+)
+_WORDS = _TEXT.split()
+
+
+def tiny_lm_tokenizer() -> PreTrainedTokenizerFast:
+    """A word-level tokenizer of 4 special and 53 words (ids below the tiny decoders' vocabulary), with an
+    end-of-text token as every causal LM's tokenizer has."""
+    vocab = {token: i for i, token in enumerate(["<pad>", "<s>", "</s>", "<unk>", *_WORDS])}
+    assert len(vocab) <= DECODER_VOCAB
+    backend = Tokenizer(WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = Whitespace()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
+    )
+
+
+def tiny_documents(count: int = 10, words: int = 30, seed: int = 0) -> list[str]:
+    """``count`` random texts of ``words`` words of the tiny tokenizer's vocabulary."""
+    generator = torch.Generator().manual_seed(seed)
+    picks = torch.randint(0, len(_WORDS), (count, words), generator=generator)
+    return [" ".join(_WORDS[i] for i in row) for row in picks.tolist()]
+
+
+class InMemoryText:
+    """A text source of given documents (the tests' stand-in for files)."""
+
+    def __init__(self, documents: list[str]) -> None:
+        self._documents = documents
+        self.reads = 0
+
+    def documents(self) -> list[str]:
+        self.reads += 1
+        return list(self._documents)
+
+    def fingerprint(self) -> str:
+        return "memory:" + hashlib.sha256("\0".join(self._documents).encode()).hexdigest()
+
+    def describe(self) -> str:
+        return f"{len(self._documents)} in-memory documents"
