@@ -9,7 +9,6 @@ from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 
-import lightning.pytorch as pl
 import numpy as np
 from datasets import Dataset
 from torch.utils.data import DataLoader
@@ -18,7 +17,7 @@ from transformers import AutoTokenizer, DataCollatorWithPadding, PreTrainedToken
 from theseus_pl.data.sources import FilesSource, GlueDirSource, HubSource, Source
 from theseus_pl.data.tasks import TaskSpec, custom_task, glue_task, is_glue_task, name_from_files
 from theseus_pl.data.tokenized import tokenized_split, tokenizer_fingerprint
-from theseus_pl.data.training_order import LengthGroupedSampler, ShuffledSampler
+from theseus_pl.data.training_order import LengthGroupedSampler, ResumableDataModule, ShuffledSampler
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +98,7 @@ def longest_first(dataset: Dataset) -> list[int]:
     return np.argsort(-lengths, kind="stable").tolist()
 
 
-class TextTaskDataModule(pl.LightningDataModule):
+class TextTaskDataModule(ResumableDataModule):
     """Tokenised, cached, dynamically padded splits of one task.
 
     Source: ``source`` if given (e.g. the demo's Rotten Tomatoes), else ``files`` (own data), else ``glue_dir``
@@ -152,7 +151,6 @@ class TextTaskDataModule(pl.LightningDataModule):
         self.splits: dict[str, Dataset] = {}
         self.test_indices: dict[str, list[int]] = {}
         self._checked_eval_splits: set[str] = set()
-        self._resume_batches = 0
 
     @classmethod
     def from_files(
@@ -225,23 +223,8 @@ class TextTaskDataModule(pl.LightningDataModule):
             order = LengthGroupedSampler([len(ids) for ids in train["input_ids"]], self.batch_size, self.seed)
         else:
             order = ShuffledSampler(len(train), self.seed)
-        batches_per_epoch = self.batches_per_epoch(len(train))
-        done, self._resume_batches = self._resume_batches, 0
-        order.start_at(done // batches_per_epoch, done % batches_per_epoch * self.batch_size)
+        order = self.resume_order(order)
         return self._loader(train, self.batch_size, sampler=order)
-
-    def batches_per_epoch(self, rows: int) -> int:
-        """Training batches in an epoch of ``rows`` rows (the last one may be short)."""
-        return -(-rows // self.batch_size)
-
-    def state_dict(self) -> dict[str, int]:
-        """Saved in every checkpoint: how many training batches the run has consumed."""
-        trainer = self.trainer
-        return {"train_batches_done": trainer.global_step * trainer.accumulate_grad_batches} if trainer else {}
-
-    def load_state_dict(self, state_dict: dict[str, int]) -> None:
-        """Lightning restores this before it asks for the training loader, which then starts where the run was."""
-        self._resume_batches = state_dict.get("train_batches_done", 0)
 
     def val_dataloader(self) -> DataLoader | list[DataLoader]:
         """Dev rows longest first: every metric ignores row order, and sorted batches carry almost no padding

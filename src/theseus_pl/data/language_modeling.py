@@ -15,7 +15,6 @@ import json
 import logging
 from pathlib import Path
 
-import lightning.pytorch as pl
 import numpy as np
 import torch
 from datasets import Dataset, DatasetDict, load_from_disk
@@ -25,7 +24,7 @@ from transformers import PreTrainedTokenizerBase
 from theseus_pl.data.cache_entry import load_or_build
 from theseus_pl.data.text_corpus import TextSource
 from theseus_pl.data.tokenized import default_cache_dir, tokenizer_fingerprint
-from theseus_pl.data.training_order import ShuffledSampler
+from theseus_pl.data.training_order import ResumableDataModule, ShuffledSampler
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +132,7 @@ def collate_windows(rows: list[dict[str, list[int]]]) -> dict[str, torch.Tensor]
     return {name: torch.tensor([row[name] for row in rows]) for name in rows[0]}
 
 
-class LanguageModelingDataModule(pl.LightningDataModule):
+class LanguageModelingDataModule(ResumableDataModule):
     """Fixed-length windows of a text source for a causal language model: shuffled training windows in an order fixed
     by the seed (resumable mid-epoch), held-out windows in order."""
 
@@ -161,7 +160,6 @@ class LanguageModelingDataModule(pl.LightningDataModule):
         self.max_eval_windows = max_eval_windows
         self.cache_dir, self.num_workers = cache_dir, num_workers
         self.splits: dict[str, Dataset] = {}
-        self._resume_batches = 0
 
     def load(self) -> DatasetDict:
         return tokenized_windows(self.source, self.tokenizer, self.window, self.held_out, self.seed, self.cache_dir)
@@ -179,22 +177,11 @@ class LanguageModelingDataModule(pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         train = self.splits["train"]
-        order = ShuffledSampler(len(train), self.seed)
-        per_epoch = -(-len(train) // self.batch_size)
-        done, self._resume_batches = self._resume_batches, 0
-        order.start_at(done // per_epoch, done % per_epoch * self.batch_size)
+        order = self.resume_order(ShuffledSampler(len(train), self.seed))
         return self._loader(train, self.batch_size, sampler=order)
 
     def val_dataloader(self) -> DataLoader:
         return self._loader(self.splits["validation"], self.eval_batch_size)
-
-    def state_dict(self) -> dict[str, int]:
-        """Saved in every checkpoint: how many training batches the run has consumed (for an exact resume)."""
-        trainer = self.trainer
-        return {"train_batches_done": trainer.global_step * trainer.accumulate_grad_batches} if trainer else {}
-
-    def load_state_dict(self, state_dict: dict[str, int]) -> None:
-        self._resume_batches = state_dict.get("train_batches_done", 0)
 
     def _loader(self, dataset: Dataset, batch_size: int, **kwargs: object) -> DataLoader:
         return DataLoader(

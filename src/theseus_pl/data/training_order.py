@@ -5,7 +5,8 @@ epoch from a generator that carries on from the previous epoch, and Lightning re
 only through the loader's ``load_state_dict``, which it skips when ``configure_optimizers`` asks for
 ``trainer.estimated_stepping_batches`` (Lightning issue 20550; ours does). So these samplers shuffle epoch ``e``
 with a generator seeded ``seed + e`` (as PyTorch's ``DistributedSampler`` does) and can be told to begin at any row
-of any epoch (:meth:`EpochSeededSampler.start_at`). Both yield row indices: a ``DataLoader`` with ``batch_size``
+of any epoch (:meth:`EpochSeededSampler.start_at`); :class:`ResumableDataModule` keeps the count in checkpoints and
+tells its sampler. Both samplers yield row indices: a ``DataLoader`` with ``batch_size``
 cuts them into the batches, and under DDP Lightning can still wrap them in its distributed sampler.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+import lightning.pytorch as pl
 import torch
 from torch.utils.data import Sampler
 
@@ -77,3 +79,34 @@ class LengthGroupedSampler(EpochSeededSampler):
         short = [batch for batch in batches if len(batch) < self.batch_size]
         shuffled = [full[i] for i in torch.randperm(len(full), generator=generator).tolist()]
         return torch.cat(shuffled + short)
+
+
+class ResumableDataModule(pl.LightningDataModule):
+    """A data module whose training order resumes mid-epoch: every checkpoint records how many training batches the
+    run has consumed, and the next training loader's sampler starts after them."""
+
+    batch_size: int
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._resume_batches = 0
+
+    def batches_per_epoch(self, rows: int) -> int:
+        """Training batches in an epoch of ``rows`` rows (the last one may be short)."""
+        return -(-rows // self.batch_size)
+
+    def resume_order(self, order: EpochSeededSampler) -> EpochSeededSampler:
+        """``order`` told where the interrupted run stopped (once: later loaders start at their epoch's start)."""
+        done, self._resume_batches = self._resume_batches, 0
+        per_epoch = self.batches_per_epoch(order.num_rows)
+        order.start_at(done // per_epoch, done % per_epoch * self.batch_size)
+        return order
+
+    def state_dict(self) -> dict[str, int]:
+        """Saved in every checkpoint: how many training batches the run has consumed."""
+        trainer = self.trainer
+        return {"train_batches_done": trainer.global_step * trainer.accumulate_grad_batches} if trainer else {}
+
+    def load_state_dict(self, state_dict: dict[str, int]) -> None:
+        """Lightning restores this before it asks for the training loader, which then starts where the run was."""
+        self._resume_batches = state_dict.get("train_batches_done", 0)

@@ -34,6 +34,7 @@ class LanguageModelMetrics(Metric):
     """Token-weighted held-out perplexity, and KL divergence and top-1 agreement with a reference model."""
 
     full_state_update = False
+    headline = "perplexity"  # logged as val/perplexity, in the progress bar; checkpoints keep its minimum
 
     def __init__(self) -> None:
         super().__init__()

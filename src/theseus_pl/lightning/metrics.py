@@ -67,6 +67,8 @@ def _components(metric: str, num_labels: int) -> dict[str, Metric]:
 class TaskMetrics(nn.Module):
     """The task's metrics for each of its evaluation sets (MNLI has two: matched ``m`` and mismatched ``mm``)."""
 
+    headline = "score"  # logged as val/score, in the progress bar; checkpoints keep its maximum
+
     def __init__(self, metric: str, num_labels: int, eval_names: Sequence[str] = ("",)) -> None:
         super().__init__()
         self.eval_names = list(eval_names)

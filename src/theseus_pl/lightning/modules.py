@@ -15,6 +15,7 @@ from theseus_pl.core.settings import check_fields
 from theseus_pl.data.tasks import TaskSpec, head_label_problem
 from theseus_pl.lightning.callbacks import replacement_callbacks
 from theseus_pl.lightning.distillation import SOFT_TARGET_RULES, PredecessorTeacher, TeacherLogits, distillation_loss
+from theseus_pl.lightning.lm_metrics import LanguageModelMetrics
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.optim import adamw_with_linear_schedule
 from theseus_pl.lightning.step_logging import log_step_number, log_training_loss
@@ -27,8 +28,10 @@ class ClassifierModule(pl.LightningModule):
 
     ``model`` is called with the batch's keyword arguments (``input_ids``, ``attention_mask``, …, ``labels``)
     and returns a Hugging Face output with ``loss`` and ``logits``. Only parameters that require grad are
-    optimised. Validation logs every component of ``metrics`` under ``val/<name>`` and the task's headline under
-    ``val/score``; without ``metrics``, trained on a data module that has a ``task`` (``TextTaskDataModule``), the
+    optimised. Validation logs every component of ``metrics`` under ``val/<name>``, its headline (``val/score`` for a
+    task, ``val/perplexity`` for a language model's :class:`LanguageModelMetrics`) in the progress bar. A causal
+    language model trains and validates the same way, on windows whose ``labels`` are its ``input_ids``. Without
+    ``metrics``, trained on a data module that has a ``task`` (``TextTaskDataModule``), the
     metrics are that task's (accuracy for a classification of your own), and the model's label names become the
     task's, so the exported model names its classes as the data does.
     """
@@ -36,7 +39,7 @@ class ClassifierModule(pl.LightningModule):
     def __init__(
         self,
         model: nn.Module,
-        metrics: TaskMetrics | None = None,
+        metrics: TaskMetrics | LanguageModelMetrics | None = None,
         lr: float = 2e-5,
         weight_decay: float = 0.01,
         warmup_ratio: float = 0.0,
@@ -75,12 +78,14 @@ class ClassifierModule(pl.LightningModule):
         output = self(**batch)
         self.log("val/loss", output.loss, prog_bar=True, batch_size=len(batch["input_ids"]))
         if self.metrics is not None:
-            self.metrics.update(output.logits, batch["labels"], dataloader_idx)
+            more_sets = {"eval_index": dataloader_idx} if dataloader_idx else {}  # MNLI's mismatched dev set
+            self.metrics.update(output.logits, batch["labels"], **more_sets)
 
     def on_validation_epoch_end(self) -> None:
         if self.metrics is not None:
             values = self.metrics.compute()
-            self.log("val/score", values.pop("score"), prog_bar=True)
+            headline = self.metrics.headline
+            self.log(f"val/{headline}", values.pop(headline), prog_bar=True)
             self.log_dict({f"val/{name}": value for name, value in values.items()})
             self.metrics.reset()
 
@@ -167,7 +172,7 @@ class TheseusModule(ClassifierModule):
     def __init__(
         self,
         model: TheseusModel,
-        metrics: TaskMetrics | None = None,
+        metrics: TaskMetrics | LanguageModelMetrics | None = None,
         lr: float = 2e-5,
         weight_decay: float = 0.01,
         warmup_ratio: float = 0.0,
