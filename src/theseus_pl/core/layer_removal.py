@@ -135,3 +135,44 @@ def keep_layers(
         compact.config.layer_types = [layer_types[i] for i in kept]
     renumber_layers(compact.get_submodule(stack.path), start=0)
     return compact
+
+
+class _BlockPassed(Exception):
+    """Raised by a hook once the block's output is seen: the layers above it need not run."""
+
+
+def block_input_output(
+    model: PreTrainedModel,
+    inputs: Mapping[str, torch.Tensor],
+    start: int,
+    length: int,
+    layers_path: str | None = None,
+) -> tuple[torch.Tensor, tuple[Any, ...], dict[str, Any], torch.Tensor]:
+    """The hidden states entering layer ``start``, the other arguments the model gave that layer (positions, mask,
+    rotary embeddings), and the hidden states leaving layer ``start + length - 1``, without gradients. The forward
+    pass stops there: the layers above the block never run."""
+    layers = find_layer_stack(model, layers_path).layers
+    seen: dict[str, Any] = {}
+
+    def record_input(_: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        seen["args"], seen["kwargs"] = args, kwargs
+
+    def record_output(_: nn.Module, args: tuple[Any, ...], output: Any) -> None:
+        seen["output"] = output[0] if isinstance(output, tuple) else output
+        raise _BlockPassed
+
+    hooks = [
+        layers[start].register_forward_pre_hook(record_input, with_kwargs=True),
+        layers[start + length - 1].register_forward_hook(record_output),
+    ]
+    try:
+        with torch.no_grad():
+            model(**{name: value for name, value in inputs.items() if name != "labels"}, use_cache=False)
+    except _BlockPassed:
+        pass
+    finally:
+        for hook in hooks:
+            hook.remove()
+    args, kwargs = seen["args"], dict(seen["kwargs"])
+    hidden = args[0] if args else kwargs.pop("hidden_states")
+    return hidden, tuple(args[1:]), kwargs, seen["output"]
