@@ -44,3 +44,19 @@ def test_rounds_take_turns_and_a_round_count_below_one_is_refused():
     assert calls == ["a", "b"] * 3 and [len(t) for t in times.values()] == [2, 2]
     with pytest.raises(ValueError, match="repeats=0 must be at least 1"):
         timing.interleaved_seconds({"a": lambda: None}, repeats=0)
+
+
+def test_generation_speed_reports_both_stages_of_both_decoders():
+    from decoder_models import tiny_decoder, tiny_token_ids
+
+    from theseus_pl.core.layer_removal import keep_layers
+    from theseus_pl.core.timing import generation_speed
+
+    predecessor = tiny_decoder("llama", num_hidden_layers=12)
+    successor = keep_layers(predecessor, [0, 1, 2])
+    ids = tiny_token_ids(batch_size=4, length=32)
+    speed = generation_speed(predecessor, successor, {"input_ids": ids}, ids[:1, :8], new_tokens=16, repeats=3)
+    assert set(speed) == {
+        f"{who}_{stage}_tokens_per_second" for who in ("predecessor", "successor") for stage in ("prefill", "decode")
+    } | {"prefill_speedup", "decode_speedup"}
+    assert all(value > 0 for value in speed.values())  # how much faster is a benchmark's question, not a test's

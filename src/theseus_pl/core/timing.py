@@ -60,3 +60,49 @@ def inference_speedup(
     times = interleaved_seconds({"predecessor": forward_call(predecessor, batch),
                                  "successor": forward_call(successor, batch)}, repeats)  # fmt: skip
     return statistics.median(p / s for p, s in zip(times["predecessor"], times["successor"], strict=True))
+
+
+def decode_call(model: nn.Module, prompt: torch.Tensor, new_tokens: int) -> Callable[[], object]:
+    """Greedy generation of exactly ``new_tokens`` tokens after ``prompt`` with the KV cache, as a user decodes."""
+    model.eval()
+    mask = torch.ones_like(prompt)
+    synchronize = torch.cuda.synchronize if prompt.is_cuda else lambda: None
+
+    def call() -> object:
+        with torch.inference_mode():
+            output = model.generate(
+                prompt, attention_mask=mask, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                use_cache=True, pad_token_id=model.config.eos_token_id,
+            )  # fmt: skip
+        synchronize()
+        return output
+
+    return call
+
+
+def generation_speed(
+    predecessor: nn.Module,
+    successor: nn.Module,
+    prefill: Mapping[str, torch.Tensor],
+    prompt: torch.Tensor,
+    new_tokens: int,
+    repeats: int = 3,
+) -> dict[str, float]:
+    """Tokens per second of both causal LMs, taking turns: ``prefill`` (a batch of windows in one forward pass) and
+    decode (``new_tokens`` generated after ``prompt``, batch 1, counting only the new tokens), and the successor's
+    speed-up at each (the median of the rounds' ratios)."""
+    prefill_tokens = int(prefill["input_ids"].numel())
+    calls = {
+        "predecessor_prefill": forward_call(predecessor, prefill),
+        "successor_prefill": forward_call(successor, prefill),
+        "predecessor_decode": decode_call(predecessor, prompt, new_tokens),
+        "successor_decode": decode_call(successor, prompt, new_tokens),
+    }
+    times = interleaved_seconds(calls, repeats)
+    speed: dict[str, float] = {}
+    for stage, tokens in (("prefill", prefill_tokens), ("decode", new_tokens)):
+        before, after = times[f"predecessor_{stage}"], times[f"successor_{stage}"]
+        speed[f"predecessor_{stage}_tokens_per_second"] = tokens / statistics.median(before)
+        speed[f"successor_{stage}_tokens_per_second"] = tokens / statistics.median(after)
+        speed[f"{stage}_speedup"] = statistics.median(p / s for p, s in zip(before, after, strict=True))
+    return speed

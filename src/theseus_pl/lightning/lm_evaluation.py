@@ -1,0 +1,43 @@
+"""A causal LM's held-out metrics, with its predecessor's logits beside it: perplexity, KL and top-1 agreement."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from torch import nn
+
+from theseus_pl.data.language_modeling import LanguageModelingDataModule
+from theseus_pl.lightning.lm_metrics import LanguageModelMetrics
+from theseus_pl.lightning.modules import Batch
+
+
+class _Comparison(pl.LightningModule):
+    """Validation only: the model's and the reference's logits on each held-out batch, into one set of metrics."""
+
+    def __init__(self, model: nn.Module, reference: nn.Module | None) -> None:
+        super().__init__()
+        self.model, self.reference = model, reference
+        self.metrics = LanguageModelMetrics()
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        inputs = {name: value for name, value in batch.items() if name != "labels"}
+        logits = self.model(**inputs, use_cache=False).logits
+        reference = self.reference(**inputs, use_cache=False).logits if self.reference is not None else None
+        self.metrics.update(logits, batch["labels"], reference)
+
+
+def evaluate_language_model(
+    model: nn.Module,
+    datamodule: LanguageModelingDataModule,
+    settings: dict[str, Any],
+    reference: nn.Module | None = None,
+) -> dict[str, float]:
+    """``perplexity`` and ``nll`` of ``model`` on the held-out windows, and with ``reference`` (the predecessor)
+    ``kl`` and ``agreement``; ``settings`` are the Trainer's (accelerator, precision)."""
+    comparison = _Comparison(model, reference)
+    trainer = pl.Trainer(**settings, logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    with torch.no_grad():
+        trainer.validate(comparison, datamodule=datamodule, verbose=False)
+    return comparison.metrics.compute()

@@ -1,0 +1,32 @@
+"""The held-out comparison of a compressed LM with its predecessor."""
+
+import pytest
+from decoder_models import InMemoryText, tiny_decoder, tiny_documents, tiny_lm_tokenizer
+
+from theseus_pl.core.layer_removal import keep_layers
+from theseus_pl.data.language_modeling import LanguageModelingDataModule
+from theseus_pl.lightning.lm_evaluation import evaluate_language_model
+
+SETTINGS = {"accelerator": "cpu", "devices": 1, "enable_model_summary": False}
+
+
+def _windows(tmp_path) -> LanguageModelingDataModule:
+    return LanguageModelingDataModule(
+        tiny_lm_tokenizer(), InMemoryText(tiny_documents(count=20)), window=8, batch_size=4, cache_dir=tmp_path
+    )
+
+
+def test_the_predecessor_compared_with_itself_agrees_everywhere(tmp_path):
+    model = tiny_decoder("llama")
+    values = evaluate_language_model(model, _windows(tmp_path), SETTINGS, reference=model)
+    assert values["kl"] == pytest.approx(0.0, abs=1e-6)
+    assert values["agreement"] == 1.0
+    assert values["perplexity"] > 1
+
+
+def test_a_shallower_model_is_measured_against_its_predecessor(tmp_path):
+    predecessor = tiny_decoder("llama")
+    values = evaluate_language_model(keep_layers(predecessor, [0, 1]), _windows(tmp_path), SETTINGS, predecessor)
+    alone = evaluate_language_model(predecessor, _windows(tmp_path), SETTINGS)
+    assert values["kl"] > 0 and values["agreement"] < 1
+    assert set(alone) == {"perplexity", "nll"}
