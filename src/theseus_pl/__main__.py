@@ -23,6 +23,7 @@ register_resolvers()
 def main(cfg: DictConfig) -> float | None:
     """Run the pipeline and print the headline; the return value serves sweepers. A refused run prints its problems
     alone, leaves no run folder behind and exits with status 2."""
+    from theseus_pl.app.lm_pipeline import is_language_model_run, run_language_model
     from theseus_pl.app.model_card import widths_clause
     from theseus_pl.app.pipeline import run  # torch, Lightning, transformers: not needed to refuse a bad command line
     from theseus_pl.app.run_checks import RunRefused
@@ -33,13 +34,22 @@ def main(cfg: DictConfig) -> float | None:
     log.debug("Composed config:\n%s", OmegaConf.to_yaml(cfg, resolve=True))
     output_dir = Path(cfg.paths.output_dir)
     fresh = _only_hydra_files(output_dir)  # made by Hydra for this job, not a folder resumed into
+    language_model = is_language_model_run(cfg)
     try:
-        results = run(cfg)
+        results = run_language_model(cfg) if language_model else run(cfg)
     except RunRefused as refused:  # refused before the run writes anything
         if fresh:
             _remove_run_folder(output_dir)
         print(refused, file=sys.stderr)
         raise SystemExit(2) from None
+    if language_model:
+        log.info(
+            "%s: held-out perplexity %.2f (predecessor) -> %.2f (successor), KL %.3f, agreement %.1f%%, "
+            "%d -> %d layers; results in %s", results.method, results.predecessor.perplexity,
+            results.successor.perplexity, results.successor.kl, 100 * results.successor.agreement,
+            results.predecessor.layers, results.successor.layers, cfg.paths.output_dir,
+        )  # fmt: skip
+        return results.successor.perplexity
     if results is None:  # a DDP rank other than 0: rank 0 reports
         return None
     retained = "n/a" if results.retained is None else f"{100 * results.retained:.1f}%"

@@ -15,7 +15,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from theseus_pl.app import pipeline
-from theseus_pl.app.pipeline import _evaluation_settings, run, run_hardware
+from theseus_pl.app.pipeline import evaluation_settings, run, run_hardware
 from theseus_pl.app.predecessor import cache_key, load_classifier
 from theseus_pl.app.results import read_results
 from theseus_pl.data.cache_entry import MANIFEST, write_manifest
@@ -132,7 +132,7 @@ def test_a_cached_predecessor_brings_the_dev_metrics_measured_when_it_was_made(b
     now = evaluate(
         load_classifier(str(folder), datamodule.task),
         datamodule,
-        _evaluation_settings(cfg.trainer, run_hardware(cfg.trainer).precision),
+        evaluation_settings(cfg.trainer, run_hardware(cfg.trainer).precision),
     )
     assert made["dev_metrics"] == pytest.approx(now, abs=1e-6)
     assert first.predecessor.score == pytest.approx(now["score"], abs=1e-6)

@@ -75,7 +75,7 @@ def run(cfg: DictConfig) -> RunResults | None:
 
     hardware = run_hardware(cfg.trainer)
     log.info("Training in %s: %s.", hardware.precision, hardware.precision_reason)
-    evaluation = _evaluation_settings(cfg.trainer, hardware.precision)
+    evaluation = evaluation_settings(cfg.trainer, hardware.precision)
     # Resolved: sweeps set values by interpolation (rates_equivalent_lr's lr = lr'/p, the protocol's grid points).
     finetune, optimizer = (OmegaConf.to_container(cfg[group], resolve=True) for group in ("finetune", "optimizer"))
     predecessor = prepare_predecessor(
@@ -93,7 +93,7 @@ def run(cfg: DictConfig) -> RunResults | None:
     loggers = build_loggers(output_dir, cfg.logger.wandb, logged_config, identity, resume_step)
     experiment = wandb_run(loggers)  # the W&B run, as Lightning calls it; None without W&B
     try:
-        trainer, resumed_from = _train(cfg, method, datamodule, loggers, resume_from, hardware.precision)
+        trainer, resumed_from = train(cfg, method, datamodule, loggers, resume_from, hardware.precision)
         if not trainer.is_global_zero:
             log.info("Rank %d is done; rank 0 evaluates, exports and writes the results.", trainer.global_rank)
             results = None
@@ -135,7 +135,7 @@ def _finished_run(output_dir: Path, resume: bool | str) -> RunResults | None:
     return read_results(results)
 
 
-def _train(
+def train(
     cfg: DictConfig,
     method: Method,
     datamodule: TextTaskDataModule,
@@ -292,7 +292,7 @@ def run_hardware(trainer_cfg: DictConfig) -> Hardware:
     )  # fmt: skip
 
 
-def _evaluation_settings(trainer_cfg: DictConfig, precision: str) -> dict[str, Any]:
+def evaluation_settings(trainer_cfg: DictConfig, precision: str) -> dict[str, Any]:
     """One device with the run's accelerator and precision: for evaluation and predecessor fine-tuning."""
     return {
         "accelerator": trainer_cfg.get("accelerator", "auto"),

@@ -314,6 +314,12 @@ def _retained(predecessor_score: float | None, successor_score: float | None) ->
     return successor_score / predecessor_score, None
 
 
+def write_record(path: Path, record: Any) -> Path:
+    """Any record of this module's kind (a dataclass of plain values and records) as JSON, atomically, non-finite
+    numbers as null, after the schema version: how the language-model runs write their ``results.json``."""
+    return _write_json(path, {"schema_version": SCHEMA_VERSION, **_plain(record)})
+
+
 def _write_json(path: Path, content: dict[str, Any]) -> Path:
     staged = path.with_name(f".{path.name}.tmp")
     staged.write_text(json.dumps(_finite(content), indent=2, allow_nan=False) + "\n")

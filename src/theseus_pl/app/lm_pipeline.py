@@ -1,0 +1,257 @@
+"""A decoder-LM run behind ``python -m theseus_pl +experiment=smollm2_quick``: predecessor -> compress -> evaluate ->
+export -> results.
+
+The same stages as an encoder run (:mod:`theseus_pl.app.pipeline`), on language-model text: the predecessor is the
+given causal LM (a GGUF file converted once, a folder or a hub id) and is not fine-tuned; every method trains, if it
+trains, on the same windows for the same steps; the successor and the predecessor are scored on the same held-out
+windows (perplexity, and KL and top-1 agreement with the predecessor); the export is a plain ``…ForCausalLM``
+folder, timed against the predecessor at prefill and decode, and both models continue one fixed prompt.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import lightning.pytorch as pl
+import torch
+from omegaconf import DictConfig, OmegaConf
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from theseus_pl.app.gguf_weights import converted_gguf
+from theseus_pl.app.lm_methods import DecoderMethod, LanguageModelInputs
+from theseus_pl.app.lm_results import GenerationSample, LanguageModelData, LanguageModelResults, LanguageModelSide
+from theseus_pl.app.methods import Method, method_from_config
+from theseus_pl.app.pipeline import evaluation_settings, run_hardware, train
+from theseus_pl.app.results import write_record
+from theseus_pl.app.run_checks import RunRefused
+from theseus_pl.app.schedules import build_schedule
+from theseus_pl.app.tracking.loggers import build_loggers
+from theseus_pl.app.tracking.run_identity import run_identity
+from theseus_pl.core.decoders import is_decoder
+from theseus_pl.core.families import find_layer_stack
+from theseus_pl.core.timing import generation_speed
+from theseus_pl.data.language_modeling import LanguageModelingDataModule, window_problem
+from theseus_pl.data.text_corpus import ConventionSpeeches, HubText, TextFiles, TextSource
+from theseus_pl.lightning.lm_evaluation import evaluate_language_model
+
+log = logging.getLogger(__name__)
+
+PROMPT = "The president said in his speech that the economy"  # every run's generation sample continues this
+SAMPLE_TOKENS = 20
+
+
+def is_language_model_run(cfg: DictConfig) -> bool:
+    return cfg.data.get("kind") == "language_model"
+
+
+def run_language_model(cfg: DictConfig) -> LanguageModelResults:
+    """Every stage of a decoder-LM run; refused before any compute when a setting cannot work."""
+    started = time.perf_counter()
+    output_dir = Path(cfg.paths.output_dir)
+    cache_dir = Path(cfg.paths.cache_dir)
+    predecessor_dir, origin = _predecessor_folder(cfg.model, cache_dir)
+    method = _checked_method(cfg)
+    tokenizer = AutoTokenizer.from_pretrained(predecessor_dir)
+    _refuse(_problems(cfg, predecessor_dir, tokenizer))
+    output_dir.mkdir(parents=True, exist_ok=True)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    pl.seed_everything(cfg.seed, workers=True)
+    datamodule = _datamodule(cfg, tokenizer, cache_dir)
+    datamodule.setup("fit")
+    hardware = run_hardware(cfg.trainer)
+    log.info("Training in %s: %s.", hardware.precision, hardware.precision_reason)
+    evaluation = evaluation_settings(cfg.trainer, hardware.precision)
+    optimizer = OmegaConf.to_container(cfg.optimizer, resolve=True)
+    schedule = build_schedule(**OmegaConf.to_container(cfg.replacement, resolve=True))
+    inputs = LanguageModelInputs(
+        predecessor_dir, cfg.theseus.successor_layers, optimizer, schedule, cfg.replacement.kind, cfg.seed,
+        lambda: _calibration(datamodule),
+    )  # fmt: skip
+    built = method.build(inputs)
+    steps, best_step = 0, None
+    if isinstance(built, Method):
+        identity = run_identity(cfg, "language_model", built.name)
+        logged = {**OmegaConf.to_container(cfg, resolve=True), "hardware": asdict(hardware)}
+        loggers = build_loggers(output_dir, cfg.logger.wandb, logged, identity)
+        trainer, _ = train(cfg, built, datamodule, loggers, None, hardware.precision)
+        steps, best_step = trainer.global_step, _load_best(trainer, built)
+    successor_dir = output_dir / "successor"
+    built.successor().save_pretrained(successor_dir)
+    tokenizer.save_pretrained(successor_dir)
+    successor = AutoModelForCausalLM.from_pretrained(successor_dir).eval()  # judge what users will ship
+    predecessor = AutoModelForCausalLM.from_pretrained(predecessor_dir).eval()
+    successor_metrics = evaluate_language_model(successor, datamodule, evaluation, reference=predecessor)
+    predecessor_metrics = evaluate_language_model(predecessor, datamodule, evaluation)
+    results = LanguageModelResults(
+        method=built.name,
+        settings={"optimizer.lr": cfg.optimizer.lr, "trainer.max_steps": cfg.trainer.max_steps,
+                  "theseus.successor_layers": cfg.theseus.successor_layers, "seed": cfg.seed},
+        predecessor=_side(predecessor, predecessor_dir, predecessor_metrics, origin),
+        successor=_side(successor, str(successor_dir), successor_metrics),
+        data=_data_facts(cfg, datamodule, steps),
+        steps=steps,
+        best_step=best_step,
+        schedule=built.schedule.describe() if built.schedule else None,
+        seed=cfg.seed,
+        hardware=hardware,
+    )  # fmt: skip
+    results_path = write_record(output_dir / "results.json", results)
+    if cfg.benchmark.repeats:
+        try:
+            results.speed = _speed(predecessor, successor, datamodule, cfg.benchmark.repeats)
+        except Exception as error:  # the scores are written; a timing failure is recorded, not raised
+            results.failed_steps["speed"] = f"{type(error).__name__}: {error}"
+    results.sample = _sample(predecessor, successor, tokenizer)
+    results.wall_seconds = time.perf_counter() - started
+    write_record(results_path, results)
+    return results
+
+
+def _predecessor_folder(model: DictConfig, cache_dir: Path) -> tuple[str, str]:
+    """The predecessor as a folder or hub id ``from_pretrained`` reads, and where it came from."""
+    if model.get("predecessor"):
+        return str(model.predecessor), "given"
+    if model.get("gguf"):
+        try:
+            return str(converted_gguf(Path(model.gguf).expanduser(), cache_dir)), "gguf"
+        except ValueError as error:
+            raise RunRefused([str(error)]) from None
+    if model.get("base"):
+        return str(model.base), "given"
+    raise RunRefused(["model: give model.gguf (a GGUF file), model.base or model.predecessor (a causal LM)."])
+
+
+def _checked_method(cfg: DictConfig) -> DecoderMethod:
+    method = method_from_config(OmegaConf.to_container(cfg.method, resolve=True))
+    if not getattr(method, "for_decoders", False):
+        raise RunRefused([
+            f"method={cfg.method.name} compresses encoders; on a language model use one of lm_theseus, shortgpt, "
+            "shortgpt_healed, lm_truncation, streamline."
+        ])  # fmt: skip
+    return method  # type: ignore[return-value]
+
+
+def _problems(cfg: DictConfig, predecessor_dir: str, tokenizer: PreTrainedTokenizerBase) -> list[str]:
+    """Every reason the run cannot work, before any compute."""
+    problems = []
+    config = AutoConfig.from_pretrained(predecessor_dir)
+    with torch.device("meta"):  # the model's structure, without its weights
+        model = AutoModelForCausalLM.from_config(config)
+    if not is_decoder(model):
+        problems.append(f"model: {predecessor_dir} is not a causal language model of a known decoder family.")
+    else:
+        try:
+            layers = len(find_layer_stack(model, cfg.theseus.get("layers_path")).layers)
+        except ValueError as error:
+            problems.append(f"theseus.layers_path: {error}")
+        else:
+            if not 1 <= cfg.theseus.successor_layers < layers:
+                problems.append(
+                    f"theseus.successor_layers={cfg.theseus.successor_layers} must be between 1 and {layers - 1} (the "
+                    f"predecessor has {layers} layers)."
+                )
+    problem = window_problem(cfg.data.window, getattr(config, "max_position_embeddings", None))
+    if problem:
+        problems.append(problem)
+    if tokenizer.eos_token_id is None:
+        problems.append("The tokenizer has no end-of-text token (eos_token) to put between documents.")
+    if getattr(config, "use_cache", False) and cfg.model.get("use_cache") is True:
+        problems.append("model.use_cache=true: training runs without the KV cache; leave it out.")
+    return problems
+
+
+def _refuse(problems: list[str]) -> None:
+    if problems:
+        raise RunRefused(problems)
+
+
+def text_source(data: DictConfig) -> TextSource:
+    """The run's text: the user's files, a hub dataset, or offline the convention speeches."""
+    if data.get("files"):
+        return TextFiles(list(data.files))
+    if data.get("hub_dataset"):
+        return HubText(data.hub_dataset, data.get("hub_split", "train"), data.get("hub_column", "text"))
+    return ConventionSpeeches()
+
+
+def _datamodule(cfg: DictConfig, tokenizer: PreTrainedTokenizerBase, cache_dir: Path) -> LanguageModelingDataModule:
+    data = cfg.data
+    try:
+        datamodule = LanguageModelingDataModule(
+            tokenizer, text_source(data), window=data.window, batch_size=data.batch_size,
+            eval_batch_size=data.get("eval_batch_size"), held_out=data.held_out, seed=data.get("split_seed", 0),
+            max_eval_windows=data.get("max_eval_windows"), cache_dir=cache_dir / "tokenized",
+        )  # fmt: skip
+        datamodule.prepare_data()
+    except (ValueError, FileNotFoundError) as error:
+        raise RunRefused([str(error)]) from None
+    return datamodule
+
+
+def _calibration(datamodule: LanguageModelingDataModule, windows: int = 32) -> list[dict[str, torch.Tensor]]:
+    """The first training windows (the same ones on every run), in batches: what layer choices are measured on."""
+    from theseus_pl.data.language_modeling import collate_windows
+
+    split = datamodule.splits["train"]
+    rows = list(split.select(range(min(windows, len(split)))))
+    size = datamodule.batch_size
+    return [collate_windows(rows[start : start + size]) for start in range(0, len(rows), size)]
+
+
+def _load_best(trainer: pl.Trainer, method: Method) -> int | None:
+    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+    if not best:
+        return None
+    checkpoint = torch.load(best, map_location="cpu", weights_only=False)
+    method.module.load_state_dict(checkpoint["state_dict"])
+    return checkpoint["global_step"]
+
+
+def _side(
+    model: PreTrainedModel, directory: str, metrics: dict[str, float], origin: str | None = None
+) -> LanguageModelSide:
+    return LanguageModelSide(
+        dir=directory, layers=model.config.num_hidden_layers, params=sum(p.numel() for p in model.parameters()),
+        perplexity=metrics["perplexity"], nll=metrics["nll"], kl=metrics.get("kl"), agreement=metrics.get("agreement"),
+        origin=origin,
+    )  # fmt: skip
+
+
+def _data_facts(cfg: DictConfig, datamodule: LanguageModelingDataModule, steps: int) -> LanguageModelData:
+    validation = datamodule.splits["validation"]
+    labels = torch.tensor(validation["labels"])
+    return LanguageModelData(
+        source=datamodule.source.describe(), window=datamodule.window, train_windows=len(datamodule.splits["train"]),
+        eval_windows=len(validation), eval_tokens=int((labels[:, 1:] != -100).sum()),
+        train_tokens=steps * datamodule.batch_size * datamodule.window,
+    )  # fmt: skip
+
+
+def _speed(
+    predecessor: PreTrainedModel, successor: PreTrainedModel, datamodule: LanguageModelingDataModule, repeats: int
+) -> dict[str, float]:
+    """Prefill of one held-out batch and decode of 64 tokens after the prompt of its first window's start."""
+    from theseus_pl.data.language_modeling import collate_windows
+
+    rows = list(datamodule.splits["validation"].select(range(min(8, len(datamodule.splits["validation"])))))
+    batch = {key: value for key, value in collate_windows(rows).items() if key != "labels"}
+    prompt = batch["input_ids"][:1, :16]
+    return generation_speed(predecessor, successor, batch, prompt, new_tokens=64, repeats=repeats)
+
+
+def _sample(
+    predecessor: PreTrainedModel, successor: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
+) -> GenerationSample:
+    prompt = tokenizer(PROMPT, return_tensors="pt")
+
+    def continuation(model: PreTrainedModel) -> str:
+        with torch.no_grad():
+            ids = model.generate(**prompt, max_new_tokens=SAMPLE_TOKENS, do_sample=False,
+                                 pad_token_id=tokenizer.eos_token_id)  # fmt: skip
+        return tokenizer.decode(ids[0, prompt["input_ids"].shape[1] :], skip_special_tokens=True)
+
+    return GenerationSample(prompt=PROMPT, predecessor=continuation(predecessor), successor=continuation(successor))

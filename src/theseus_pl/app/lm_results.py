@@ -1,0 +1,62 @@
+"""``results.json`` of a decoder-LM run: held-out perplexity and agreement with the predecessor, speed, samples.
+
+Written by :mod:`theseus_pl.app.lm_pipeline` with :func:`~theseus_pl.app.results.write_record`; ``kind`` tells it
+from an encoder run's record (:class:`~theseus_pl.app.results.RunResults`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from theseus_pl.app.results import Hardware
+
+
+@dataclass(kw_only=True)
+class LanguageModelSide:
+    """One of the two models, on the held-out windows."""
+
+    dir: str
+    layers: int
+    params: int
+    perplexity: float
+    nll: float  # mean negative log-likelihood per held-out token, in nats
+    kl: float | None = None  # mean KL(predecessor || this model) per token, in nats (successor only)
+    agreement: float | None = None  # share of tokens where both models' most likely next token is the same
+    origin: str | None = None  # predecessor: "gguf" (converted from a GGUF file) or "given" (a folder or hub id)
+
+
+@dataclass(kw_only=True)
+class LanguageModelData:
+    source: str
+    window: int
+    train_windows: int
+    eval_windows: int
+    eval_tokens: int  # held-out tokens predicted: every method is scored on the same ones
+    train_tokens: int  # tokens the method trained on (steps x batch x window); 0 for a method that does not train
+
+
+@dataclass(kw_only=True)
+class GenerationSample:
+    prompt: str
+    predecessor: str
+    successor: str
+
+
+@dataclass(kw_only=True)
+class LanguageModelResults:
+    kind: str = "language_model"
+    method: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    predecessor: LanguageModelSide
+    successor: LanguageModelSide
+    data: LanguageModelData
+    steps: int
+    best_step: int | None = None
+    schedule: str | None = None
+    speed: dict[str, float] | None = None  # core.timing.generation_speed: prefill and decode tokens/s, speed-ups
+    sample: GenerationSample | None = None
+    seed: int
+    hardware: Hardware
+    failed_steps: dict[str, str] = field(default_factory=dict)
+    wall_seconds: float | None = None

@@ -1,0 +1,81 @@
+"""A decoder-LM run end to end on a tiny Llama: every method, the results, the export, and the refusals."""
+
+import json
+
+import pytest
+import torch
+from app_runs import compose_config
+from decoder_models import tiny_decoder, tiny_documents, tiny_lm_tokenizer
+from transformers import AutoModelForCausalLM
+
+from theseus_pl.app.lm_pipeline import run_language_model
+from theseus_pl.app.run_checks import RunRefused
+
+
+@pytest.fixture
+def tiny_lm(tmp_path):
+    """A tiny Llama and its tokenizer in a folder, and a folder of 20 text files."""
+    folder = tmp_path / "tiny_llama"
+    tiny_decoder("llama").save_pretrained(folder)
+    tiny_lm_tokenizer().save_pretrained(folder)
+    texts = tmp_path / "texts"
+    texts.mkdir()
+    for i, text in enumerate(tiny_documents(count=20, words=40)):
+        (texts / f"{i:02d}.txt").write_text(text)
+    return folder, texts
+
+
+def _overrides(tiny_lm, tmp_path, *more: str) -> list[str]:
+    folder, texts = tiny_lm
+    return [
+        "+experiment=smollm2_quick", "model.gguf=null", f"model.base={folder}", f"data.files=[{texts}]",
+        "data.window=8", "data.batch_size=4", "data.max_eval_windows=8", "theseus.successor_layers=2",
+        "schedule_steps=3", "trainer.max_steps=6", "trainer.val_check_interval=2", "logger=csv",
+        "benchmark.repeats=1", "optimizer.lr=1e-3", f"paths.cache_dir={tmp_path / 'cache'}",
+        f"paths.output_dir={tmp_path / 'run'}", *more,
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("method", "trains"),
+    [("lm_theseus", True), ("shortgpt", False), ("shortgpt_healed", True), ("lm_truncation", True),
+     ("streamline", True)],
+)  # fmt: skip
+def test_each_method_runs_end_to_end_and_exports_a_plain_causal_lm(tiny_lm, tmp_path, method, trains):
+    cfg = compose_config(*_overrides(tiny_lm, tmp_path, f"method={method}"))
+    results = run_language_model(cfg)
+    written = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert written["kind"] == "language_model"
+    assert written["successor"]["layers"] == 2 and written["predecessor"]["layers"] == 4
+    assert written["steps"] == (6 if trains else 0)
+    assert written["data"]["eval_tokens"] > 0
+    assert 0 <= written["successor"]["agreement"] <= 1 and written["successor"]["kl"] >= 0
+    assert written["successor"]["perplexity"] > 1 and written["predecessor"]["perplexity"] > 1
+    assert set(written["speed"]) >= {"prefill_speedup", "decode_speedup"}
+    assert written["sample"]["prompt"] and isinstance(written["sample"]["successor"], str)
+    exported = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "successor").eval()
+    assert exported.config.num_hidden_layers == 2
+    assert results.successor.params < results.predecessor.params
+    ids = torch.tensor([[5, 6, 7]])
+    assert exported.generate(ids, max_new_tokens=3, do_sample=False, pad_token_id=0).shape == (1, 6)
+
+
+def test_a_run_names_every_problem_before_any_compute(tiny_lm, tmp_path):
+    cfg = compose_config(*_overrides(tiny_lm, tmp_path, "data.window=128", "theseus.successor_layers=4"))
+    with pytest.raises(RunRefused) as refused:
+        run_language_model(cfg)
+    problems = refused.value.problems
+    assert any("data.window=128 is longer than the model's 64 positions" in p for p in problems)
+    assert any("theseus.successor_layers=4 must be between 1 and 3" in p for p in problems)
+    assert not (tmp_path / "run" / "results.json").exists()
+
+
+def test_an_encoder_method_on_a_language_model_is_refused(tiny_lm, tmp_path):
+    with pytest.raises(RunRefused, match=r"method=kd compresses encoders; .*lm_theseus"):
+        run_language_model(compose_config(*_overrides(tiny_lm, tmp_path, "method=kd")))
+
+
+def test_a_missing_gguf_file_is_refused(tiny_lm, tmp_path):
+    overrides = [o for o in _overrides(tiny_lm, tmp_path) if not o.startswith("model.")]
+    with pytest.raises(RunRefused, match=r"model.gguf: no file at .*absent.gguf"):
+        run_language_model(compose_config(*overrides, f"model.gguf={tmp_path / 'absent.gguf'}", "model.base=null"))
