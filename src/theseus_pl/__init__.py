@@ -4,7 +4,8 @@ The library is :mod:`theseus_pl.core` (torch and transformers only); its names a
 
     from theseus_pl import TheseusModel, successor_factory, CurriculumSchedule, load_successor
 
-and so are the two Lightning pieces that train it on your data: ``TheseusModule`` and ``TextTaskDataModule``.
+and so are the Lightning pieces that train it on your data: ``TheseusModule`` and ``TextTaskDataModule`` (for
+a decoder LM, ``LanguageModelingDataModule``).
 They load on first use, so ``import theseus_pl`` (and ``python -m theseus_pl --help``) stays quick, and using the
 core alone imports no Lightning.
 """
@@ -38,6 +39,7 @@ _EXPORTS = {
     "load_successor": "theseus_pl.core.io",
     "TheseusModule": "theseus_pl.lightning.modules",
     "TextTaskDataModule": "theseus_pl.data.datamodule",
+    "LanguageModelingDataModule": "theseus_pl.data.language_modeling",
 }
 __all__ = [  # the names of _EXPORTS (a literal list, so that tools read it)
     "AntiCurriculumSchedule",
@@ -47,6 +49,7 @@ __all__ = [  # the names of _EXPORTS (a literal list, so that tools read it)
     "Family",
     "FeedForward",
     "Importance",
+    "LanguageModelingDataModule",
     "Reshaping",
     "RunAware",
     "SuccessorInit",
@@ -77,6 +80,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
         successor_factory,
     )
     from theseus_pl.data.datamodule import TextTaskDataModule
+    from theseus_pl.data.language_modeling import LanguageModelingDataModule
     from theseus_pl.lightning.modules import TheseusModule
 
 

