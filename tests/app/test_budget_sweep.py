@@ -25,6 +25,20 @@ def test_each_budget_point_gives_every_method_the_stated_steps_share_and_validat
         assert cfg.method.name == PROTOCOLS[protocol]
 
 
+@pytest.mark.parametrize("protocol", ["fine_tuning", "kd", "theseus_constant", "theseus_curriculum"])
+def test_point_d_is_the_grids_top_learning_rate_one_step_higher(protocol):
+    """Where a method's best point sat at the top of its grid (lr 2e-4), point d doubles it and keeps the rest."""
+    top, above = (compose_config("+experiment=stsb_quick", "+sweep=budget", f"protocol={protocol}",
+                                 f"protocol.point={point}") for point in ("c", "d"))  # fmt: skip
+    assert top.optimizer.lr == 2e-4 and above.optimizer.lr == 4e-4
+    assert top.replacement == above.replacement
+    with initialize_config_module("theseus_pl.conf", version_base="1.3"):
+        protocol_sweep = compose(
+            "train", overrides=["+experiment=stsb_quick", "+sweep=protocol"], return_hydra_config=True
+        )
+    assert protocol_sweep.hydra.sweeper.params["protocol.point"] == "a,b,c"  # the 45-job protocol keeps its grid
+
+
 def test_the_sweep_varies_the_budget_and_the_seed_for_the_method_named():
     with initialize_config_module("theseus_pl.conf", version_base="1.3"):
         cfg = compose("train", overrides=["+experiment=sst2_quick", "+sweep=budget", "protocol=kd",

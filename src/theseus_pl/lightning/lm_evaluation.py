@@ -37,7 +37,7 @@ def evaluate_language_model(
     """``perplexity`` and ``nll`` of ``model`` on the held-out windows, and with ``reference`` (the predecessor)
     ``kl`` and ``agreement``; ``settings`` are the Trainer's (accelerator, precision)."""
     comparison = _Comparison(model, reference)
-    trainer = pl.Trainer(**settings, logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    trainer = pl.Trainer(**settings, logger=False, enable_checkpointing=False)
     with torch.no_grad():
         trainer.validate(comparison, datamodule=datamodule, verbose=False)
     return comparison.metrics.compute()
