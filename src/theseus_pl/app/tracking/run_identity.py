@@ -37,7 +37,7 @@ def run_identity(cfg: DictConfig, task: str, method: str) -> RunIdentity:
     if multirun and not swept:
         swept = [f"job={hydra.job.num}"]  # names stay unique within the sweep
     default_group = Path(hydra.sweep.dir).name if multirun else None
-    model = cfg.model.predecessor or cfg.model.base
+    model = cfg.model.predecessor or cfg.model.base or cfg.model.get("gguf")  # a decoder from a GGUF file
     tags = [task, method, model_tag(model), *settings.get("tags", [])]
     return RunIdentity(
         name=settings.get("name") or " ".join([task, method, *swept]),
