@@ -16,6 +16,9 @@ Reads every ``results.json`` below the folders and writes, into ``--output``:
   ``budget_<task>.png``, each row's median score against optimizer steps with its min-max band.
 - ``p_over_steps.png``: the replacement rate logged by each schedule over the training steps.
 - ``score_vs_rate.png``: successor score against the constant replacing rate ``p`` (when such runs exist).
+- ``lm_table.md``/``.csv``, ``lm_runs.md``/``.csv`` and ``perplexity_vs_layers.png``, for decoder-LM runs
+  (``+experiment=smollm2_quick``, ``+sweep=lm_protocol``): per method and kept layers, held-out perplexity over
+  seeds, KL and agreement with the predecessor, tokens trained and decode speed-up (``lm_report``).
 
 A folder of a half-finished Hydra multirun is reported with what finished; the jobs without results are named.
 """
@@ -32,34 +35,45 @@ from typing import Any
 
 import pandas as pd
 
+from theseus_pl.app.lm_report import is_language_model_record, write_language_model_report
 from theseus_pl.app.results import RunResults, read_results
 from theseus_pl.app.shape_table import shape_table
 
 PREDECESSOR = "predecessor"
 
 
-def find_runs(folders: Sequence[Path]) -> tuple[list[RunResults], list[str]]:
-    """Every run's results (each with its ``folder``), and the Hydra jobs that have none yet."""
-    runs, missing = [], []
+def find_runs(folders: Sequence[Path], *, required: bool = True) -> tuple[list[RunResults], list[str]]:
+    """Every encoder run's results (each with its ``folder``), and the Hydra jobs that have none yet. ``required``:
+    no such run is an error (the report itself also accepts folders of decoder-LM runs only)."""
+    runs = [read_results(path) for path in results_files(folders) if not is_language_model_record(path)]
+    missing = []
     for folder in folders:
-        if not folder.is_dir():
-            raise FileNotFoundError(f"{folder} is not a folder.")
-        for results in sorted(folder.rglob("results.json")):
-            if _is_wandb_copy(results):
-                continue
-            runs.append(read_results(results))
         for job in sorted(folder.rglob(".hydra")):
             if not (job.parent / "results.json").is_file():
                 overrides = job / "overrides.yaml"
                 what = " ".join(line.removeprefix("- ").strip() for line in overrides.read_text().splitlines()) \
                     if overrides.is_file() else ""  # fmt: skip
                 missing.append(f"{job.parent} ({what})" if what else str(job.parent))
-    if not runs:
-        raise FileNotFoundError(
-            f"No results.json under {', '.join(map(str, folders))}: give the folders of finished runs (a run folder "
-            "or a multirun folder such as multirun/2026-01-01_12-00-00)."
-        )
+    if required and not runs:
+        _no_results(folders)
     return runs, missing
+
+
+def results_files(folders: Sequence[Path]) -> list[Path]:
+    """Every ``results.json`` below the folders, of either kind of run, but the copies in W&B run folders."""
+    files = []
+    for folder in folders:
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{folder} is not a folder.")
+        files += [path for path in sorted(folder.rglob("results.json")) if not _is_wandb_copy(path)]
+    return files
+
+
+def _no_results(folders: Sequence[Path]) -> None:
+    raise FileNotFoundError(
+        f"No results.json under {', '.join(map(str, folders))}: give the folders of finished runs (a run folder "
+        "or a multirun folder such as multirun/2026-01-01_12-00-00)."
+    )
 
 
 def _is_wandb_copy(results: Path) -> bool:
@@ -297,22 +311,30 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--output", type=Path, default=Path("report"))
     args = parser.parse_args(argv)
 
-    runs, missing = find_runs(args.folders)
-    tasks, table = build_table(runs, args.rows)
-    shapes = shape_table(runs)
-    budgets = budget_table(runs, args.rows)
-    warnings = protocol_warnings(runs, args.rows)
+    runs, missing = find_runs(args.folders, required=False)
+    language_models = [path for path in results_files(args.folders) if is_language_model_record(path)]
+    if not runs and not language_models:
+        _no_results(args.folders)
     args.output.mkdir(parents=True, exist_ok=True)
-    written = (
-        write_tables(tasks, table, args.rows, args.output)
-        + write_best_settings(best_settings(runs, args.rows), args.rows, args.output)
-        + write_markdown_and_csv(run_table(runs), args.output, "runs")
-        + (write_markdown_and_csv(shapes, args.output, "shapes") if not shapes.empty else [])
-        + write_budget_curves(budgets, args.rows, args.output)
-        + write_plots(runs, args.output)
-    )
-    print((args.output / "table.md").read_text())
-    print(f"{len(runs)} finished runs; wrote {', '.join(str(p) for p in written)}")
+    tasks, table, warnings, written = [], {}, [], []
+    if runs:
+        tasks, table = build_table(runs, args.rows)
+        shapes = shape_table(runs)
+        warnings = protocol_warnings(runs, args.rows)
+        written = (
+            write_tables(tasks, table, args.rows, args.output)
+            + write_best_settings(best_settings(runs, args.rows), args.rows, args.output)
+            + write_markdown_and_csv(run_table(runs), args.output, "runs")
+            + (write_markdown_and_csv(shapes, args.output, "shapes") if not shapes.empty else [])
+            + write_budget_curves(budget_table(runs, args.rows), args.rows, args.output)
+            + write_plots(runs, args.output)
+        )
+        print((args.output / "table.md").read_text())
+    if language_models:
+        lm_written, lm_warnings = write_language_model_report(language_models, args.output)
+        written, warnings = written + lm_written, warnings + lm_warnings
+        print((args.output / "lm_table.md").read_text())
+    print(f"{len(runs) + len(language_models)} finished runs; wrote {', '.join(str(p) for p in written)}")
     if missing:
         print(f"{len(missing)} jobs have no results yet:\n  " + "\n  ".join(missing))
     for warning in warnings:

@@ -1,0 +1,122 @@
+"""The decoder-LM runs' part of ``python -m theseus_pl.report``: the LM protocol's table and its picture.
+
+A language-model run's ``results.json`` (:class:`~theseus_pl.app.lm_results.LanguageModelResults`, ``kind``
+``language_model``) has no task score: its methods are compared by held-out perplexity, which is only comparable
+between runs scored on the same windows of the same predecessor. So the table groups runs by method and kept layers
+and gives, over seeds, the median, min and max perplexity, with the KL divergence to the predecessor, top-1 agreement,
+the tokens trained on and the decode speed-up beside it; the predecessor gets a row of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+LANGUAGE_MODEL = "language_model"  # LanguageModelResults.kind
+PREDECESSOR = "predecessor"
+
+
+def is_language_model_record(path: Path) -> bool:
+    """Whether ``path`` holds a decoder-LM run's record rather than an encoder run's."""
+    data = json.loads(Path(path).read_text())
+    return isinstance(data, dict) and data.get("kind") == LANGUAGE_MODEL
+
+
+def language_model_frame(paths: list[Path]) -> pd.DataFrame:
+    """One line per run, the record's fields flattened (``successor.perplexity``, ``speed.decode_speedup``, …), and
+    its ``folder``."""
+    records = [json.loads(Path(path).read_text()) for path in paths]
+    frame = pd.json_normalize(records)
+    frame["folder"] = [str(Path(path).parent) for path in paths]
+    return frame
+
+
+def language_model_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per method and kept layers, the median, min and max held-out perplexity over seeds, and the medians of KL,
+    agreement, decode speed-up and minutes a run; the predecessor first. Rows sorted by kept layers, then method."""
+    optional = {"speed.decode_speedup": float("nan"), "wall_seconds": float("nan"), "successor.kl": float("nan")}
+    frame = frame.assign(**{column: value for column, value in optional.items() if column not in frame})
+    groups = frame.groupby(["method", "successor.layers"], sort=False)
+    table = pd.DataFrame({
+        "median": groups["successor.perplexity"].median(),
+        "min": groups["successor.perplexity"].min(),
+        "max": groups["successor.perplexity"].max(),
+        "KL": groups["successor.kl"].median(),
+        "agreement %": groups["successor.agreement"].median() * 100,
+        "tokens trained": groups["data.train_tokens"].median().astype(int),
+        "decode speed-up": groups["speed.decode_speedup"].median(),
+        "minutes a run": groups["wall_seconds"].median() / 60,
+        "seeds": groups["seed"].agg(lambda seeds: " ".join(str(seed) for seed in sorted(seeds))),
+    }).reset_index().rename(columns={"successor.layers": "layers"})  # fmt: skip
+    predecessor = pd.DataFrame([{
+        "method": PREDECESSOR, "layers": int(frame["predecessor.layers"].iloc[0]),
+        "median": frame["predecessor.perplexity"].median(), "min": frame["predecessor.perplexity"].min(),
+        "max": frame["predecessor.perplexity"].max(), "tokens trained": 0,
+    }])  # fmt: skip
+    table = table.sort_values(["layers", "method"], ascending=[False, True], kind="stable")
+    return pd.concat([predecessor, table], ignore_index=True)[table.columns]
+
+
+def language_model_warnings(frame: pd.DataFrame) -> list[str]:
+    """What makes the rows incomparable: different held-out windows or predecessors, or unequal token budgets among
+    the methods that train."""
+    warnings = []
+    if frame["data.eval_tokens"].nunique() > 1 or frame["predecessor.perplexity"].round(6).nunique() > 1:
+        warnings.append(
+            "The language-model runs were scored on different held-out tokens or predecessors: their perplexities "
+            "do not compare (give every run the same model, data and data.max_eval_windows)."
+        )
+    trained = frame[frame["data.train_tokens"] > 0]
+    if trained["data.train_tokens"].nunique() > 1:
+        budgets = trained.groupby("method")["data.train_tokens"].agg(lambda t: "/".join(map(str, sorted(set(t)))))
+        named = "; ".join(f"{method} {tokens}" for method, tokens in budgets.items())
+        warnings.append(f"The language-model methods trained on different numbers of tokens: {named}.")
+    return warnings
+
+
+def perplexity_figure(table: pd.DataFrame) -> Any:
+    """Held-out perplexity (log scale) against kept layers, a line per method with its min-max range as error bars,
+    the predecessor as a dashed line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6, 4))
+    methods = table[table["method"] != PREDECESSOR]
+    for method, points in methods.groupby("method", sort=False):
+        points = points.sort_values("layers")
+        spread = [points["median"] - points["min"], points["max"] - points["median"]]
+        axes.errorbar(points["layers"], points["median"], yerr=spread, marker="o", capsize=3, label=method)
+    predecessor = table[table["method"] == PREDECESSOR].iloc[0]
+    axes.axhline(predecessor["median"], color="grey", linestyle="--",
+                 label=f"predecessor ({predecessor['layers']} layers)")  # fmt: skip
+    axes.set(yscale="log", xlabel="kept layers", ylabel="held-out perplexity",
+             title="perplexity against kept layers")  # fmt: skip
+    axes.legend(fontsize=7)
+    return figure
+
+
+def write_language_model_report(paths: list[Path], output: Path) -> tuple[list[Path], list[str]]:
+    """``lm_table.md``/``.csv``, ``lm_runs.md``/``.csv`` and ``perplexity_vs_layers.png`` from the runs' records;
+    the files written and the comparison's warnings."""
+    import matplotlib.pyplot as plt
+
+    from theseus_pl.app.report import write_markdown_and_csv
+
+    frame = language_model_frame(paths)
+    table = language_model_table(frame)
+    runs = frame[["method", "successor.layers", "seed", "successor.perplexity", "successor.kl", "folder"]]
+    written = write_markdown_and_csv(table, output, "lm_table") + write_markdown_and_csv(
+        runs.rename(columns={"successor.layers": "layers", "successor.perplexity": "perplexity",
+                             "successor.kl": "KL"}).sort_values(["method", "layers", "seed"]),
+        output, "lm_runs",
+    )  # fmt: skip
+    figure = perplexity_figure(table)
+    written.append(output / "perplexity_vs_layers.png")
+    figure.savefig(written[-1], dpi=120, bbox_inches="tight")
+    plt.close(figure)
+    return written, language_model_warnings(frame)

@@ -1,0 +1,79 @@
+"""The report over decoder-LM runs: the LM protocol's table, its warnings and its perplexity-against-layers plot."""
+
+from pathlib import Path
+
+from results_records import a_run, plant
+
+from theseus_pl.app.lm_report import language_model_frame, language_model_table, perplexity_figure
+from theseus_pl.app.lm_results import GenerationSample, LanguageModelData, LanguageModelResults, LanguageModelSide
+from theseus_pl.app.report import main, results_files
+from theseus_pl.app.results import Hardware, write_record
+
+PREDECESSOR_PERPLEXITY = 25.5
+
+
+def plant_lm_run(folder: Path, method: str, layers: int, perplexity: float, seed: int, train_tokens: int) -> Path:
+    """A decoder-LM run's ``results.json`` as the app writes it, of a 30-layer predecessor."""
+    record = LanguageModelResults(
+        method=method,
+        predecessor=LanguageModelSide(dir="smollm2", layers=30, params=134_515_008, perplexity=PREDECESSOR_PERPLEXITY,
+                                      nll=3.24, origin="gguf"),
+        successor=LanguageModelSide(dir=str(folder / "successor"), layers=layers, params=70_000_000,
+                                    perplexity=perplexity, nll=4.0, kl=perplexity / 100, agreement=0.5),
+        data=LanguageModelData(source="speeches", window=128, train_windows=1523, eval_windows=32, eval_tokens=4064,
+                               train_tokens=train_tokens),
+        steps=train_tokens // 1024, seed=seed, speed={"decode_speedup": 30 / layers},
+        sample=GenerationSample(prompt="The", predecessor=" a", successor=" b"),
+        hardware=Hardware(precision="32-true", precision_requested="auto", accelerator="cpu", cpu=None, cpu_flags=[]),
+        wall_seconds=120.0,
+    )  # fmt: skip
+    folder.mkdir(parents=True)
+    return write_record(folder / "results.json", record)
+
+
+def plant_lm_protocol(root: Path, theseus_tokens: int = 61_440) -> None:
+    """ShortGPT (no training) and Theseus at 15 kept layers, Theseus also at 20, seeds 1 and 2."""
+    for seed in (1, 2):
+        plant_lm_run(root / f"shortgpt_{seed}", "shortgpt", 15, 280.0 + 20 * seed, seed, 0)
+        plant_lm_run(root / f"theseus15_{seed}", "lm_theseus", 15, 30.0 + 10 * seed, seed, theseus_tokens)
+        plant_lm_run(root / f"theseus20_{seed}", "lm_theseus", 20, 28.0 + seed, seed, 61_440)
+
+
+def test_the_lm_table_gives_each_method_and_depth_its_perplexity_over_seeds_beside_the_predecessor(tmp_path):
+    plant_lm_protocol(tmp_path / "runs")
+    table = language_model_table(language_model_frame(results_files([tmp_path / "runs"])))
+    assert list(zip(table["method"], table["layers"], strict=True)) == [
+        ("predecessor", 30), ("lm_theseus", 20), ("lm_theseus", 15), ("shortgpt", 15),
+    ]  # fmt: skip
+    theseus15 = table.iloc[2]
+    assert (theseus15["median"], theseus15["min"], theseus15["max"]) == (45.0, 40.0, 50.0)
+    assert theseus15["seeds"] == "1 2" and theseus15["tokens trained"] == 61_440
+    assert theseus15["decode speed-up"] == 2.0 and theseus15["minutes a run"] == 2.0
+    assert table.iloc[0]["median"] == PREDECESSOR_PERPLEXITY and table.iloc[3]["tokens trained"] == 0
+
+    figure = perplexity_figure(table)
+    legend = sorted(text.get_text() for text in figure.axes[0].get_legend().get_texts())
+    assert legend == ["lm_theseus", "predecessor (30 layers)", "shortgpt"]
+
+
+def test_the_report_command_writes_the_lm_table_and_plot_and_warns_of_unequal_token_budgets(tmp_path, capsys):
+    plant_lm_protocol(tmp_path / "runs", theseus_tokens=30_720)
+    report = main([str(tmp_path / "runs"), "--output", str(tmp_path / "out")])
+    assert {path.name for path in report["written"]} == {
+        "lm_table.md", "lm_table.csv", "lm_runs.md", "lm_runs.csv", "perplexity_vs_layers.png",
+    }  # fmt: skip
+    lines = (tmp_path / "out" / "lm_table.md").read_text().splitlines()
+    assert lines[0].startswith("| method | layers | median | min | max | KL | agreement % | tokens trained |")
+    assert lines[5].startswith("| shortgpt | 15 | 310.00 | 300.00 | 320.00 | 3.10 | 50.00 | 0 | 2.00 |")
+    assert report["warnings"] == [
+        "The language-model methods trained on different numbers of tokens: lm_theseus 30720/61440."
+    ]
+    assert "| lm_theseus | 15 | 45.00 |" in capsys.readouterr().out
+
+
+def test_a_folder_of_encoder_and_lm_runs_gets_both_reports(tmp_path):
+    plant_lm_protocol(tmp_path / "runs")
+    plant(tmp_path / "runs" / "sst2", a_run("SST-2", "theseus_curriculum", 84.0, 82.0))
+    report = main([str(tmp_path / "runs"), "--output", str(tmp_path / "out")])
+    assert report["tasks"] == ["SST-2"]
+    assert (tmp_path / "out" / "table.md").is_file() and (tmp_path / "out" / "lm_table.md").is_file()
