@@ -7,6 +7,7 @@ import torch
 from app_runs import compose_config
 from decoder_models import tiny_decoder, tiny_documents, tiny_lm_tokenizer
 from transformers import AutoModelForCausalLM
+from wandb_records import read_offline_run
 
 from theseus_pl.app.lm_pipeline import run_language_model
 from theseus_pl.app.run_checks import RunRefused
@@ -79,3 +80,36 @@ def test_a_missing_gguf_file_is_refused(tiny_lm, tmp_path):
     overrides = [o for o in _overrides(tiny_lm, tmp_path) if not o.startswith("model.")]
     with pytest.raises(RunRefused, match=r"model.gguf: no file at .*absent.gguf"):
         run_language_model(compose_config(*overrides, f"model.gguf={tmp_path / 'absent.gguf'}", "model.base=null"))
+
+
+@pytest.mark.slow
+def test_the_packaged_smollm2_is_compressed_from_its_gguf_file(tmp_path):
+    """The real decoder, offline: SmolLM2's GGUF file converted, the speeches tokenised, ShortGPT's removal."""
+    cfg = compose_config(
+        "+experiment=smollm2_quick", "method=shortgpt", "data.window=32", "data.max_eval_windows=4",
+        "theseus.successor_layers=20", "logger=csv", "benchmark.repeats=1", f"paths.cache_dir={tmp_path / 'cache'}",
+        f"paths.output_dir={tmp_path / 'run'}",
+    )  # fmt: skip
+    results = run_language_model(cfg)
+    assert results.predecessor.origin == "gguf" and results.predecessor.layers == 30
+    assert results.successor.layers == 20
+    assert results.data.source.startswith("speeches of the 2012 US party conventions")
+    assert results.predecessor.perplexity < results.successor.perplexity  # ten layers removed, nothing healed
+    assert results.sample.predecessor.startswith(' is "the most important thing that we')
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["shortgpt", "lm_theseus"])  # without and with training
+def test_every_lm_run_ends_its_wandb_run_with_the_final_numbers_and_the_sample(tiny_lm, tmp_path, monkeypatch, method):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    overrides = [o for o in _overrides(tiny_lm, tmp_path, f"method={method}") if o != "logger=csv"]
+    results = run_language_model(compose_config(*overrides, "logger.wandb.mode=offline"))
+    (folder,) = (tmp_path / "run" / "wandb").glob("offline-run-*")
+    run = read_offline_run(folder)
+    assert run.exit_code == 0 and run.job_type == results.method
+    assert run.summary["final/successor_perplexity"] == pytest.approx(results.successor.perplexity)
+    assert run.summary["final/decode_speedup"] == pytest.approx(results.speed["decode_speedup"])
+    assert "results.json" in run.files
+    assert any(name.startswith("media/table/generation_sample") for name in run.files)
+    assert results.wandb is not None and results.wandb.dir == str(folder)
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["wandb"]["id"] == run.id

@@ -14,15 +14,23 @@ import logging
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.loggers import CSVLogger, Logger
 from omegaconf import DictConfig, OmegaConf
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from theseus_pl.app.gguf_weights import converted_gguf
 from theseus_pl.app.lm_methods import DecoderMethod, LanguageModelInputs
-from theseus_pl.app.lm_results import GenerationSample, LanguageModelData, LanguageModelResults, LanguageModelSide
+from theseus_pl.app.lm_results import (
+    GenerationSample,
+    LanguageModelData,
+    LanguageModelResults,
+    LanguageModelSide,
+    language_model_summary,
+)
 from theseus_pl.app.methods import Method, method_from_config
 from theseus_pl.app.pipeline import evaluation_settings, run_hardware, train
 from theseus_pl.app.results import write_record
@@ -30,6 +38,7 @@ from theseus_pl.app.run_checks import RunRefused
 from theseus_pl.app.schedules import build_schedule
 from theseus_pl.app.tracking.loggers import build_loggers
 from theseus_pl.app.tracking.run_identity import run_identity
+from theseus_pl.app.tracking.wandb_run import finish, publish_language_model, run_link, wandb_run
 from theseus_pl.core.decoders import is_decoder
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.timing import generation_speed
@@ -72,43 +81,69 @@ def run_language_model(cfg: DictConfig) -> LanguageModelResults:
         lambda: _calibration(datamodule),
     )  # fmt: skip
     built = method.build(inputs)
-    steps, best_step = 0, None
-    if isinstance(built, Method):
-        identity = run_identity(cfg, "language_model", built.name)
-        logged = {**OmegaConf.to_container(cfg, resolve=True), "hardware": asdict(hardware)}
-        loggers = build_loggers(output_dir, cfg.logger.wandb, logged, identity)
-        trainer, _ = train(cfg, built, datamodule, loggers, None, hardware.precision)
-        steps, best_step = trainer.global_step, _load_best(trainer, built)
-    successor_dir = output_dir / "successor"
-    built.successor().save_pretrained(successor_dir)
-    tokenizer.save_pretrained(successor_dir)
-    successor = AutoModelForCausalLM.from_pretrained(successor_dir).eval()  # judge what users will ship
-    predecessor = AutoModelForCausalLM.from_pretrained(predecessor_dir).eval()
-    successor_metrics = evaluate_language_model(successor, datamodule, evaluation, reference=predecessor)
-    predecessor_metrics = evaluate_language_model(predecessor, datamodule, evaluation)
-    results = LanguageModelResults(
-        method=built.name,
-        settings={"optimizer.lr": cfg.optimizer.lr, "trainer.max_steps": cfg.trainer.max_steps,
-                  "theseus.successor_layers": cfg.theseus.successor_layers, "seed": cfg.seed},
-        predecessor=_side(predecessor, predecessor_dir, predecessor_metrics, origin),
-        successor=_side(successor, str(successor_dir), successor_metrics),
-        data=_data_facts(cfg, datamodule, steps),
-        steps=steps,
-        best_step=best_step,
-        schedule=built.schedule.describe() if built.schedule else None,
-        seed=cfg.seed,
-        hardware=hardware,
-    )  # fmt: skip
-    results_path = write_record(output_dir / "results.json", results)
-    if cfg.benchmark.repeats:
-        try:
-            results.speed = _speed(predecessor, successor, datamodule, cfg.benchmark.repeats)
-        except Exception as error:  # the scores are written; a timing failure is recorded, not raised
-            results.failed_steps["speed"] = f"{type(error).__name__}: {error}"
-    results.sample = _sample(predecessor, successor, tokenizer)
-    results.wall_seconds = time.perf_counter() - started
-    write_record(results_path, results)
+    identity = run_identity(cfg, "language_model", built.name)
+    logged = {**OmegaConf.to_container(cfg, resolve=True), "hardware": asdict(hardware)}
+    loggers = build_loggers(output_dir, cfg.logger.wandb, logged, identity)
+    experiment = wandb_run(loggers)  # the W&B run, as Lightning calls it; None without W&B
+    try:
+        steps, best_step = 0, None
+        if isinstance(built, Method):
+            trainer, _ = train(cfg, built, datamodule, loggers, None, hardware.precision)
+            steps, best_step = trainer.global_step, _load_best(trainer, built)
+        successor_dir = output_dir / "successor"
+        built.successor().save_pretrained(successor_dir)
+        tokenizer.save_pretrained(successor_dir)
+        successor = AutoModelForCausalLM.from_pretrained(successor_dir).eval()  # judge what users will ship
+        predecessor = AutoModelForCausalLM.from_pretrained(predecessor_dir).eval()
+        successor_metrics = evaluate_language_model(successor, datamodule, evaluation, reference=predecessor)
+        predecessor_metrics = evaluate_language_model(predecessor, datamodule, evaluation)
+        results = LanguageModelResults(
+            method=built.name,
+            settings={"optimizer.lr": cfg.optimizer.lr, "trainer.max_steps": cfg.trainer.max_steps,
+                      "theseus.successor_layers": cfg.theseus.successor_layers, "seed": cfg.seed},
+            predecessor=_side(predecessor, predecessor_dir, predecessor_metrics, origin),
+            successor=_side(successor, str(successor_dir), successor_metrics),
+            data=_data_facts(cfg, datamodule, steps),
+            steps=steps,
+            best_step=best_step,
+            schedule=built.schedule.describe() if built.schedule else None,
+            seed=cfg.seed,
+            hardware=hardware,
+            wandb=run_link(experiment),
+        )  # fmt: skip
+        results_path = write_record(output_dir / "results.json", results)
+        if cfg.benchmark.repeats:
+            try:
+                results.speed = _speed(predecessor, successor, datamodule, cfg.benchmark.repeats)
+            except Exception as error:  # the scores are written; a timing failure is recorded, not raised
+                results.failed_steps["speed"] = f"{type(error).__name__}: {error}"
+        results.sample = _sample(predecessor, successor, tokenizer)
+        results.wall_seconds = time.perf_counter() - started
+        _log_summary(loggers, results, experiment, results_path, steps)
+        write_record(results_path, results)
+    except BaseException as error:
+        finish(experiment, error)
+        raise
+    finish(experiment)
     return results
+
+
+def _log_summary(
+    loggers: list[Logger], results: LanguageModelResults, experiment: Any, results_path: Path, step: int
+) -> None:
+    """The final numbers as the CSV log's last row and in the W&B run; a W&B failure is recorded, not raised."""
+    for logger in loggers:
+        if isinstance(logger, CSVLogger):
+            logger.log_metrics(language_model_summary(results), step=step)
+            logger.save()
+    if experiment is None:
+        return
+    write_record(results_path, results)  # the copy the W&B run keeps is the finished record
+    try:
+        publish_language_model(experiment, results, results_path)
+    except Exception as error:
+        log.warning("Could not log the results to W&B (%s: %s).", type(error).__name__, error)
+        results.failed_steps["wandb"] = f"{type(error).__name__}: {error}"
 
 
 def _predecessor_folder(model: DictConfig, cache_dir: Path) -> tuple[str, str]:

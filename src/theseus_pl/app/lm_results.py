@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from theseus_pl.app.results import Hardware
+from theseus_pl.app.results import Hardware, WandbLink
 
 
 @dataclass(kw_only=True)
@@ -58,5 +58,22 @@ class LanguageModelResults:
     sample: GenerationSample | None = None
     seed: int
     hardware: Hardware
+    wandb: WandbLink | None = None
     failed_steps: dict[str, str] = field(default_factory=dict)
     wall_seconds: float | None = None
+
+
+def language_model_summary(results: LanguageModelResults) -> dict[str, float]:
+    """The headline numbers as flat ``final/*`` metrics for the W&B summary and the CSV log's last row."""
+    summary = {
+        "final/predecessor_perplexity": results.predecessor.perplexity,
+        "final/successor_perplexity": results.successor.perplexity,
+        "final/kl": results.successor.kl,
+        "final/agreement": results.successor.agreement,
+        "final/best_step": results.best_step,
+        "final/train_tokens": results.data.train_tokens,
+        "final/params_predecessor": results.predecessor.params,
+        "final/params_successor": results.successor.params,
+        **{f"final/{name}": value for name, value in (results.speed or {}).items() if name.endswith("speedup")},
+    }
+    return {key: float(value) for key, value in summary.items() if value is not None}

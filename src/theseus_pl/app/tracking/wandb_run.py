@@ -18,6 +18,7 @@ from typing import Any
 
 from lightning.pytorch.loggers import Logger, WandbLogger
 
+from theseus_pl.app.lm_results import LanguageModelResults, language_model_summary
 from theseus_pl.app.model_card import widths_clause
 from theseus_pl.app.results import RunResults, WandbLink, flat_summary
 
@@ -79,10 +80,7 @@ def publish(run: Any, results: RunResults, files: dict[str, Path], successor_dir
         "compression_card": wandb.Table(columns=columns, data=rows),
         "score_vs_speedup": wandb.Table(columns=SCORE_VS_SPEEDUP, data=[score_vs_speedup(results)]),
     })  # fmt: skip
-    for name, source in files.items():
-        if source.is_file():  # copied, not linked: an offline run folder holds everything `wandb sync` uploads
-            shutil.copyfile(source, Path(run.dir) / name)
-            run.save(str(Path(run.dir) / name), base_path=run.dir, policy="now")
+    save_files(run, files)
     if log_model:
         artifact = wandb.Artifact(
             f"successor-{run.id}",
@@ -92,6 +90,28 @@ def publish(run: Any, results: RunResults, files: dict[str, Path], successor_dir
         )
         artifact.add_dir(str(successor_dir))
         run.log_artifact(artifact)
+
+
+def publish_language_model(run: Any, results: LanguageModelResults, results_path: Path) -> None:
+    """A decoder-LM run's summary (``language_model_summary``), its generation sample as a table, and its
+    ``results.json``; raises on a W&B failure."""
+    import wandb
+
+    run.summary.update(language_model_summary(results))
+    if results.sample is not None:
+        sample = results.sample
+        columns = ["prompt", "predecessor", "successor"]
+        run.log({"generation_sample": wandb.Table(columns=columns, data=[[sample.prompt, sample.predecessor,
+                                                                          sample.successor]])})  # fmt: skip
+    save_files(run, {"results.json": results_path})
+
+
+def save_files(run: Any, files: dict[str, Path]) -> None:
+    """Copies, not links, of the files with the run: an offline run folder holds everything `wandb sync` uploads."""
+    for name, source in files.items():
+        if source.is_file():
+            shutil.copyfile(source, Path(run.dir) / name)
+            run.save(str(Path(run.dir) / name), base_path=run.dir, policy="now")
 
 
 def finish(run: Any | None, error: BaseException | None = None) -> None:
