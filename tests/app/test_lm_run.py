@@ -4,12 +4,13 @@ import json
 
 import pytest
 import torch
-from app_runs import compose_config
+from app_runs import compose_config, tiny_run_overrides
 from decoder_models import tiny_decoder, tiny_documents, tiny_lm_tokenizer
 from transformers import AutoModelForCausalLM
 from wandb_records import read_offline_run
 
 from theseus_pl.app.lm_pipeline import run_language_model
+from theseus_pl.app.pipeline import run
 from theseus_pl.app.run_checks import RunRefused
 
 
@@ -113,3 +114,33 @@ def test_every_lm_run_ends_its_wandb_run_with_the_final_numbers_and_the_sample(t
     assert any(name.startswith("media/table/generation_sample") for name in run.files)
     assert results.wandb is not None and results.wandb.dir == str(folder)
     assert json.loads((tmp_path / "run" / "results.json").read_text())["wandb"]["id"] == run.id
+
+
+def test_an_interrupted_lm_run_resumes_and_ends_as_an_uninterrupted_one(tiny_lm, tmp_path):
+    overrides = _overrides(tiny_lm, tmp_path, "method=lm_theseus", "benchmark.repeats=0")  # validates every 2 of 6
+    killed = ["+callbacks.fail._target_=raise_at_step.RaiseAtStep", "+callbacks.fail.step=5"]
+    with pytest.raises(RuntimeError, match="planned failure at step 5"):
+        run_language_model(compose_config(*overrides, *killed))
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    assert torch.load(last, map_location="cpu", weights_only=False)["global_step"] == 4
+    resumed = run_language_model(compose_config(*overrides))
+    assert resumed.resumed_from == str(last) and resumed.steps == 6
+    assert not last.parent.exists()  # kept while unfinished, deleted once the run has finished
+    whole = run_language_model(compose_config(*overrides, f"paths.output_dir={tmp_path / 'whole'}"))
+    assert resumed.successor.perplexity == whole.successor.perplexity  # the same last-step model, bit for bit
+
+
+def test_a_finished_lm_run_is_left_untouched_unless_forced(tiny_lm, tmp_path):
+    overrides = _overrides(tiny_lm, tmp_path, "method=shortgpt", "benchmark.repeats=0")
+    first = run_language_model(compose_config(*overrides))
+    written = (tmp_path / "run" / "results.json").stat().st_mtime_ns
+    assert run_language_model(compose_config(*overrides)) == first
+    assert (tmp_path / "run" / "results.json").stat().st_mtime_ns == written
+    run_language_model(compose_config(*overrides, "resume=force"))
+    assert (tmp_path / "run" / "results.json").stat().st_mtime_ns != written
+
+
+def test_a_decoder_method_on_a_classification_task_is_refused(tiny_base, glue_dir, tmp_path):
+    with pytest.raises(RunRefused, match=r"method=shortgpt compresses decoder language models"):
+        run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "method=shortgpt"))
+    assert not (tmp_path / "cache" / "predecessors").exists()  # refused before the predecessor's fine-tuning

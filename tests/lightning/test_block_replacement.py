@@ -50,3 +50,11 @@ def test_the_stand_in_layer_learns_the_blocks_mapping_and_nothing_else_moves(tmp
     assert float(module.block_loss(batch)) < first / 2
     moved = {name for name, p in module.named_parameters() if not torch.equal(p, before[name])}
     assert moved and all(name.startswith("model.model.layers.1.") for name in moved)
+
+
+def test_a_streamline_checkpoint_holds_the_compact_model_once_and_not_the_predecessor():
+    predecessor = tiny_decoder("llama")
+    module = BlockReplacementModule(predecessor, start=1, length=2)
+    keys = module.state_dict().keys()
+    assert all(key.startswith("model.") for key in keys)
+    assert len(keys) == len(streamlined_model(predecessor, 1, 2).state_dict())

@@ -30,3 +30,4 @@ def test_a_shallower_model_is_measured_against_its_predecessor(tmp_path):
     alone = evaluate_language_model(predecessor, _windows(tmp_path), SETTINGS)
     assert values["kl"] > 0 and values["agreement"] < 1
     assert set(alone) == {"perplexity", "nll"}
+    assert values["reference_perplexity"] == pytest.approx(alone["perplexity"])  # the predecessor's, in the same pass

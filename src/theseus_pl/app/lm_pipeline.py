@@ -11,6 +11,7 @@ folder, timed against the predecessor at prefill and decode, and both models con
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -30,9 +31,10 @@ from theseus_pl.app.lm_results import (
     LanguageModelResults,
     LanguageModelSide,
     language_model_summary,
+    read_language_model_results,
 )
 from theseus_pl.app.methods import Method, method_from_config
-from theseus_pl.app.pipeline import evaluation_settings, run_hardware, train
+from theseus_pl.app.pipeline import evaluation_settings, finished_run, resume_point, run_hardware, train
 from theseus_pl.app.results import write_record
 from theseus_pl.app.run_checks import RunRefused
 from theseus_pl.app.schedules import build_schedule
@@ -42,7 +44,7 @@ from theseus_pl.app.tracking.wandb_run import finish, publish_language_model, ru
 from theseus_pl.core.decoders import is_decoder
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.timing import generation_speed
-from theseus_pl.data.language_modeling import LanguageModelingDataModule, window_problem
+from theseus_pl.data.language_modeling import IGNORED, LanguageModelingDataModule, collate_windows, window_problem
 from theseus_pl.data.text_corpus import ConventionSpeeches, HubText, TextFiles, TextSource
 from theseus_pl.lightning.lm_evaluation import evaluate_language_model
 
@@ -57,12 +59,16 @@ def is_language_model_run(cfg: DictConfig) -> bool:
 
 
 def run_language_model(cfg: DictConfig) -> LanguageModelResults:
-    """Every stage of a decoder-LM run; refused before any compute when a setting cannot work."""
+    """Every stage of a decoder-LM run; refused before any compute when a setting cannot work. A finished run is
+    returned as it is (``resume=force`` redoes it); an interrupted one resumes from ``checkpoints/last.ckpt``."""
     started = time.perf_counter()
     output_dir = Path(cfg.paths.output_dir)
     cache_dir = Path(cfg.paths.cache_dir)
-    predecessor_dir, origin = _predecessor_folder(cfg.model, cache_dir)
     method = _checked_method(cfg)
+    finished = finished_run(output_dir, cfg.resume, read_language_model_results)
+    if finished is not None:
+        return finished
+    predecessor_dir, origin = _predecessor_folder(cfg.model, cache_dir)
     tokenizer = AutoTokenizer.from_pretrained(predecessor_dir)
     _refuse(_problems(cfg, predecessor_dir, tokenizer))
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -83,29 +89,29 @@ def run_language_model(cfg: DictConfig) -> LanguageModelResults:
     built = method.build(inputs)
     identity = run_identity(cfg, "language_model", built.name)
     logged = {**OmegaConf.to_container(cfg, resolve=True), "hardware": asdict(hardware)}
-    loggers = build_loggers(output_dir, cfg.logger.wandb, logged, identity)
+    resume_from, resume_step = resume_point(output_dir, cfg.resume)
+    loggers = build_loggers(output_dir, cfg.logger.wandb, logged, identity, resume_step)
     experiment = wandb_run(loggers)  # the W&B run, as Lightning calls it; None without W&B
     try:
-        steps, best_step = 0, None
-        if isinstance(built, Method):
-            trainer, _ = train(cfg, built, datamodule, loggers, None, hardware.precision)
-            steps, best_step = trainer.global_step, _load_best(trainer, built)
+        steps, resumed_from = 0, None
+        if isinstance(built, Method):  # the last step's model is the one scored: no choice on the held-out windows
+            trainer, resumed_from = train(cfg, built, datamodule, loggers, resume_from, hardware.precision)
+            steps = trainer.global_step
         successor_dir = output_dir / "successor"
         built.successor().save_pretrained(successor_dir)
         tokenizer.save_pretrained(successor_dir)
         successor = AutoModelForCausalLM.from_pretrained(successor_dir).eval()  # judge what users will ship
         predecessor = AutoModelForCausalLM.from_pretrained(predecessor_dir).eval()
-        successor_metrics = evaluate_language_model(successor, datamodule, evaluation, reference=predecessor)
-        predecessor_metrics = evaluate_language_model(predecessor, datamodule, evaluation)
+        metrics = evaluate_language_model(successor, datamodule, evaluation, reference=predecessor)
         results = LanguageModelResults(
             method=built.name,
             settings={"optimizer.lr": cfg.optimizer.lr, "trainer.max_steps": cfg.trainer.max_steps,
                       "theseus.successor_layers": cfg.theseus.successor_layers, "seed": cfg.seed},
-            predecessor=_side(predecessor, predecessor_dir, predecessor_metrics, origin),
-            successor=_side(successor, str(successor_dir), successor_metrics),
+            predecessor=_side(predecessor, predecessor_dir, _reference_side(metrics), origin),
+            successor=_side(successor, str(successor_dir), metrics),
             data=_data_facts(cfg, datamodule, steps),
             steps=steps,
-            best_step=best_step,
+            resumed_from=resumed_from,
             schedule=built.schedule.describe() if built.schedule else None,
             seed=cfg.seed,
             hardware=hardware,
@@ -125,6 +131,8 @@ def run_language_model(cfg: DictConfig) -> LanguageModelResults:
         finish(experiment, error)
         raise
     finish(experiment)
+    if not cfg.checkpoint.keep:
+        shutil.rmtree(output_dir / "checkpoints", ignore_errors=True)
     return results
 
 
@@ -229,21 +237,10 @@ def _datamodule(cfg: DictConfig, tokenizer: PreTrainedTokenizerBase, cache_dir: 
 
 def _calibration(datamodule: LanguageModelingDataModule, windows: int = 32) -> list[dict[str, torch.Tensor]]:
     """The first training windows (the same ones on every run), in batches: what layer choices are measured on."""
-    from theseus_pl.data.language_modeling import collate_windows
-
     split = datamodule.splits["train"]
     rows = list(split.select(range(min(windows, len(split)))))
     size = datamodule.batch_size
     return [collate_windows(rows[start : start + size]) for start in range(0, len(rows), size)]
-
-
-def _load_best(trainer: pl.Trainer, method: Method) -> int | None:
-    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
-    if not best:
-        return None
-    checkpoint = torch.load(best, map_location="cpu", weights_only=False)
-    method.module.load_state_dict(checkpoint["state_dict"])
-    return checkpoint["global_step"]
 
 
 def _side(
@@ -256,13 +253,19 @@ def _side(
     )  # fmt: skip
 
 
+def _reference_side(metrics: dict[str, float]) -> dict[str, float]:
+    """The predecessor's own numbers, measured beside the successor's in the same pass."""
+    return {"perplexity": metrics["reference_perplexity"], "nll": metrics["reference_nll"]}
+
+
 def _data_facts(cfg: DictConfig, datamodule: LanguageModelingDataModule, steps: int) -> LanguageModelData:
     validation = datamodule.splits["validation"]
     labels = torch.tensor(validation["labels"])
+    batches = steps * cfg.trainer.get("accumulate_grad_batches", 1)  # an optimizer step may take several batches
     return LanguageModelData(
         source=datamodule.source.describe(), window=datamodule.window, train_windows=len(datamodule.splits["train"]),
-        eval_windows=len(validation), eval_tokens=int((labels[:, 1:] != -100).sum()),
-        train_tokens=steps * datamodule.batch_size * datamodule.window,
+        eval_windows=len(validation), eval_tokens=int((labels[:, 1:] != IGNORED).sum()),
+        train_tokens=batches * datamodule.batch_size * datamodule.window,
     )  # fmt: skip
 
 
@@ -270,8 +273,6 @@ def _speed(
     predecessor: PreTrainedModel, successor: PreTrainedModel, datamodule: LanguageModelingDataModule, repeats: int
 ) -> dict[str, float]:
     """Prefill of one held-out batch and decode of 64 tokens after the prompt of its first window's start."""
-    from theseus_pl.data.language_modeling import collate_windows
-
     rows = list(datamodule.splits["validation"].select(range(min(8, len(datamodule.splits["validation"])))))
     batch = {key: value for key, value in collate_windows(rows).items() if key != "labels"}
     prompt = batch["input_ids"][:1, :16]

@@ -6,7 +6,9 @@ from an encoder run's record (:class:`~theseus_pl.app.results.RunResults`).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from theseus_pl.app.results import Hardware, WandbLink
@@ -51,8 +53,8 @@ class LanguageModelResults:
     predecessor: LanguageModelSide
     successor: LanguageModelSide
     data: LanguageModelData
-    steps: int
-    best_step: int | None = None
+    steps: int  # the model scored is the last step's (no choice among checkpoints on the held-out windows)
+    resumed_from: str | None = None  # the checkpoint an interrupted run went on from
     schedule: str | None = None
     speed: dict[str, float] | None = None  # core.timing.generation_speed: prefill and decode tokens/s, speed-ups
     sample: GenerationSample | None = None
@@ -70,10 +72,23 @@ def language_model_summary(results: LanguageModelResults) -> dict[str, float]:
         "final/successor_perplexity": results.successor.perplexity,
         "final/kl": results.successor.kl,
         "final/agreement": results.successor.agreement,
-        "final/best_step": results.best_step,
         "final/train_tokens": results.data.train_tokens,
         "final/params_predecessor": results.predecessor.params,
         "final/params_successor": results.successor.params,
         **{f"final/{name}": value for name, value in (results.speed or {}).items() if name.endswith("speedup")},
     }
     return {key: float(value) for key, value in summary.items() if value is not None}
+
+
+def read_language_model_results(path: Path) -> LanguageModelResults:
+    """The record in ``path``, as :func:`~theseus_pl.app.results.write_record` wrote it."""
+    data = json.loads(Path(path).read_text())
+    sides = {name: LanguageModelSide(**data[name]) for name in ("predecessor", "successor")}
+    nested = {
+        "data": LanguageModelData(**data["data"]),
+        "sample": GenerationSample(**data["sample"]) if data.get("sample") else None,
+        "hardware": Hardware(**data["hardware"]),
+        "wandb": WandbLink(**data["wandb"]) if data.get("wandb") else None,
+    }
+    kept = {key: value for key, value in data.items() if key != "schema_version" and key not in {*sides, *nested}}
+    return LanguageModelResults(**kept, **sides, **nested)

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import lightning.pytorch as pl
 import torch
@@ -50,6 +50,8 @@ from theseus_pl.lightning.precision import AUTO, resolve_precision, this_cpu, us
 
 log = logging.getLogger(__name__)
 
+R = TypeVar("R")  # a run's results record: an encoder run's or a decoder-LM run's
+
 
 def run(cfg: DictConfig) -> RunResults | None:
     """Run every stage and return the run's results record (None on DDP ranks other than 0, which write nothing).
@@ -62,7 +64,7 @@ def run(cfg: DictConfig) -> RunResults | None:
     # A finished run is returned as it is (its settings permitting); anything wrong with a run to be trained fails
     # here, in one message, before any training and before W&B starts.
     settings = checked_settings(cfg)  # each group's settings object, built and checked once for the whole run
-    finished = None if settings.problems else _finished_run(output_dir, cfg.resume)
+    finished = None if settings.problems else finished_run(output_dir, cfg.resume, read_results)
     if finished is not None:
         return finished
     datamodule = checked_datamodule(cfg, settings)
@@ -86,9 +88,7 @@ def run(cfg: DictConfig) -> RunResults | None:
         lambda: calibration_batches(datamodule),
     ))  # fmt: skip
     identity = run_identity(cfg, task.name, method.name)
-    last = output_dir / "checkpoints" / "last.ckpt"
-    resume_from = last if cfg.resume is True and last.is_file() else None
-    resume_step = _checkpoint_step(resume_from) if resume_from else None
+    resume_from, resume_step = resume_point(output_dir, cfg.resume)
     logged_config = {**OmegaConf.to_container(cfg, resolve=True), "hardware": asdict(hardware)}  # type: ignore[dict-item]
     loggers = build_loggers(output_dir, cfg.logger.wandb, logged_config, identity, resume_step)
     experiment = wandb_run(loggers)  # the W&B run, as Lightning calls it; None without W&B
@@ -109,13 +109,18 @@ def run(cfg: DictConfig) -> RunResults | None:
     return results
 
 
-def _checkpoint_step(path: Path) -> int:
-    """The step a checkpoint was saved at (memory-mapped: the weights are not read)."""
-    return torch.load(path, map_location="cpu", weights_only=False, mmap=True)["global_step"]
+def resume_point(output_dir: Path, resume: bool | str) -> tuple[Path | None, int | None]:
+    """``checkpoints/last.ckpt`` of an interrupted run and the step it was saved at (memory-mapped: the weights are
+    not read), where ``resume`` is true; else nothing to resume from."""
+    last = output_dir / "checkpoints" / "last.ckpt"
+    if resume is not True or not last.is_file():
+        return None, None
+    return last, torch.load(last, map_location="cpu", weights_only=False, mmap=True)["global_step"]
 
 
-def _finished_run(output_dir: Path, resume: bool | str) -> RunResults | None:
-    """A finished run's results, left untouched; None when this folder is to be trained (``resume`` permitting).
+def finished_run(output_dir: Path, resume: bool | str, read: Callable[[Path], R]) -> R | None:
+    """A finished run's results (its ``results.json`` as ``read`` reads it), left untouched; None when this folder is
+    to be trained (``resume`` permitting).
 
     Only ``resume=force`` redoes a finished run in place: it removes the old results and checkpoints first, so
     nothing of the old run is resumed or mistaken for the new one's.
@@ -132,7 +137,7 @@ def _finished_run(output_dir: Path, resume: bool | str) -> RunResults | None:
         "%s holds a finished run (results.json); nothing was changed. To redo it, rerun with resume=force (in place) "
         "or into another folder (hydra.run.dir=DIR).", output_dir,
     )  # fmt: skip
-    return read_results(results)
+    return read(results)
 
 
 def train(

@@ -151,7 +151,12 @@ def _interpolated_from(node: DictConfig, name: str) -> str | None:
 
 
 def _method_problems(cfg: DictConfig, method: CompressionMethod, theseus: TheseusSettings) -> list[str]:
-    """Options that only some methods take, set for a method that does not."""
+    """Options that only some methods take, set for a method that does not; a decoder-LM method on a task."""
+    if getattr(method, "for_decoders", False):
+        return [
+            f"method={method.name} compresses decoder language models; on a classification or regression task use an "
+            "encoder method such as theseus, fine_tuning or kd (a language-model run: +experiment=smollm2_quick)."
+        ]
     problems = []
     if cfg.evaluation.single_modules and not method.replaces_modules:
         problems.append("evaluation.single_modules=true scores Theseus modules: it needs method=theseus.")

@@ -114,16 +114,14 @@ def keep_layers(
     model: PreTrainedModel,
     kept: Sequence[int],
     layers_path: str | None = None,
-    replacements: Mapping[int, nn.Module] | None = None,
 ) -> PreTrainedModel:
-    """A copy of ``model`` with only the layers ``kept`` (in order), each optionally replaced by the module
-    ``replacements`` gives for its index; its config says the new depth and the layers are renumbered from 0."""
+    """A copy of ``model`` with only the layers ``kept`` (in order); its config says the new depth and the layers are
+    renumbered from 0."""
     stack = find_layer_stack(model, layers_path)
     layers = stack.layers
     if not kept or sorted(set(kept)) != list(kept) or kept[-1] >= len(layers) or kept[0] < 0:
         raise ValueError(f"kept={list(kept)} must be ascending layer indices of the model's {len(layers)} layers.")
-    replacements = replacements or {}
-    chosen = nn.ModuleList(replacements.get(i, layers[i]) for i in kept)
+    chosen = nn.ModuleList(layers[i] for i in kept)
     setattr(stack.parent, stack.attribute, chosen)
     try:
         compact = copy.deepcopy(model)

@@ -89,8 +89,9 @@ def generation_speed(
     repeats: int = 3,
 ) -> dict[str, float]:
     """Tokens per second of both causal LMs, taking turns: ``prefill`` (a batch of windows in one forward pass) and
-    decode (``new_tokens`` generated after ``prompt``, batch 1, counting only the new tokens), and the successor's
-    speed-up at each (the median of the rounds' ratios)."""
+    decode (``new_tokens`` generated after ``prompt``, batch 1: the timed call includes the prompt's own forward
+    pass, a short one, while tokens per second count only the new tokens), and the successor's speed-up at each (the
+    median of the rounds' ratios)."""
     prefill_tokens = int(prefill["input_ids"].numel())
     calls = {
         "predecessor_prefill": forward_call(predecessor, prefill),

@@ -10,8 +10,6 @@ perplexity), as for every other method.
 
 from __future__ import annotations
 
-import copy
-
 import torch
 from transformers import PreTrainedModel
 
@@ -23,13 +21,12 @@ from theseus_pl.lightning.step_logging import log_training_loss
 
 
 def streamlined_model(predecessor: PreTrainedModel, start: int, length: int) -> PreTrainedModel:
-    """The predecessor with layers ``start .. start + length - 1`` replaced by one copy of layer ``start``."""
+    """A copy of the predecessor with layers ``start .. start + length - 1`` replaced by one copy of layer ``start``
+    (the block's first layer is kept, the rest of it removed)."""
     count = len(find_layer_stack(predecessor).layers)
     if start < 0 or length < 2 or start + length > count:
         raise ValueError(f"A block of {length} layers from layer {start} does not fit the model's {count} layers.")
-    stand_in = copy.deepcopy(find_layer_stack(predecessor).layers[start])
-    kept = [*range(start + 1), *range(start + length, count)]
-    return keep_layers(predecessor, kept, replacements={start: stand_in})
+    return keep_layers(predecessor, [*range(start + 1), *range(start + length, count)])
 
 
 class BlockReplacementModule(ClassifierModule):
@@ -47,14 +44,25 @@ class BlockReplacementModule(ClassifierModule):
     ) -> None:
         compact = streamlined_model(predecessor, start, length)
         super().__init__(compact, metrics, lr=lr, weight_decay=weight_decay, warmup_ratio=warmup_ratio)
-        self.predecessor = predecessor.eval().requires_grad_(False)
+        # Frozen and outside the module's registry, so checkpoints hold the stand-in's model, not the predecessor too.
+        self._predecessor = (predecessor.eval().requires_grad_(False),)
         self.start, self.length = start, length
         compact.requires_grad_(False)
-        self.stand_in = find_layer_stack(compact).layers[start].requires_grad_(True)
+        self.stand_in.requires_grad_(True)
+
+    @property
+    def predecessor(self) -> PreTrainedModel:
+        return self._predecessor[0]
+
+    @property
+    def stand_in(self) -> torch.nn.Module:
+        """The one trained layer, found in the model each time (an attribute would store it twice in checkpoints)."""
+        return find_layer_stack(self.model).layers[self.start]
 
     def on_fit_start(self) -> None:
         super().on_fit_start()
-        self.predecessor.eval()  # the targets come without dropout
+        self.predecessor.to(self.device).eval()  # on the module's device (unregistered, Lightning does not move it);
+        # the targets come without dropout
 
     def block_loss(self, batch: Batch) -> torch.Tensor:
         """The mean squared error between the stand-in's output and the block's, over the kept positions."""
