@@ -63,12 +63,14 @@ def test_each_method_runs_end_to_end_and_exports_a_plain_causal_lm(tiny_lm, tmp_
 
 
 def test_a_run_names_every_problem_before_any_compute(tiny_lm, tmp_path):
-    cfg = compose_config(*_overrides(tiny_lm, tmp_path, "data.window=128", "theseus.successor_layers=4"))
+    cfg = compose_config(*_overrides(tiny_lm, tmp_path, "data.window=128", "theseus.successor_layers=4",
+                                     "trainer.devices=2"))  # fmt: skip
     with pytest.raises(RunRefused) as refused:
         run_language_model(cfg)
     problems = refused.value.problems
     assert any("data.window=128 is longer than the model's 64 positions" in p for p in problems)
     assert any("theseus.successor_layers=4 must be between 1 and 3" in p for p in problems)
+    assert any("trainer.devices=2: decoder-LM runs train on one device" in p for p in problems)
     assert not (tmp_path / "run" / "results.json").exists()
 
 

@@ -44,6 +44,8 @@ class LanguageModelInputs:
     replacement: str  # the schedule's config name (replacement.kind)
     seed: int
     calibration: Callable[[], Iterable[Mapping[str, torch.Tensor]]]  # training windows for layer choices
+    init: str = "bottom"  # theseus.init: the predecessor layers Theseus's successors start from
+    layers_path: str | None = None  # theseus.layers_path: the layer list of a decoder family nobody registered
 
     def predecessor(self) -> PreTrainedModel:
         return AutoModelForCausalLM.from_pretrained(self.predecessor_dir).eval()
@@ -70,15 +72,15 @@ class DecoderMethod(CompressionMethod):
         raise NotImplementedError
 
 
-def _layers_only(model: PreTrainedModel) -> PreTrainedModel:
+def _layers_only(model: PreTrainedModel, layers_path: str | None) -> PreTrainedModel:
     """Only the decoder layers train: embeddings, final norm and head stay as the predecessor has them."""
     model.requires_grad_(False)
-    find_layer_stack(model).layers.requires_grad_(True)
+    find_layer_stack(model, layers_path).layers.requires_grad_(True)
     return model
 
 
 def _fine_tuned(name: str, model: PreTrainedModel, inputs: LanguageModelInputs) -> Method:
-    module = FineTuningModule(_layers_only(model), LanguageModelMetrics(), **inputs.optimizer)
+    module = FineTuningModule(_layers_only(model, inputs.layers_path), LanguageModelMetrics(), **inputs.optimizer)
     return Method(name=name, module=module, successor=lambda: module.model)
 
 
@@ -88,7 +90,7 @@ class LanguageModelTheseus(DecoderMethod):
     needs_schedule: ClassVar[bool] = True
 
     def build(self, inputs: LanguageModelInputs) -> Method:
-        theseus = TheseusModel(inputs.predecessor(), inputs.successor_layers)
+        theseus = TheseusModel(inputs.predecessor(), inputs.successor_layers, inputs.init, inputs.layers_path)
         module = TheseusModule(theseus, LanguageModelMetrics(), seed=inputs.seed, **inputs.optimizer)
         return Method(
             name=f"{self.name}_{inputs.replacement}", module=module, successor=theseus.to_compact_model,
@@ -102,9 +104,10 @@ class ShortGPT(DecoderMethod):
 
     def build(self, inputs: LanguageModelInputs) -> Method | Compaction:
         predecessor = inputs.predecessor()
-        influence = block_influence(predecessor, inputs.calibration())
+        influence = block_influence(predecessor, inputs.calibration(), inputs.layers_path)
         removed = least_influential(influence, len(influence) - inputs.successor_layers)
-        compact = keep_layers(predecessor, [i for i in range(len(influence)) if i not in removed])
+        kept = [i for i in range(len(influence)) if i not in removed]
+        compact = keep_layers(predecessor, kept, inputs.layers_path)
         if self.heal:
             return _fine_tuned(self.name, compact, inputs)
         return Compaction(self.name, lambda: compact)
@@ -113,7 +116,7 @@ class ShortGPT(DecoderMethod):
 @dataclass(frozen=True)
 class LanguageModelTruncation(DecoderMethod):
     def build(self, inputs: LanguageModelInputs) -> Method:
-        compact = keep_layers(inputs.predecessor(), list(range(inputs.successor_layers)))
+        compact = keep_layers(inputs.predecessor(), list(range(inputs.successor_layers)), inputs.layers_path)
         return _fine_tuned(self.name, compact, inputs)
 
 
@@ -121,8 +124,10 @@ class LanguageModelTruncation(DecoderMethod):
 class Streamline(DecoderMethod):
     def build(self, inputs: LanguageModelInputs) -> Method:
         predecessor = inputs.predecessor()
-        count = len(find_layer_stack(predecessor).layers)
+        count = len(find_layer_stack(predecessor, inputs.layers_path).layers)
         length = count - inputs.successor_layers + 1  # one layer stands in for the block
-        start = most_similar_block(predecessor, inputs.calibration(), length)
-        module = BlockReplacementModule(predecessor, start, length, LanguageModelMetrics(), **inputs.optimizer)
+        start = most_similar_block(predecessor, inputs.calibration(), length, inputs.layers_path)
+        module = BlockReplacementModule(
+            predecessor, start, length, LanguageModelMetrics(), **inputs.optimizer, layers_path=inputs.layers_path
+        )
         return Method(name=self.name, module=module, successor=lambda: module.model)

@@ -20,7 +20,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.loggers import CSVLogger, Logger
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from theseus_pl.app.gguf_weights import converted_gguf
@@ -84,7 +84,7 @@ def run_language_model(cfg: DictConfig) -> LanguageModelResults:
     schedule = build_schedule(**OmegaConf.to_container(cfg.replacement, resolve=True))
     inputs = LanguageModelInputs(
         predecessor_dir, cfg.theseus.successor_layers, optimizer, schedule, cfg.replacement.kind, cfg.seed,
-        lambda: _calibration(datamodule),
+        lambda: _calibration(datamodule), cfg.theseus.init, cfg.theseus.get("layers_path"),
     )  # fmt: skip
     built = method.build(inputs)
     identity = run_identity(cfg, "language_model", built.name)
@@ -202,6 +202,9 @@ def _problems(cfg: DictConfig, predecessor_dir: str, tokenizer: PreTrainedTokeni
         problems.append(problem)
     if tokenizer.eos_token_id is None:
         problems.append("The tokenizer has no end-of-text token (eos_token) to put between documents.")
+    devices = cfg.trainer.get("devices", 1)
+    if devices not in (1, "1") and not (isinstance(devices, list | ListConfig) and len(devices) == 1):
+        problems.append(f"trainer.devices={devices}: decoder-LM runs train on one device; give trainer.devices=1.")
     if getattr(config, "use_cache", False) and cfg.model.get("use_cache") is True:
         problems.append("model.use_cache=true: training runs without the KV cache; leave it out.")
     return problems

@@ -20,13 +20,15 @@ from theseus_pl.lightning.modules import Batch, ClassifierModule
 from theseus_pl.lightning.step_logging import log_training_loss
 
 
-def streamlined_model(predecessor: PreTrainedModel, start: int, length: int) -> PreTrainedModel:
+def streamlined_model(
+    predecessor: PreTrainedModel, start: int, length: int, layers_path: str | None = None
+) -> PreTrainedModel:
     """A copy of the predecessor with layers ``start .. start + length - 1`` replaced by one copy of layer ``start``
     (the block's first layer is kept, the rest of it removed)."""
-    count = len(find_layer_stack(predecessor).layers)
+    count = len(find_layer_stack(predecessor, layers_path).layers)
     if start < 0 or length < 2 or start + length > count:
         raise ValueError(f"A block of {length} layers from layer {start} does not fit the model's {count} layers.")
-    return keep_layers(predecessor, [*range(start + 1), *range(start + length, count)])
+    return keep_layers(predecessor, [*range(start + 1), *range(start + length, count)], layers_path)
 
 
 class BlockReplacementModule(ClassifierModule):
@@ -41,12 +43,13 @@ class BlockReplacementModule(ClassifierModule):
         lr: float = 2e-5,
         weight_decay: float = 0.01,
         warmup_ratio: float = 0.0,
+        layers_path: str | None = None,
     ) -> None:
-        compact = streamlined_model(predecessor, start, length)
+        compact = streamlined_model(predecessor, start, length, layers_path)
         super().__init__(compact, metrics, lr=lr, weight_decay=weight_decay, warmup_ratio=warmup_ratio)
         # Frozen and outside the module's registry, so checkpoints hold the stand-in's model, not the predecessor too.
         self._predecessor = (predecessor.eval().requires_grad_(False),)
-        self.start, self.length = start, length
+        self.start, self.length, self.layers_path = start, length, layers_path
         compact.requires_grad_(False)
         self.stand_in.requires_grad_(True)
 
@@ -57,7 +60,7 @@ class BlockReplacementModule(ClassifierModule):
     @property
     def stand_in(self) -> torch.nn.Module:
         """The one trained layer, found in the model each time (an attribute would store it twice in checkpoints)."""
-        return find_layer_stack(self.model).layers[self.start]
+        return find_layer_stack(self.model, self.layers_path).layers[self.start]
 
     def on_fit_start(self) -> None:
         super().on_fit_start()
@@ -66,7 +69,9 @@ class BlockReplacementModule(ClassifierModule):
 
     def block_loss(self, batch: Batch) -> torch.Tensor:
         """The mean squared error between the stand-in's output and the block's, over the kept positions."""
-        entering, args, kwargs, leaving = block_input_output(self.predecessor, batch, self.start, self.length)
+        entering, args, kwargs, leaving = block_input_output(
+            self.predecessor, batch, self.start, self.length, self.layers_path
+        )
         output = self.stand_in(entering, *args, **kwargs)
         output = output[0] if isinstance(output, tuple) else output
         keep = batch["attention_mask"].bool()
