@@ -9,7 +9,7 @@ from decoder_models import tiny_decoder, tiny_documents, tiny_lm_tokenizer
 from transformers import AutoModelForCausalLM
 from wandb_records import read_offline_run
 
-from theseus_pl.app.lm_pipeline import run_language_model
+from theseus_pl.app.lm_pipeline import run_language_model, text_source
 from theseus_pl.app.pipeline import run
 from theseus_pl.app.run_checks import RunRefused
 
@@ -146,3 +146,13 @@ def test_a_decoder_method_on_a_classification_task_is_refused(tiny_base, glue_di
     with pytest.raises(RunRefused, match=r"method=shortgpt compresses decoder language models"):
         run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "method=shortgpt"))
     assert not (tmp_path / "cache" / "predecessors").exists()  # refused before the predecessor's fine-tuning
+
+
+def test_a_hub_dataset_is_read_with_its_configuration_and_column():
+    data = compose_config("+experiment=smollm2_quick", "data.hub_dataset=Salesforce/wikitext",
+                          "data.hub_config=wikitext-2-raw-v1", "data.hub_column=text").data  # fmt: skip
+    source = text_source(data)
+    assert (source.name, source.config, source.split, source.column) == (
+        "Salesforce/wikitext", "wikitext-2-raw-v1", "train", "text",
+    )  # fmt: skip
+    assert "wikitext-2-raw-v1" in source.fingerprint()  # another configuration is another cache entry

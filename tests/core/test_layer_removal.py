@@ -76,3 +76,11 @@ def test_identity_layers_removed_leave_the_logits_unchanged():
 def test_kept_layers_must_be_ascending_indices():
     with pytest.raises(ValueError, match=r"kept=\[2, 1\] must be ascending"):
         keep_layers(tiny_decoder("llama"), [2, 1])
+
+
+def test_a_block_longer_than_the_model_is_refused_before_a_forward_pass_leaves_hooks_behind():
+    model = tiny_decoder("llama").train()
+    with pytest.raises(ValueError, match="A run of 5 layers does not fit a model of 4 layers"):
+        most_similar_block(model, _batches(), length=5)
+    assert not any(layer._forward_pre_hooks or layer._forward_hooks for layer in find_layer_stack(model).layers)
+    assert model.training  # as it was: no pass started

@@ -220,7 +220,8 @@ def text_source(data: DictConfig) -> TextSource:
     if data.get("files"):
         return TextFiles(list(data.files))
     if data.get("hub_dataset"):
-        return HubText(data.hub_dataset, data.get("hub_split", "train"), data.get("hub_column", "text"))
+        return HubText(data.hub_dataset, data.get("hub_split", "train"), data.get("hub_column", "text"),
+                       data.get("hub_config"))  # fmt: skip
     return ConventionSpeeches()
 
 

@@ -68,11 +68,12 @@ def span_similarity(
 ) -> torch.Tensor:
     """For each run of ``length`` consecutive layers (by its first layer), the cosine similarity of the hidden state
     entering the run and the one leaving it, averaged over every kept token of ``batches``."""
+    count = len(find_layer_stack(model, layers_path).layers)
+    if not 1 <= length <= count:  # checked before any forward pass: no hook is left on the model
+        raise ValueError(f"A run of {length} layers does not fit a model of {count} layers.")
     total, tokens = None, 0
     for entering, leaving in layer_boundary_states(model, batches, layers_path):
         states = [*entering, leaving]
-        if not 1 <= length < len(states):
-            raise ValueError(f"A run of {length} layers does not fit a model of {len(states) - 1} layers.")
         sums = torch.stack(
             [F.cosine_similarity(states[i], states[i + length], dim=-1).sum() for i in range(len(states) - length)]
         )

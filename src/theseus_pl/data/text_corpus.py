@@ -87,7 +87,8 @@ class HubText:
         rows = load_dataset(self.name, self.config, split=self.split)
         if self.column not in rows.column_names:
             raise ValueError(
-                f"data.column={self.column!r} is not a column of {self.name} (columns: {', '.join(rows.column_names)})."
+                f"data.hub_column={self.column!r} is not a column of {self.name} "
+                f"(columns: {', '.join(rows.column_names)})."
             )
         return [text for text in rows[self.column] if text and text.strip()]
 
