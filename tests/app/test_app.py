@@ -15,6 +15,7 @@ from hydra.utils import instantiate
 from sklearn.metrics import accuracy_score
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from theseus_pl.app.lm_pipeline import is_language_model_run, text_source
 from theseus_pl.app.pipeline import run, run_hardware
 from theseus_pl.app.results import read_results
 from theseus_pl.app.run_checks import RunRefused
@@ -34,9 +35,13 @@ def test_every_glue_task_has_a_curriculum_and_a_constant_experiment():
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_every_experiment_composes_and_instantiates(experiment, tiny_tokenizer, tmp_path):
     cfg = compose_config(f"+experiment={experiment}", f"paths.cache_dir={tmp_path}")
-    datamodule = instantiate(cfg.data, tokenizer=tiny_tokenizer)
-    expected = "rotten_tomatoes" if experiment == "demo" else glue_task(experiment.split("_")[0]).name
-    assert datamodule.task.name == expected
+    if experiment.startswith("smollm2"):  # a decoder LM on text, not a task (its data: tests/app/test_lm_run.py)
+        assert is_language_model_run(cfg) and cfg.method.name.startswith("lm_theseus")
+        assert text_source(cfg.data).describe().startswith("speeches of the 2012 US party conventions")
+    else:
+        datamodule = instantiate(cfg.data, tokenizer=tiny_tokenizer)
+        expected = "rotten_tomatoes" if experiment == "demo" else glue_task(experiment.split("_")[0]).name
+        assert datamodule.task.name == expected
     assert build_schedule(**cfg.replacement).switch_step == cfg.schedule_steps
     assert cfg.schedule_steps < cfg.trainer.max_steps
     for callback in cfg.callbacks.values():
