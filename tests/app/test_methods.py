@@ -82,6 +82,8 @@ def test_each_method_config_names_its_class_and_is_called_by_its_file_name(path)
     assert issubclass(get_class(config["_target_"]), CompressionMethod)
     assert config["name"] == path.stem
     given = ["method.successor=/a/run/successor"] if "successor" in config else []  # transfer's required key
+    if getattr(get_class(config["_target_"]), "for_decoders", False):
+        given.append("+experiment=smollm2_quick")  # a decoder method runs on language-model text
     settings = checked_settings(compose_config(f"method={path.stem}", *given))
     assert settings.problems == [] and isinstance(settings.method, get_class(config["_target_"]))
 

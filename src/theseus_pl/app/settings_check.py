@@ -152,6 +152,8 @@ def _interpolated_from(node: DictConfig, name: str) -> str | None:
 
 def _method_problems(cfg: DictConfig, method: CompressionMethod, theseus: TheseusSettings) -> list[str]:
     """Options that only some methods take, set for a method that does not; a decoder-LM method on a task."""
+    if cfg.data.get("kind") == "language_model":
+        return []  # a decoder-LM run checks its method itself (lm_pipeline), naming the methods it takes
     if getattr(method, "for_decoders", False):
         return [
             f"method={method.name} compresses decoder language models; on a classification or regression task use an "
