@@ -71,6 +71,8 @@ def test_the_report_tables_and_draws_each_methods_score_against_the_budget(tmp_p
     figure = budget_figure("SST-2", budgets)
     assert [line.get_label() for line in figure.axes[0].lines] == ["fine_tuning", "theseus_curriculum"]
     assert list(figure.axes[0].lines[1].get_ydata()) == [81.0, 83.0, 89.0]
+    assert [tick.get_text() for tick in figure.axes[0].get_xticklabels()] == ["600", "1800", "5400"]
+    assert figure.axes[0].get_xticklabels(minor=True) == []  # nothing overprints the budgets
 
     report = main([str(tmp_path / "runs"), "--output", str(tmp_path / "out")])
     assert tmp_path / "out" / "budget_SST-2.png" in report["written"]

@@ -256,6 +256,7 @@ def budget_figure(task: str, curves: pd.DataFrame) -> Any:
     steps = sorted(curves["steps"].unique())
     axes.set(xscale="log", xlabel="optimizer steps", ylabel="dev score", title=f"{task}: score against budget")
     axes.set_xticks(steps, [str(step) for step in steps])
+    axes.minorticks_off()  # the log scale's own minor labels (2 x 10^3, ...) would overprint the budgets
     axes.legend(fontsize=7)
     return figure
 
