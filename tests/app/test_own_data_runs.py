@@ -103,7 +103,7 @@ def test_a_mistyped_config_option_gets_the_nearest_names(tmp_path):
     assert completed.returncode == 2
     assert completed.stderr.splitlines()[1:] == [
         "- experiment=dmeo: there is no experiment named 'dmeo'; did you mean demo?",
-        "- method=theseuss: there is no method named 'theseuss'; did you mean theseus or theseus_kd?",
+        "- method=theseuss: there is no method named 'theseuss'; did you mean theseus or theseus_kd or lm_theseus?",
     ]
     assert not list(tmp_path.iterdir())
 

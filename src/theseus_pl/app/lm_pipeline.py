@@ -106,7 +106,8 @@ def run_language_model(cfg: DictConfig) -> LanguageModelResults:
         results = LanguageModelResults(
             method=built.name,
             settings={"optimizer.lr": cfg.optimizer.lr, "trainer.max_steps": cfg.trainer.max_steps,
-                      "theseus.successor_layers": cfg.theseus.successor_layers, "seed": cfg.seed},
+                      "theseus.successor_layers": cfg.theseus.successor_layers, "theseus.init": cfg.theseus.init,
+                      "seed": cfg.seed},
             predecessor=_side(predecessor, predecessor_dir, _reference_side(metrics), origin),
             successor=_side(successor, str(successor_dir), metrics),
             data=_data_facts(cfg, datamodule, steps),
