@@ -23,7 +23,8 @@ register_resolvers()
 def main(cfg: DictConfig) -> float | None:
     """Run the pipeline and print the headline; the return value serves sweepers. A refused run prints its problems
     alone, leaves no run folder behind and exits with status 2."""
-    from theseus_pl.app.lm_pipeline import is_language_model_run, run_language_model
+    from theseus_pl.app.config import is_language_model_run
+    from theseus_pl.app.lm_pipeline import run_language_model
     from theseus_pl.app.model_card import widths_clause
     from theseus_pl.app.pipeline import run  # torch, Lightning, transformers: not needed to refuse a bad command line
     from theseus_pl.app.run_checks import RunRefused

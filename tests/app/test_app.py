@@ -15,7 +15,8 @@ from hydra.utils import instantiate
 from sklearn.metrics import accuracy_score
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from theseus_pl.app.lm_pipeline import is_language_model_run, text_source
+from theseus_pl.app.config import is_language_model_run
+from theseus_pl.app.lm_pipeline import text_source
 from theseus_pl.app.pipeline import run, run_hardware
 from theseus_pl.app.results import read_results
 from theseus_pl.app.run_checks import RunRefused

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from theseus_pl.data.packaged import packaged_file
 from theseus_pl.data.tasks import name_from_files
@@ -15,6 +15,11 @@ def package_path(spec: str) -> str:
     importing the package."""
     package, _, inside = spec.partition("/")
     return str(packaged_file(package, inside))
+
+
+def is_language_model_run(cfg: DictConfig) -> bool:
+    """Whether the run compresses a decoder LM on text (``data=lm_text``) rather than an encoder on a task."""
+    return cfg.data.get("kind") == "language_model"
 
 
 def run_name(task: str | None, files: Mapping[str, str] | None) -> str:

@@ -54,10 +54,6 @@ PROMPT = "The president said in his speech that the economy"  # every run's gene
 SAMPLE_TOKENS = 20
 
 
-def is_language_model_run(cfg: DictConfig) -> bool:
-    return cfg.data.get("kind") == "language_model"
-
-
 def run_language_model(cfg: DictConfig) -> LanguageModelResults:
     """Every stage of a decoder-LM run; refused before any compute when a setting cannot work. A finished run is
     returned as it is (``resume=force`` redoes it); an interrupted one resumes from ``checkpoints/last.ckpt``."""

@@ -15,7 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-LANGUAGE_MODEL = "language_model"  # LanguageModelResults.kind
+from theseus_pl.app.lm_results import LANGUAGE_MODEL
+
 PREDECESSOR = "predecessor"
 
 

@@ -13,6 +13,8 @@ from typing import Any
 
 from theseus_pl.app.results import Hardware, WandbLink
 
+LANGUAGE_MODEL = "language_model"  # the ``kind`` that tells a decoder-LM run's results.json from an encoder run's
+
 
 @dataclass(kw_only=True)
 class LanguageModelSide:
@@ -47,7 +49,7 @@ class GenerationSample:
 
 @dataclass(kw_only=True)
 class LanguageModelResults:
-    kind: str = "language_model"
+    kind: str = LANGUAGE_MODEL
     method: str
     settings: dict[str, Any] = field(default_factory=dict)
     predecessor: LanguageModelSide

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
 
+from theseus_pl.app.config import is_language_model_run
 from theseus_pl.app.config_terms import SCHEDULE_SETTINGS, in_config_terms, naming_group
 from theseus_pl.app.methods import CompressionMethod, TheseusSettings, method_from_config
 from theseus_pl.app.schedules import build_schedule
@@ -152,7 +153,7 @@ def _interpolated_from(node: DictConfig, name: str) -> str | None:
 
 def _method_problems(cfg: DictConfig, method: CompressionMethod, theseus: TheseusSettings) -> list[str]:
     """Options that only some methods take, set for a method that does not; a decoder-LM method on a task."""
-    if cfg.data.get("kind") == "language_model":
+    if is_language_model_run(cfg):
         return []  # a decoder-LM run checks its method itself (lm_pipeline), naming the methods it takes
     if getattr(method, "for_decoders", False):
         return [
