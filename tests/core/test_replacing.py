@@ -7,7 +7,13 @@ from safetensors import safe_open
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertTokenizer
 
 from theseus_pl.core.families import find_layer_stack
-from theseus_pl.core.replacing import TheseusModel, module_layer_ranges, module_sizes, successor_source_layers
+from theseus_pl.core.replacing import (
+    TheseusModel,
+    module_layer_ranges,
+    module_sizes,
+    modules_around,
+    successor_source_layers,
+)
 
 
 @pytest.mark.parametrize(
@@ -38,6 +44,44 @@ def test_successor_depth_is_checked_when_wrapping_a_model():
 )
 def test_successor_layers_start_as_the_chosen_predecessor_layers(init, sources):
     assert successor_source_layers(12, 6, init) == sources
+
+
+@pytest.mark.parametrize(
+    ("kept", "ranges"),
+    [
+        ([0, 2, 3], [range(0, 2), range(2, 3), range(3, 6)]),
+        ([1, 4, 5], [range(0, 4), range(4, 5), range(5, 6)]),  # layer 0, before the first kept, joins module 0
+        ([0, 1, 2, 3, 4, 5], [range(i, i + 1) for i in range(6)]),
+    ],
+)
+def test_modules_form_around_kept_layers_and_cover_every_layer_once(kept, ranges):
+    assert modules_around(kept, 6) == ranges
+    assert [i for r in ranges for i in r] == list(range(6))
+
+
+@pytest.mark.parametrize("kept", [[], [2, 1], [1, 1], [0, 6], [-1, 2]])
+def test_kept_layers_that_are_not_ascending_indices_are_refused(kept):
+    with pytest.raises(ValueError, match="must be ascending indices of the predecessor's 6 layers"):
+        modules_around(kept, 6)
+
+
+def test_successors_listed_by_layer_start_as_those_layers_and_give_that_removal_at_p1():
+    model = tiny_model()  # 4 layers
+    kept = [1, 3]
+    reference = copy.deepcopy(model)
+    theseus = TheseusModel(model, 2, init=kept)
+    assert theseus.module_ranges == [range(0, 3), range(3, 4)] and theseus.successor_sources == kept
+    stack = find_layer_stack(reference)
+    setattr(stack.parent, stack.attribute, torch.nn.ModuleList(stack.layers[i] for i in kept))
+    inputs = tiny_inputs()
+    with torch.no_grad():
+        expected = reference.eval()(**inputs).logits
+        assert torch.allclose(theseus.eval()([True, True], **inputs).logits, expected, atol=1e-6)
+
+
+def test_a_layer_list_of_the_wrong_length_is_refused():
+    with pytest.raises(ValueError, match="init names 3 layers for successor_layers=2"):
+        TheseusModel(tiny_model(), 2, init=[0, 1, 2])
 
 
 def test_unknown_successor_init_is_refused():

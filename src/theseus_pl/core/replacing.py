@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from enum import Enum
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,32 @@ def successor_source_layers(num_layers: int, num_modules: int, init: SuccessorIn
     return [r.start for r in module_layer_ranges(num_layers, num_modules)]
 
 
+def modules_around(kept: Sequence[int], num_layers: int) -> list[range]:
+    """Modules formed around chosen layers: each holds one kept layer and the layers after it up to the next kept
+    one (the layers before the first kept one join the first module).
+
+    This is how a layer-removal choice (ShortGPT's most influential layers) becomes a Theseus split: the
+    all-successor model then starts as exactly the model that removal gives, and replacing trains from there.
+    """
+    kept = list(kept)
+    if not kept or sorted(set(kept)) != kept or kept[0] < 0 or kept[-1] >= num_layers:
+        raise ValueError(f"kept={kept} must be ascending indices of the predecessor's {num_layers} layers.")
+    bounds = [0, *kept[1:], num_layers]
+    return [range(start, stop) for start, stop in pairwise(bounds)]
+
+
+def module_plan(
+    num_layers: int, num_modules: int, init: SuccessorInit | str | Sequence[int]
+) -> tuple[list[range], list[int]]:
+    """The predecessor layers of each module and the layer each successor starts as: an even split and ``init``'s
+    choice within it, or, given layer indices, the modules formed around them (:func:`modules_around`)."""
+    if isinstance(init, str):
+        return module_layer_ranges(num_layers, num_modules), successor_source_layers(num_layers, num_modules, init)
+    if len(init) != num_modules:
+        raise ValueError(f"init names {len(init)} layers for successor_layers={num_modules}.")
+    return modules_around(init, num_layers), list(init)
+
+
 class TheseusBlock(nn.Module):
     """One module: either its predecessor layers in sequence, or its successor module.
 
@@ -100,14 +127,15 @@ class TheseusModel(nn.Module):
     Takes ownership of ``predecessor`` (it is modified in place, not copied, so a 12-layer model is not held
     twice). Every parameter is frozen except the successor modules: predecessor layers, embeddings and task
     head keep the fine-tuned weights, as in the paper. ``factory`` builds each successor module from its
-    predecessor module and the layer ``init`` names (default: a copy of that layer).
+    predecessor module and the layer ``init`` names (default: a copy of that layer); ``init`` may instead list the
+    layers the successors start as, the modules then formed around them (:func:`module_plan`).
     """
 
     def __init__(
         self,
         predecessor: PreTrainedModel,
         successor_layers: int,
-        init: SuccessorInit | str = SuccessorInit.BOTTOM,
+        init: SuccessorInit | str | Sequence[int] = SuccessorInit.BOTTOM,
         layers_path: str | None = None,
         factory: SuccessorFactory = copied_layer,
     ) -> None:
@@ -118,8 +146,7 @@ class TheseusModel(nn.Module):
         if self.decoder:
             check_decoder_fits(predecessor.config)
         layers = list(stack.layers)
-        ranges = module_layer_ranges(len(layers), successor_layers)
-        sources = successor_source_layers(len(layers), successor_layers, init)
+        ranges, sources = module_plan(len(layers), successor_layers, init)
         blocks = []
         for layer_range, source in zip(ranges, sources, strict=True):
             module_layers = [layers[j] for j in layer_range]
