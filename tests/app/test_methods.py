@@ -115,7 +115,7 @@ def test_what_the_checks_ask_of_a_method_is_a_property_of_its_class():
                       "theseus_pl.app.methods): pick a method with method=NAME."}),
         (lambda: TheseusSettings(successor_layers=0, init="middle", successor={"importance": "loudest"}),
          {"successor_layers": "successor_layers=0 must be a whole number of layers, at least 1.",
-          "init": "init='middle' must be one of bottom, top, every_other.",
+          "init": "init='middle' must be one of bottom, top, every_other, block_influence.",
           "successor._target_": "successor._target_=None must be the dotted path of an importable successor factory.",
           "successor.importance": "successor.importance='loudest' must be one of magnitude, random, activation."}),
     ],

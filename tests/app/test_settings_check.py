@@ -19,7 +19,12 @@ def test_every_experiment_passes_as_shipped(experiment):
     [
         ("theseus.successor_layers=abc", "theseus.successor_layers='abc' must be a whole number of layers"),
         ("theseus.successor_layers=2.5", "theseus.successor_layers=2.5 must be a whole number of layers"),
-        ("theseus.init=foo", "theseus.init='foo' must be one of bottom, top, every_other"),
+        ("theseus.init=foo", "theseus.init='foo' must be one of bottom, top, every_other, block_influence"),
+        (
+            "theseus.init=block_influence",
+            "theseus.init=block_influence starts successors from the layers of most "
+            "block influence on language-model windows: decoder-LM runs only",
+        ),
         ("optimizer.lr=abc", "optimizer.lr='abc' must be a number above 0"),
         ("optimizer.lr=0", "optimizer.lr=0 must be a number above 0"),
         ("finetune.epochs=0", "finetune.epochs=0 must be a whole number of epochs"),

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import torch
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
-from theseus_pl.app.methods import CompressionMethod, Method
+from theseus_pl.app.methods import BLOCK_INFLUENCE, CompressionMethod, Method
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.layer_removal import block_influence, keep_layers, least_influential, most_similar_block
 from theseus_pl.core.replacing import TheseusModel
@@ -44,7 +44,7 @@ class LanguageModelInputs:
     replacement: str  # the schedule's config name (replacement.kind)
     seed: int
     calibration: Callable[[], Iterable[Mapping[str, torch.Tensor]]]  # training windows for layer choices
-    init: str = "bottom"  # theseus.init: the predecessor layers Theseus's successors start from
+    init: str = "bottom"  # theseus.init: the layers Theseus's successors start as (block_influence: ShortGPT's kept)
     layers_path: str | None = None  # theseus.layers_path: the layer list of a decoder family nobody registered
 
     def predecessor(self) -> PreTrainedModel:
@@ -84,13 +84,23 @@ def _fine_tuned(name: str, model: PreTrainedModel, inputs: LanguageModelInputs) 
     return Method(name=name, module=module, successor=lambda: module.model)
 
 
+def _most_influential(predecessor: PreTrainedModel, inputs: LanguageModelInputs) -> list[int]:
+    """The ``successor_layers`` layers ShortGPT keeps: all but those of least block influence on the calibration
+    windows, ascending."""
+    influence = block_influence(predecessor, inputs.calibration(), inputs.layers_path)
+    removed = least_influential(influence, len(influence) - inputs.successor_layers)
+    return [i for i in range(len(influence)) if i not in removed]
+
+
 @dataclass(frozen=True)
 class LanguageModelTheseus(DecoderMethod):
     replaces_modules: ClassVar[bool] = True
     needs_schedule: ClassVar[bool] = True
 
     def build(self, inputs: LanguageModelInputs) -> Method:
-        theseus = TheseusModel(inputs.predecessor(), inputs.successor_layers, inputs.init, inputs.layers_path)
+        predecessor = inputs.predecessor()
+        init = _most_influential(predecessor, inputs) if inputs.init == BLOCK_INFLUENCE else inputs.init
+        theseus = TheseusModel(predecessor, inputs.successor_layers, init, inputs.layers_path)
         module = TheseusModule(theseus, LanguageModelMetrics(), seed=inputs.seed, **inputs.optimizer)
         return Method(
             name=f"{self.name}_{inputs.replacement}", module=module, successor=theseus.to_compact_model,
@@ -104,10 +114,7 @@ class ShortGPT(DecoderMethod):
 
     def build(self, inputs: LanguageModelInputs) -> Method | Compaction:
         predecessor = inputs.predecessor()
-        influence = block_influence(predecessor, inputs.calibration(), inputs.layers_path)
-        removed = least_influential(influence, len(influence) - inputs.successor_layers)
-        kept = [i for i in range(len(influence)) if i not in removed]
-        compact = keep_layers(predecessor, kept, inputs.layers_path)
+        compact = keep_layers(predecessor, _most_influential(predecessor, inputs), inputs.layers_path)
         if self.heal:
             return _fine_tuned(self.name, compact, inputs)
         return Compaction(self.name, lambda: compact)

@@ -63,6 +63,11 @@ def importable(value: Any) -> bool:
         return False
 
 
+# theseus.init: the core's choices within an even split, and one measured on data (lm_methods: decoder LMs only).
+BLOCK_INFLUENCE = "block_influence"
+INITS = (*(init.value for init in SuccessorInit), BLOCK_INFLUENCE)
+
+
 @dataclass(frozen=True)
 class TheseusSettings:
     """The ``theseus`` group: the successor's depth and the layers it starts from (every method's student), and
@@ -79,8 +84,7 @@ class TheseusSettings:
 
     RULES: ClassVar[dict[str, Rule]] = {
         "successor_layers": Rule(positive_int, "a whole number of layers, at least 1"),
-        "init": Rule(one_of(init.value for init in SuccessorInit),
-                     "one of " + ", ".join(init.value for init in SuccessorInit)),
+        "init": Rule(one_of(INITS), "one of " + ", ".join(INITS)),
         "finetune_shared": Rule(boolean, "true or false"),
         "lr_schedule": Rule(one_of(LR_SCHEDULES), "one of " + ", ".join(LR_SCHEDULES)),
         "successor._target_": Rule(importable, "the dotted path of an importable successor factory"),

@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from theseus_pl.app.config import is_language_model_run
 from theseus_pl.app.config_terms import SCHEDULE_SETTINGS, in_config_terms, naming_group
-from theseus_pl.app.methods import CompressionMethod, TheseusSettings, method_from_config
+from theseus_pl.app.methods import BLOCK_INFLUENCE, CompressionMethod, TheseusSettings, method_from_config
 from theseus_pl.app.schedules import build_schedule
 from theseus_pl.app.tracking.loggers import wandb_setting_problems
 from theseus_pl.core.schedules import ReplacementSchedule
@@ -161,6 +161,11 @@ def _method_problems(cfg: DictConfig, method: CompressionMethod, theseus: Theseu
             "encoder method such as theseus, fine_tuning or kd (a language-model run: +experiment=smollm2_quick)."
         ]
     problems = []
+    if theseus.init == BLOCK_INFLUENCE:
+        problems.append(
+            f"theseus.init={BLOCK_INFLUENCE} starts successors from the layers of most block influence on "
+            "language-model windows: decoder-LM runs only. Use bottom, top or every_other."
+        )
     if cfg.evaluation.single_modules and not method.replaces_modules:
         problems.append("evaluation.single_modules=true scores Theseus modules: it needs method=theseus.")
     if not method.takes_successor_settings:

@@ -1,0 +1,36 @@
+"""The decoder methods built from their inputs: Theseus started from ShortGPT's kept layers."""
+
+import torch
+from decoder_models import tiny_decoder, tiny_token_ids
+
+from theseus_pl.app.lm_methods import LanguageModelInputs, LanguageModelTheseus, ShortGPT
+from theseus_pl.core.families import find_layer_stack
+from theseus_pl.core.schedules import ConstantSchedule
+
+
+def _inputs(folder, init: str) -> LanguageModelInputs:
+    ids = [tiny_token_ids(batch_size=2, length=10, seed=seed) for seed in range(2)]
+    calibration = [{"input_ids": i, "attention_mask": torch.ones_like(i), "labels": i} for i in ids]
+    return LanguageModelInputs(
+        predecessor_dir=str(folder), successor_layers=2, optimizer={"lr": 1e-3},
+        schedule=ConstantSchedule(0.5, switch_step=10), replacement="constant", seed=1,
+        calibration=lambda: calibration, init=init,
+    )  # fmt: skip
+
+
+def test_theseus_from_block_influence_starts_as_shortgpts_removal(tmp_path):
+    model = tiny_decoder("llama")
+    layers = find_layer_stack(model).layers
+    with torch.no_grad():  # layers 1 and 2 return their input: the least influence, so ShortGPT removes them
+        for index in (1, 2):
+            layers[index].self_attn.o_proj.weight.zero_()
+            layers[index].mlp.down_proj.weight.zero_()
+    model.save_pretrained(tmp_path)
+    theseus = LanguageModelTheseus("lm_theseus").build(_inputs(tmp_path, "block_influence")).module.model
+    assert theseus.successor_sources == [0, 3]
+    assert theseus.module_ranges == [range(0, 3), range(3, 4)]
+    shortgpt = ShortGPT("shortgpt").build(_inputs(tmp_path, "bottom")).successor().eval()
+    ids = tiny_token_ids(batch_size=2, length=10, seed=5)
+    with torch.no_grad():
+        expected = shortgpt(input_ids=ids).logits
+        assert torch.allclose(theseus.eval()([True, True], input_ids=ids).logits, expected, atol=1e-5)
