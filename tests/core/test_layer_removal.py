@@ -6,7 +6,13 @@ from decoder_models import DECODER_FAMILIES, tiny_decoder, tiny_token_ids
 from transformers import AutoModelForCausalLM
 
 from theseus_pl.core.families import find_layer_stack
-from theseus_pl.core.layer_removal import block_influence, keep_layers, least_influential, most_similar_block
+from theseus_pl.core.layer_removal import (
+    block_influence,
+    keep_layers,
+    layers_kept_by_influence,
+    least_influential,
+    most_similar_block,
+)
 
 
 def _batches(count: int = 2) -> list[dict[str, torch.Tensor]]:
@@ -33,6 +39,13 @@ def test_block_influence_ranks_a_planted_identity_layer_first():
     assert influence[2] == pytest.approx(0.0, abs=1e-6)
     assert (influence[[0, 1, 3]] > 1e-3).all()
     assert least_influential(influence, 1) == [2]
+
+
+def test_the_layers_shortgpt_keeps_leave_out_the_planted_identity_layers():
+    model = tiny_decoder("llama")
+    _make_identity(model, 1)
+    _make_identity(model, 3)
+    assert layers_kept_by_influence(model, _batches(), 2) == [0, 2]
 
 
 def test_least_influential_keeps_at_least_one_layer():

@@ -24,7 +24,7 @@ from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from theseus_pl.app.methods import BLOCK_INFLUENCE, CompressionMethod, Method
 from theseus_pl.core.families import find_layer_stack
-from theseus_pl.core.layer_removal import block_influence, keep_layers, least_influential, most_similar_block
+from theseus_pl.core.layer_removal import keep_layers, layers_kept_by_influence, most_similar_block
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.schedules import ReplacementSchedule
 from theseus_pl.lightning.block_replacement import BlockReplacementModule
@@ -49,6 +49,10 @@ class LanguageModelInputs:
 
     def predecessor(self) -> PreTrainedModel:
         return AutoModelForCausalLM.from_pretrained(self.predecessor_dir).eval()
+
+    def kept_by_influence(self, predecessor: PreTrainedModel) -> list[int]:
+        """The ``successor_layers`` layers ShortGPT keeps, measured on the calibration windows."""
+        return layers_kept_by_influence(predecessor, self.calibration(), self.successor_layers, self.layers_path)
 
 
 @dataclass
@@ -84,14 +88,6 @@ def _fine_tuned(name: str, model: PreTrainedModel, inputs: LanguageModelInputs) 
     return Method(name=name, module=module, successor=lambda: module.model)
 
 
-def _most_influential(predecessor: PreTrainedModel, inputs: LanguageModelInputs) -> list[int]:
-    """The ``successor_layers`` layers ShortGPT keeps: all but those of least block influence on the calibration
-    windows, ascending."""
-    influence = block_influence(predecessor, inputs.calibration(), inputs.layers_path)
-    removed = least_influential(influence, len(influence) - inputs.successor_layers)
-    return [i for i in range(len(influence)) if i not in removed]
-
-
 @dataclass(frozen=True)
 class LanguageModelTheseus(DecoderMethod):
     replaces_modules: ClassVar[bool] = True
@@ -99,7 +95,7 @@ class LanguageModelTheseus(DecoderMethod):
 
     def build(self, inputs: LanguageModelInputs) -> Method:
         predecessor = inputs.predecessor()
-        init = _most_influential(predecessor, inputs) if inputs.init == BLOCK_INFLUENCE else inputs.init
+        init = inputs.kept_by_influence(predecessor) if inputs.init == BLOCK_INFLUENCE else inputs.init
         theseus = TheseusModel(predecessor, inputs.successor_layers, init, inputs.layers_path)
         module = TheseusModule(theseus, LanguageModelMetrics(), seed=inputs.seed, **inputs.optimizer)
         return Method(
@@ -114,7 +110,7 @@ class ShortGPT(DecoderMethod):
 
     def build(self, inputs: LanguageModelInputs) -> Method | Compaction:
         predecessor = inputs.predecessor()
-        compact = keep_layers(predecessor, _most_influential(predecessor, inputs), inputs.layers_path)
+        compact = keep_layers(predecessor, inputs.kept_by_influence(predecessor), inputs.layers_path)
         if self.heal:
             return _fine_tuned(self.name, compact, inputs)
         return Compaction(self.name, lambda: compact)

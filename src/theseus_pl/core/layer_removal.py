@@ -100,6 +100,18 @@ def least_influential(influence: torch.Tensor, count: int) -> list[int]:
     return sorted(order[:count])
 
 
+def layers_kept_by_influence(
+    model: PreTrainedModel,
+    batches: Iterable[Mapping[str, torch.Tensor]],
+    count: int,
+    layers_path: str | None = None,
+) -> list[int]:
+    """The ``count`` layers ShortGPT keeps, ascending: all but those of least block influence on ``batches``."""
+    influence = block_influence(model, batches, layers_path)
+    removed = set(least_influential(influence, len(influence) - count))
+    return [i for i in range(len(influence)) if i not in removed]
+
+
 def most_similar_block(
     model: PreTrainedModel,
     batches: Iterable[Mapping[str, torch.Tensor]],
