@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import pytest
 from results_records import a_run, plant
 
 from theseus_pl.app.lm_report import language_model_frame, language_model_table, perplexity_figure
@@ -12,14 +13,25 @@ from theseus_pl.app.results import Hardware, write_record
 PREDECESSOR_PERPLEXITY = 25.5
 
 
-def plant_lm_run(folder: Path, method: str, layers: int, perplexity: float, seed: int, train_tokens: int) -> Path:
-    """A decoder-LM run's ``results.json`` as the app writes it, of a 30-layer predecessor."""
+def plant_lm_run(
+    folder: Path,
+    method: str,
+    layers: int,
+    perplexity: float,
+    seed: int,
+    train_tokens: int,
+    zero_shot: tuple[float, float] | None = None,
+) -> Path:
+    """A decoder-LM run's ``results.json`` as the app writes it, of a 30-layer predecessor; ``zero_shot``: the
+    predecessor's and the successor's SST-2 accuracy, if scored."""
+    before, after = zero_shot or (None, None)
     record = LanguageModelResults(
         method=method,
         predecessor=LanguageModelSide(dir="smollm2", layers=30, params=134_515_008, perplexity=PREDECESSOR_PERPLEXITY,
-                                      nll=3.24, origin="gguf"),
+                                      nll=3.24, origin="gguf", zero_shot_sst2=before),
         successor=LanguageModelSide(dir=str(folder / "successor"), layers=layers, params=70_000_000,
-                                    perplexity=perplexity, nll=4.0, kl=perplexity / 100, agreement=0.5),
+                                    perplexity=perplexity, nll=4.0, kl=perplexity / 100, agreement=0.5,
+                                    zero_shot_sst2=after),
         data=LanguageModelData(source="speeches", window=128, train_windows=1523, eval_windows=32, eval_tokens=4064,
                                train_tokens=train_tokens),
         steps=train_tokens // 1024, seed=seed, speed={"decode_speedup": 30 / layers},
@@ -54,6 +66,16 @@ def test_the_lm_table_gives_each_method_and_depth_its_perplexity_over_seeds_besi
     figure = perplexity_figure(table)
     legend = sorted(text.get_text() for text in figure.axes[0].get_legend().get_texts())
     assert legend == ["lm_theseus", "predecessor (30 layers)", "shortgpt"]
+
+
+def test_the_lm_table_has_a_zero_shot_column_only_where_runs_were_scored_zero_shot(tmp_path):
+    for seed, accuracy in ((1, 0.6), (2, 0.7)):
+        plant_lm_run(tmp_path / f"s{seed}", "shortgpt", 15, 300.0, seed, 0, zero_shot=(0.76, accuracy))
+    table = language_model_table(language_model_frame(results_files([tmp_path])))
+    assert list(table.columns[5:8]) == ["KL", "agreement %", "SST-2 zero-shot %"]
+    assert table["SST-2 zero-shot %"].tolist() == pytest.approx([76.0, 65.0])
+    plant_lm_protocol(tmp_path / "unscored")
+    assert "SST-2 zero-shot %" not in language_model_table(language_model_frame(results_files([tmp_path / "unscored"])))
 
 
 def test_the_report_command_writes_the_lm_table_and_plot_and_warns_of_unequal_token_budgets(tmp_path, capsys):

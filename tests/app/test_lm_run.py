@@ -6,6 +6,7 @@ import pytest
 import torch
 from app_runs import compose_config, tiny_run_overrides
 from decoder_models import tiny_decoder, tiny_documents, tiny_lm_tokenizer
+from glue_files import write_tsv
 from transformers import AutoModelForCausalLM
 from wandb_records import read_offline_run
 
@@ -77,6 +78,28 @@ def test_a_run_names_every_problem_before_any_compute(tiny_lm, tmp_path):
 def test_an_encoder_method_on_a_language_model_is_refused(tiny_lm, tmp_path):
     with pytest.raises(RunRefused, match=r"method=kd compresses encoders; .*lm_theseus"):
         run_language_model(compose_config(*_overrides(tiny_lm, tmp_path, "method=kd")))
+
+
+def test_zero_shot_sst2_is_scored_for_both_models_when_a_glue_folder_is_given(tiny_lm, tmp_path):
+    folder, _ = tiny_lm
+    tokenizer = tiny_lm_tokenizer()
+    tokenizer.add_tokens(["negative", "positive"])  # the answer words, ids within the tiny decoder's vocabulary
+    tokenizer.save_pretrained(folder)
+    rows = [["the economy", "1"], ["jobs", "0"], ["the nation is new", "1"], ["not the work", "0"], ["school", "1"]]
+    write_tsv(tmp_path / "glue" / "SST-2" / "dev.tsv", [["sentence", "label"], *rows])
+    overrides = _overrides(tiny_lm, tmp_path, "method=shortgpt", f"evaluation.zero_shot_glue_dir={tmp_path / 'glue'}")
+    run_language_model(compose_config(*overrides))
+    written = json.loads((tmp_path / "run" / "results.json").read_text())
+    for side in ("predecessor", "successor"):
+        correct = written[side]["zero_shot_sst2"] * len(rows)
+        assert 0 <= correct <= len(rows) and correct == pytest.approx(round(correct))
+
+
+def test_a_glue_folder_without_sst2_is_refused_before_any_compute(tiny_lm, tmp_path, glue_dir):
+    overrides = _overrides(tiny_lm, tmp_path, f"evaluation.zero_shot_glue_dir={glue_dir}")
+    with pytest.raises(RunRefused, match=r"evaluation.zero_shot_glue_dir: Missing .*SST-2/dev.tsv"):
+        run_language_model(compose_config(*overrides))
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_missing_gguf_file_is_refused(tiny_lm, tmp_path):

@@ -25,6 +25,7 @@ def test_every_experiment_passes_as_shipped(experiment):
             "theseus.init=block_influence starts successors from the layers of most "
             "block influence on language-model windows: decoder-LM runs only",
         ),
+        ("evaluation.zero_shot_glue_dir=/data/glue", "evaluation.zero_shot_glue_dir=/data/glue scores a decoder LM"),
         ("optimizer.lr=abc", "optimizer.lr='abc' must be a number above 0"),
         ("optimizer.lr=0", "optimizer.lr=0 must be a number above 0"),
         ("finetune.epochs=0", "finetune.epochs=0 must be a whole number of epochs"),

@@ -45,8 +45,11 @@ from theseus_pl.core.decoders import is_decoder
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.timing import generation_speed
 from theseus_pl.data.language_modeling import IGNORED, LanguageModelingDataModule, collate_windows, window_problem
+from theseus_pl.data.sources import GlueDirSource
+from theseus_pl.data.tasks import glue_task
 from theseus_pl.data.text_corpus import ConventionSpeeches, HubText, TextFiles, TextSource
 from theseus_pl.lightning.lm_evaluation import evaluate_language_model
+from theseus_pl.lightning.lm_zero_shot import zero_shot_accuracy
 
 log = logging.getLogger(__name__)
 
@@ -99,13 +102,14 @@ def run_language_model(cfg: DictConfig) -> LanguageModelResults:
         successor = AutoModelForCausalLM.from_pretrained(successor_dir).eval()  # judge what users will ship
         predecessor = AutoModelForCausalLM.from_pretrained(predecessor_dir).eval()
         metrics = evaluate_language_model(successor, datamodule, evaluation, reference=predecessor)
+        zero_shot = _zero_shot(cfg, (predecessor, successor), tokenizer, evaluation)
         results = LanguageModelResults(
             method=built.name,
             settings={"optimizer.lr": cfg.optimizer.lr, "trainer.max_steps": cfg.trainer.max_steps,
                       "theseus.successor_layers": cfg.theseus.successor_layers, "theseus.init": cfg.theseus.init,
                       "seed": cfg.seed},
-            predecessor=_side(predecessor, predecessor_dir, _reference_side(metrics), origin),
-            successor=_side(successor, str(successor_dir), metrics),
+            predecessor=_side(predecessor, predecessor_dir, _reference_side(metrics), origin, zero_shot[0]),
+            successor=_side(successor, str(successor_dir), metrics, zero_shot=zero_shot[1]),
             data=_data_facts(cfg, datamodule, steps),
             steps=steps,
             resumed_from=resumed_from,
@@ -202,6 +206,11 @@ def _problems(cfg: DictConfig, predecessor_dir: str, tokenizer: PreTrainedTokeni
     devices = cfg.trainer.get("devices", 1)
     if devices not in (1, "1") and not (isinstance(devices, list | ListConfig) and len(devices) == 1):
         problems.append(f"trainer.devices={devices}: decoder-LM runs train on one device; give trainer.devices=1.")
+    if cfg.evaluation.get("zero_shot_glue_dir"):
+        try:
+            GlueDirSource(cfg.evaluation.zero_shot_glue_dir).path(glue_task("SST-2"), "validation")
+        except FileNotFoundError as error:
+            problems.append(f"evaluation.zero_shot_glue_dir: {error}")
     if getattr(config, "use_cache", False) and cfg.model.get("use_cache") is True:
         problems.append("model.use_cache=true: training runs without the KV cache; leave it out.")
     return problems
@@ -245,13 +254,31 @@ def _calibration(datamodule: LanguageModelingDataModule, windows: int = 32) -> l
 
 
 def _side(
-    model: PreTrainedModel, directory: str, metrics: dict[str, float], origin: str | None = None
+    model: PreTrainedModel,
+    directory: str,
+    metrics: dict[str, float],
+    origin: str | None = None,
+    zero_shot: float | None = None,
 ) -> LanguageModelSide:
     return LanguageModelSide(
         dir=directory, layers=model.config.num_hidden_layers, params=sum(p.numel() for p in model.parameters()),
         perplexity=metrics["perplexity"], nll=metrics["nll"], kl=metrics.get("kl"), agreement=metrics.get("agreement"),
-        origin=origin,
+        origin=origin, zero_shot_sst2=zero_shot,
     )  # fmt: skip
+
+
+def _zero_shot(
+    cfg: DictConfig,
+    models: tuple[PreTrainedModel, PreTrainedModel],
+    tokenizer: PreTrainedTokenizerBase,
+    settings: dict[str, Any],
+) -> tuple[float | None, float | None]:
+    """Both models' SST-2 dev accuracy zero-shot, when ``evaluation.zero_shot_glue_dir`` is given."""
+    if not cfg.evaluation.get("zero_shot_glue_dir"):
+        return None, None
+    dev = GlueDirSource(cfg.evaluation.zero_shot_glue_dir).read(glue_task("SST-2"), "validation")
+    first, second = (zero_shot_accuracy(model, tokenizer, dev["sentence"], dev["label"], settings) for model in models)
+    return first, second
 
 
 def _reference_side(metrics: dict[str, float]) -> dict[str, float]:

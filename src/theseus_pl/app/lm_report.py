@@ -20,6 +20,9 @@ from theseus_pl.app.lm_results import LANGUAGE_MODEL
 PREDECESSOR = "predecessor"
 
 
+ZERO_SHOT = "SST-2 zero-shot %"  # the median dev accuracy, where the runs scored it
+
+
 def is_language_model_record(path: Path) -> bool:
     """Whether ``path`` holds a decoder-LM run's record rather than an encoder run's."""
     data = json.loads(Path(path).read_text())
@@ -57,6 +60,13 @@ def language_model_table(frame: pd.DataFrame) -> pd.DataFrame:
         "median": frame["predecessor.perplexity"].median(), "min": frame["predecessor.perplexity"].min(),
         "max": frame["predecessor.perplexity"].max(), "tokens trained": 0,
     }])  # fmt: skip
+    if frame.get("successor.zero_shot_sst2", pd.Series(dtype=float)).notna().any():  # evaluation.zero_shot_glue_dir
+        table.insert(
+            table.columns.get_loc("agreement %") + 1,
+            ZERO_SHOT,
+            groups["successor.zero_shot_sst2"].median().to_numpy() * 100,
+        )
+        predecessor[ZERO_SHOT] = frame["predecessor.zero_shot_sst2"].median() * 100
     table = table.sort_values(["layers", "method"], ascending=[False, True], kind="stable")
     return pd.concat([predecessor, table], ignore_index=True)[table.columns]
 

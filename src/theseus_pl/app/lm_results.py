@@ -28,6 +28,7 @@ class LanguageModelSide:
     kl: float | None = None  # mean KL(predecessor || this model) per token, in nats (successor only)
     agreement: float | None = None  # share of tokens where both models' most likely next token is the same
     origin: str | None = None  # predecessor: "gguf" (converted from a GGUF file) or "given" (a folder or hub id)
+    zero_shot_sst2: float | None = None  # SST-2 dev accuracy zero-shot (evaluation.zero_shot_glue_dir), if scored
 
 
 @dataclass(kw_only=True)
@@ -78,6 +79,11 @@ def language_model_summary(results: LanguageModelResults) -> dict[str, float]:
         "final/params_predecessor": results.predecessor.params,
         "final/params_successor": results.successor.params,
         **{f"final/{name}": value for name, value in (results.speed or {}).items() if name.endswith("speedup")},
+        **{
+            f"final/{side}_zero_shot_sst2": getattr(results, side).zero_shot_sst2
+            for side in ("predecessor", "successor")
+            if getattr(results, side).zero_shot_sst2 is not None
+        },
     }
     return {key: float(value) for key, value in summary.items() if value is not None}
 

@@ -166,6 +166,11 @@ def _method_problems(cfg: DictConfig, method: CompressionMethod, theseus: Theseu
             f"theseus.init={BLOCK_INFLUENCE} starts successors from the layers of most block influence on "
             "language-model windows: decoder-LM runs only. Use bottom, top or every_other."
         )
+    if cfg.evaluation.get("zero_shot_glue_dir"):
+        problems.append(
+            f"evaluation.zero_shot_glue_dir={cfg.evaluation.zero_shot_glue_dir} scores a decoder LM zero-shot on "
+            "SST-2; an encoder run is scored on its own task. Leave it null."
+        )
     if cfg.evaluation.single_modules and not method.replaces_modules:
         problems.append("evaluation.single_modules=true scores Theseus modules: it needs method=theseus.")
     if not method.takes_successor_settings:
