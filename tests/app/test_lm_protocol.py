@@ -32,4 +32,4 @@ def test_each_lm_protocol_point_is_its_method_on_the_same_token_budget():
         if replacement:
             assert cfg.replacement.kind == replacement
         budgets.add((cfg.trainer.max_steps, cfg.data.batch_size, cfg.data.window, cfg.data.max_eval_windows))
-    assert budgets == {(60, 8, 128, 32)}  # smollm2_quick's steps, batch, window and held-out windows for every method
+    assert budgets == {(150, 8, 128, 32)}  # smollm2_quick's steps, batch, window and held-out windows for every method

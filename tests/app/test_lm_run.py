@@ -63,6 +63,17 @@ def test_each_method_runs_end_to_end_and_exports_a_plain_causal_lm(tiny_lm, tmp_
     assert exported.generate(ids, max_new_tokens=3, do_sample=False, pad_token_id=0).shape == (1, 6)
 
 
+def test_the_seed_varies_the_training_order_not_the_held_out_windows(tiny_lm, tmp_path):
+    records = []
+    for seed in (1, 2):
+        run_language_model(compose_config(*_overrides(tiny_lm, tmp_path, "method=lm_truncation", f"seed={seed}",
+                                                      f"paths.output_dir={tmp_path / str(seed)}")))  # fmt: skip
+        records.append(json.loads((tmp_path / str(seed) / "results.json").read_text()))
+    assert records[0]["data"] == records[1]["data"]
+    assert records[0]["predecessor"]["perplexity"] == records[1]["predecessor"]["perplexity"]
+    assert records[0]["successor"]["perplexity"] != records[1]["successor"]["perplexity"]
+
+
 def test_a_run_names_every_problem_before_any_compute(tiny_lm, tmp_path):
     cfg = compose_config(*_overrides(tiny_lm, tmp_path, "data.window=128", "theseus.successor_layers=4",
                                      "trainer.devices=2"))  # fmt: skip

@@ -98,7 +98,7 @@ def test_batches_are_whole_windows_with_their_labels(tmp_path):
     assert torch.equal(batch["labels"], batch["input_ids"])  # full windows: no padding to ignore
 
 
-def test_the_training_order_is_fixed_by_the_seed_and_resumes_mid_epoch(tmp_path):
+def test_the_training_order_is_fixed_by_the_seed_apart_from_the_split_and_resumes_mid_epoch(tmp_path):
     datamodule = _datamodule(tmp_path, seed=1)
     epoch = [batch["input_ids"] for batch in datamodule.train_dataloader()]
     again = [batch["input_ids"] for batch in _datamodule(tmp_path, seed=1).train_dataloader()]
@@ -106,6 +106,9 @@ def test_the_training_order_is_fixed_by_the_seed_and_resumes_mid_epoch(tmp_path)
     assert len(epoch) == len(again) > 3
     assert all(torch.equal(a, b) for a, b in zip(epoch, again, strict=True))
     assert not all(torch.equal(a, b) for a, b in zip(epoch, other, strict=True))
+    assert (
+        _datamodule(tmp_path, seed=2).splits["validation"]["input_ids"] == datamodule.splits["validation"]["input_ids"]
+    )
     resumed = _datamodule(tmp_path, seed=1)
     resumed.load_state_dict({"train_batches_done": 3})
     rest = [batch["input_ids"] for batch in resumed.train_dataloader()]

@@ -236,7 +236,8 @@ def _datamodule(cfg: DictConfig, tokenizer: PreTrainedTokenizerBase, cache_dir: 
     try:
         datamodule = LanguageModelingDataModule(
             tokenizer, text_source(data), window=data.window, batch_size=data.batch_size,
-            eval_batch_size=data.get("eval_batch_size"), held_out=data.held_out, seed=data.get("split_seed", 0),
+            eval_batch_size=data.get("eval_batch_size"), held_out=data.held_out, seed=cfg.seed,
+            split_seed=data.get("split_seed", 0),
             max_eval_windows=data.get("max_eval_windows"), cache_dir=cache_dir / "tokenized",
         )  # fmt: skip
         datamodule.prepare_data()

@@ -134,7 +134,8 @@ def collate_windows(rows: list[dict[str, list[int]]]) -> dict[str, torch.Tensor]
 
 class LanguageModelingDataModule(ResumableDataModule):
     """Fixed-length windows of a text source for a causal language model: shuffled training windows in an order fixed
-    by the seed (resumable mid-epoch), held-out windows in order."""
+    by ``seed`` (the run's: resumable mid-epoch), held-out windows in order. The documents are split by
+    ``split_seed``, apart from the run's seed, so runs of different seeds are scored on the same held-out windows."""
 
     def __init__(
         self,
@@ -145,6 +146,7 @@ class LanguageModelingDataModule(ResumableDataModule):
         eval_batch_size: int | None = None,
         held_out: float = 0.1,
         seed: int = 0,
+        split_seed: int = 0,
         max_eval_windows: int | None = None,
         cache_dir: Path | None = None,
         num_workers: int = 0,
@@ -156,13 +158,15 @@ class LanguageModelingDataModule(ResumableDataModule):
         self.tokenizer, self.source, self.window = tokenizer, source, window
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size or batch_size
-        self.held_out, self.seed = held_out, seed
+        self.held_out, self.seed, self.split_seed = held_out, seed, split_seed
         self.max_eval_windows = max_eval_windows
         self.cache_dir, self.num_workers = cache_dir, num_workers
         self.splits: dict[str, Dataset] = {}
 
     def load(self) -> DatasetDict:
-        return tokenized_windows(self.source, self.tokenizer, self.window, self.held_out, self.seed, self.cache_dir)
+        return tokenized_windows(
+            self.source, self.tokenizer, self.window, self.held_out, self.split_seed, self.cache_dir
+        )
 
     def prepare_data(self) -> None:
         self.load()
