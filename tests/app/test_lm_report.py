@@ -68,6 +68,14 @@ def test_the_lm_table_gives_each_method_and_depth_its_perplexity_over_seeds_besi
     assert legend == ["lm_theseus", "predecessor (30 layers)", "shortgpt"]
 
 
+def test_the_plot_of_one_depth_ticks_whole_layers(tmp_path):
+    for seed in (1, 2):
+        plant_lm_run(tmp_path / f"s{seed}", "shortgpt", 15, 300.0, seed, 0)
+    figure = perplexity_figure(language_model_table(language_model_frame(results_files([tmp_path]))))
+    ticks = figure.axes[0].get_xticks()
+    assert 15 in ticks and all(float(tick).is_integer() for tick in ticks)
+
+
 def test_the_lm_table_has_a_zero_shot_column_only_where_runs_were_scored_zero_shot(tmp_path):
     for seed, accuracy in ((1, 0.6), (2, 0.7)):
         plant_lm_run(tmp_path / f"s{seed}", "shortgpt", 15, 300.0, seed, 0, zero_shot=(0.76, accuracy))

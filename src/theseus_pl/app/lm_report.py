@@ -95,6 +95,7 @@ def perplexity_figure(table: pd.DataFrame) -> Any:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     figure, axes = plt.subplots(figsize=(6, 4))
     methods = table[table["method"] != PREDECESSOR]
@@ -107,6 +108,7 @@ def perplexity_figure(table: pd.DataFrame) -> Any:
                  label=f"predecessor ({predecessor['layers']} layers)")  # fmt: skip
     axes.set(yscale="log", xlabel="kept layers", ylabel="held-out perplexity",
              title="perplexity against kept layers")  # fmt: skip
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # whole layers: no 14.2, 14.4, ...
     axes.legend(fontsize=7)
     return figure
 
