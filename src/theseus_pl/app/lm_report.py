@@ -18,9 +18,7 @@ import pandas as pd
 from theseus_pl.app.lm_results import LANGUAGE_MODEL
 
 PREDECESSOR = "predecessor"
-
-
-ZERO_SHOT = "SST-2 zero-shot %"  # the median dev accuracy, where the runs scored it
+ZERO_SHOT = "SST-2 zero-shot %"  # the table's column of median dev accuracy, where the runs scored it
 
 
 def is_language_model_record(path: Path) -> bool:
