@@ -36,7 +36,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from transformers import AutoConfig, AutoModelForSequenceClassification
 from transformers.utils import logging as hf_logging
 
-from theseus_pl.app.config import package_path
+from theseus_pl.app.config.resolvers import package_path
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.schedules import ConstantSchedule
 from theseus_pl.core.timing import inference_speedup

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from theseus_pl.app.config import package_path
+from theseus_pl.app.config.resolvers import package_path
 from theseus_pl.data.datamodule import TextTaskDataModule
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_module
 from omegaconf import DictConfig
 
-from theseus_pl.app.config import register_resolvers
+from theseus_pl.app.config.resolvers import register_resolvers
 
 register_resolvers()  # the app's ${package_path:...}, ${mul:...} in composed configs
 

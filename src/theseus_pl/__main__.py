@@ -11,8 +11,13 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from theseus_pl.app.command_line import VERBOSE_FLAG, check_group_options, check_launcher_plugin, refuse_home_shorthand
-from theseus_pl.app.config import register_resolvers
+from theseus_pl.app.config.command_line import (
+    VERBOSE_FLAG,
+    check_group_options,
+    check_launcher_plugin,
+    refuse_home_shorthand,
+)
+from theseus_pl.app.config.resolvers import register_resolvers
 
 log = logging.getLogger("theseus_pl")
 
@@ -23,11 +28,13 @@ register_resolvers()
 def main(cfg: DictConfig) -> float | None:
     """Run the pipeline and print the headline; the return value serves sweepers. A refused run prints its problems
     alone, leaves no run folder behind and exits with status 2."""
-    from theseus_pl.app.config import is_language_model_run
-    from theseus_pl.app.lm_pipeline import run_language_model
-    from theseus_pl.app.model_card import widths_clause
-    from theseus_pl.app.pipeline import run  # torch, Lightning, transformers: not needed to refuse a bad command line
-    from theseus_pl.app.run_checks import RunRefused
+    from theseus_pl.app.checks.run import RunRefused
+    from theseus_pl.app.config.resolvers import is_language_model_run
+    from theseus_pl.app.run.language_model import run_language_model
+    from theseus_pl.app.run.pipeline import (
+        run,  # torch, Lightning, transformers: not needed to refuse a bad command line
+    )
+    from theseus_pl.app.ship.model_card import widths_clause
     from theseus_pl.app.tracking.console import configure_console
     from theseus_pl.lightning.quiet import verbose
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from theseus_pl.app.report import find_runs
+from theseus_pl.app.report.tables import find_runs
 from theseus_pl.app.tracking.dashboard import describe, sweep_groups, sweep_report, swept_settings, workspace
 from theseus_pl.app.tracking.loggers import wandb_mode
 

@@ -1,7 +1,7 @@
 """``python -m theseus_pl.publish RUN_DIR --repo-id ORG/NAME`` (or ``theseus-pl-publish``): a finished run's successor
-to the Hugging Face Hub (see :mod:`theseus_pl.app.publishing`)."""
+to the Hugging Face Hub (see :mod:`theseus_pl.app.ship.publishing`)."""
 
-from theseus_pl.app.publishing import main
+from theseus_pl.app.ship.publishing import main
 
 
 def cli() -> None:

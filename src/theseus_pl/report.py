@@ -1,7 +1,7 @@
 """``python -m theseus_pl.report SWEEP_DIR ...`` (or ``theseus-pl-report``): one table of a sweep's runs (see
-:mod:`theseus_pl.app.report`)."""
+:mod:`theseus_pl.app.report.tables`)."""
 
-from theseus_pl.app.report import main
+from theseus_pl.app.report.tables import main
 
 
 def cli() -> None:

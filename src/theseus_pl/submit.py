@@ -14,7 +14,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from theseus_pl.app.submission import predict_and_write
+from theseus_pl.app.ship.submission import predict_and_write
 from theseus_pl.core.io import load_successor
 from theseus_pl.data.datamodule import TextTaskDataModule
 

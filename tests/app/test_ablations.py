@@ -12,8 +12,8 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 from safetensors.torch import load_file
 
-from theseus_pl.app.pipeline import run, single_module_scores
-from theseus_pl.app.schedules import build_schedule
+from theseus_pl.app.methods.schedules import build_schedule
+from theseus_pl.app.run.pipeline import run, single_module_scores
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.data.datamodule import TextTaskDataModule
 

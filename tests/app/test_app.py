@@ -15,12 +15,12 @@ from hydra.utils import instantiate
 from sklearn.metrics import accuracy_score
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from theseus_pl.app.config import is_language_model_run
-from theseus_pl.app.lm_pipeline import text_source
-from theseus_pl.app.pipeline import run, run_hardware
-from theseus_pl.app.results import read_results
-from theseus_pl.app.run_checks import RunRefused
-from theseus_pl.app.schedules import build_schedule
+from theseus_pl.app.checks.run import RunRefused
+from theseus_pl.app.config.resolvers import is_language_model_run
+from theseus_pl.app.methods.schedules import build_schedule
+from theseus_pl.app.results.record import read_results
+from theseus_pl.app.run.language_model import text_source
+from theseus_pl.app.run.pipeline import run, run_hardware
 from theseus_pl.data.tasks import glue_task
 
 CONF = Path(__file__).parents[2] / "conf"

@@ -3,8 +3,8 @@
 import pytest
 from app_runs import compose_config
 
-from theseus_pl.app.pipeline import run
-from theseus_pl.app.results import LayerCounts, read_results
+from theseus_pl.app.results.record import LayerCounts, read_results
+from theseus_pl.app.run.pipeline import run
 
 pytestmark = pytest.mark.slow
 

@@ -6,7 +6,7 @@ import logging
 import transformers
 from conftest import tiny_model
 
-from theseus_pl.app.predecessor import load_classifier
+from theseus_pl.app.predecessors.classifier import load_classifier
 from theseus_pl.app.tracking.console import ConsoleFormatter, configure_console
 from theseus_pl.data.tasks import glue_task
 

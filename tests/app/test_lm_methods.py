@@ -3,7 +3,7 @@
 import torch
 from decoder_models import tiny_decoder, tiny_token_ids
 
-from theseus_pl.app.lm_methods import LanguageModelInputs, LanguageModelTheseus, ShortGPT
+from theseus_pl.app.methods.language_model import LanguageModelInputs, LanguageModelTheseus, ShortGPT
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.schedules import ConstantSchedule
 

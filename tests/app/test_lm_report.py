@@ -5,10 +5,15 @@ from pathlib import Path
 import pytest
 from results_records import a_run, plant
 
-from theseus_pl.app.lm_report import language_model_frame, language_model_table, perplexity_figure
-from theseus_pl.app.lm_results import GenerationSample, LanguageModelData, LanguageModelResults, LanguageModelSide
-from theseus_pl.app.report import main, results_files
-from theseus_pl.app.results import Hardware, write_record
+from theseus_pl.app.report.language_model import language_model_frame, language_model_table, perplexity_figure
+from theseus_pl.app.report.tables import main, results_files
+from theseus_pl.app.results.language_model import (
+    GenerationSample,
+    LanguageModelData,
+    LanguageModelResults,
+    LanguageModelSide,
+)
+from theseus_pl.app.results.record import Hardware, write_record
 
 PREDECESSOR_PERPLEXITY = 25.5
 

@@ -10,9 +10,9 @@ from glue_files import write_tsv
 from transformers import AutoModelForCausalLM
 from wandb_records import read_offline_run
 
-from theseus_pl.app.lm_pipeline import run_language_model, text_source
-from theseus_pl.app.pipeline import run
-from theseus_pl.app.run_checks import RunRefused
+from theseus_pl.app.checks.run import RunRefused
+from theseus_pl.app.run.language_model import run_language_model, text_source
+from theseus_pl.app.run.pipeline import run
 
 
 @pytest.fixture

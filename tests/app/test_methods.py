@@ -11,8 +11,10 @@ import yaml
 from app_runs import compose_config, tiny_run_overrides
 from hydra.utils import get_class
 
-from theseus_pl.app import schedules, settings_check
-from theseus_pl.app.methods import (
+from theseus_pl.app.checks import settings as settings_check
+from theseus_pl.app.checks.settings import checked_settings, setting_problems
+from theseus_pl.app.methods import schedules
+from theseus_pl.app.methods.task_model import (
     CompressionMethod,
     KnowledgeDistillation,
     LayerDrop,
@@ -26,9 +28,8 @@ from theseus_pl.app.methods import (
     bottom_layers,
     method_from_config,
 )
-from theseus_pl.app.pipeline import run
-from theseus_pl.app.results import LayerCounts
-from theseus_pl.app.settings_check import checked_settings, setting_problems
+from theseus_pl.app.results.record import LayerCounts
+from theseus_pl.app.run.pipeline import run
 from theseus_pl.core.schedules import CurriculumSchedule
 from theseus_pl.core.settings import Rule, SettingsError, positive_number
 from theseus_pl.lightning.modules import FineTuningModule
@@ -112,7 +113,7 @@ def test_what_the_checks_ask_of_a_method_is_a_property_of_its_class():
           "successor": "successor='???' must be the successor folder of another run (<run>/successor)."}),
         (lambda: method_from_config({"_target_": "nowhere.Method", "name": "x"}),
          {"_target_": "_target_='nowhere.Method' must be the dotted path of a method class (a CompressionMethod of "
-                      "theseus_pl.app.methods): pick a method with method=NAME."}),
+                      "theseus_pl.app.methods.task_model): pick a method with method=NAME."}),
         (lambda: TheseusSettings(successor_layers=0, init="middle", successor={"importance": "loudest"}),
          {"successor_layers": "successor_layers=0 must be a whole number of layers, at least 1.",
           "init": "init='middle' must be one of bottom, top, every_other, block_influence.",

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from theseus_pl.app.config import package_path
+from theseus_pl.app.config.resolvers import package_path
 from theseus_pl.core.replacing import TheseusModel
 
 pytestmark = pytest.mark.slow

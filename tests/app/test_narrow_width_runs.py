@@ -4,11 +4,11 @@ import pytest
 from app_runs import compose_config, tiny_run_overrides
 from narrow_models import HIDDEN, narrow_theseus, predecessor
 
-from theseus_pl.app.pipeline import run
-from theseus_pl.app.preflight import resource_problems
-from theseus_pl.app.results import ModelShape
-from theseus_pl.app.run_checks import RunRefused
-from theseus_pl.app.settings_check import setting_problems
+from theseus_pl.app.checks.resources import resource_problems
+from theseus_pl.app.checks.run import RunRefused
+from theseus_pl.app.checks.settings import setting_problems
+from theseus_pl.app.results.record import ModelShape
+from theseus_pl.app.run.pipeline import run
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.io import load_successor
 from theseus_pl.core.successors.narrow_width import NarrowWidthSuccessor

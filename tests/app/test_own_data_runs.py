@@ -12,8 +12,8 @@ import pytest
 from app_runs import compose_config
 from conftest import OWN_LABELS, tiny_model
 
-from theseus_pl.app.pipeline import run
-from theseus_pl.app.run_checks import RunRefused
+from theseus_pl.app.checks.run import RunRefused
+from theseus_pl.app.run.pipeline import run
 
 # Lightning's and the libraries' notices that a user can do nothing about: the console must not show them.
 NOTICES = ("weights_only", "anonymous setting", "LeafSpec", "litlogger", "GPU available", "Composed config")

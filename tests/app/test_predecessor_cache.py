@@ -14,10 +14,10 @@ from app_runs import compose_config, tiny_run_overrides
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from theseus_pl.app import pipeline
-from theseus_pl.app.pipeline import evaluation_settings, run, run_hardware
-from theseus_pl.app.predecessor import cache_key, load_classifier
-from theseus_pl.app.results import read_results
+from theseus_pl.app.predecessors.classifier import cache_key, load_classifier
+from theseus_pl.app.results.record import read_results
+from theseus_pl.app.run import pipeline
+from theseus_pl.app.run.pipeline import evaluation_settings, run, run_hardware
 from theseus_pl.data.cache_entry import MANIFEST, write_manifest
 from theseus_pl.lightning.evaluation import evaluate
 from theseus_pl.lightning.precision import resolve_precision

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from app_runs import compose_config
 
-from theseus_pl.app.schedules import SCHEDULES, build_schedule
+from theseus_pl.app.methods.schedules import SCHEDULES, build_schedule
 from theseus_pl.core.schedules import AntiCurriculumSchedule, ConstantSchedule, CurriculumSchedule
 
 CONF = Path(__file__).parents[2] / "conf"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from results_records import a_run, plant
 
-from theseus_pl.app.report import main
-from theseus_pl.app.results import ModelShape, WandbLink
+from theseus_pl.app.report.tables import main
+from theseus_pl.app.results.record import ModelShape, WandbLink
 
 EXPECTED = Path(__file__).parent / "fixtures" / "report"
 

@@ -11,8 +11,8 @@ import pytest
 from app_runs import compose_config, tiny_run_overrides
 from test_app import logged
 
-from theseus_pl.app.pipeline import run
-from theseus_pl.app.results import read_results
+from theseus_pl.app.results.record import read_results
+from theseus_pl.app.run.pipeline import run
 
 pytestmark = pytest.mark.slow
 

@@ -4,9 +4,9 @@ import pytest
 from app_runs import compose_config, tiny_run_overrides
 from test_app import EXPERIMENTS
 
-from theseus_pl.app.pipeline import run
-from theseus_pl.app.run_checks import RunRefused
-from theseus_pl.app.settings_check import setting_problems
+from theseus_pl.app.checks.run import RunRefused
+from theseus_pl.app.checks.settings import setting_problems
+from theseus_pl.app.run.pipeline import run
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)

@@ -3,7 +3,7 @@ import torch
 from conftest import tiny_model
 from glue_files import make_glue_dir
 
-from theseus_pl.app.submission import prediction_strings
+from theseus_pl.app.ship.submission import prediction_strings
 from theseus_pl.data.tasks import glue_task
 from theseus_pl.submit import main
 

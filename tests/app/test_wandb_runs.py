@@ -13,9 +13,9 @@ from conftest import tiny_model
 from glue_files import write_tsv
 from wandb_records import read_offline_run
 
-from theseus_pl.app.pipeline import run
-from theseus_pl.app.results import read_results
-from theseus_pl.app.settings_check import setting_problems
+from theseus_pl.app.checks.settings import setting_problems
+from theseus_pl.app.results.record import read_results
+from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.tracking.run_identity import model_tag, run_identity, swept_values
 
 TESTS = Path(__file__).parents[1]  # the helpers beside conftest.py
@@ -131,7 +131,7 @@ def test_a_one_class_predecessor_scores_cola_zero_and_the_run_ends_with_retained
 
 
 def test_a_failing_optional_step_keeps_the_scores_on_disk(tiny_base, glue_dir, tmp_path, monkeypatch):
-    from theseus_pl.app import pipeline
+    from theseus_pl.app.run import pipeline
 
     def broken(*args: object) -> float:
         raise RuntimeError("timer broke")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from theseus_pl.app.config import package_path
+from theseus_pl.app.config.resolvers import package_path
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.sources import GlueDirSource
 from theseus_pl.data.tasks import glue_task

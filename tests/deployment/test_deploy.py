@@ -11,10 +11,10 @@ from huggingface_hub import ModelCard
 from omegaconf import OmegaConf
 from transformers import BertModel
 
-from theseus_pl.app.deploy_folder import deploy_model
-from theseus_pl.app.pipeline import run
-from theseus_pl.app.results import deployment_dict, flat_summary, read_deployment, read_results
-from theseus_pl.app.settings_check import setting_problems
+from theseus_pl.app.checks.settings import setting_problems
+from theseus_pl.app.results.record import deployment_dict, flat_summary, read_deployment, read_results
+from theseus_pl.app.run.pipeline import run
+from theseus_pl.app.ship.deploy_folder import deploy_model
 from theseus_pl.core.settings import SettingsError
 from theseus_pl.core.timing import p50_milliseconds
 from theseus_pl.deploy import main

@@ -2,7 +2,7 @@
 
 from conftest import tiny_model
 
-from theseus_pl.app.deploy_folder import deploy_model
+from theseus_pl.app.ship.deploy_folder import deploy_model
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.successors import (
     feed_forward_block,

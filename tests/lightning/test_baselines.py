@@ -9,9 +9,9 @@ from app_runs import compose_config, tiny_run_overrides
 from conftest import FAMILIES, tiny_inputs, tiny_model
 from transformers import AutoModelForSequenceClassification
 
-from theseus_pl.app.methods import bottom_layers
-from theseus_pl.app.pipeline import run
-from theseus_pl.app.results import LayerCounts
+from theseus_pl.app.methods.task_model import bottom_layers
+from theseus_pl.app.results.record import LayerCounts
+from theseus_pl.app.run.pipeline import run
 from theseus_pl.core.settings import SettingsError
 from theseus_pl.lightning.baselines import DistillationModule, add_layerdrop, patient_loss, remove_layerdrop
 from theseus_pl.lightning.distillation import distillation_loss

@@ -3,7 +3,7 @@
 Each schedule also names its ``switch_step``: the first step of successor fine-tuning, where ``p = 1`` for
 good and every module is the successor's. Callbacks read these; nothing here keeps state. Each schedule checks its
 own values when built, naming its arguments; the app builds them from its ``replacement`` configs
-(``theseus_pl.app.schedules``).
+(``theseus_pl.app.methods.schedules``).
 
 ``describe()`` gives a schedule as people read it (``curriculum: p = 0.3 at step 0, 1 from step 150``): what model
 cards, logs and ``results.json`` show. It is a method, not ``__str__``: the text rounds its numbers (6 significant

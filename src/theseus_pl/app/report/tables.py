@@ -18,7 +18,7 @@ Reads every ``results.json`` below the folders and writes, into ``--output``:
 - ``score_vs_rate.png``: successor score against the constant replacing rate ``p`` (when such runs exist).
 - ``lm_table.md``/``.csv``, ``lm_runs.md``/``.csv`` and ``perplexity_vs_layers.png``, for decoder-LM runs
   (``+experiment=smollm2_quick``, ``+sweep=lm_protocol``): per method and kept layers, held-out perplexity over
-  seeds, KL and agreement with the predecessor, tokens trained and decode speed-up (``lm_report``).
+  seeds, KL and agreement with the predecessor, tokens trained and decode speed-up (``report.language_model``).
 
 A folder of a half-finished Hydra multirun is reported with what finished; the jobs without results are named.
 """
@@ -35,9 +35,9 @@ from typing import Any
 
 import pandas as pd
 
-from theseus_pl.app.lm_report import is_language_model_record, write_language_model_report
-from theseus_pl.app.results import RunResults, read_results
-from theseus_pl.app.shape_table import shape_table
+from theseus_pl.app.report.language_model import is_language_model_record, write_language_model_report
+from theseus_pl.app.report.shape_table import shape_table
+from theseus_pl.app.results.record import RunResults, read_results
 
 PREDECESSOR = "predecessor"
 

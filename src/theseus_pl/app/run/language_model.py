@@ -1,7 +1,7 @@
 """A decoder-LM run behind ``python -m theseus_pl +experiment=smollm2_quick``: predecessor -> compress -> evaluate ->
 export -> results.
 
-The same stages as an encoder run (:mod:`theseus_pl.app.pipeline`), on language-model text: the predecessor is the
+The same stages as an encoder run (:mod:`theseus_pl.app.run.pipeline`), on language-model text: the predecessor is the
 given causal LM (a GGUF file converted once, a folder or a hub id) and is not fine-tuned; every method trains, if it
 trains, on the same windows for the same steps; the successor and the predecessor are scored on the same held-out
 windows (perplexity, and KL and top-1 agreement with the predecessor); the export is a plain ``…ForCausalLM``
@@ -23,9 +23,12 @@ from lightning.pytorch.loggers import CSVLogger, Logger
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from theseus_pl.app.gguf_weights import converted_gguf
-from theseus_pl.app.lm_methods import DecoderMethod, LanguageModelInputs
-from theseus_pl.app.lm_results import (
+from theseus_pl.app.checks.run import RunRefused
+from theseus_pl.app.methods.language_model import DecoderMethod, LanguageModelInputs
+from theseus_pl.app.methods.schedules import build_schedule
+from theseus_pl.app.methods.task_model import Method, method_from_config
+from theseus_pl.app.predecessors.gguf import converted_gguf
+from theseus_pl.app.results.language_model import (
     GenerationSample,
     LanguageModelData,
     LanguageModelResults,
@@ -33,11 +36,8 @@ from theseus_pl.app.lm_results import (
     language_model_summary,
     read_language_model_results,
 )
-from theseus_pl.app.methods import Method, method_from_config
-from theseus_pl.app.pipeline import evaluation_settings, finished_run, resume_point, run_hardware, train
-from theseus_pl.app.results import write_record
-from theseus_pl.app.run_checks import RunRefused
-from theseus_pl.app.schedules import build_schedule
+from theseus_pl.app.results.record import write_record
+from theseus_pl.app.run.pipeline import evaluation_settings, finished_run, resume_point, run_hardware, train
 from theseus_pl.app.tracking.loggers import build_loggers
 from theseus_pl.app.tracking.run_identity import run_identity
 from theseus_pl.app.tracking.wandb_run import finish, publish_language_model, run_link, wandb_run

@@ -6,7 +6,7 @@ fields (:class:`~theseus_pl.core.settings.SettingsError`): the method (the class
 library's classes), the deploy stage (``DeploySettings``) and W&B's settings; the run's plain options (seed, data,
 trainer, ...) are :data:`RULES` here, in the same form. :func:`checked_settings` builds them all once per run,
 gathers every problem in the config's terms (a library object's Python names become config keys) and hands the
-built objects on, so the run uses what was checked; ``run_checks`` adds what needs the models and the data.
+built objects on, so the run uses what was checked; ``checks.run`` adds what needs the models and the data.
 
 Hydra types each override from its text (``optimizer.lr=abc`` is a string, ``theseus.successor_layers=2.5`` a
 float), so a wrong value would otherwise surface as a TypeError deep in training, or worse, run: ``trainer.max_steps=0``
@@ -22,10 +22,10 @@ from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
 
-from theseus_pl.app.config import is_language_model_run
-from theseus_pl.app.config_terms import SCHEDULE_SETTINGS, in_config_terms, naming_group
-from theseus_pl.app.methods import BLOCK_INFLUENCE, CompressionMethod, TheseusSettings, method_from_config
-from theseus_pl.app.schedules import build_schedule
+from theseus_pl.app.config.resolvers import is_language_model_run
+from theseus_pl.app.config.terms import SCHEDULE_SETTINGS, in_config_terms, naming_group
+from theseus_pl.app.methods.schedules import build_schedule
+from theseus_pl.app.methods.task_model import BLOCK_INFLUENCE, CompressionMethod, TheseusSettings, method_from_config
 from theseus_pl.app.tracking.loggers import wandb_setting_problems
 from theseus_pl.core.schedules import ReplacementSchedule
 from theseus_pl.core.settings import (
@@ -154,7 +154,7 @@ def _interpolated_from(node: DictConfig, name: str) -> str | None:
 def _method_problems(cfg: DictConfig, method: CompressionMethod, theseus: TheseusSettings) -> list[str]:
     """Options that only some methods take, set for a method that does not; a decoder-LM method on a task."""
     if is_language_model_run(cfg):
-        return []  # a decoder-LM run checks its method itself (lm_pipeline), naming the methods it takes
+        return []  # a decoder-LM run checks its method itself (run.language_model), naming the methods it takes
     if getattr(method, "for_decoders", False):
         return [
             f"method={method.name} compresses decoder language models; on a classification or regression task use an "

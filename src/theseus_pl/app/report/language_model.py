@@ -1,6 +1,6 @@
 """The decoder-LM runs' part of ``python -m theseus_pl.report``: the LM protocol's table and its picture.
 
-A language-model run's ``results.json`` (:class:`~theseus_pl.app.lm_results.LanguageModelResults`, ``kind``
+A language-model run's ``results.json`` (:class:`~theseus_pl.app.results.language_model.LanguageModelResults`, ``kind``
 ``language_model``) has no task score: its methods are compared by held-out perplexity, which is only comparable
 between runs scored on the same windows of the same predecessor. So the table groups runs by method and kept layers
 and gives, over seeds, the median, min and max perplexity, with the KL divergence to the predecessor, top-1 agreement,
@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from theseus_pl.app.lm_results import LANGUAGE_MODEL
+from theseus_pl.app.results.language_model import LANGUAGE_MODEL
 
 PREDECESSOR = "predecessor"
 ZERO_SHOT = "SST-2 zero-shot %"  # the table's column of median dev accuracy, where the runs scored it
@@ -116,7 +116,7 @@ def write_language_model_report(paths: list[Path], output: Path) -> tuple[list[P
     the files written and the comparison's warnings."""
     import matplotlib.pyplot as plt
 
-    from theseus_pl.app.report import write_markdown_and_csv
+    from theseus_pl.app.report.tables import write_markdown_and_csv
 
     frame = language_model_frame(paths)
     table = language_model_table(frame)

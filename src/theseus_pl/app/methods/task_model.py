@@ -22,8 +22,8 @@ import torch
 from hydra.utils import get_class, get_method
 from transformers import PreTrainedModel
 
-from theseus_pl.app.config_terms import SUCCESSOR_SETTINGS, in_config_terms
-from theseus_pl.app.predecessor import load_classifier
+from theseus_pl.app.config.terms import SUCCESSOR_SETTINGS, in_config_terms
+from theseus_pl.app.predecessors.classifier import load_classifier
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.replacing import SuccessorInit, TheseusModel
 from theseus_pl.core.schedules import ReplacementSchedule
@@ -63,7 +63,7 @@ def importable(value: Any) -> bool:
         return False
 
 
-# theseus.init: the core's choices within an even split, and one measured on data (lm_methods: decoder LMs only).
+# theseus.init: the core's choices within an even split, and one measured on data (decoder LMs only).
 BLOCK_INFLUENCE = "block_influence"
 INITS = (*(init.value for init in SuccessorInit), BLOCK_INFLUENCE)
 
@@ -176,7 +176,7 @@ def method_from_config(settings: Mapping[str, Any]) -> CompressionMethod:
     if cls is None or not issubclass(cls, CompressionMethod):
         raise SettingsError({"_target_": (
             f"_target_={target!r} must be the dotted path of a method class (a CompressionMethod of "
-            "theseus_pl.app.methods): pick a method with method=NAME."
+            "theseus_pl.app.methods.task_model): pick a method with method=NAME."
         )})  # fmt: skip
     return cls(**settings)
 

@@ -16,10 +16,11 @@ from hydra.utils import instantiate
 from lightning.pytorch.loggers import CSVLogger, Logger
 from omegaconf import DictConfig, OmegaConf
 
-from theseus_pl.app.methods import Method, MethodInputs
-from theseus_pl.app.model_card import write_model_card
-from theseus_pl.app.predecessor import Predecessor, load_classifier, looks_like_path, prepare_predecessor
-from theseus_pl.app.results import (
+from theseus_pl.app.checks.run import checked_datamodule
+from theseus_pl.app.checks.settings import checked_settings
+from theseus_pl.app.methods.task_model import Method, MethodInputs
+from theseus_pl.app.predecessors.classifier import Predecessor, load_classifier, looks_like_path, prepare_predecessor
+from theseus_pl.app.results.record import (
     DataFacts,
     Hardware,
     LayerCounts,
@@ -32,8 +33,7 @@ from theseus_pl.app.results import (
     read_results,
     write_results,
 )
-from theseus_pl.app.run_checks import checked_datamodule
-from theseus_pl.app.settings_check import checked_settings
+from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.app.tracking.loggers import build_loggers
 from theseus_pl.app.tracking.run_identity import run_identity
 from theseus_pl.app.tracking.wandb_run import finish, publish, run_link, wandb_run

@@ -2,8 +2,9 @@
 
 Every method trains (if it trains) on the language-model loss of the same windows for the same steps, and only
 decoder layers: embeddings, final norm and head stay the predecessor's, as Theseus keeps them. Each is one class
-and one ``conf/method/<name>.yaml``, built from the config by :func:`~theseus_pl.app.methods.method_from_config`
-like the encoder methods; ``for_decoders`` tells the run which kind of model it compresses.
+and one ``conf/method/<name>.yaml``, built from the config by
+:func:`~theseus_pl.app.methods.task_model.method_from_config` like the encoder methods; ``for_decoders`` tells the
+run which kind of model it compresses.
 
 - ``lm_theseus``: progressive module replacing (constant rate or curriculum), the LM loss only.
 - ``shortgpt``: the layers of least block influence removed, no training (ShortGPT).
@@ -22,7 +23,7 @@ from typing import Any, ClassVar
 import torch
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
-from theseus_pl.app.methods import BLOCK_INFLUENCE, CompressionMethod, Method
+from theseus_pl.app.methods.task_model import BLOCK_INFLUENCE, CompressionMethod, Method
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.layer_removal import keep_layers, layers_kept_by_influence, most_similar_block
 from theseus_pl.core.replacing import TheseusModel

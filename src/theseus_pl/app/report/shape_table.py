@@ -3,15 +3,15 @@
 One row per task, method and successor shape (layers, feed-forward width, hidden width and, for a narrowed
 feed-forward network, which neurons it kept), with the parameters of the successor's layers and of the whole
 model, the dev score's median, min and max over seeds (none where a seed has no score), and the median measured
-inference speed-up. Written by ``theseus_pl.app.report`` when the runs it reads have more than one successor shape
-(``sweep/depth_width``).
+inference speed-up. Written by ``theseus_pl.app.report.tables`` when the runs it reads have more than one
+successor shape (``sweep/depth_width``).
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from theseus_pl.app.results import RunResults
+from theseus_pl.app.results.record import RunResults
 
 SHAPE = ["layers", "FFN width", "hidden size", "neurons kept"]
 

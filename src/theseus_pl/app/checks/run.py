@@ -1,7 +1,7 @@
 """Everything that can be known to be wrong with a run before it starts, found in one pass, said in one message.
 
-Before any training and before W&B starts, in one round: the settings (``settings_check``, built and checked once
-per run and handed in here), the models and data the run reads (``preflight``), the machine (a GPU asked for),
+Before any training and before W&B starts, in one round: the settings (``checks.settings``, built and checked once
+per run and handed in here), the models and data the run reads (``checks.resources``), the machine (a GPU asked for),
 what the predecessor's config says (the successor's depth and widths, the sequence length, its classifier head
 against the data's labels; no weights are loaded), and, for a method trained by the replacement schedule, whether
 it ends inside the run. When anything is wrong, the data files are also read (not tokenised) so that their
@@ -19,11 +19,11 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from transformers import AutoConfig, PretrainedConfig
 
-from theseus_pl.app.config_terms import SUCCESSOR_SETTINGS, in_config_terms, naming_group
-from theseus_pl.app.methods import TheseusSettings
-from theseus_pl.app.predecessor import check_fits_task
-from theseus_pl.app.preflight import checked_resources
-from theseus_pl.app.settings_check import RunSettings
+from theseus_pl.app.checks.resources import checked_resources
+from theseus_pl.app.checks.settings import RunSettings
+from theseus_pl.app.config.terms import SUCCESSOR_SETTINGS, in_config_terms, naming_group
+from theseus_pl.app.methods.task_model import TheseusSettings
+from theseus_pl.app.predecessors.classifier import check_fits_task
 from theseus_pl.core.replacing import module_sizes
 from theseus_pl.core.settings import positive_int
 from theseus_pl.core.successors.copied import intermediate_size_problem
@@ -46,7 +46,7 @@ class RunRefused(ValueError):
 def checked_datamodule(cfg: DictConfig, settings: RunSettings) -> TextTaskDataModule:
     """The run's data module, its splits read and tokenised; :class:`RunRefused` listing all problems otherwise.
 
-    ``settings`` are the run's settings as :func:`~theseus_pl.app.settings_check.checked_settings` built them."""
+    ``settings`` are the run's settings as :func:`~theseus_pl.app.checks.settings.checked_settings` built them."""
     start_model = cfg.model.predecessor or cfg.model.base
     resources = checked_resources(cfg, settings.method)
     problems = settings.problems + [problem for found in resources.values() for problem in found]

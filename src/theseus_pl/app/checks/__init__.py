@@ -1,0 +1,1 @@
+"""Everything a run is refused for, found before any compute and said in one message."""

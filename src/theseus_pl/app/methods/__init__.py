@@ -1,0 +1,1 @@
+"""The compression methods: what each trains and how the successor comes out of it."""

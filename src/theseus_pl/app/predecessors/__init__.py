@@ -1,0 +1,1 @@
+"""The model a run compresses: made, fine-tuned or converted, and cached."""

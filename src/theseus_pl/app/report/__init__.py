@@ -1,0 +1,1 @@
+"""Tables, plots and warnings over many runs' results records."""

@@ -1,0 +1,1 @@
+"""The record every run writes (``results.json``) and reads back."""

@@ -1,0 +1,1 @@
+"""Drive a run through its stages, from its composed config to its results record."""
