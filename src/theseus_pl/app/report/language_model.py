@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from theseus_pl.app.report.files import write_markdown_and_csv
 from theseus_pl.app.results.language_model import LANGUAGE_MODEL
 
 PREDECESSOR = "predecessor"
@@ -115,8 +116,6 @@ def write_language_model_report(paths: list[Path], output: Path) -> tuple[list[P
     """``lm_table.md``/``.csv``, ``lm_runs.md``/``.csv`` and ``perplexity_vs_layers.png`` from the runs' records;
     the files written and the comparison's warnings."""
     import matplotlib.pyplot as plt
-
-    from theseus_pl.app.report.tables import write_markdown_and_csv
 
     frame = language_model_frame(paths)
     table = language_model_table(frame)

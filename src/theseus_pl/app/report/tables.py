@@ -35,6 +35,7 @@ from typing import Any
 
 import pandas as pd
 
+from theseus_pl.app.report.files import write_markdown_and_csv
 from theseus_pl.app.report.language_model import is_language_model_record, write_language_model_report
 from theseus_pl.app.report.shape_table import shape_table
 from theseus_pl.app.results.record import RunResults, read_results
@@ -198,17 +199,6 @@ def run_table(runs: list[RunResults]) -> pd.DataFrame:
     }).sort_values(["task", "method", "folder"])  # fmt: skip
 
 
-def write_markdown_and_csv(table: pd.DataFrame, output: Path, stem: str) -> list[Path]:
-    """``<stem>.md`` (a Markdown table) and ``<stem>.csv`` (as the csv module writes it) with the same header and
-    cells: numbers to two decimals, missing values empty, anything else as text."""
-    cells = table.map(_cell)
-    header = "| " + " | ".join(cells.columns) + " |\n|" + "---|" * len(cells.columns) + "\n"
-    body = "".join("| " + " | ".join(line) + " |\n" for line in cells.itertuples(index=False))
-    (output / f"{stem}.md").write_text(header + body)
-    cells.to_csv(output / f"{stem}.csv", index=False, lineterminator="\r\n")
-    return [output / f"{stem}.md", output / f"{stem}.csv"]
-
-
 def budget_table(runs: list[RunResults], rows: str = "method") -> pd.DataFrame:
     """Per task, row and step budget (``trainer.max_steps``), the best grid point at that budget (as
     :func:`best_settings` picks it) with its median, min and max over seeds; only tasks run at several budgets."""
@@ -259,10 +249,6 @@ def budget_figure(task: str, curves: pd.DataFrame) -> Any:
     axes.minorticks_off()  # the log scale's own minor labels (2 x 10^3, ...) would overprint the budgets
     axes.legend(fontsize=7)
     return figure
-
-
-def _cell(value: Any) -> str:
-    return "" if pd.isna(value) else f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
 def write_plots(runs: list[RunResults], output: Path) -> list[Path]:
