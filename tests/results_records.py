@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from theseus_pl.app.results.record import (
+from theseus_pl.app.results.task_model import (
     DataFacts,
     LayerCounts,
     ModelShape,

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from theseus_pl.app.results.record import deployment_dict
+from theseus_pl.app.results.task_model import deployment_dict
 from theseus_pl.app.ship.deploy_folder import deploy_model, deploy_run
 from theseus_pl.deployment.onnx_export import DeploymentError
 from theseus_pl.deployment.record import Deployment, DeploySettings

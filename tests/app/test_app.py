@@ -18,7 +18,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from theseus_pl.app.checks.run import RunRefused
 from theseus_pl.app.config.resolvers import is_language_model_run
 from theseus_pl.app.methods.schedules import build_schedule
-from theseus_pl.app.results.record import read_results
+from theseus_pl.app.results.task_model import read_results
 from theseus_pl.app.run.language_model import text_source
 from theseus_pl.app.run.pipeline import run, run_hardware
 from theseus_pl.data.tasks import glue_task

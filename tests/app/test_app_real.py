@@ -3,7 +3,7 @@
 import pytest
 from app_runs import compose_config
 
-from theseus_pl.app.results.record import LayerCounts, read_results
+from theseus_pl.app.results.task_model import LayerCounts, read_results
 from theseus_pl.app.run.pipeline import run
 
 pytestmark = pytest.mark.slow

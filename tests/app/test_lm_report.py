@@ -13,7 +13,7 @@ from theseus_pl.app.results.language_model import (
     LanguageModelResults,
     LanguageModelSide,
 )
-from theseus_pl.app.results.record import Hardware, write_record
+from theseus_pl.app.results.task_model import Hardware, write_record
 
 PREDECESSOR_PERPLEXITY = 25.5
 

@@ -28,7 +28,7 @@ from theseus_pl.app.methods.task_model import (
     bottom_layers,
     method_from_config,
 )
-from theseus_pl.app.results.record import LayerCounts
+from theseus_pl.app.results.task_model import LayerCounts
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.core.schedules import CurriculumSchedule
 from theseus_pl.core.settings import Rule, SettingsError, positive_number

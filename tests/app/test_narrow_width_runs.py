@@ -7,7 +7,7 @@ from narrow_models import HIDDEN, narrow_theseus, predecessor
 from theseus_pl.app.checks.resources import resource_problems
 from theseus_pl.app.checks.run import RunRefused
 from theseus_pl.app.checks.settings import setting_problems
-from theseus_pl.app.results.record import ModelShape
+from theseus_pl.app.results.task_model import ModelShape
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.io import load_successor

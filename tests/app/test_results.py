@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 from results_records import V1_RESULTS, a_run
 
-from theseus_pl.app.results.record import (
+from theseus_pl.app.results.task_model import (
     SCHEMA_VERSION,
     ModelShape,
     ResultsError,

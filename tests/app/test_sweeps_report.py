@@ -22,7 +22,7 @@ from transformers.models.bert.modeling_bert import BertLayer
 
 from theseus_pl.app.config.resolvers import package_path
 from theseus_pl.app.report.tables import build_table, main
-from theseus_pl.app.results.record import ModelShape, ParamCounts, WandbLink, read_results, write_results
+from theseus_pl.app.results.task_model import ModelShape, ParamCounts, WandbLink, read_results, write_results
 
 SWEEPS = Path(__file__).parents[2] / "sweeps"
 

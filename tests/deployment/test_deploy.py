@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from transformers import BertModel
 
 from theseus_pl.app.checks.settings import setting_problems
-from theseus_pl.app.results.record import deployment_dict, flat_summary, read_deployment, read_results
+from theseus_pl.app.results.task_model import deployment_dict, flat_summary, read_deployment, read_results
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.ship.deploy_folder import deploy_model
 from theseus_pl.core.settings import SettingsError

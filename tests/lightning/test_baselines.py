@@ -10,7 +10,7 @@ from conftest import FAMILIES, tiny_inputs, tiny_model
 from transformers import AutoModelForSequenceClassification
 
 from theseus_pl.app.methods.task_model import bottom_layers
-from theseus_pl.app.results.record import LayerCounts
+from theseus_pl.app.results.task_model import LayerCounts
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.core.settings import SettingsError
 from theseus_pl.lightning.baselines import DistillationModule, add_layerdrop, patient_loss, remove_layerdrop

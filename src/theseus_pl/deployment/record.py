@@ -91,7 +91,7 @@ class Deployment:
     """The ``deployment`` block of ``results.json`` (and of ``<model>/onnx/deployment.json``).
 
     Models are named ``pytorch_predecessor``, ``pytorch_successor``, ``onnx_fp32``, ``onnx_int8``; batch sizes
-    ``batch_<n>``. ``theseus_pl.app.results.record`` writes and reads it.
+    ``batch_<n>``. ``theseus_pl.app.results.task_model`` writes and reads it.
     """
 
     onnx: str  # the fp32 model's path inside the successor's folder

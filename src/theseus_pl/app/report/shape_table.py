@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from theseus_pl.app.results.record import RunResults
+from theseus_pl.app.results.task_model import RunResults
 
 SHAPE = ["layers", "FFN width", "hidden size", "neurons kept"]
 

@@ -38,7 +38,7 @@ import pandas as pd
 from theseus_pl.app.report.files import write_markdown_and_csv
 from theseus_pl.app.report.language_model import is_language_model_record, write_language_model_report
 from theseus_pl.app.report.shape_table import shape_table
-from theseus_pl.app.results.record import RunResults, read_results
+from theseus_pl.app.results.task_model import RunResults, read_results
 
 PREDECESSOR = "predecessor"
 

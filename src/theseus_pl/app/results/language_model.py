@@ -1,7 +1,7 @@
 """``results.json`` of a decoder-LM run: held-out perplexity and agreement with the predecessor, speed, samples.
 
-Written by :mod:`theseus_pl.app.run.language_model` with :func:`~theseus_pl.app.results.record.write_record`;
-``kind`` tells it from an encoder run's record (:class:`~theseus_pl.app.results.record.RunResults`).
+Written by :mod:`theseus_pl.app.run.language_model` with :func:`~theseus_pl.app.results.task_model.write_record`;
+``kind`` tells it from an encoder run's record (:class:`~theseus_pl.app.results.task_model.RunResults`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from theseus_pl.app.results.record import Hardware, WandbLink
+from theseus_pl.app.results.task_model import Hardware, WandbLink
 
 LANGUAGE_MODEL = "language_model"  # the ``kind`` that tells a decoder-LM run's results.json from an encoder run's
 
@@ -89,7 +89,7 @@ def language_model_summary(results: LanguageModelResults) -> dict[str, float]:
 
 
 def read_language_model_results(path: Path) -> LanguageModelResults:
-    """The record in ``path``, as :func:`~theseus_pl.app.results.record.write_record` wrote it."""
+    """The record in ``path``, as :func:`~theseus_pl.app.results.task_model.write_record` wrote it."""
     data = json.loads(Path(path).read_text())
     sides = {name: LanguageModelSide(**data[name]) for name in ("predecessor", "successor")}
     nested = {

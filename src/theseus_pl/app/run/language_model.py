@@ -36,7 +36,7 @@ from theseus_pl.app.results.language_model import (
     language_model_summary,
     read_language_model_results,
 )
-from theseus_pl.app.results.record import write_record
+from theseus_pl.app.results.task_model import write_record
 from theseus_pl.app.run.pipeline import evaluation_settings, finished_run, resume_point, run_hardware, train
 from theseus_pl.app.tracking.loggers import build_loggers
 from theseus_pl.app.tracking.run_identity import run_identity

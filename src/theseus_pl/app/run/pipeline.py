@@ -20,7 +20,7 @@ from theseus_pl.app.checks.run import checked_datamodule
 from theseus_pl.app.checks.settings import checked_settings
 from theseus_pl.app.methods.task_model import Method, MethodInputs
 from theseus_pl.app.predecessors.classifier import Predecessor, load_classifier, looks_like_path, prepare_predecessor
-from theseus_pl.app.results.record import (
+from theseus_pl.app.results.task_model import (
     DataFacts,
     Hardware,
     LayerCounts,

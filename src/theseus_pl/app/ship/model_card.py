@@ -14,7 +14,7 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from theseus_pl.app.results.record import RunResults
+from theseus_pl.app.results.task_model import RunResults
 from theseus_pl.deployment.record import Deployment
 
 # Our metric names -> the hub's metric ids (https://huggingface.co/metrics).

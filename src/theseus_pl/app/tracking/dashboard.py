@@ -18,7 +18,7 @@ import wandb_workspaces.reports.v2 as wr
 import wandb_workspaces.workspaces as ws
 
 from theseus_pl.app.report.tables import best_settings, build_table, varied_keys, write_best_settings, write_tables
-from theseus_pl.app.results.record import RunResults
+from theseus_pl.app.results.task_model import RunResults
 
 STEP = "trainer/global_step"
 METHOD = "JobType"  # each run's job type is its method (theseus_curriculum, kd, ...)

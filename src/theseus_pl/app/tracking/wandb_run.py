@@ -19,7 +19,7 @@ from typing import Any
 from lightning.pytorch.loggers import Logger, WandbLogger
 
 from theseus_pl.app.results.language_model import LanguageModelResults, language_model_summary
-from theseus_pl.app.results.record import RunResults, WandbLink, flat_summary
+from theseus_pl.app.results.task_model import RunResults, WandbLink, flat_summary
 from theseus_pl.app.ship.model_card import widths_clause
 
 log = logging.getLogger(__name__)
