@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from theseus_pl.app.results.envelope import write_results
 from theseus_pl.app.results.task_model import (
     DataFacts,
     LayerCounts,
@@ -14,10 +15,12 @@ from theseus_pl.app.results.task_model import (
     PredecessorResult,
     RunResults,
     SuccessorResult,
-    write_results,
 )
 
 V1_RESULTS = Path(__file__).parent / "app" / "fixtures" / "results_v1.json"  # written by theseus_pl at 0fa8775
+# Schema version 2, as theseus_pl wrote it at 2f0de61: the V1 run rewritten, and a decoder-LM run's record.
+V2_RESULTS = Path(__file__).parent / "app" / "fixtures" / "results_v2.json"
+V2_LANGUAGE_MODEL = Path(__file__).parent / "app" / "fixtures" / "results_language_model_v2.json"
 
 
 def a_run(

@@ -8,7 +8,7 @@ import pytest
 from nbclient import NotebookClient
 from results_records import a_run, plant
 
-from theseus_pl.app.results.task_model import WandbLink
+from theseus_pl.app.results.envelope import WandbLink
 
 NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "analysis.ipynb"
 

@@ -18,7 +18,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from theseus_pl.app.checks.run import RunRefused
 from theseus_pl.app.config.resolvers import is_language_model_run
 from theseus_pl.app.methods.schedules import build_schedule
-from theseus_pl.app.results.task_model import read_results
+from theseus_pl.app.results.reading import read_results
 from theseus_pl.app.run.language_model import text_source
 from theseus_pl.app.run.pipeline import run, run_hardware
 from theseus_pl.data.tasks import glue_task
@@ -93,7 +93,7 @@ def test_pipeline_end_to_end_on_a_tiny_model(tiny_base, glue_dir, tmp_path):
     results = run(cfg)
 
     file = json.loads((tmp_path / "run" / "results.json").read_text())
-    assert file == json.loads(json.dumps(results.to_dict())) and file["schema_version"] == 2
+    assert file == json.loads(json.dumps(results.to_dict())) and file["schema_version"] == 3
     for key in ("task", "retained", "speedup", "successor_dir", "params", "data"):
         assert key in file
     assert set(file["predecessor"]) >= {"score", "metrics"} and set(file["successor"]) >= {"score", "metrics"}

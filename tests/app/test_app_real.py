@@ -3,7 +3,8 @@
 import pytest
 from app_runs import compose_config
 
-from theseus_pl.app.results.task_model import LayerCounts, read_results
+from theseus_pl.app.results.reading import read_results
+from theseus_pl.app.results.task_model import LayerCounts
 from theseus_pl.app.run.pipeline import run
 
 pytestmark = pytest.mark.slow

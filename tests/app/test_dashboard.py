@@ -8,7 +8,7 @@ from results_records import a_run, plant
 
 from theseus_pl import dashboard
 from theseus_pl.app.report.tables import find_runs
-from theseus_pl.app.results.task_model import WandbLink
+from theseus_pl.app.results.envelope import WandbLink
 from theseus_pl.app.tracking.dashboard import sweep_report, workspace
 
 

@@ -12,7 +12,7 @@ from test_ablations import sweep_config
 from test_wandb_runs import multirun_overrides
 from wandb_records import read_offline_run
 
-from theseus_pl.app.results.task_model import read_results
+from theseus_pl.app.results.reading import read_results
 
 
 @pytest.mark.parametrize(

@@ -6,16 +6,21 @@ import pytest
 from results_records import a_run, plant
 
 from theseus_pl.app.report.language_model import language_model_frame, language_model_table, perplexity_figure
-from theseus_pl.app.report.tables import main, results_files
+from theseus_pl.app.report.tables import find_records, main
+from theseus_pl.app.results.envelope import Hardware, write_results
 from theseus_pl.app.results.language_model import (
     GenerationSample,
     LanguageModelData,
     LanguageModelResults,
     LanguageModelSide,
 )
-from theseus_pl.app.results.task_model import Hardware, write_record
 
 PREDECESSOR_PERPLEXITY = 25.5
+
+
+def language_model_runs(folder: Path) -> list[LanguageModelResults]:
+    """The decoder-LM runs' records below ``folder``, as the report reads them."""
+    return [record for record in find_records([folder])[0] if isinstance(record, LanguageModelResults)]
 
 
 def plant_lm_run(
@@ -45,7 +50,7 @@ def plant_lm_run(
         wall_seconds=120.0,
     )  # fmt: skip
     folder.mkdir(parents=True)
-    return write_record(folder / "results.json", record)
+    return write_results(folder / "results.json", record)
 
 
 def plant_lm_protocol(root: Path, theseus_tokens: int = 61_440) -> None:
@@ -58,7 +63,7 @@ def plant_lm_protocol(root: Path, theseus_tokens: int = 61_440) -> None:
 
 def test_the_lm_table_gives_each_method_and_depth_its_perplexity_over_seeds_beside_the_predecessor(tmp_path):
     plant_lm_protocol(tmp_path / "runs")
-    table = language_model_table(language_model_frame(results_files([tmp_path / "runs"])))
+    table = language_model_table(language_model_frame(language_model_runs(tmp_path / "runs")))
     assert list(zip(table["method"], table["layers"], strict=True)) == [
         ("predecessor", 30), ("lm_theseus", 20), ("lm_theseus", 15), ("shortgpt", 15),
     ]  # fmt: skip
@@ -76,7 +81,7 @@ def test_the_lm_table_gives_each_method_and_depth_its_perplexity_over_seeds_besi
 def test_the_plot_of_one_depth_ticks_whole_layers(tmp_path):
     for seed in (1, 2):
         plant_lm_run(tmp_path / f"s{seed}", "shortgpt", 15, 300.0, seed, 0)
-    figure = perplexity_figure(language_model_table(language_model_frame(results_files([tmp_path]))))
+    figure = perplexity_figure(language_model_table(language_model_frame(language_model_runs(tmp_path))))
     ticks = figure.axes[0].get_xticks()
     assert 15 in ticks and all(float(tick).is_integer() for tick in ticks)
 
@@ -84,11 +89,13 @@ def test_the_plot_of_one_depth_ticks_whole_layers(tmp_path):
 def test_the_lm_table_has_a_zero_shot_column_only_where_runs_were_scored_zero_shot(tmp_path):
     for seed, accuracy in ((1, 0.6), (2, 0.7)):
         plant_lm_run(tmp_path / f"s{seed}", "shortgpt", 15, 300.0, seed, 0, zero_shot=(0.76, accuracy))
-    table = language_model_table(language_model_frame(results_files([tmp_path])))
+    table = language_model_table(language_model_frame(language_model_runs(tmp_path)))
     assert list(table.columns[5:8]) == ["KL", "agreement %", "SST-2 zero-shot %"]
     assert table["SST-2 zero-shot %"].tolist() == pytest.approx([76.0, 65.0])
     plant_lm_protocol(tmp_path / "unscored")
-    assert "SST-2 zero-shot %" not in language_model_table(language_model_frame(results_files([tmp_path / "unscored"])))
+    assert "SST-2 zero-shot %" not in language_model_table(
+        language_model_frame(language_model_runs(tmp_path / "unscored"))
+    )
 
 
 def test_the_report_command_writes_the_lm_table_and_plot_and_warns_of_unequal_token_budgets(tmp_path, capsys):

@@ -3,7 +3,7 @@
 import pytest
 from app_runs import compose_config, tiny_run_overrides
 
-from theseus_pl.app.results.task_model import read_results
+from theseus_pl.app.results.reading import read_results
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.lightning.precision import RELEVANT_FLAGS, resolve_precision, this_cpu
 

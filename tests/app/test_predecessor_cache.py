@@ -15,7 +15,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from theseus_pl.app.predecessors.classifier import cache_key, load_classifier
-from theseus_pl.app.results.task_model import read_results
+from theseus_pl.app.results.reading import read_results
 from theseus_pl.app.run import pipeline
 from theseus_pl.app.run.pipeline import evaluation_settings, run, run_hardware
 from theseus_pl.data.cache_entry import MANIFEST, write_manifest

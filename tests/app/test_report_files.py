@@ -13,7 +13,8 @@ from pathlib import Path
 from results_records import a_run, plant
 
 from theseus_pl.app.report.tables import main
-from theseus_pl.app.results.task_model import ModelShape, WandbLink
+from theseus_pl.app.results.envelope import WandbLink
+from theseus_pl.app.results.task_model import ModelShape
 
 EXPECTED = Path(__file__).parent / "fixtures" / "report"
 

@@ -1,24 +1,15 @@
-"""results.json: one typed record, written and read by one module; today's (version 1) files load into it."""
+"""results.json: one envelope over a typed record per kind of run, one reader; older files of both kinds load."""
 
 import json
 from dataclasses import replace
 
 import pytest
-from results_records import V1_RESULTS, a_run
+from results_records import V1_RESULTS, V2_LANGUAGE_MODEL, V2_RESULTS, a_run
 
-from theseus_pl.app.results.task_model import (
-    SCHEMA_VERSION,
-    ModelShape,
-    ResultsError,
-    RunResults,
-    WandbLink,
-    deployment_dict,
-    flat_summary,
-    read_deployment,
-    read_results,
-    write_deployment,
-    write_results,
-)
+from theseus_pl.app.results.envelope import SCHEMA_VERSION, ResultsError, WandbLink, write_results
+from theseus_pl.app.results.language_model import LanguageModelResults
+from theseus_pl.app.results.reading import read_results, read_run
+from theseus_pl.app.results.task_model import ModelShape, RunResults, deployment_dict, read_deployment, write_deployment
 from theseus_pl.deployment.record import DeploySettings
 
 
@@ -42,12 +33,15 @@ def test_a_version_1_file_loads_into_the_record():
     assert list(deployment.latency_ms) == ["batch_1", "batch_2"]
 
 
-def test_the_new_file_differs_from_version_1_only_by_its_schema_version(tmp_path):
+def test_the_new_file_differs_from_version_1_only_by_its_schema_version_and_kind(tmp_path):
     version_1 = V1_RESULTS.read_text()
     written = write_results(tmp_path / "results.json", read_results(V1_RESULTS)).read_text()
-    assert written == version_1.replace("{\n", f'{{\n  "schema_version": {SCHEMA_VERSION},\n', 1)
+    assert written == version_1.replace(
+        "{\n", f'{{\n  "schema_version": {SCHEMA_VERSION},\n  "kind": "task_model",\n', 1
+    )
     layout = read_results(V1_RESULTS).to_dict()
-    assert layout.pop("schema_version") == 2 and list(layout.items()) == list(json.loads(version_1).items())
+    assert layout.pop("schema_version") == 3 and layout.pop("kind") == "task_model"
+    assert list(layout.items()) == list(json.loads(version_1).items())
     assert [path.name for path in tmp_path.iterdir()] == ["results.json"]  # written atomically: no staged file left
 
 
@@ -62,7 +56,7 @@ def test_a_record_round_trips_through_its_file(tmp_path):
     path = write_results(tmp_path / "results.json", record)
     again = read_results(path)
     assert again == record and again.folder == tmp_path
-    assert next(iter(json.loads(path.read_text()).items())) == ("schema_version", 2)
+    assert list(json.loads(path.read_text()).items())[:2] == [("schema_version", 3), ("kind", "task_model")]
     assert json.loads(path.read_text()) == json.loads(json.dumps(record.to_dict()))
 
 
@@ -109,8 +103,8 @@ def test_a_file_of_an_older_theseus_pl_gets_the_defaults_of_the_keys_it_lacks(tm
 
 def test_a_newer_schema_or_a_missing_key_is_refused_with_what_to_do(tmp_path):
     path = tmp_path / "results.json"
-    path.write_text(json.dumps({"schema_version": 3, **json.loads(V1_RESULTS.read_text())}))
-    with pytest.raises(ResultsError, match=r"schema version 3; this theseus_pl reads versions 1 to 2: upgrade"):
+    path.write_text(json.dumps({"schema_version": 4, **json.loads(V1_RESULTS.read_text())}))
+    with pytest.raises(ResultsError, match=r"schema version 4; this theseus_pl reads versions 1 to 3: upgrade"):
         read_results(path)
     for dropped in ("steps", "predecessor.score", "data.labels", "successor.shape.layers", "deployment.onnx"):
         data = json.loads(V1_RESULTS.read_text())
@@ -144,17 +138,65 @@ def test_lookup_follows_a_dotted_results_path():
         assert results.lookup(missing) is None, missing
 
 
-def test_flat_summary_gives_the_headline_and_each_deployed_model():
-    summary = flat_summary(read_results(V1_RESULTS))
+def test_the_summary_gives_the_headline_and_each_deployed_model():
+    summary = read_results(V1_RESULTS).summary()
     assert summary["final/successor_score"] == 50.0 and summary["final/retained"] == 1.0
     assert summary["final/params_successor"] == 26252.0 and summary["final/speedup"] == pytest.approx(1.2804, abs=1e-4)
     assert summary["final/deploy/onnx_int8_score"] == 50.0
     assert summary["final/deploy/onnx_int8_speedup_batch_2"] == pytest.approx(4.5968, abs=1e-4)
-    assert "final/deploy/onnx_int8_score" not in flat_summary(a_run())
+    assert "final/deploy/onnx_int8_score" not in a_run().summary()
 
 
 def test_records_compare_by_what_the_file_holds_not_by_where_it_was_read():
     record = a_run()
     assert replace(record, folder=V1_RESULTS.parent) == record
     assert replace(record, data=replace(record.data, train_size=1)) != record
-    assert RunResults.schema_version == SCHEMA_VERSION == 2
+    assert SCHEMA_VERSION == 3
+
+
+def test_todays_files_of_both_kinds_load_through_the_one_reader(tmp_path):
+    task_model, language_model = read_run(V2_RESULTS), read_run(V2_LANGUAGE_MODEL)
+    assert isinstance(task_model, RunResults) and task_model == read_results(V1_RESULTS)
+    assert isinstance(language_model, LanguageModelResults) and language_model.folder == V2_LANGUAGE_MODEL.parent
+    assert (language_model.method, language_model.steps, language_model.seed) == ("lm_theseus", 150, 42)
+    assert language_model.successor.perplexity == 38.06 and language_model.predecessor.zero_shot_sst2 == 71.33
+    assert language_model.hardware.precision == "bf16-mixed" and language_model.wandb.id == "ab12cd34"
+    assert language_model.sample.prompt.startswith("The president") and language_model.speed["decode_speedup"] == 1.67
+    # Rewritten, it is the same record, now saying its kind like every version-3 file.
+    again = read_run(write_results(tmp_path / "results.json", language_model))
+    assert again == language_model
+    written = json.loads((tmp_path / "results.json").read_text())
+    assert list(written)[:2] == ["schema_version", "kind"] and written["kind"] == "language_model"
+    before = json.loads(V2_LANGUAGE_MODEL.read_text())
+    assert {key: value for key, value in written.items() if key != "schema_version"} == {
+        key: value for key, value in before.items() if key != "schema_version"
+    }
+
+
+def test_both_kinds_share_the_envelope_and_name_their_own_headline():
+    task_model, language_model = read_run(V2_RESULTS), read_run(V2_LANGUAGE_MODEL)
+    for record in (task_model, language_model):
+        assert record.lookup("kind") == record.kind and record.lookup("seed") == record.seed
+        assert record.lookup("hardware.precision") == (record.hardware.precision if record.hardware else None)
+    assert language_model.lookup("successor.kl") == 1.47 and language_model.lookup("speed.decode_speedup") == 1.67
+    assert language_model.summary() == {
+        "final/predecessor_perplexity": 25.5, "final/successor_perplexity": 38.06, "final/kl": 1.47,
+        "final/agreement": 0.4475, "final/train_tokens": 153_600.0, "final/params_predecessor": 134_515_008.0,
+        "final/params_successor": 81_432_000.0, "final/prefill_speedup": 1.66, "final/decode_speedup": 1.67,
+        "final/predecessor_zero_shot_sst2": 71.33, "final/successor_zero_shot_sst2": 50.92,
+    }  # fmt: skip
+    assert task_model.summary()["final/successor_score"] == 50.0
+
+
+def test_a_reader_of_one_kind_refuses_the_other_and_an_unknown_kind_is_named(tmp_path):
+    with pytest.raises(ResultsError, match=r"is a decoder-LM run's results.json \(kind 'language_model'\)"):
+        read_results(V2_LANGUAGE_MODEL)
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({**json.loads(V2_LANGUAGE_MODEL.read_text()), "schema_version": 3, "kind": "vision"}))
+    with pytest.raises(ResultsError, match=r"of kind 'vision'; this theseus_pl reads task_model, language_model"):
+        read_run(path)
+    damaged = json.loads(V2_LANGUAGE_MODEL.read_text())
+    del damaged["successor"]["perplexity"]
+    path.write_text(json.dumps(damaged))
+    with pytest.raises(ResultsError, match=r"no successor.perplexity: not a theseus_pl results.json"):
+        read_run(path)

@@ -11,7 +11,7 @@ import pytest
 from app_runs import compose_config, tiny_run_overrides
 from test_app import logged
 
-from theseus_pl.app.results.task_model import read_results
+from theseus_pl.app.results.reading import read_results
 from theseus_pl.app.run.pipeline import run
 
 pytestmark = pytest.mark.slow

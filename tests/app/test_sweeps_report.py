@@ -22,7 +22,9 @@ from transformers.models.bert.modeling_bert import BertLayer
 
 from theseus_pl.app.config.resolvers import package_path
 from theseus_pl.app.report.tables import build_table, main
-from theseus_pl.app.results.task_model import ModelShape, ParamCounts, WandbLink, read_results, write_results
+from theseus_pl.app.results.envelope import WandbLink, write_results
+from theseus_pl.app.results.reading import read_results
+from theseus_pl.app.results.task_model import ModelShape, ParamCounts
 
 SWEEPS = Path(__file__).parents[2] / "sweeps"
 
@@ -106,7 +108,7 @@ def test_a_report_over_a_version_1_and_a_version_2_run_gives_one_table(tmp_path)
     shutil.copy(V1_RESULTS, tmp_path / "old" / "results.json")  # as theseus_pl wrote it before schema_version
     plant(tmp_path / "new", a_run("RTE", "kd", 80.0, 70.0))
     assert "schema_version" not in json.loads((tmp_path / "old" / "results.json").read_text())
-    assert json.loads((tmp_path / "new" / "results.json").read_text())["schema_version"] == 2
+    assert json.loads((tmp_path / "new" / "results.json").read_text())["schema_version"] == 3
     report = main([str(tmp_path), "--output", str(tmp_path / "out")])
     assert report["tasks"] == ["RTE"]
     assert report["table"] == {"predecessor": {"RTE": 65.0}, "kd": {"RTE": 70.0}, "theseus_curriculum": {"RTE": 50.0}}

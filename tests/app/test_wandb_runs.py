@@ -14,7 +14,7 @@ from glue_files import write_tsv
 from wandb_records import read_offline_run
 
 from theseus_pl.app.checks.settings import setting_problems
-from theseus_pl.app.results.task_model import read_results
+from theseus_pl.app.results.reading import read_results
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.tracking.run_identity import model_tag, run_identity, swept_values
 

@@ -12,7 +12,8 @@ from omegaconf import OmegaConf
 from transformers import BertModel
 
 from theseus_pl.app.checks.settings import setting_problems
-from theseus_pl.app.results.task_model import deployment_dict, flat_summary, read_deployment, read_results
+from theseus_pl.app.results.reading import read_results
+from theseus_pl.app.results.task_model import deployment_dict, read_deployment
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.ship.deploy_folder import deploy_model
 from theseus_pl.core.settings import SettingsError
@@ -149,7 +150,7 @@ def test_a_run_deploys_as_its_last_stage_and_the_command_redoes_it_on_the_folder
     assert block.seconds > 0
     assert (run_dir / "successor" / "onnx" / "model_int8.onnx").is_file()
     assert json.loads((run_dir / "results.json").read_text())["deployment"] == deployment_dict(block)
-    summary = flat_summary(results)
+    summary = results.summary()
     assert summary["final/deploy/onnx_int8_score"] == block.dev_score["onnx_int8"]
     assert summary["final/deploy/onnx_int8_speedup_batch_1"] == block.speedup_over_predecessor["batch_1"]["onnx_int8"]
     card = ModelCard.load(run_dir / "successor" / "README.md").text

@@ -9,31 +9,23 @@ the tokens trained on and the decode speed-up beside it; the predecessor gets a 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from theseus_pl.app.report.files import write_markdown_and_csv
-from theseus_pl.app.results.language_model import LANGUAGE_MODEL
+from theseus_pl.app.results.language_model import LanguageModelResults
 
 PREDECESSOR = "predecessor"
 ZERO_SHOT = "SST-2 zero-shot %"  # the table's column of median dev accuracy, where the runs scored it
 
 
-def is_language_model_record(path: Path) -> bool:
-    """Whether ``path`` holds a decoder-LM run's record rather than an encoder run's."""
-    data = json.loads(Path(path).read_text())
-    return isinstance(data, dict) and data.get("kind") == LANGUAGE_MODEL
-
-
-def language_model_frame(paths: list[Path]) -> pd.DataFrame:
+def language_model_frame(runs: list[LanguageModelResults]) -> pd.DataFrame:
     """One line per run, the record's fields flattened (``successor.perplexity``, ``speed.decode_speedup``, …), and
     its ``folder``."""
-    records = [json.loads(Path(path).read_text()) for path in paths]
-    frame = pd.json_normalize(records)
-    frame["folder"] = [str(Path(path).parent) for path in paths]
+    frame = pd.json_normalize([run.to_dict() for run in runs])
+    frame["folder"] = [str(run.folder or "") for run in runs]
     return frame
 
 
@@ -112,12 +104,12 @@ def perplexity_figure(table: pd.DataFrame) -> Any:
     return figure
 
 
-def write_language_model_report(paths: list[Path], output: Path) -> tuple[list[Path], list[str]]:
+def write_language_model_report(runs: list[LanguageModelResults], output: Path) -> tuple[list[Path], list[str]]:
     """``lm_table.md``/``.csv``, ``lm_runs.md``/``.csv`` and ``perplexity_vs_layers.png`` from the runs' records;
     the files written and the comparison's warnings."""
     import matplotlib.pyplot as plt
 
-    frame = language_model_frame(paths)
+    frame = language_model_frame(runs)
     table = language_model_table(frame)
     runs = frame[["method", "successor.layers", "seed", "successor.perplexity", "successor.kl", "folder"]]
     written = write_markdown_and_csv(table, output, "lm_table") + write_markdown_and_csv(

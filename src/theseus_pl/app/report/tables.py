@@ -36,17 +36,29 @@ from typing import Any
 import pandas as pd
 
 from theseus_pl.app.report.files import write_markdown_and_csv
-from theseus_pl.app.report.language_model import is_language_model_record, write_language_model_report
+from theseus_pl.app.report.language_model import write_language_model_report
 from theseus_pl.app.report.shape_table import shape_table
-from theseus_pl.app.results.task_model import RunResults, read_results
+from theseus_pl.app.results.envelope import RunRecord
+from theseus_pl.app.results.language_model import LanguageModelResults
+from theseus_pl.app.results.reading import read_run
+from theseus_pl.app.results.task_model import RunResults
 
 PREDECESSOR = "predecessor"
 
 
-def find_runs(folders: Sequence[Path], *, required: bool = True) -> tuple[list[RunResults], list[str]]:
-    """Every encoder run's results (each with its ``folder``), and the Hydra jobs that have none yet. ``required``:
-    no such run is an error (the report itself also accepts folders of decoder-LM runs only)."""
-    runs = [read_results(path) for path in results_files(folders) if not is_language_model_record(path)]
+def find_runs(folders: Sequence[Path]) -> tuple[list[RunResults], list[str]]:
+    """Every task-model run's results (each with its ``folder``), and the Hydra jobs that have none yet; no such run
+    is an error."""
+    records, missing = find_records(folders)
+    runs = [record for record in records if isinstance(record, RunResults)]
+    if not runs:
+        _no_results(folders)
+    return runs, missing
+
+
+def find_records(folders: Sequence[Path]) -> tuple[list[RunRecord], list[str]]:
+    """Every run's record, of either kind (each with its ``folder``), and the Hydra jobs that have none yet."""
+    records = [read_run(path) for path in results_files(folders)]
     missing = []
     for folder in folders:
         for job in sorted(folder.rglob(".hydra")):
@@ -55,9 +67,7 @@ def find_runs(folders: Sequence[Path], *, required: bool = True) -> tuple[list[R
                 what = " ".join(line.removeprefix("- ").strip() for line in overrides.read_text().splitlines()) \
                     if overrides.is_file() else ""  # fmt: skip
                 missing.append(f"{job.parent} ({what})" if what else str(job.parent))
-    if required and not runs:
-        _no_results(folders)
-    return runs, missing
+    return records, missing
 
 
 def results_files(folders: Sequence[Path]) -> list[Path]:
@@ -298,9 +308,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--output", type=Path, default=Path("report"))
     args = parser.parse_args(argv)
 
-    runs, missing = find_runs(args.folders, required=False)
-    language_models = [path for path in results_files(args.folders) if is_language_model_record(path)]
-    if not runs and not language_models:
+    records, missing = find_records(args.folders)  # one pass over the runs of both kinds
+    runs = [record for record in records if isinstance(record, RunResults)]
+    language_models = [record for record in records if isinstance(record, LanguageModelResults)]
+    if not records:
         _no_results(args.folders)
     args.output.mkdir(parents=True, exist_ok=True)
     tasks, table, warnings, written = [], {}, [], []

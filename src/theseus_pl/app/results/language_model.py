@@ -1,19 +1,19 @@
 """``results.json`` of a decoder-LM run: held-out perplexity and agreement with the predecessor, speed, samples.
 
-Written by :mod:`theseus_pl.app.run.language_model` with :func:`~theseus_pl.app.results.task_model.write_record`;
-``kind`` tells it from an encoder run's record (:class:`~theseus_pl.app.results.task_model.RunResults`).
+:class:`LanguageModelResults` is the body of the :mod:`~theseus_pl.app.results.envelope` for this kind (``kind``
+``language_model``), written by :mod:`theseus_pl.app.run.language_model`.
 """
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from theseus_pl.app.results.task_model import Hardware, WandbLink
+from theseus_pl.app.results.envelope import LANGUAGE_MODEL, Hardware, Keys, RunRecord, WandbLink, envelope_fields
 
-LANGUAGE_MODEL = "language_model"  # the ``kind`` that tells a decoder-LM run's results.json from an encoder run's
+SIDES = ("predecessor", "successor")
 
 
 @dataclass(kw_only=True)
@@ -49,8 +49,10 @@ class GenerationSample:
 
 
 @dataclass(kw_only=True)
-class LanguageModelResults:
-    kind: str = LANGUAGE_MODEL
+class LanguageModelResults(RunRecord):
+    """One decoder-LM run's ``results.json``."""
+
+    kind: ClassVar[str] = LANGUAGE_MODEL
     method: str
     settings: dict[str, Any] = field(default_factory=dict)
     predecessor: LanguageModelSide
@@ -62,41 +64,36 @@ class LanguageModelResults:
     speed: dict[str, float] | None = None  # core.timing.generation_speed: prefill and decode tokens/s, speed-ups
     sample: GenerationSample | None = None
     seed: int
-    hardware: Hardware
+    hardware: Hardware | None = None
     wandb: WandbLink | None = None
     failed_steps: dict[str, str] = field(default_factory=dict)
     wall_seconds: float | None = None
+    folder: Path | None = field(default=None, compare=False, repr=False)  # where it was read from; not written
 
+    def summary(self) -> dict[str, float]:
+        """The headline numbers as flat ``final/*`` metrics (those known)."""
+        summary = {
+            "final/predecessor_perplexity": self.predecessor.perplexity,
+            "final/successor_perplexity": self.successor.perplexity,
+            "final/kl": self.successor.kl,
+            "final/agreement": self.successor.agreement,
+            "final/train_tokens": self.data.train_tokens,
+            "final/params_predecessor": self.predecessor.params,
+            "final/params_successor": self.successor.params,
+            **{f"final/{name}": value for name, value in (self.speed or {}).items() if name.endswith("speedup")},
+            **{f"final/{side}_zero_shot_sst2": getattr(self, side).zero_shot_sst2 for side in SIDES},
+        }
+        return {key: float(value) for key, value in summary.items() if value is not None}
 
-def language_model_summary(results: LanguageModelResults) -> dict[str, float]:
-    """The headline numbers as flat ``final/*`` metrics for the W&B summary and the CSV log's last row."""
-    summary = {
-        "final/predecessor_perplexity": results.predecessor.perplexity,
-        "final/successor_perplexity": results.successor.perplexity,
-        "final/kl": results.successor.kl,
-        "final/agreement": results.successor.agreement,
-        "final/train_tokens": results.data.train_tokens,
-        "final/params_predecessor": results.predecessor.params,
-        "final/params_successor": results.successor.params,
-        **{f"final/{name}": value for name, value in (results.speed or {}).items() if name.endswith("speedup")},
-        **{
-            f"final/{side}_zero_shot_sst2": getattr(results, side).zero_shot_sst2
-            for side in ("predecessor", "successor")
-            if getattr(results, side).zero_shot_sst2 is not None
-        },
-    }
-    return {key: float(value) for key, value in summary.items() if value is not None}
-
-
-def read_language_model_results(path: Path) -> LanguageModelResults:
-    """The record in ``path``, as :func:`~theseus_pl.app.results.task_model.write_record` wrote it."""
-    data = json.loads(Path(path).read_text())
-    sides = {name: LanguageModelSide(**data[name]) for name in ("predecessor", "successor")}
-    nested = {
-        "data": LanguageModelData(**data["data"]),
-        "sample": GenerationSample(**data["sample"]) if data.get("sample") else None,
-        "hardware": Hardware(**data["hardware"]),
-        "wandb": WandbLink(**data["wandb"]) if data.get("wandb") else None,
-    }
-    kept = {key: value for key, value in data.items() if key != "schema_version" and key not in {*sides, *nested}}
-    return LanguageModelResults(**kept, **sides, **nested)
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LanguageModelResults:
+        """A record from the file's layout, of any schema version."""
+        read = Keys(data, "")
+        sample = read.nested_if_given("sample")
+        return cls(
+            **envelope_fields(read),
+            **{side: LanguageModelSide(**read.nested(side).pick(LanguageModelSide)) for side in SIDES},
+            data=LanguageModelData(**read.nested("data").pick(LanguageModelData)),
+            speed=read.optional("speed"),
+            sample=GenerationSample(**sample.pick(GenerationSample)) if sample else None,
+        )

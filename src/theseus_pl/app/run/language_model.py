@@ -19,7 +19,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
-from lightning.pytorch.loggers import CSVLogger, Logger
+from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
@@ -28,17 +28,16 @@ from theseus_pl.app.methods.language_model import DecoderMethod, LanguageModelIn
 from theseus_pl.app.methods.schedules import build_schedule
 from theseus_pl.app.methods.task_model import Method, method_from_config
 from theseus_pl.app.predecessors.gguf import converted_gguf
+from theseus_pl.app.results.envelope import write_results
 from theseus_pl.app.results.language_model import (
     GenerationSample,
     LanguageModelData,
     LanguageModelResults,
     LanguageModelSide,
-    language_model_summary,
-    read_language_model_results,
 )
-from theseus_pl.app.results.task_model import write_record
+from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run.pipeline import evaluation_settings, finished_run, resume_point, run_hardware, train
-from theseus_pl.app.tracking.loggers import build_loggers
+from theseus_pl.app.tracking.loggers import build_loggers, log_summary_row
 from theseus_pl.app.tracking.run_identity import run_identity
 from theseus_pl.app.tracking.wandb_run import finish, publish_language_model, run_link, wandb_run
 from theseus_pl.core.decoders import is_decoder
@@ -64,7 +63,7 @@ def run_language_model(cfg: DictConfig) -> LanguageModelResults:
     output_dir = Path(cfg.paths.output_dir)
     cache_dir = Path(cfg.paths.cache_dir)
     method = _checked_method(cfg)
-    finished = finished_run(output_dir, cfg.resume, read_language_model_results)
+    finished = finished_run(output_dir, cfg.resume, read_run)
     if finished is not None:
         return finished
     predecessor_dir, origin = _predecessor_folder(cfg.model, cache_dir)
@@ -118,7 +117,7 @@ def run_language_model(cfg: DictConfig) -> LanguageModelResults:
             hardware=hardware,
             wandb=run_link(experiment),
         )  # fmt: skip
-        results_path = write_record(output_dir / "results.json", results)
+        results_path = write_results(output_dir / "results.json", results)
         if cfg.benchmark.repeats:
             try:
                 results.speed = _speed(predecessor, successor, datamodule, cfg.benchmark.repeats)
@@ -127,7 +126,7 @@ def run_language_model(cfg: DictConfig) -> LanguageModelResults:
         results.sample = _sample(predecessor, successor, tokenizer)
         results.wall_seconds = time.perf_counter() - started
         _log_summary(loggers, results, experiment, results_path, steps)
-        write_record(results_path, results)
+        write_results(results_path, results)
     except BaseException as error:
         finish(experiment, error)
         raise
@@ -141,13 +140,10 @@ def _log_summary(
     loggers: list[Logger], results: LanguageModelResults, experiment: Any, results_path: Path, step: int
 ) -> None:
     """The final numbers as the CSV log's last row and in the W&B run; a W&B failure is recorded, not raised."""
-    for logger in loggers:
-        if isinstance(logger, CSVLogger):
-            logger.log_metrics(language_model_summary(results), step=step)
-            logger.save()
+    log_summary_row(loggers, results, step)
     if experiment is None:
         return
-    write_record(results_path, results)  # the copy the W&B run keeps is the finished record
+    write_results(results_path, results)  # the copy the W&B run keeps is the finished record
     try:
         publish_language_model(experiment, results, results_path)
     except Exception as error:

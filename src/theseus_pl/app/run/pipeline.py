@@ -13,28 +13,26 @@ from typing import Any, TypeVar
 import lightning.pytorch as pl
 import torch
 from hydra.utils import instantiate
-from lightning.pytorch.loggers import CSVLogger, Logger
+from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf
 
 from theseus_pl.app.checks.run import checked_datamodule
 from theseus_pl.app.checks.settings import checked_settings
 from theseus_pl.app.methods.task_model import Method, MethodInputs
 from theseus_pl.app.predecessors.classifier import Predecessor, load_classifier, looks_like_path, prepare_predecessor
+from theseus_pl.app.results.envelope import Hardware, write_results
+from theseus_pl.app.results.reading import read_results
 from theseus_pl.app.results.task_model import (
     DataFacts,
-    Hardware,
     LayerCounts,
     ModelShape,
     ParamCounts,
     PredecessorResult,
     RunResults,
     SuccessorResult,
-    flat_summary,
-    read_results,
-    write_results,
 )
 from theseus_pl.app.ship.model_card import write_model_card
-from theseus_pl.app.tracking.loggers import build_loggers
+from theseus_pl.app.tracking.loggers import build_loggers, log_summary_row
 from theseus_pl.app.tracking.run_identity import run_identity
 from theseus_pl.app.tracking.wandb_run import finish, publish, run_link, wandb_run
 from theseus_pl.core.families import find_layer_stack, shape_of
@@ -250,7 +248,7 @@ def _report(
         _optional(results, "deployment", deployment)
     _optional(results, "model_card", lambda: write_model_card(successor_dir, results))
     results.wall_seconds = time.perf_counter() - started
-    _optional(results, "csv_summary", lambda: _log_csv_summary(loggers, results, trainer.global_step))
+    _optional(results, "csv_summary", lambda: log_summary_row(loggers, results, trainer.global_step))
     write_results(results_path, results)
     if experiment is not None:
         files = {"results.json": results_path, "config.yaml": output_dir / ".hydra" / "config.yaml",
@@ -375,12 +373,3 @@ def _speedup(
     rows = split.select(range(min(cfg.benchmark.batch_size, len(split))))
     batch = {k: v.to(device) for k, v in datamodule.collate(list(rows)).items()}
     return inference_speedup(predecessor.to(device), successor.to(device), batch, cfg.benchmark.repeats)
-
-
-def _log_csv_summary(loggers: list[Logger], results: RunResults, step: int) -> None:
-    """The final numbers as the last row of ``csv/metrics.csv`` (the W&B run gets them in its summary)."""
-    summary = {key: value for key, value in flat_summary(results).items() if value is not None}
-    for logger in loggers:
-        if isinstance(logger, CSVLogger):
-            logger.log_metrics(summary, step=step)
-            logger.save()

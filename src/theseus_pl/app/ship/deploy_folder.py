@@ -9,7 +9,9 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from theseus_pl.app.config.resolvers import register_resolvers
-from theseus_pl.app.results.task_model import read_results, write_deployment, write_results
+from theseus_pl.app.results.envelope import write_results
+from theseus_pl.app.results.reading import read_results
+from theseus_pl.app.results.task_model import write_deployment
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.onnx_export import DeploymentError

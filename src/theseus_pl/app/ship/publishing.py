@@ -27,7 +27,9 @@ from huggingface_hub.errors import HFValidationError
 from huggingface_hub.errors import HTTPError as TransportError  # httpx's base error, as huggingface_hub imports it
 from huggingface_hub.utils import validate_repo_id
 
-from theseus_pl.app.results.task_model import ResultsError, RunResults, read_results
+from theseus_pl.app.results.envelope import ResultsError
+from theseus_pl.app.results.reading import read_results
+from theseus_pl.app.results.task_model import RunResults
 from theseus_pl.app.ship.model_card import model_card
 from theseus_pl.core.io import is_pickled
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 
+from theseus_pl.app.results.envelope import RunRecord
 from theseus_pl.app.tracking.run_identity import RunIdentity
 from theseus_pl.lightning._compat import without_wandb_anonymous
 
@@ -182,3 +183,12 @@ def _keep_rows_before(logger: CSVLogger, step: int) -> None:
         values = {key: float(value) for key, value in row.items() if key != "step" and value != ""}
         logger.log_metrics(values, step=int(row["step"]))
     logger.save()
+
+
+def log_summary_row(loggers: list[Logger], record: RunRecord, step: int) -> None:
+    """The run's final numbers (its record's ``summary()``) as the last row of ``csv/metrics.csv``; the W&B run gets
+    them in its summary."""
+    for logger in loggers:
+        if isinstance(logger, CSVLogger):
+            logger.log_metrics(record.summary(), step=step)
+            logger.save()

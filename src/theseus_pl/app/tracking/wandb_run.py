@@ -18,8 +18,9 @@ from typing import Any
 
 from lightning.pytorch.loggers import Logger, WandbLogger
 
-from theseus_pl.app.results.language_model import LanguageModelResults, language_model_summary
-from theseus_pl.app.results.task_model import RunResults, WandbLink, flat_summary
+from theseus_pl.app.results.envelope import WandbLink
+from theseus_pl.app.results.language_model import LanguageModelResults
+from theseus_pl.app.results.task_model import RunResults
 from theseus_pl.app.ship.model_card import widths_clause
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ def publish(run: Any, results: RunResults, files: dict[str, Path], successor_dir
     """Summary, compression card, files and (optionally) the successor artifact; raises on a W&B failure."""
     import wandb
 
-    run.summary.update({key: value for key, value in flat_summary(results).items() if value is not None})
+    run.summary.update(results.summary())
     columns, rows = compression_card(results)
     run.log({
         "compression_card": wandb.Table(columns=columns, data=rows),
@@ -93,11 +94,11 @@ def publish(run: Any, results: RunResults, files: dict[str, Path], successor_dir
 
 
 def publish_language_model(run: Any, results: LanguageModelResults, results_path: Path) -> None:
-    """A decoder-LM run's summary (``language_model_summary``), its generation sample as a table, and its
+    """A decoder-LM run's summary (its record's ``summary()``), its generation sample as a table, and its
     ``results.json``; raises on a W&B failure."""
     import wandb
 
-    run.summary.update(language_model_summary(results))
+    run.summary.update(results.summary())
     if results.sample is not None:
         sample = results.sample
         columns = ["prompt", "predecessor", "successor"]

@@ -1,0 +1,46 @@
+"""Reading a ``results.json`` of either kind: one reader that checks the schema version and dispatches on ``kind``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from theseus_pl.app.results.envelope import LANGUAGE_MODEL, SCHEMA_VERSION, TASK_MODEL, ResultsError, RunRecord
+from theseus_pl.app.results.language_model import LanguageModelResults
+from theseus_pl.app.results.task_model import RunResults
+
+KINDS: dict[str, type[RunRecord]] = {TASK_MODEL: RunResults, LANGUAGE_MODEL: LanguageModelResults}
+
+
+def read_run(path: Path) -> RunRecord:
+    """The record in ``path``, of either kind and any schema version, with ``folder`` set to the folder holding it.
+
+    Files of schema version 1, and task-model files of version 2, carry no ``kind``: they are task-model runs.
+    """
+    data = json.loads(Path(path).read_text())
+    version = data.get("schema_version", 1) if isinstance(data, dict) else 1
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise ResultsError(
+            f"{path} is results.json schema version {version}; this theseus_pl reads versions 1 to {SCHEMA_VERSION}: "
+            "upgrade theseus_pl to read it."
+        )
+    kind = data.get("kind", TASK_MODEL)
+    if kind not in KINDS:
+        raise ResultsError(f"{path} is a results.json of kind {kind!r}; this theseus_pl reads {', '.join(KINDS)}.")
+    try:
+        record = KINDS[kind].from_dict(data)
+    except ResultsError as error:
+        raise ResultsError(f"{path}: {error}") from None
+    record.folder = Path(path).parent
+    return record
+
+
+def read_results(path: Path) -> RunResults:
+    """The record of a task-model run (an encoder compressed on a task) in ``path``; a decoder-LM run's is refused
+    with what reads it."""
+    record = read_run(path)
+    if not isinstance(record, RunResults):
+        raise ResultsError(
+            f"{path} is a decoder-LM run's results.json (kind {record.kind!r}); this reads task-model runs only."
+        )
+    return record
