@@ -28,7 +28,7 @@ register_resolvers()
 def main(cfg: DictConfig) -> float | None:
     """Run the pipeline and print the headline; the return value serves sweepers. A refused run prints its problems
     alone, leaves no run folder behind and exits with status 2."""
-    from theseus_pl.app.checks.run import RunRefused
+    from theseus_pl.app.checks.refused import RunRefused
     from theseus_pl.app.config.resolvers import is_language_model_run
     from theseus_pl.app.run.language_model import run_language_model
     from theseus_pl.app.run.pipeline import (

@@ -15,7 +15,7 @@ from hydra.utils import instantiate
 from sklearn.metrics import accuracy_score
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from theseus_pl.app.checks.run import RunRefused
+from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.config.resolvers import is_language_model_run
 from theseus_pl.app.methods.schedules import build_schedule
 from theseus_pl.app.results.reading import read_results

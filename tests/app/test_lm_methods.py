@@ -1,20 +1,26 @@
-"""The decoder methods built from their inputs: Theseus started from ShortGPT's kept layers."""
+"""The decoder methods built from their inputs: Theseus started from ShortGPT's kept layers; one Theseus and one
+truncation baseline for both kinds, told apart by their inputs."""
 
 import torch
 from decoder_models import tiny_decoder, tiny_token_ids
 
-from theseus_pl.app.methods.language_model import LanguageModelInputs, LanguageModelTheseus, ShortGPT
+from theseus_pl.app.methods.language_model import ShortGPT
+from theseus_pl.app.methods.method import DEFAULT_SUCCESSOR, MethodInputs, TheseusSettings
+from theseus_pl.app.methods.theseus import Theseus
+from theseus_pl.app.methods.truncation import FineTuning
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.schedules import ConstantSchedule
 
+COPIED_LAYERS = {"_target_": DEFAULT_SUCCESSOR, "importance": "activation"}  # theseus.successor as shipped
 
-def _inputs(folder, init: str) -> LanguageModelInputs:
+
+def _inputs(folder, init: str) -> MethodInputs:
     ids = [tiny_token_ids(batch_size=2, length=10, seed=seed) for seed in range(2)]
     calibration = [{"input_ids": i, "attention_mask": torch.ones_like(i), "labels": i} for i in ids]
-    return LanguageModelInputs(
-        predecessor_dir=str(folder), successor_layers=2, optimizer={"lr": 1e-3},
-        schedule=ConstantSchedule(0.5, switch_step=10), replacement="constant", seed=1,
-        calibration=lambda: calibration, init=init,
+    return MethodInputs(
+        predecessor_dir=str(folder), task=None, theseus=TheseusSettings(2, init, successor=COPIED_LAYERS),
+        optimizer={"lr": 1e-3}, schedule=ConstantSchedule(0.5, switch_step=10), replacement="constant", seed=1,
+        calibration=lambda: calibration,
     )  # fmt: skip
 
 
@@ -26,7 +32,7 @@ def test_theseus_from_block_influence_starts_as_shortgpts_removal(tmp_path):
             layers[index].self_attn.o_proj.weight.zero_()
             layers[index].mlp.down_proj.weight.zero_()
     model.save_pretrained(tmp_path)
-    theseus = LanguageModelTheseus("lm_theseus").build(_inputs(tmp_path, "block_influence")).module.model
+    theseus = Theseus("lm_theseus").build(_inputs(tmp_path, "block_influence")).module.model
     assert theseus.successor_sources == [0, 3]
     assert theseus.module_ranges == [range(0, 3), range(3, 4)]
     shortgpt = ShortGPT("shortgpt").build(_inputs(tmp_path, "bottom")).successor().eval()
@@ -34,3 +40,12 @@ def test_theseus_from_block_influence_starts_as_shortgpts_removal(tmp_path):
     with torch.no_grad():
         expected = shortgpt(input_ids=ids).logits
         assert torch.allclose(theseus.eval()([True, True], input_ids=ids).logits, expected, atol=1e-5)
+
+
+def test_the_truncation_baseline_of_a_language_model_trains_only_its_decoder_layers(tmp_path):
+    tiny_decoder("llama").save_pretrained(tmp_path)
+    method = FineTuning("lm_truncation").build(_inputs(tmp_path, "bottom"))
+    student = method.successor()
+    assert student.config.num_hidden_layers == 2 and method.name == "lm_truncation"
+    trained = {name for name, parameter in student.named_parameters() if parameter.requires_grad}
+    assert trained and all(".layers." in name for name in trained)  # embeddings, final norm, head: frozen

@@ -10,7 +10,7 @@ from glue_files import write_tsv
 from transformers import AutoModelForCausalLM
 from wandb_records import read_offline_run
 
-from theseus_pl.app.checks.run import RunRefused
+from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.run.language_model import run_language_model, text_source
 from theseus_pl.app.run.pipeline import run
 
@@ -84,6 +84,41 @@ def test_a_run_names_every_problem_before_any_compute(tiny_lm, tmp_path):
     assert any("theseus.successor_layers=4 must be between 1 and 3" in p for p in problems)
     assert any("trainer.devices=2: decoder-LM runs train on one device" in p for p in problems)
     assert not (tmp_path / "run" / "results.json").exists()
+
+
+def test_a_language_model_run_goes_through_the_same_settings_checks_as_an_encoder_run(
+    tiny_lm, tmp_path, tiny_base, glue_dir
+):
+    bad = ["seed=abc", "optimizer.lr=0", "resume=maybe"]
+    with pytest.raises(RunRefused) as language_model:
+        run_language_model(compose_config(*_overrides(tiny_lm, tmp_path, *bad)))
+    with pytest.raises(RunRefused) as task_model:
+        run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path / "encoder"), *bad))
+    expected = [
+        "seed='abc' must be a whole number from 0 to 4294967295.",
+        "optimizer.lr=0 must be a number above 0, e.g. 2e-5.",
+        "resume='maybe' must be true (continue), false (start afresh) or force (redo a finished run).",
+    ]
+    assert language_model.value.problems == task_model.value.problems == expected
+    assert str(language_model.value).startswith("The run cannot start (nothing was trained or logged):")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("override", "refusal"),
+    [
+        ("deploy.quantize=int8", "deploy.quantize=int8 exports an encoder successor to ONNX; a decoder-LM successor"),
+        ("deploy.onnx=true", "deploy.onnx=true exports an encoder successor to ONNX"),
+        ("theseus.successor.intermediate_size=16", "theseus.successor.intermediate_size=16 narrows encoder successors"),
+        ("evaluation.single_modules=true", "evaluation.single_modules=true scores each Theseus module alone on a task"),
+        ("finetune.epochs=2", "finetune.epochs=2: a decoder-LM run compresses its predecessor as given"),
+    ],
+)
+def test_a_setting_a_language_model_run_does_not_read_is_refused_not_ignored(tiny_lm, tmp_path, override, refusal):
+    with pytest.raises(RunRefused) as refused:
+        run_language_model(compose_config(*_overrides(tiny_lm, tmp_path, override)))
+    (problem,) = refused.value.problems
+    assert problem.startswith(refusal)
 
 
 def test_an_encoder_method_on_a_language_model_is_refused(tiny_lm, tmp_path):

@@ -14,20 +14,19 @@ from hydra.utils import get_class
 from theseus_pl.app.checks import settings as settings_check
 from theseus_pl.app.checks.settings import checked_settings, setting_problems
 from theseus_pl.app.methods import schedules
-from theseus_pl.app.methods.task_model import (
+from theseus_pl.app.methods.language_model import ShortGPT, Streamline
+from theseus_pl.app.methods.method import (
     CompressionMethod,
-    KnowledgeDistillation,
-    LayerDrop,
     Method,
     MethodInputs,
-    PatientDistillation,
-    Theseus,
-    TheseusDistillation,
     TheseusSettings,
-    Transfer,
     bottom_layers,
     method_from_config,
 )
+from theseus_pl.app.methods.task_model import KnowledgeDistillation, LayerDrop, PatientDistillation, Transfer
+from theseus_pl.app.methods.theseus import Theseus, TheseusDistillation
+from theseus_pl.app.methods.truncation import FineTuning
+from theseus_pl.app.results.envelope import LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.results.task_model import LayerCounts
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.core.schedules import CurriculumSchedule
@@ -83,7 +82,7 @@ def test_each_method_config_names_its_class_and_is_called_by_its_file_name(path)
     assert issubclass(get_class(config["_target_"]), CompressionMethod)
     assert config["name"] == path.stem
     given = ["method.successor=/a/run/successor"] if "successor" in config else []  # transfer's required key
-    if getattr(get_class(config["_target_"]), "for_decoders", False):
+    if path.stem.startswith("lm_") or TASK_MODEL not in get_class(config["_target_"]).kinds:
         given.append("+experiment=smollm2_quick")  # a decoder method runs on language-model text
     settings = checked_settings(compose_config(f"method={path.stem}", *given))
     assert settings.problems == [] and isinstance(settings.method, get_class(config["_target_"]))
@@ -92,8 +91,12 @@ def test_each_method_config_names_its_class_and_is_called_by_its_file_name(path)
 def test_what_the_checks_ask_of_a_method_is_a_property_of_its_class():
     for theseus in (Theseus, TheseusDistillation):  # with its predecessor's logits: still Theseus to the checks
         assert theseus.replaces_modules and theseus.takes_successor_settings and theseus.needs_schedule
-    for baseline in (KnowledgeDistillation, PatientDistillation, LayerDrop, Transfer, Truncation):
+    for baseline in (KnowledgeDistillation, PatientDistillation, LayerDrop, Transfer, Truncation, FineTuning):
         assert not (baseline.replaces_modules or baseline.takes_successor_settings or baseline.needs_schedule)
+    # The kinds of run each compresses: one Theseus and one truncation baseline serve both.
+    assert Theseus.kinds == FineTuning.kinds == (TASK_MODEL, LANGUAGE_MODEL)
+    assert TheseusDistillation.kinds == KnowledgeDistillation.kinds == Truncation.kinds == (TASK_MODEL,)
+    assert ShortGPT.kinds == Streamline.kinds == (LANGUAGE_MODEL,)
     assert Transfer(name="transfer", successor="/a/run/successor").models_read() == [
         ("method.successor", "/a/run/successor")
     ]
@@ -113,7 +116,7 @@ def test_what_the_checks_ask_of_a_method_is_a_property_of_its_class():
           "successor": "successor='???' must be the successor folder of another run (<run>/successor)."}),
         (lambda: method_from_config({"_target_": "nowhere.Method", "name": "x"}),
          {"_target_": "_target_='nowhere.Method' must be the dotted path of a method class (a CompressionMethod of "
-                      "theseus_pl.app.methods.task_model): pick a method with method=NAME."}),
+                      "theseus_pl.app.methods.method): pick a method with method=NAME."}),
         (lambda: TheseusSettings(successor_layers=0, init="middle", successor={"importance": "loudest"}),
          {"successor_layers": "successor_layers=0 must be a whole number of layers, at least 1.",
           "init": "init='middle' must be one of bottom, top, every_other, block_influence.",

@@ -4,8 +4,8 @@ import pytest
 from app_runs import compose_config, tiny_run_overrides
 from narrow_models import HIDDEN, narrow_theseus, predecessor
 
+from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.resources import resource_problems
-from theseus_pl.app.checks.run import RunRefused
 from theseus_pl.app.checks.settings import setting_problems
 from theseus_pl.app.results.task_model import ModelShape
 from theseus_pl.app.run.pipeline import run

@@ -12,7 +12,7 @@ import pytest
 from app_runs import compose_config
 from conftest import OWN_LABELS, tiny_model
 
-from theseus_pl.app.checks.run import RunRefused
+from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.run.pipeline import run
 
 # Lightning's and the libraries' notices that a user can do nothing about: the console must not show them.

@@ -9,8 +9,8 @@ import pytest
 from app_runs import compose_config, tiny_run_overrides
 from huggingface_hub import constants
 
+from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.resources import resource_problems
-from theseus_pl.app.checks.run import RunRefused
 from theseus_pl.app.run.pipeline import run
 
 

@@ -6,7 +6,7 @@ from app_runs import compose_config, tiny_run_overrides
 from conftest import tiny_model
 from glue_files import write_tsv
 
-from theseus_pl.app.checks.run import RunRefused
+from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.run.pipeline import run
 
 HEADER = ["index", "sentence1", "sentence2", "label"]

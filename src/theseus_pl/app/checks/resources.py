@@ -17,7 +17,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from theseus_pl.app.config.terms import naming_group
-from theseus_pl.app.methods.task_model import CompressionMethod, method_from_config
+from theseus_pl.app.methods.method import CompressionMethod, method_from_config
 from theseus_pl.app.predecessors.classifier import looks_like_path
 from theseus_pl.core.io import is_pickled
 from theseus_pl.data.datamodule import resolve_source, resolve_task

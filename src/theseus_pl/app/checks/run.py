@@ -19,10 +19,11 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from transformers import AutoConfig, PretrainedConfig
 
+from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.resources import checked_resources
 from theseus_pl.app.checks.settings import RunSettings
 from theseus_pl.app.config.terms import SUCCESSOR_SETTINGS, in_config_terms, naming_group
-from theseus_pl.app.methods.task_model import TheseusSettings
+from theseus_pl.app.methods.method import TheseusSettings
 from theseus_pl.app.predecessors.classifier import check_fits_task
 from theseus_pl.core.replacing import module_sizes
 from theseus_pl.core.settings import positive_int
@@ -31,16 +32,6 @@ from theseus_pl.core.successors.narrow_width import hidden_size_problem
 from theseus_pl.data.datamodule import TextTaskDataModule, resolve_source, resolve_task, sample_rows
 from theseus_pl.data.tasks import TaskSpec
 from theseus_pl.lightning.precision import AUTO, cpu_bf16_problem, resolve_precision, uses_gpu
-
-
-class RunRefused(ValueError):
-    """Every problem found with a run, each naming the option or file and the fix; nothing was started."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__(
-            "The run cannot start (nothing was trained or logged):\n" + "\n".join(f"- {p}" for p in problems)
-        )
 
 
 def checked_datamodule(cfg: DictConfig, settings: RunSettings) -> TextTaskDataModule:

@@ -6,7 +6,9 @@ fields (:class:`~theseus_pl.core.settings.SettingsError`): the method (the class
 library's classes), the deploy stage (``DeploySettings``) and W&B's settings; the run's plain options (seed, data,
 trainer, ...) are :data:`RULES` here, in the same form. :func:`checked_settings` builds them all once per run,
 gathers every problem in the config's terms (a library object's Python names become config keys) and hands the
-built objects on, so the run uses what was checked; ``checks.run`` adds what needs the models and the data.
+built objects on, so the run uses what was checked; ``checks.run`` (task models) and ``checks.language_model`` add
+what needs the models and the data. Both kinds of run go through the same rules; a setting that the run's kind or
+method does not read is refused with the reason, never silently ignored.
 
 Hydra types each override from its text (``optimizer.lr=abc`` is a string, ``theseus.successor_layers=2.5`` a
 float), so a wrong value would otherwise surface as a TypeError deep in training, or worse, run: ``trainer.max_steps=0``
@@ -15,17 +17,19 @@ used to report an untrained successor as "100% retained".
 
 from __future__ import annotations
 
+import importlib.resources
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from theseus_pl.app.config.resolvers import is_language_model_run
 from theseus_pl.app.config.terms import SCHEDULE_SETTINGS, in_config_terms, naming_group
+from theseus_pl.app.methods.method import BLOCK_INFLUENCE, CompressionMethod, TheseusSettings, method_from_config
 from theseus_pl.app.methods.schedules import build_schedule
-from theseus_pl.app.methods.task_model import BLOCK_INFLUENCE, CompressionMethod, TheseusSettings, method_from_config
+from theseus_pl.app.results.envelope import LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.tracking.loggers import wandb_setting_problems
 from theseus_pl.core.schedules import ReplacementSchedule
 from theseus_pl.core.settings import (
@@ -152,14 +156,39 @@ def _interpolated_from(node: DictConfig, name: str) -> str | None:
 
 
 def _method_problems(cfg: DictConfig, method: CompressionMethod, theseus: TheseusSettings) -> list[str]:
-    """Options that only some methods take, set for a method that does not; a decoder-LM method on a task."""
-    if is_language_model_run(cfg):
-        return []  # a decoder-LM run checks its method itself (run.language_model), naming the methods it takes
-    if getattr(method, "for_decoders", False):
-        return [
-            f"method={method.name} compresses decoder language models; on a classification or regression task use an "
-            "encoder method such as theseus, fine_tuning or kd (a language-model run: +experiment=smollm2_quick)."
+    """Options that only some methods or one kind of run read, set where they would be ignored: each refused with
+    why, never silently dropped."""
+    kind = LANGUAGE_MODEL if is_language_model_run(cfg) else TASK_MODEL
+    if kind not in method.kinds:
+        return [_wrong_kind(method, kind)]
+    if kind == LANGUAGE_MODEL:
+        return _language_model_problems(cfg, theseus)
+    problems = _task_problems(cfg, theseus)
+    if cfg.evaluation.single_modules and not method.replaces_modules:
+        problems.append("evaluation.single_modules=true scores Theseus modules: it needs method=theseus.")
+    if not method.takes_successor_settings:
+        problems += [
+            f"theseus.successor.{name}={width} shapes Theseus successors; method={method.name} builds its student "
+            "from whole predecessor layers (depth only). Leave it null."
+            for name, width in theseus.widths.items()
         ]
+    return problems
+
+
+def _wrong_kind(method: CompressionMethod, kind: str) -> str:
+    if kind == LANGUAGE_MODEL:
+        return (
+            f"method={method.name} compresses encoders; on a language model use one of lm_theseus, shortgpt, "
+            "shortgpt_healed, lm_truncation, streamline."
+        )
+    return (
+        f"method={method.name} compresses decoder language models; on a classification or regression task use an "
+        "encoder method such as theseus, fine_tuning or kd (a language-model run: +experiment=smollm2_quick)."
+    )
+
+
+def _task_problems(cfg: DictConfig, theseus: TheseusSettings) -> list[str]:
+    """Settings a task-model run does not read."""
     problems = []
     if theseus.init == BLOCK_INFLUENCE:
         problems.append(
@@ -171,12 +200,51 @@ def _method_problems(cfg: DictConfig, method: CompressionMethod, theseus: Theseu
             f"evaluation.zero_shot_glue_dir={cfg.evaluation.zero_shot_glue_dir} scores a decoder LM zero-shot on "
             "SST-2; an encoder run is scored on its own task. Leave it null."
         )
-    if cfg.evaluation.single_modules and not method.replaces_modules:
-        problems.append("evaluation.single_modules=true scores Theseus modules: it needs method=theseus.")
-    if not method.takes_successor_settings:
-        problems += [
-            f"theseus.successor.{name}={width} shapes Theseus successors; method={method.name} builds its student "
-            "from whole predecessor layers (depth only). Leave it null."
-            for name, width in theseus.widths.items()
-        ]
     return problems
+
+
+def _language_model_problems(cfg: DictConfig, theseus: TheseusSettings) -> list[str]:
+    """Settings a language-model run does not read (yet), or cannot honour."""
+    problems = []
+    if cfg.evaluation.single_modules:
+        problems.append(
+            "evaluation.single_modules=true scores each Theseus module alone on a task; a decoder-LM run is scored on "
+            "held-out windows. Leave it false."
+        )
+    problems += [
+        f"theseus.successor.{name}={width} narrows encoder successors; a decoder-LM successor is made of whole "
+        "copied layers (depth only). Leave it null."
+        for name, width in theseus.widths.items()
+    ]
+    if wanted(cfg.deploy):
+        asked = ", ".join(f"deploy.{key}={str(cfg.deploy[key]).lower()}" for key in ("onnx", "quantize")
+                          if cfg.deploy.get(key))  # fmt: skip
+        problems.append(
+            f"{asked} exports an encoder successor to ONNX; a decoder-LM successor is written as a transformers folder "
+            "(successor/) and not exported further yet. Leave deploy.onnx=false and deploy.quantize=null."
+        )
+    changed = _changed_from_defaults(cfg, "finetune")
+    if changed:
+        problems.append(
+            f"{', '.join(changed)}: a decoder-LM run compresses its predecessor as given (model.gguf, model.base or "
+            "model.predecessor) and fine-tunes nothing first. Leave the finetune group at its defaults."
+        )
+    devices = cfg.trainer.get("devices", 1)
+    if devices not in (1, "1") and not (isinstance(devices, list | ListConfig) and len(devices) == 1):
+        problems.append(f"trainer.devices={devices}: decoder-LM runs train on one device; give trainer.devices=1.")
+    return problems
+
+
+def _changed_from_defaults(cfg: DictConfig, group: str) -> list[str]:
+    """``group.key=value`` for each key of the group that differs from the group's one shipped config
+    (``conf/<group>/<name>.yaml``): what a user set on the command line or in an experiment."""
+    folder = importlib.resources.files("theseus_pl.conf") / group
+    shipped = [entry for entry in folder.iterdir() if entry.name.endswith(".yaml")]
+    if len(shipped) != 1:
+        return []
+    defaults = OmegaConf.create(shipped[0].read_text())
+    return [
+        f"{group}.{key}={value}"
+        for key, value in OmegaConf.to_container(cfg[group], resolve=True).items()
+        if key in defaults and defaults[key] != value
+    ]

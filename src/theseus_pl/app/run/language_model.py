@@ -20,13 +20,13 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.loggers import Logger
-from omegaconf import DictConfig, ListConfig, OmegaConf
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from omegaconf import DictConfig, OmegaConf
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from theseus_pl.app.checks.run import RunRefused
-from theseus_pl.app.methods.language_model import DecoderMethod, LanguageModelInputs
-from theseus_pl.app.methods.schedules import build_schedule
-from theseus_pl.app.methods.task_model import Method, method_from_config
+from theseus_pl.app.checks.language_model import language_model_problems
+from theseus_pl.app.checks.refused import RunRefused
+from theseus_pl.app.checks.settings import checked_settings
+from theseus_pl.app.methods.method import MethodInputs
 from theseus_pl.app.predecessors.gguf import converted_gguf
 from theseus_pl.app.results.envelope import write_results
 from theseus_pl.app.results.language_model import (
@@ -40,10 +40,8 @@ from theseus_pl.app.run.pipeline import evaluation_settings, finished_run, resum
 from theseus_pl.app.tracking.loggers import build_loggers, log_summary_row
 from theseus_pl.app.tracking.run_identity import run_identity
 from theseus_pl.app.tracking.wandb_run import finish, publish_language_model, run_link, wandb_run
-from theseus_pl.core.decoders import is_decoder
-from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.timing import generation_speed
-from theseus_pl.data.language_modeling import IGNORED, LanguageModelingDataModule, collate_windows, window_problem
+from theseus_pl.data.language_modeling import IGNORED, LanguageModelingDataModule, collate_windows
 from theseus_pl.data.sources import GlueDirSource
 from theseus_pl.data.tasks import glue_task
 from theseus_pl.data.text_corpus import ConventionSpeeches, HubText, TextFiles, TextSource
@@ -62,13 +60,18 @@ def run_language_model(cfg: DictConfig) -> LanguageModelResults:
     started = time.perf_counter()
     output_dir = Path(cfg.paths.output_dir)
     cache_dir = Path(cfg.paths.cache_dir)
-    method = _checked_method(cfg)
-    finished = finished_run(output_dir, cfg.resume, read_run)
+    settings = checked_settings(cfg)  # the same rules as every run's, and what a language model does not read
+    finished = None if settings.problems else finished_run(output_dir, cfg.resume, read_run)
     if finished is not None:
         return finished
-    predecessor_dir, origin = _predecessor_folder(cfg.model, cache_dir)
+    try:
+        predecessor_dir, origin = _predecessor_folder(cfg.model, cache_dir)
+    except RunRefused as refused:
+        raise RunRefused(settings.problems + refused.problems) from None
     tokenizer = AutoTokenizer.from_pretrained(predecessor_dir)
-    _refuse(_problems(cfg, predecessor_dir, tokenizer))
+    problems = settings.problems + language_model_problems(cfg, predecessor_dir, tokenizer)
+    if problems:
+        raise RunRefused(problems)
     output_dir.mkdir(parents=True, exist_ok=True)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -79,12 +82,11 @@ def run_language_model(cfg: DictConfig) -> LanguageModelResults:
     log.info("Training in %s: %s.", hardware.precision, hardware.precision_reason)
     evaluation = evaluation_settings(cfg.trainer, hardware.precision)
     optimizer = OmegaConf.to_container(cfg.optimizer, resolve=True)
-    schedule = build_schedule(**OmegaConf.to_container(cfg.replacement, resolve=True))
-    inputs = LanguageModelInputs(
-        predecessor_dir, cfg.theseus.successor_layers, optimizer, schedule, cfg.replacement.kind, cfg.seed,
-        lambda: _calibration(datamodule), cfg.theseus.init, cfg.theseus.get("layers_path"),
+    inputs = MethodInputs(
+        predecessor_dir, None, settings.theseus, optimizer, settings.schedule, cfg.replacement.kind, cfg.seed,
+        lambda: _calibration(datamodule),
     )  # fmt: skip
-    built = method.build(inputs)
+    built = settings.method.build(inputs)
     identity = run_identity(cfg, "language_model", built.name)
     logged = {**OmegaConf.to_container(cfg, resolve=True), "hardware": asdict(hardware)}
     resume_from, resume_step = resume_point(output_dir, cfg.resume)
@@ -92,7 +94,7 @@ def run_language_model(cfg: DictConfig) -> LanguageModelResults:
     experiment = wandb_run(loggers)  # the W&B run, as Lightning calls it; None without W&B
     try:
         steps, resumed_from = 0, None
-        if isinstance(built, Method):  # the last step's model is the one scored: no choice on the held-out windows
+        if built.module is not None:  # the last step's model is the one scored: no choice on the held-out windows
             trainer, resumed_from = train(cfg, built, datamodule, loggers, resume_from, hardware.precision)
             steps = trainer.global_step
         successor_dir = output_dir / "successor"
@@ -163,58 +165,6 @@ def _predecessor_folder(model: DictConfig, cache_dir: Path) -> tuple[str, str]:
     if model.get("base"):
         return str(model.base), "given"
     raise RunRefused(["model: give model.gguf (a GGUF file), model.base or model.predecessor (a causal LM)."])
-
-
-def _checked_method(cfg: DictConfig) -> DecoderMethod:
-    method = method_from_config(OmegaConf.to_container(cfg.method, resolve=True))
-    if not getattr(method, "for_decoders", False):
-        raise RunRefused([
-            f"method={cfg.method.name} compresses encoders; on a language model use one of lm_theseus, shortgpt, "
-            "shortgpt_healed, lm_truncation, streamline."
-        ])  # fmt: skip
-    return method  # type: ignore[return-value]
-
-
-def _problems(cfg: DictConfig, predecessor_dir: str, tokenizer: PreTrainedTokenizerBase) -> list[str]:
-    """Every reason the run cannot work, before any compute."""
-    problems = []
-    config = AutoConfig.from_pretrained(predecessor_dir)
-    with torch.device("meta"):  # the model's structure, without its weights
-        model = AutoModelForCausalLM.from_config(config)
-    if not is_decoder(model):
-        problems.append(f"model: {predecessor_dir} is not a causal language model of a known decoder family.")
-    else:
-        try:
-            layers = len(find_layer_stack(model, cfg.theseus.get("layers_path")).layers)
-        except ValueError as error:
-            problems.append(f"theseus.layers_path: {error}")
-        else:
-            if not 1 <= cfg.theseus.successor_layers < layers:
-                problems.append(
-                    f"theseus.successor_layers={cfg.theseus.successor_layers} must be between 1 and {layers - 1} (the "
-                    f"predecessor has {layers} layers)."
-                )
-    problem = window_problem(cfg.data.window, getattr(config, "max_position_embeddings", None))
-    if problem:
-        problems.append(problem)
-    if tokenizer.eos_token_id is None:
-        problems.append("The tokenizer has no end-of-text token (eos_token) to put between documents.")
-    devices = cfg.trainer.get("devices", 1)
-    if devices not in (1, "1") and not (isinstance(devices, list | ListConfig) and len(devices) == 1):
-        problems.append(f"trainer.devices={devices}: decoder-LM runs train on one device; give trainer.devices=1.")
-    if cfg.evaluation.get("zero_shot_glue_dir"):
-        try:
-            GlueDirSource(cfg.evaluation.zero_shot_glue_dir).path(glue_task("SST-2"), "validation")
-        except FileNotFoundError as error:
-            problems.append(f"evaluation.zero_shot_glue_dir: {error}")
-    if getattr(config, "use_cache", False) and cfg.model.get("use_cache") is True:
-        problems.append("model.use_cache=true: training runs without the KV cache; leave it out.")
-    return problems
-
-
-def _refuse(problems: list[str]) -> None:
-    if problems:
-        raise RunRefused(problems)
 
 
 def text_source(data: DictConfig) -> TextSource:

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from theseus_pl.app.checks.run import checked_datamodule
 from theseus_pl.app.checks.settings import checked_settings
-from theseus_pl.app.methods.task_model import Method, MethodInputs
+from theseus_pl.app.methods.method import Method, MethodInputs
 from theseus_pl.app.predecessors.classifier import Predecessor, load_classifier, looks_like_path, prepare_predecessor
 from theseus_pl.app.results.envelope import Hardware, write_results
 from theseus_pl.app.results.reading import read_results

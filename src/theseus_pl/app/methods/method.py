@@ -1,0 +1,257 @@
+"""What a compression method is, and what it is built from, for both kinds of run.
+
+A method is one class: a frozen dataclass of its own settings (the keys of its ``conf/method/<name>.yaml``), which
+names it by ``_target_``; ``method=<name>`` picks it, so a new method is one class (anywhere importable) and one
+config file, and nothing else lists the methods. Its settings check themselves when it is built from the config
+(:func:`method_from_config`), and what the checks before a run ask of a method are its class attributes: the kinds
+of run it compresses, does it replace predecessor modules (Theseus: single-module scores), take the
+``theseus.successor.*`` settings, need the replacement schedule, read other models. :meth:`CompressionMethod.build`
+gives the run a LightningModule (none for a method that does not train), the callbacks it needs, and a way to get the
+compact successor once training is over; everything around it (predecessor, data, evaluation, export, results) is
+the run's, so every method of a kind writes the same ``results.json``.
+
+The kind of run reaches a method through its :class:`MethodInputs`: a task model's inputs name its task (the head,
+the loss and the metrics), a language model's none; the same Theseus and the same truncation baseline serve both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import lightning.pytorch as pl
+import torch
+from hydra.utils import get_class, get_method
+from transformers import AutoModelForCausalLM, PreTrainedModel
+
+from theseus_pl.app.config.terms import SUCCESSOR_SETTINGS, in_config_terms
+from theseus_pl.app.predecessors.classifier import load_classifier
+from theseus_pl.app.results.envelope import LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.core.families import find_layer_stack
+from theseus_pl.core.layer_removal import keep_layers, layers_kept_by_influence
+from theseus_pl.core.replacing import SuccessorInit, TheseusModel
+from theseus_pl.core.schedules import ReplacementSchedule
+from theseus_pl.core.settings import (
+    Rule,
+    SettingsError,
+    boolean,
+    check_fields,
+    one_of,
+    optional_positive_int,
+    positive_int,
+)
+from theseus_pl.core.successors import Importance, SuccessorFactory
+from theseus_pl.core.successors import successor_factory as core_successor_factory
+from theseus_pl.data.tasks import TaskSpec
+from theseus_pl.lightning.lm_metrics import LanguageModelMetrics
+from theseus_pl.lightning.metrics import TaskMetrics
+
+DEFAULT_SUCCESSOR = "theseus_pl.core.successors.copied_layer"
+LR_SCHEDULES = ("one_decay", "per_phase")  # see conf/theseus/default.yaml
+
+
+def importable(value: Any) -> bool:
+    """A dotted path Hydra can resolve to a callable (it imports the module)."""
+    try:
+        return isinstance(value, str) and callable(get_method(value))
+    except Exception:  # whatever importing the named module raises
+        return False
+
+
+# theseus.init: the core's choices within an even split, and one measured on data (decoder LMs only).
+BLOCK_INFLUENCE = "block_influence"
+INITS = (*(init.value for init in SuccessorInit), BLOCK_INFLUENCE)
+
+
+@dataclass(frozen=True)
+class TheseusSettings:
+    """The ``theseus`` group: the successor's depth and the layers it starts from (every method's student), and
+    how Theseus builds its successor modules (``successor``: the factory's ``_target_`` and its settings) and trains
+    them. Checked when built; a :class:`~theseus_pl.core.settings.SettingsError` names each field
+    (``successor.intermediate_size``) for the app to name as ``theseus.*``."""
+
+    successor_layers: int
+    init: str = SuccessorInit.BOTTOM.value
+    layers_path: str | None = None
+    successor: Mapping[str, Any] = field(default_factory=dict)
+    finetune_shared: bool = False
+    lr_schedule: str = LR_SCHEDULES[0]
+
+    RULES: ClassVar[dict[str, Rule]] = {
+        "successor_layers": Rule(positive_int, "a whole number of layers, at least 1"),
+        "init": Rule(one_of(INITS), "one of " + ", ".join(INITS)),
+        "finetune_shared": Rule(boolean, "true or false"),
+        "lr_schedule": Rule(one_of(LR_SCHEDULES), "one of " + ", ".join(LR_SCHEDULES)),
+        "successor._target_": Rule(importable, "the dotted path of an importable successor factory"),
+        "successor.intermediate_size": Rule(optional_positive_int, "null (the predecessor's) or a whole number of "
+                                            "feed-forward neurons, at least 1"),
+        "successor.hidden_size": Rule(optional_positive_int, "null (the predecessor's) or a whole number of hidden "
+                                      "dimensions, at least 1"),
+        "successor.importance": Rule(one_of(i.value for i in Importance),
+                                     "one of " + ", ".join(i.value for i in Importance)),
+    }  # fmt: skip
+
+    def __post_init__(self) -> None:
+        successor = {f"successor.{key}": value for key, value in (self.successor or {}).items()}
+        check_fields({**vars(self), **successor}, self.RULES)
+
+    @property
+    def widths(self) -> dict[str, int]:
+        """The narrower widths the successor settings ask for (``intermediate_size``, ``hidden_size``), if any."""
+        names = ("intermediate_size", "hidden_size")
+        successor = self.successor or {}
+        return {name: successor[name] for name in names if successor.get(name) is not None}
+
+
+@dataclass
+class Method:
+    """A method built for a run: what the Trainer fits, and the compact successor once it has."""
+
+    name: str  # results.json's method: the config's method.name, and the schedule for Theseus (theseus_curriculum)
+    module: pl.LightningModule | None  # what the Trainer fits; None for a method that does not train (ShortGPT)
+    successor: Callable[[], PreTrainedModel]  # the compact model, called after the best weights are loaded
+    callbacks: list[pl.Callback] = field(default_factory=list)
+    schedule: ReplacementSchedule | None = None  # the replacement schedule it trains by, if any
+
+
+@dataclass(frozen=True)
+class MethodInputs:
+    """What every method is built from, besides its own settings. ``task`` says the kind of run: a task model's
+    (the task its head, loss and metrics are for) or, None, a language model's (next-token loss and perplexity)."""
+
+    predecessor_dir: str  # the model compressed: a fine-tuned classifier, or a causal LM
+    task: TaskSpec | None
+    theseus: TheseusSettings
+    optimizer: dict[str, Any]  # the optimizer group, resolved: the LightningModule's lr, weight_decay, warmup_ratio
+    schedule: ReplacementSchedule
+    replacement: str  # the schedule's config name (replacement.kind)
+    seed: int
+    calibration: Callable[[], Iterable[Mapping[str, torch.Tensor]]] | None = None  # a few training batches
+
+    @property
+    def kind(self) -> str:
+        return TASK_MODEL if self.task is not None else LANGUAGE_MODEL
+
+    def metrics(self) -> TaskMetrics | LanguageModelMetrics:
+        return TaskMetrics.for_task(self.task) if self.task is not None else LanguageModelMetrics()
+
+    def predecessor(self) -> PreTrainedModel:
+        if self.task is not None:
+            return load_classifier(self.predecessor_dir, self.task)
+        return AutoModelForCausalLM.from_pretrained(self.predecessor_dir).eval()
+
+    def kept_by_influence(self, predecessor: PreTrainedModel) -> list[int]:
+        """The ``successor_layers`` layers ShortGPT keeps, measured on the calibration batches."""
+        calibration = self.calibration() if self.calibration else []
+        return layers_kept_by_influence(predecessor, calibration, self.theseus.successor_layers, self.layers_path)
+
+    def successor_sources(self, predecessor: PreTrainedModel) -> str | list[int]:
+        """Where Theseus's successors start: ``theseus.init``, or for ``block_influence`` the layers ShortGPT keeps."""
+        init = self.theseus.init
+        return self.kept_by_influence(predecessor) if init == BLOCK_INFLUENCE else init
+
+    def truncated(self, predecessor: PreTrainedModel) -> PreTrainedModel:
+        """The predecessor's bottom ``successor_layers`` layers with its embeddings and head: the truncation
+        baseline's student. A task model trains every parameter of it (the paper's "Fine-tuning"); a language model
+        only its decoder layers, embeddings, final norm and head staying the predecessor's as Theseus keeps them."""
+        if self.task is not None:
+            return bottom_layers(predecessor, self.theseus.successor_layers, self.layers_path)
+        kept = keep_layers(predecessor, list(range(self.theseus.successor_layers)), self.layers_path)
+        return layers_only(kept, self.layers_path)
+
+    @property
+    def layers_path(self) -> str | None:
+        return self.theseus.layers_path
+
+
+@dataclass(frozen=True)
+class CompressionMethod:
+    """A way to train the successor: its settings are the method group's keys (``name`` is what results call
+    it); :meth:`build` makes what the Trainer fits. Subclasses state their settings' rules in ``RULES`` (by field
+    name: the app names them ``method.<field>``)."""
+
+    name: str
+
+    RULES: ClassVar[dict[str, Rule]] = {}
+    kinds: ClassVar[tuple[str, ...]] = (TASK_MODEL,)  # the kinds of run it compresses
+    replaces_modules: ClassVar[bool] = False  # trains successor modules in place of the predecessor's (Theseus)
+    takes_successor_settings: ClassVar[bool] = False  # builds successors by theseus.successor.* (widths, factory)
+    needs_schedule: ClassVar[bool] = False  # trains by the replacement schedule: its phase 2 must fit in the run
+
+    def __post_init__(self) -> None:
+        rules = {"name": Rule(lambda v: isinstance(v, str) and v != "", "the method's name, as results call it")}
+        check_fields(vars(self), {**rules, **self.RULES})
+
+    def models_read(self) -> list[tuple[str, str]]:
+        """(config key, folder or hub id) of each model this method reads besides the predecessor."""
+        return []
+
+    def build(self, inputs: MethodInputs) -> Method:
+        raise NotImplementedError
+
+
+def method_from_config(settings: Mapping[str, Any]) -> CompressionMethod:
+    """The method the ``method`` group names by ``_target_``, built from the group's other keys (resolved): a
+    :class:`~theseus_pl.core.settings.SettingsError` names its fields, a TypeError an unknown or missing key."""
+    settings = dict(settings)
+    target = settings.pop("_target_", None)
+    try:
+        cls = get_class(target) if isinstance(target, str) else None
+    except Exception:  # whatever importing the named module raises
+        cls = None
+    if cls is None or not issubclass(cls, CompressionMethod):
+        raise SettingsError({"_target_": (
+            f"_target_={target!r} must be the dotted path of a method class (a CompressionMethod of "
+            "theseus_pl.app.methods.method): pick a method with method=NAME."
+        )})  # fmt: skip
+    return cls(**settings)
+
+
+def bottom_layers(predecessor: PreTrainedModel, layers: int, layers_path: str | None) -> PreTrainedModel:
+    """The predecessor cut to its bottom ``layers`` layers, embeddings and head kept: the baselines' student."""
+    return TheseusModel(predecessor, layers, "bottom", layers_path).to_compact_model()
+
+
+def successor_factory(
+    settings: dict[str, Any],
+    predecessor: PreTrainedModel | None = None,
+    calibration: Callable[[], Iterable[Mapping[str, torch.Tensor]]] | None = None,
+    layers_path: str | None = None,
+) -> SuccessorFactory:
+    """``theseus.successor`` as the factory it names (``_target_``, default the copied layer) with its other keys
+    bound by the library's :func:`~theseus_pl.core.successors.successor_factory`, which measures on the
+    ``calibration`` batches what the settings need; its errors are reworded with the config's keys."""
+    settings = dict(settings)
+    target = settings.pop("_target_", DEFAULT_SUCCESSOR)
+    try:
+        factory = get_method(target)
+    except Exception as error:  # whatever importing the named module raises
+        raise ValueError(
+            f"theseus.successor._target_={target!r} cannot be used as a successor factory: {error}"
+        ) from error
+
+    def batches() -> Iterator[Mapping[str, torch.Tensor]]:  # read only if the settings need measuring
+        yield from calibration()
+
+    with successor_settings_named_by_config():
+        return core_successor_factory(
+            predecessor, batches() if calibration else None, factory=factory, layers_path=layers_path, **settings
+        )
+
+
+def layers_only(model: PreTrainedModel, layers_path: str | None) -> PreTrainedModel:
+    """``model`` with only its layer stack trainable: embeddings, final norm and head stay as they are."""
+    model.requires_grad_(False)
+    find_layer_stack(model, layers_path).layers.requires_grad_(True)
+    return model
+
+
+@contextmanager
+def successor_settings_named_by_config() -> Iterator[None]:
+    """The library's errors about successor settings, reworded with the ``theseus.successor.*`` keys."""
+    try:
+        yield
+    except ValueError as error:
+        raise ValueError(in_config_terms(str(error), "theseus.successor", SUCCESSOR_SETTINGS)) from error

@@ -1,0 +1,66 @@
+"""Progressive module replacing, the paper's method, for both kinds of run; and Theseus with its predecessor's
+soft targets (task models only)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from theseus_pl.app.methods.method import (
+    CompressionMethod,
+    Method,
+    MethodInputs,
+    successor_factory,
+    successor_settings_named_by_config,
+)
+from theseus_pl.app.results.envelope import LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.core.replacing import TheseusModel
+from theseus_pl.core.settings import Rule
+from theseus_pl.lightning.callbacks import replacement_callbacks
+from theseus_pl.lightning.distillation import SOFT_TARGET_RULES
+from theseus_pl.lightning.modules import TheseusModule
+
+
+@dataclass(frozen=True)
+class Theseus(CompressionMethod):
+    """Progressive module replacing (the paper's method): each predecessor module is replaced by its successor
+    module with the schedule's rate, then the successor is fine-tuned alone."""
+
+    kinds: ClassVar[tuple[str, ...]] = (TASK_MODEL, LANGUAGE_MODEL)
+    replaces_modules: ClassVar[bool] = True
+    takes_successor_settings: ClassVar[bool] = True
+    needs_schedule: ClassVar[bool] = True
+
+    def build(self, inputs: MethodInputs) -> Method:
+        predecessor, settings, schedule = inputs.predecessor(), inputs.theseus, inputs.schedule
+        sources = inputs.successor_sources(predecessor)
+        factory = successor_factory(settings.successor or {}, predecessor, inputs.calibration, settings.layers_path)
+        with successor_settings_named_by_config():
+            model = TheseusModel(predecessor, settings.successor_layers, sources, settings.layers_path, factory)
+        switch = schedule.switch_step
+        module = TheseusModule(
+            model, inputs.metrics(), seed=inputs.seed, **inputs.optimizer, **self.soft_targets(),
+            shared_trainable_from=switch if settings.finetune_shared else None,
+            lr_restart_step=switch if settings.lr_schedule == "per_phase" else None,
+        )  # fmt: skip
+        name = f"{self.name}_{inputs.replacement}"
+        return Method(name, module, model.to_compact_model, replacement_callbacks(schedule), schedule)
+
+    def soft_targets(self) -> dict[str, float]:
+        """How much the predecessor's soft targets weigh in the loss (the paper's Theseus: not at all)."""
+        return {}
+
+
+@dataclass(frozen=True)
+class TheseusDistillation(Theseus):
+    """Theseus with its predecessor's logits (beyond the paper): ``alpha · KD(T) + (1 - alpha) · task loss`` on
+    the mixed model, the soft targets computed once per training row by the frozen predecessor inside it."""
+
+    alpha: float
+    temperature: float
+
+    RULES: ClassVar[dict[str, Rule]] = SOFT_TARGET_RULES
+    kinds: ClassVar[tuple[str, ...]] = (TASK_MODEL,)
+
+    def soft_targets(self) -> dict[str, float]:
+        return {"alpha": self.alpha, "temperature": self.temperature}
