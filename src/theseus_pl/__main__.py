@@ -1,4 +1,5 @@
-"""``python -m theseus_pl +experiment=rte_curriculum [overrides]``: compress a fine-tuned encoder end to end."""
+"""``python -m theseus_pl +experiment=rte_curriculum [overrides]``: compress a fine-tuned model end to end (an encoder
+on a task, or a decoder LM on text: ``+experiment=smollm2_quick``)."""
 
 from __future__ import annotations
 
@@ -29,12 +30,9 @@ def main(cfg: DictConfig) -> float | None:
     """Run the pipeline and print the headline; the return value serves sweepers. A refused run prints its problems
     alone, leaves no run folder behind and exits with status 2."""
     from theseus_pl.app.checks.refused import RunRefused
-    from theseus_pl.app.config.resolvers import is_language_model_run
-    from theseus_pl.app.run.language_model import run_language_model
     from theseus_pl.app.run.pipeline import (
         run,  # torch, Lightning, transformers: not needed to refuse a bad command line
     )
-    from theseus_pl.app.ship.model_card import widths_clause
     from theseus_pl.app.tracking.console import configure_console
     from theseus_pl.lightning.quiet import verbose
 
@@ -42,35 +40,19 @@ def main(cfg: DictConfig) -> float | None:
     log.debug("Composed config:\n%s", OmegaConf.to_yaml(cfg, resolve=True))
     output_dir = Path(cfg.paths.output_dir)
     fresh = _only_hydra_files(output_dir)  # made by Hydra for this job, not a folder resumed into
-    language_model = is_language_model_run(cfg)
     try:
-        results = run_language_model(cfg) if language_model else run(cfg)
+        results = run(cfg)
     except RunRefused as refused:  # refused before the run writes anything
         if fresh:
             _remove_run_folder(output_dir)
         print(refused, file=sys.stderr)
         raise SystemExit(2) from None
-    if language_model:
-        log.info(
-            "%s: held-out perplexity %.2f (predecessor) -> %.2f (successor), KL %.3f, agreement %.1f%%, "
-            "%d -> %d layers; results in %s", results.method, results.predecessor.perplexity,
-            results.successor.perplexity, results.successor.kl, 100 * results.successor.agreement,
-            results.predecessor.layers, results.successor.layers, cfg.paths.output_dir,
-        )  # fmt: skip
-        return results.successor.perplexity
     if results is None:  # a DDP rank other than 0: rank 0 reports
         return None
-    retained = "n/a" if results.retained is None else f"{100 * results.retained:.1f}%"
-    speedup = "n/a" if results.speedup is None else f"{results.speedup:.2f}x"
-    log.info(
-        "%s: predecessor %.2f, successor %.2f (%s retained), %d -> %d layers%s, %s faster; results in %s",
-        results.task, results.predecessor.score, results.successor.score, retained,
-        results.layers.predecessor, results.layers.successor, widths_clause(results), speedup,
-        cfg.paths.output_dir,
-    )  # fmt: skip
+    log.info("%s; results in %s", results.headline(), cfg.paths.output_dir)
     for step, error in results.failed_steps.items():
         log.warning("Step %r did not complete: %s", step, error)
-    return results.successor.score
+    return results.objective()
 
 
 def _only_hydra_files(folder: Path) -> bool:

@@ -20,7 +20,8 @@ from theseus_pl.app.config.resolvers import is_language_model_run
 from theseus_pl.app.methods.schedules import build_schedule
 from theseus_pl.app.results.reading import read_results
 from theseus_pl.app.run.language_model import text_source
-from theseus_pl.app.run.pipeline import run, run_hardware
+from theseus_pl.app.run.pipeline import run
+from theseus_pl.app.run.stages import run_hardware
 from theseus_pl.data.tasks import glue_task
 
 CONF = Path(__file__).parents[2] / "conf"

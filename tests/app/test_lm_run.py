@@ -11,7 +11,7 @@ from transformers import AutoModelForCausalLM
 from wandb_records import read_offline_run
 
 from theseus_pl.app.checks.refused import RunRefused
-from theseus_pl.app.run.language_model import run_language_model, text_source
+from theseus_pl.app.run.language_model import text_source
 from theseus_pl.app.run.pipeline import run
 
 
@@ -46,7 +46,7 @@ def _overrides(tiny_lm, tmp_path, *more: str) -> list[str]:
 )  # fmt: skip
 def test_each_method_runs_end_to_end_and_exports_a_plain_causal_lm(tiny_lm, tmp_path, method, trains):
     cfg = compose_config(*_overrides(tiny_lm, tmp_path, f"method={method}"))
-    results = run_language_model(cfg)
+    results = run(cfg)
     written = json.loads((tmp_path / "run" / "results.json").read_text())
     assert written["kind"] == "language_model"
     assert written["successor"]["layers"] == 2 and written["predecessor"]["layers"] == 4
@@ -66,7 +66,7 @@ def test_each_method_runs_end_to_end_and_exports_a_plain_causal_lm(tiny_lm, tmp_
 def test_the_seed_varies_the_training_order_not_the_held_out_windows(tiny_lm, tmp_path):
     records = []
     for seed in (1, 2):
-        run_language_model(compose_config(*_overrides(tiny_lm, tmp_path, "method=lm_truncation", f"seed={seed}",
+        run(compose_config(*_overrides(tiny_lm, tmp_path, "method=lm_truncation", f"seed={seed}",
                                                       f"paths.output_dir={tmp_path / str(seed)}")))  # fmt: skip
         records.append(json.loads((tmp_path / str(seed) / "results.json").read_text()))
     assert records[0]["data"] == records[1]["data"]
@@ -78,7 +78,7 @@ def test_a_run_names_every_problem_before_any_compute(tiny_lm, tmp_path):
     cfg = compose_config(*_overrides(tiny_lm, tmp_path, "data.window=128", "theseus.successor_layers=4",
                                      "trainer.devices=2"))  # fmt: skip
     with pytest.raises(RunRefused) as refused:
-        run_language_model(cfg)
+        run(cfg)
     problems = refused.value.problems
     assert any("data.window=128 is longer than the model's 64 positions" in p for p in problems)
     assert any("theseus.successor_layers=4 must be between 1 and 3" in p for p in problems)
@@ -91,7 +91,7 @@ def test_a_language_model_run_goes_through_the_same_settings_checks_as_an_encode
 ):
     bad = ["seed=abc", "optimizer.lr=0", "resume=maybe"]
     with pytest.raises(RunRefused) as language_model:
-        run_language_model(compose_config(*_overrides(tiny_lm, tmp_path, *bad)))
+        run(compose_config(*_overrides(tiny_lm, tmp_path, *bad)))
     with pytest.raises(RunRefused) as task_model:
         run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path / "encoder"), *bad))
     expected = [
@@ -116,14 +116,14 @@ def test_a_language_model_run_goes_through_the_same_settings_checks_as_an_encode
 )
 def test_a_setting_a_language_model_run_does_not_read_is_refused_not_ignored(tiny_lm, tmp_path, override, refusal):
     with pytest.raises(RunRefused) as refused:
-        run_language_model(compose_config(*_overrides(tiny_lm, tmp_path, override)))
+        run(compose_config(*_overrides(tiny_lm, tmp_path, override)))
     (problem,) = refused.value.problems
     assert problem.startswith(refusal)
 
 
 def test_an_encoder_method_on_a_language_model_is_refused(tiny_lm, tmp_path):
     with pytest.raises(RunRefused, match=r"method=kd compresses encoders; .*lm_theseus"):
-        run_language_model(compose_config(*_overrides(tiny_lm, tmp_path, "method=kd")))
+        run(compose_config(*_overrides(tiny_lm, tmp_path, "method=kd")))
 
 
 def test_zero_shot_sst2_is_scored_for_both_models_when_a_glue_folder_is_given(tiny_lm, tmp_path):
@@ -134,7 +134,7 @@ def test_zero_shot_sst2_is_scored_for_both_models_when_a_glue_folder_is_given(ti
     rows = [["the economy", "1"], ["jobs", "0"], ["the nation is new", "1"], ["not the work", "0"], ["school", "1"]]
     write_tsv(tmp_path / "glue" / "SST-2" / "dev.tsv", [["sentence", "label"], *rows])
     overrides = _overrides(tiny_lm, tmp_path, "method=shortgpt", f"evaluation.zero_shot_glue_dir={tmp_path / 'glue'}")
-    run_language_model(compose_config(*overrides))
+    run(compose_config(*overrides))
     written = json.loads((tmp_path / "run" / "results.json").read_text())
     for side in ("predecessor", "successor"):
         correct = written[side]["zero_shot_sst2"] * len(rows)
@@ -144,14 +144,14 @@ def test_zero_shot_sst2_is_scored_for_both_models_when_a_glue_folder_is_given(ti
 def test_a_glue_folder_without_sst2_is_refused_before_any_compute(tiny_lm, tmp_path, glue_dir):
     overrides = _overrides(tiny_lm, tmp_path, f"evaluation.zero_shot_glue_dir={glue_dir}")
     with pytest.raises(RunRefused, match=r"evaluation.zero_shot_glue_dir: Missing .*SST-2/dev.tsv"):
-        run_language_model(compose_config(*overrides))
+        run(compose_config(*overrides))
     assert not (tmp_path / "run").exists()
 
 
 def test_a_missing_gguf_file_is_refused(tiny_lm, tmp_path):
     overrides = [o for o in _overrides(tiny_lm, tmp_path) if not o.startswith("model.")]
     with pytest.raises(RunRefused, match=r"model.gguf: no file at .*absent.gguf"):
-        run_language_model(compose_config(*overrides, f"model.gguf={tmp_path / 'absent.gguf'}", "model.base=null"))
+        run(compose_config(*overrides, f"model.gguf={tmp_path / 'absent.gguf'}", "model.base=null"))
 
 
 @pytest.mark.slow
@@ -162,7 +162,7 @@ def test_the_packaged_smollm2_is_compressed_from_its_gguf_file(tmp_path):
         "theseus.successor_layers=20", "logger=csv", "benchmark.repeats=1", f"paths.cache_dir={tmp_path / 'cache'}",
         f"paths.output_dir={tmp_path / 'run'}",
     )  # fmt: skip
-    results = run_language_model(cfg)
+    results = run(cfg)
     assert results.predecessor.origin == "gguf" and results.predecessor.layers == 30
     assert results.successor.layers == 20
     assert results.data.source.startswith("speeches of the 2012 US party conventions")
@@ -175,39 +175,39 @@ def test_the_packaged_smollm2_is_compressed_from_its_gguf_file(tmp_path):
 def test_every_lm_run_ends_its_wandb_run_with_the_final_numbers_and_the_sample(tiny_lm, tmp_path, monkeypatch, method):
     monkeypatch.setenv("WANDB_MODE", "offline")
     overrides = [o for o in _overrides(tiny_lm, tmp_path, f"method={method}") if o != "logger=csv"]
-    results = run_language_model(compose_config(*overrides, "logger.wandb.mode=offline"))
+    results = run(compose_config(*overrides, "logger.wandb.mode=offline"))
     (folder,) = (tmp_path / "run" / "wandb").glob("offline-run-*")
-    run = read_offline_run(folder)
-    assert run.exit_code == 0 and run.job_type == results.method
-    assert run.summary["final/successor_perplexity"] == pytest.approx(results.successor.perplexity)
-    assert run.summary["final/decode_speedup"] == pytest.approx(results.speed["decode_speedup"])
-    assert "results.json" in run.files
-    assert any(name.startswith("media/table/generation_sample") for name in run.files)
+    logged = read_offline_run(folder)
+    assert logged.exit_code == 0 and logged.job_type == results.method
+    assert logged.summary["final/successor_perplexity"] == pytest.approx(results.successor.perplexity)
+    assert logged.summary["final/decode_speedup"] == pytest.approx(results.speed["decode_speedup"])
+    assert "results.json" in logged.files
+    assert any(name.startswith("media/table/generation_sample") for name in logged.files)
     assert results.wandb is not None and results.wandb.dir == str(folder)
-    assert json.loads((tmp_path / "run" / "results.json").read_text())["wandb"]["id"] == run.id
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["wandb"]["id"] == logged.id
 
 
 def test_an_interrupted_lm_run_resumes_and_ends_as_an_uninterrupted_one(tiny_lm, tmp_path):
     overrides = _overrides(tiny_lm, tmp_path, "method=lm_theseus", "benchmark.repeats=0")  # validates every 2 of 6
     killed = ["+callbacks.fail._target_=raise_at_step.RaiseAtStep", "+callbacks.fail.step=5"]
     with pytest.raises(RuntimeError, match="planned failure at step 5"):
-        run_language_model(compose_config(*overrides, *killed))
+        run(compose_config(*overrides, *killed))
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
     assert torch.load(last, map_location="cpu", weights_only=False)["global_step"] == 4
-    resumed = run_language_model(compose_config(*overrides))
+    resumed = run(compose_config(*overrides))
     assert resumed.resumed_from == str(last) and resumed.steps == 6
     assert not last.parent.exists()  # kept while unfinished, deleted once the run has finished
-    whole = run_language_model(compose_config(*overrides, f"paths.output_dir={tmp_path / 'whole'}"))
+    whole = run(compose_config(*overrides, f"paths.output_dir={tmp_path / 'whole'}"))
     assert resumed.successor.perplexity == whole.successor.perplexity  # the same last-step model, bit for bit
 
 
 def test_a_finished_lm_run_is_left_untouched_unless_forced(tiny_lm, tmp_path):
     overrides = _overrides(tiny_lm, tmp_path, "method=shortgpt", "benchmark.repeats=0")
-    first = run_language_model(compose_config(*overrides))
+    first = run(compose_config(*overrides))
     written = (tmp_path / "run" / "results.json").stat().st_mtime_ns
-    assert run_language_model(compose_config(*overrides)) == first
+    assert run(compose_config(*overrides)) == first
     assert (tmp_path / "run" / "results.json").stat().st_mtime_ns == written
-    run_language_model(compose_config(*overrides, "resume=force"))
+    run(compose_config(*overrides, "resume=force"))
     assert (tmp_path / "run" / "results.json").stat().st_mtime_ns != written
 
 

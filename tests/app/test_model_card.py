@@ -9,7 +9,7 @@ from results_records import V1_RESULTS, a_run
 
 from theseus_pl.app.results.reading import read_results
 from theseus_pl.app.results.task_model import DataFacts, LayerCounts, ParamCounts
-from theseus_pl.app.run.pipeline import _hub_id
+from theseus_pl.app.run.task_model import _hub_id
 from theseus_pl.app.ship.model_card import model_card, write_model_card
 from theseus_pl.core.schedules import CurriculumSchedule
 

@@ -16,8 +16,9 @@ from omegaconf import OmegaConf
 
 from theseus_pl.app.predecessors.classifier import cache_key, load_classifier
 from theseus_pl.app.results.reading import read_results
-from theseus_pl.app.run import pipeline
-from theseus_pl.app.run.pipeline import evaluation_settings, run, run_hardware
+from theseus_pl.app.run import task_model
+from theseus_pl.app.run.pipeline import run
+from theseus_pl.app.run.stages import evaluation_settings, run_hardware
 from theseus_pl.data.cache_entry import MANIFEST, write_manifest
 from theseus_pl.lightning.evaluation import evaluate
 from theseus_pl.lightning.precision import resolve_precision
@@ -138,7 +139,7 @@ def test_a_cached_predecessor_brings_the_dev_metrics_measured_when_it_was_made(b
     assert first.predecessor.score == pytest.approx(now["score"], abs=1e-6)
 
     evaluated = []
-    monkeypatch.setattr(pipeline, "evaluate", lambda model, *args: evaluated.append(model) or evaluate(model, *args))
+    monkeypatch.setattr(task_model, "evaluate", lambda model, *args: evaluated.append(model) or evaluate(model, *args))
     again = run(compose_config(*base_overrides, f"paths.output_dir={tmp_path / 'again'}"))
     assert again.predecessor == replace(first.predecessor, origin="cache")
     assert len(evaluated) == 1  # the successor; the predecessor's metrics came with it

@@ -131,12 +131,12 @@ def test_a_one_class_predecessor_scores_cola_zero_and_the_run_ends_with_retained
 
 
 def test_a_failing_optional_step_keeps_the_scores_on_disk(tiny_base, glue_dir, tmp_path, monkeypatch):
-    from theseus_pl.app.run import pipeline
+    from theseus_pl.app.run import task_model
 
     def broken(*args: object) -> float:
         raise RuntimeError("timer broke")
 
-    monkeypatch.setattr(pipeline, "_speedup", broken)
+    monkeypatch.setattr(task_model, "_speedup", broken)
     results = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path)))
     written = json.loads((tmp_path / "run" / "results.json").read_text())
     assert written["failed_steps"] == {"speedup": "RuntimeError: timer broke"}

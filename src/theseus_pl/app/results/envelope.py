@@ -82,6 +82,14 @@ class RunRecord:
         """The headline numbers as flat ``final/*`` metrics: the W&B run's summary and the CSV log's last row."""
         raise NotImplementedError
 
+    def headline(self) -> str:
+        """The run's outcome in one line, as ``python -m theseus_pl`` logs it when the run ends."""
+        raise NotImplementedError
+
+    def objective(self) -> float | None:
+        """The number a Hydra sweeper optimises (the successor's headline figure)."""
+        raise NotImplementedError
+
     def derived(self) -> dict[str, Any]:
         """Values computed from the record that its file carries for readers (written before ``wall_seconds``)."""
         return {}

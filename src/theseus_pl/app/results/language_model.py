@@ -85,6 +85,19 @@ class LanguageModelResults(RunRecord):
         }
         return {key: float(value) for key, value in summary.items() if value is not None}
 
+    def headline(self) -> str:
+        successor = self.successor
+        return (
+            f"{self.method}: held-out perplexity {self.predecessor.perplexity:.2f} (predecessor) -> "
+            f"{successor.perplexity:.2f} (successor), KL {successor.kl:.3f}, "
+            f"agreement {100 * successor.agreement:.1f}%, "
+            f"{self.predecessor.layers} -> {successor.layers} layers"
+        )
+
+    def objective(self) -> float | None:
+        """The successor's held-out perplexity: lower is better."""
+        return self.successor.perplexity
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LanguageModelResults:
         """A record from the file's layout, of any schema version."""

@@ -146,6 +146,36 @@ class RunResults(RunRecord):
     def derived(self) -> dict[str, Any]:
         return {"retained": self.retained, "retained_note": self.retained_note}
 
+    def changed_widths(self) -> list[tuple[str, Any, Any]]:
+        """(name, predecessor's, successor's) for each width the successor changed; none for the paper's depth-only
+        successors, or results written before successors had shapes."""
+        predecessor, successor = self.predecessor.shape, self.successor.shape
+        if predecessor is None or successor is None:
+            return []
+        return [
+            (name, getattr(predecessor, key), getattr(successor, key))
+            for key, name in WIDTH_NAMES.items()
+            if getattr(predecessor, key) != getattr(successor, key)
+        ]
+
+    def widths_clause(self) -> str:
+        """`` (hidden size 384 to 192, ...)`` after a depth, or nothing when no width changed."""
+        changes = ", ".join(f"{name} {before} to {after}" for name, before, after in self.changed_widths())
+        return f" ({changes})" if changes else ""
+
+    def headline(self) -> str:
+        retained = "n/a" if self.retained is None else f"{100 * self.retained:.1f}%"
+        speedup = "n/a" if self.speedup is None else f"{self.speedup:.2f}x"
+        return (
+            f"{self.task}: predecessor {_score(self.predecessor.score)}, successor {_score(self.successor.score)} "
+            f"({retained} retained), {self.layers.predecessor} -> {self.layers.successor} layers"
+            f"{self.widths_clause()}, {speedup} faster"
+        )
+
+    def objective(self) -> float | None:
+        """The successor's dev score: higher is better."""
+        return self.successor.score
+
     def summary(self) -> dict[str, float]:
         """The headline numbers as flat ``final/*`` metrics (those known).
 
@@ -223,6 +253,13 @@ def read_deployment(path: Path) -> Deployment:
         return _deployment(Keys(json.loads(Path(path).read_text()), ""))
     except ResultsError as error:
         raise ResultsError(f"{path}: {error}") from None
+
+
+WIDTH_NAMES = {"hidden_size": "hidden size", "intermediate_size": "feed-forward width"}
+
+
+def _score(score: float | None) -> str:
+    return "n/a" if score is None else f"{score:.2f}"
 
 
 def _retained(predecessor_score: float | None, successor_score: float | None) -> tuple[float | None, str | None]:

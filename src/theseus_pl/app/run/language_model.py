@@ -1,45 +1,38 @@
-"""A decoder-LM run behind ``python -m theseus_pl +experiment=smollm2_quick``: predecessor -> compress -> evaluate ->
-export -> results.
+"""A language-model run behind ``python -m theseus_pl +experiment=smollm2_quick``: a decoder LM compressed on text.
 
-The same stages as an encoder run (:mod:`theseus_pl.app.run.pipeline`), on language-model text: the predecessor is the
+What this kind supplies to the run's stages (:class:`~theseus_pl.app.run.kind.RunKind`): the predecessor is the
 given causal LM (a GGUF file converted once, a folder or a hub id) and is not fine-tuned; every method trains, if it
-trains, on the same windows for the same steps; the successor and the predecessor are scored on the same held-out
-windows (perplexity, and KL and top-1 agreement with the predecessor); the export is a plain ``…ForCausalLM``
-folder, timed against the predecessor at prefill and decode, and both models continue one fixed prompt.
+trains, on the same windows for the same steps, and the last step's model is scored (no checkpoint is chosen on the
+held-out windows); the successor and the predecessor are scored on the same held-out windows (perplexity, and KL and
+top-1 agreement with the predecessor); the export is a plain ``…ForCausalLM`` folder, timed against the predecessor at
+prefill and decode, and both models continue one fixed prompt.
 """
 
 from __future__ import annotations
 
 import logging
-import shutil
-import time
-from dataclasses import asdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
 import torch
-from lightning.pytorch.loggers import Logger
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from theseus_pl.app.checks.language_model import language_model_problems
 from theseus_pl.app.checks.refused import RunRefused
-from theseus_pl.app.checks.settings import checked_settings
-from theseus_pl.app.methods.method import MethodInputs
+from theseus_pl.app.methods.method import Method, MethodInputs
 from theseus_pl.app.predecessors.gguf import converted_gguf
-from theseus_pl.app.results.envelope import write_results
+from theseus_pl.app.results.envelope import LANGUAGE_MODEL, Hardware, RunRecord, WandbLink
 from theseus_pl.app.results.language_model import (
     GenerationSample,
     LanguageModelData,
     LanguageModelResults,
     LanguageModelSide,
 )
-from theseus_pl.app.results.reading import read_run
-from theseus_pl.app.run.pipeline import evaluation_settings, finished_run, resume_point, run_hardware, train
-from theseus_pl.app.tracking.loggers import build_loggers, log_summary_row
-from theseus_pl.app.tracking.run_identity import run_identity
-from theseus_pl.app.tracking.wandb_run import finish, publish_language_model, run_link, wandb_run
+from theseus_pl.app.run.kind import RunKind
+from theseus_pl.app.tracking.wandb_run import publish_language_model
 from theseus_pl.core.timing import generation_speed
 from theseus_pl.data.language_modeling import IGNORED, LanguageModelingDataModule, collate_windows
 from theseus_pl.data.sources import GlueDirSource
@@ -54,103 +47,87 @@ PROMPT = "The president said in his speech that the economy"  # every run's gene
 SAMPLE_TOKENS = 20
 
 
-def run_language_model(cfg: DictConfig) -> LanguageModelResults:
-    """Every stage of a decoder-LM run; refused before any compute when a setting cannot work. A finished run is
-    returned as it is (``resume=force`` redoes it); an interrupted one resumes from ``checkpoints/last.ckpt``."""
-    started = time.perf_counter()
-    output_dir = Path(cfg.paths.output_dir)
-    cache_dir = Path(cfg.paths.cache_dir)
-    settings = checked_settings(cfg)  # the same rules as every run's, and what a language model does not read
-    finished = None if settings.problems else finished_run(output_dir, cfg.resume, read_run)
-    if finished is not None:
-        return finished
-    try:
-        predecessor_dir, origin = _predecessor_folder(cfg.model, cache_dir)
-    except RunRefused as refused:
-        raise RunRefused(settings.problems + refused.problems) from None
-    tokenizer = AutoTokenizer.from_pretrained(predecessor_dir)
-    problems = settings.problems + language_model_problems(cfg, predecessor_dir, tokenizer)
-    if problems:
-        raise RunRefused(problems)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    pl.seed_everything(cfg.seed, workers=True)
-    datamodule = _datamodule(cfg, tokenizer, cache_dir)
-    datamodule.setup("fit")
-    hardware = run_hardware(cfg.trainer)
-    log.info("Training in %s: %s.", hardware.precision, hardware.precision_reason)
-    evaluation = evaluation_settings(cfg.trainer, hardware.precision)
-    optimizer = OmegaConf.to_container(cfg.optimizer, resolve=True)
-    inputs = MethodInputs(
-        predecessor_dir, None, settings.theseus, optimizer, settings.schedule, cfg.replacement.kind, cfg.seed,
-        lambda: _calibration(datamodule),
-    )  # fmt: skip
-    built = settings.method.build(inputs)
-    identity = run_identity(cfg, "language_model", built.name)
-    logged = {**OmegaConf.to_container(cfg, resolve=True), "hardware": asdict(hardware)}
-    resume_from, resume_step = resume_point(output_dir, cfg.resume)
-    loggers = build_loggers(output_dir, cfg.logger.wandb, logged, identity, resume_step)
-    experiment = wandb_run(loggers)  # the W&B run, as Lightning calls it; None without W&B
-    try:
-        steps, resumed_from = 0, None
-        if built.module is not None:  # the last step's model is the one scored: no choice on the held-out windows
-            trainer, resumed_from = train(cfg, built, datamodule, loggers, resume_from, hardware.precision)
-            steps = trainer.global_step
-        successor_dir = output_dir / "successor"
-        built.successor().save_pretrained(successor_dir)
+class LanguageModelRun(RunKind):
+    """A decoder LM compressed on text (``data=lm_text``)."""
+
+    name = LANGUAGE_MODEL
+    datamodule: LanguageModelingDataModule
+
+    def check(self) -> None:
+        cfg, problems = self.cfg, self.settings.problems
+        try:
+            self.predecessor_dir, self.origin = _predecessor_folder(cfg.model, Path(cfg.paths.cache_dir))
+        except RunRefused as refused:
+            raise RunRefused(problems + refused.problems) from None
+        self.tokenizer = AutoTokenizer.from_pretrained(self.predecessor_dir)
+        problems = problems + language_model_problems(cfg, self.predecessor_dir, self.tokenizer)
+        if problems:
+            raise RunRefused(problems)
+
+    def prepare_data(self) -> None:
+        self.datamodule = _datamodule(self.cfg, self.tokenizer, Path(self.cfg.paths.cache_dir))
+        self.datamodule.setup("fit")
+
+    def method_inputs(self, optimizer: dict[str, Any]) -> MethodInputs:
+        settings, datamodule = self.settings, self.datamodule
+        return MethodInputs(
+            self.predecessor_dir, None, settings.theseus, optimizer, settings.schedule, self.cfg.replacement.kind,
+            self.cfg.seed, lambda: _calibration(datamodule),
+        )  # fmt: skip
+
+    def record(
+        self,
+        trainer: pl.Trainer | None,
+        method: Method,
+        resumed_from: str | None,
+        evaluation: dict[str, Any],
+        hardware: Hardware,
+        link: WandbLink | None,
+    ) -> LanguageModelResults:
+        """The last step's model exported and scored as users will load it, in the same pass as the predecessor."""
+        cfg, datamodule, tokenizer = self.cfg, self.datamodule, self.tokenizer
+        steps = trainer.global_step if trainer is not None else 0
+        successor_dir = self.output_dir / "successor"
+        method.successor().save_pretrained(successor_dir)
         tokenizer.save_pretrained(successor_dir)
-        successor = AutoModelForCausalLM.from_pretrained(successor_dir).eval()  # judge what users will ship
-        predecessor = AutoModelForCausalLM.from_pretrained(predecessor_dir).eval()
+        self.successor = successor = AutoModelForCausalLM.from_pretrained(successor_dir).eval()  # what users ship
+        self.predecessor = predecessor = AutoModelForCausalLM.from_pretrained(self.predecessor_dir).eval()
         metrics = evaluate_language_model(successor, datamodule, evaluation, reference=predecessor)
         zero_shot = _zero_shot(cfg, (predecessor, successor), tokenizer, evaluation)
-        results = LanguageModelResults(
-            method=built.name,
+        return LanguageModelResults(
+            method=method.name,
             settings={"optimizer.lr": cfg.optimizer.lr, "trainer.max_steps": cfg.trainer.max_steps,
                       "theseus.successor_layers": cfg.theseus.successor_layers, "theseus.init": cfg.theseus.init,
                       "seed": cfg.seed},
-            predecessor=_side(predecessor, predecessor_dir, _reference_side(metrics), origin, zero_shot[0]),
+            predecessor=_side(predecessor, self.predecessor_dir, _reference_side(metrics), self.origin, zero_shot[0]),
             successor=_side(successor, str(successor_dir), metrics, zero_shot=zero_shot[1]),
             data=_data_facts(cfg, datamodule, steps),
             steps=steps,
             resumed_from=resumed_from,
-            schedule=built.schedule.describe() if built.schedule else None,
+            schedule=method.schedule.describe() if method.schedule else None,
             seed=cfg.seed,
             hardware=hardware,
-            wandb=run_link(experiment),
+            wandb=link,
         )  # fmt: skip
-        results_path = write_results(output_dir / "results.json", results)
-        if cfg.benchmark.repeats:
-            try:
-                results.speed = _speed(predecessor, successor, datamodule, cfg.benchmark.repeats)
-            except Exception as error:  # the scores are written; a timing failure is recorded, not raised
-                results.failed_steps["speed"] = f"{type(error).__name__}: {error}"
-        results.sample = _sample(predecessor, successor, tokenizer)
-        results.wall_seconds = time.perf_counter() - started
-        _log_summary(loggers, results, experiment, results_path, steps)
-        write_results(results_path, results)
-    except BaseException as error:
-        finish(experiment, error)
-        raise
-    finish(experiment)
-    if not cfg.checkpoint.keep:
-        shutil.rmtree(output_dir / "checkpoints", ignore_errors=True)
-    return results
 
+    def optional_steps(self, results: RunRecord) -> list[tuple[str, Callable[[], object]]]:
+        assert isinstance(results, LanguageModelResults)
+        steps: list[tuple[str, Callable[[], object]]] = []
 
-def _log_summary(
-    loggers: list[Logger], results: LanguageModelResults, experiment: Any, results_path: Path, step: int
-) -> None:
-    """The final numbers as the CSV log's last row and in the W&B run; a W&B failure is recorded, not raised."""
-    log_summary_row(loggers, results, step)
-    if experiment is None:
-        return
-    write_results(results_path, results)  # the copy the W&B run keeps is the finished record
-    try:
+        def speed() -> None:
+            results.speed = _speed(self.predecessor, self.successor, self.datamodule, self.cfg.benchmark.repeats)
+
+        def sample() -> None:
+            results.sample = _sample(self.predecessor, self.successor, self.tokenizer)
+
+        if self.cfg.benchmark.repeats:
+            steps.append(("speed", speed))
+        steps.append(("sample", sample))
+        return steps
+
+    def publish(self, experiment: Any, results: RunRecord, results_path: Path) -> None:
+        assert isinstance(results, LanguageModelResults)
         publish_language_model(experiment, results, results_path)
-    except Exception as error:
-        log.warning("Could not log the results to W&B (%s: %s).", type(error).__name__, error)
-        results.failed_steps["wandb"] = f"{type(error).__name__}: {error}"
 
 
 def _predecessor_folder(model: DictConfig, cache_dir: Path) -> tuple[str, str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
@@ -93,36 +92,14 @@ def _dataset_title(results: RunResults) -> str:
     return f"GLUE {results.task}" if results.data.dataset == "nyu-mll/glue" else results.task
 
 
-WIDTH_NAMES = {"hidden_size": "hidden size", "intermediate_size": "feed-forward width"}
-
-
-def changed_widths(results: RunResults) -> list[tuple[str, Any, Any]]:
-    """(name, predecessor's, successor's) for each width the successor changed; none for the paper's depth-only
-    successors, or results written before successors had shapes."""
-    predecessor, successor = results.predecessor.shape, results.successor.shape
-    if predecessor is None or successor is None:
-        return []
-    return [
-        (name, getattr(predecessor, key), getattr(successor, key))
-        for key, name in WIDTH_NAMES.items()
-        if getattr(predecessor, key) != getattr(successor, key)
-    ]
-
-
-def widths_clause(results: RunResults) -> str:
-    """`` (hidden size 384 to 192, ...)`` after a depth, or nothing when no width changed."""
-    changes = ", ".join(f"{name} {before} to {after}" for name, before, after in changed_widths(results))
-    return f" ({changes})" if changes else ""
-
-
 def _body(results: RunResults, repo_id: str | None) -> str:
     predecessor, successor, data, layers = results.predecessor, results.successor, results.data, results.layers
     metric_rows = "\n".join(
         f"| {name} | {_number(predecessor.metrics.get(name), 4)} | {_number(successor.metrics.get(name), 4)} |"
         for name in successor.metrics
     )
-    widths = "".join(f"| {name} | {before} | {after} |\n" for name, before, after in changed_widths(results))
-    shape = f"from {layers.predecessor} to {layers.successor} layers{widths_clause(results)}"
+    widths = "".join(f"| {name} | {before} | {after} |\n" for name, before, after in results.changed_widths())
+    shape = f"from {layers.predecessor} to {layers.successor} layers{results.widths_clause()}"
     return f"""# {results.task}: a {layers.successor}-layer successor compressed with theseus_pl
 
 {_origin(results)} It was compressed {shape}

@@ -21,7 +21,6 @@ from lightning.pytorch.loggers import Logger, WandbLogger
 from theseus_pl.app.results.envelope import WandbLink
 from theseus_pl.app.results.language_model import LanguageModelResults
 from theseus_pl.app.results.task_model import RunResults
-from theseus_pl.app.ship.model_card import widths_clause
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +65,7 @@ SCORE_VS_SPEEDUP = ["task", "method", "shape", "successor score", "retained", "s
 
 def score_vs_speedup(results: RunResults) -> list[Any]:
     """The run's row of the ``score_vs_speedup`` table (columns ``SCORE_VS_SPEEDUP``)."""
-    shape = f"{results.layers.successor} layers{widths_clause(results)}"
+    shape = f"{results.layers.successor} layers{results.widths_clause()}"
     return [results.task, results.method, shape, results.successor.score, results.retained, results.speedup,
             results.params.successor]  # fmt: skip
 

@@ -1,0 +1,62 @@
+"""What a kind of run supplies to the one run skeleton (:func:`~theseus_pl.app.run.pipeline.run`): everything else
+(settings checks, seeding, the machine, the method, loggers, training, the record, the optional steps, W&B) is the
+same for both kinds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+from omegaconf import DictConfig
+
+from theseus_pl.app.checks.settings import RunSettings
+from theseus_pl.app.methods.method import Method, MethodInputs
+from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
+
+
+class RunKind:
+    """One kind of run: a task model (an encoder compressed on a task) or a language model (a decoder on text)."""
+
+    name: str  # the run's name in its W&B identity: the task's, or the kind's
+    datamodule: pl.LightningDataModule
+
+    def __init__(self, cfg: DictConfig, settings: RunSettings) -> None:
+        self.cfg, self.settings = cfg, settings
+        self.output_dir = Path(cfg.paths.output_dir)
+
+    def check(self) -> None:
+        """Raise :class:`~theseus_pl.app.checks.refused.RunRefused` with the settings' problems and this kind's
+        (models, data), all in one message; before the run folder exists."""
+        raise NotImplementedError
+
+    def prepare_data(self) -> None:
+        """What the data needs once the run is seeded."""
+
+    def prepare_predecessor(self, evaluation: dict[str, Any]) -> None:
+        """What the predecessor needs before a method is built from it (a task model: fine-tuning, or the cache)."""
+
+    def method_inputs(self, optimizer: dict[str, Any]) -> MethodInputs:
+        raise NotImplementedError
+
+    def record(
+        self,
+        trainer: pl.Trainer | None,
+        method: Method,
+        resumed_from: str | None,
+        evaluation: dict[str, Any],
+        hardware: Hardware,
+        link: WandbLink | None,
+    ) -> RunRecord:
+        """The successor exported to ``successor/``, it and the predecessor evaluated, the record built."""
+        raise NotImplementedError
+
+    def optional_steps(self, results: RunRecord) -> list[tuple[str, Callable[[], object]]]:
+        """Steps after the scores are written (timing, deployment, model card, a sample), each by its name in
+        ``failed_steps``: one that fails is recorded there, never raised."""
+        return []
+
+    def publish(self, experiment: Any, results: RunRecord, results_path: Path) -> None:
+        """The finished record in the W&B run (summary, tables, files); raises on a W&B failure."""
+        raise NotImplementedError

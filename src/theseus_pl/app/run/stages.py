@@ -1,0 +1,110 @@
+"""The stages every run goes through, whatever its kind: finding a finished run, resuming, the machine and its
+precision, training, and the optional steps whose failure is recorded rather than raised."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from hydra.utils import instantiate
+from lightning.pytorch.loggers import Logger
+from omegaconf import DictConfig
+
+from theseus_pl.app.methods.method import Method
+from theseus_pl.app.results.envelope import Hardware, RunRecord
+from theseus_pl.app.results.reading import read_run
+from theseus_pl.lightning.callbacks import StepSeed
+from theseus_pl.lightning.precision import AUTO, resolve_precision, this_cpu, uses_gpu
+
+log = logging.getLogger(__name__)
+
+
+def run_hardware(trainer_cfg: DictConfig) -> Hardware:
+    """The machine the run trains on and the precision ``trainer.precision`` means on it (``auto``: see
+    :mod:`theseus_pl.lightning.precision`)."""
+    requested, accelerator = str(trainer_cfg.get("precision", AUTO)), str(trainer_cfg.get("accelerator", "auto"))
+    cpu, choice = this_cpu(), resolve_precision(requested, accelerator)
+    return Hardware(
+        precision=choice.precision, precision_requested=requested, precision_reason=choice.reason,
+        accelerator="gpu" if uses_gpu(accelerator) else "cpu", cpu=cpu.model, cpu_flags=cpu.relevant_flags,
+    )  # fmt: skip
+
+
+def evaluation_settings(trainer_cfg: DictConfig, precision: str) -> dict[str, Any]:
+    """One device with the run's accelerator and precision: for evaluation and predecessor fine-tuning."""
+    return {
+        "accelerator": trainer_cfg.get("accelerator", "auto"),
+        "precision": precision,
+        "devices": 1,
+        "enable_model_summary": False,
+    }
+
+
+def resume_point(output_dir: Path, resume: bool | str) -> tuple[Path | None, int | None]:
+    """``checkpoints/last.ckpt`` of an interrupted run and the step it was saved at (memory-mapped: the weights are
+    not read), where ``resume`` is true; else nothing to resume from."""
+    last = output_dir / "checkpoints" / "last.ckpt"
+    if resume is not True or not last.is_file():
+        return None, None
+    return last, torch.load(last, map_location="cpu", weights_only=False, mmap=True)["global_step"]
+
+
+def finished_run(output_dir: Path, resume: bool | str) -> RunRecord | None:
+    """A finished run's results (its ``results.json``, of either kind), left untouched; None when this folder is to be
+    trained (``resume`` permitting).
+
+    Only ``resume=force`` redoes a finished run in place: it removes the old results and checkpoints first, so
+    nothing of the old run is resumed or mistaken for the new one's.
+    """
+    results = output_dir / "results.json"
+    if not results.is_file():
+        return None
+    if resume == "force":
+        log.warning("resume=force: redoing the finished run in %s; its results and checkpoints go.", output_dir)
+        results.unlink()
+        shutil.rmtree(output_dir / "checkpoints", ignore_errors=True)
+        return None
+    log.warning(
+        "%s holds a finished run (results.json); nothing was changed. To redo it, rerun with resume=force (in place) "
+        "or into another folder (hydra.run.dir=DIR).", output_dir,
+    )  # fmt: skip
+    return read_run(results)
+
+
+def train(
+    cfg: DictConfig,
+    method: Method,
+    datamodule: pl.LightningDataModule,
+    loggers: list[Logger],
+    resume_from: Path | None,
+    precision: str,
+) -> tuple[pl.Trainer, str | None]:
+    """The fitted Trainer, and the checkpoint it resumed from (None for a fresh run)."""
+    callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
+    callbacks += [*method.callbacks, StepSeed(cfg.seed)]
+    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers, precision=precision)
+    resumed_from = str(resume_from) if resume_from else None
+    if resumed_from:
+        log.info("Resuming from %s", resumed_from)
+    trainer.fit(method.module, datamodule=datamodule, ckpt_path=resumed_from)
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        # Training is over: rank 0 evaluates and exports alone, and a later Trainer must not wait for ranks that
+        # have finished (its data preparation barrier would make a new group of every rank and hang).
+        torch.distributed.destroy_process_group()
+    return trainer, resumed_from
+
+
+def optional_step(results: RunRecord, step: str, action: Callable[[], object]) -> bool:
+    """Run a step the scores do not depend on; a failure is recorded and logged, never raised. True if it failed."""
+    try:
+        action()
+    except Exception as error:
+        results.failed_steps[step] = f"{type(error).__name__}: {error}"
+        log.warning("Step %r failed (%s: %s); the scores are in results.json.", step, type(error).__name__, error)
+        return True
+    return False

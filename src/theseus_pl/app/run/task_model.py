@@ -1,0 +1,243 @@
+"""A task-model run: a fine-tuned classifier or regressor (an encoder) compressed on its task.
+
+What this kind supplies to the run's stages (:class:`~theseus_pl.app.run.kind.RunKind`): the data module of the
+task, read and checked before anything starts; the predecessor, fine-tuned on the task or found in the cache; the
+best checkpoint on the dev score, scored as exported; the inference speed-up, ONNX deployment and the model card.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from theseus_pl.app.checks.run import checked_datamodule
+from theseus_pl.app.methods.method import Method, MethodInputs
+from theseus_pl.app.predecessors.classifier import Predecessor, load_classifier, looks_like_path, prepare_predecessor
+from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
+from theseus_pl.app.results.task_model import (
+    DataFacts,
+    LayerCounts,
+    ModelShape,
+    ParamCounts,
+    PredecessorResult,
+    RunResults,
+    SuccessorResult,
+)
+from theseus_pl.app.run.kind import RunKind
+from theseus_pl.app.ship.model_card import write_model_card
+from theseus_pl.app.tracking.wandb_run import publish
+from theseus_pl.core.families import find_layer_stack, shape_of
+from theseus_pl.core.io import is_pickled, load_successor, save_successor
+from theseus_pl.core.replacing import TheseusModel
+from theseus_pl.core.timing import inference_speedup
+from theseus_pl.data.datamodule import TextTaskDataModule
+from theseus_pl.deployment.record import wanted
+from theseus_pl.deployment.stage import deploy
+from theseus_pl.lightning.evaluation import evaluate
+from theseus_pl.lightning.precision import uses_gpu
+
+
+class TaskModelRun(RunKind):
+    """An encoder compressed on a task (``data.task`` or your files)."""
+
+    datamodule: TextTaskDataModule
+    predecessor: Predecessor
+
+    def check(self) -> None:
+        self.datamodule = checked_datamodule(self.cfg, self.settings)  # refuses with every problem, settings' too
+        self.name = self.datamodule.task.name
+
+    def prepare_predecessor(self, evaluation: dict[str, Any]) -> None:
+        cfg = self.cfg
+        finetune = OmegaConf.to_container(cfg.finetune, resolve=True)  # resolved: sweeps interpolate values
+        self.predecessor = prepare_predecessor(
+            cfg.model.base, cfg.model.predecessor, self.datamodule, finetune, cfg.seed, Path(cfg.paths.cache_dir),
+            evaluation,
+        )  # fmt: skip
+
+    def method_inputs(self, optimizer: dict[str, Any]) -> MethodInputs:
+        settings, datamodule = self.settings, self.datamodule
+        return MethodInputs(
+            self.predecessor.directory, datamodule.task, settings.theseus, optimizer, settings.schedule,
+            self.cfg.replacement.kind, self.cfg.seed, lambda: calibration_batches(datamodule),
+        )  # fmt: skip
+
+    def record(
+        self,
+        trainer: pl.Trainer | None,
+        method: Method,
+        resumed_from: str | None,
+        evaluation: dict[str, Any],
+        hardware: Hardware,
+        link: WandbLink | None,
+    ) -> RunResults:
+        """The best checkpoint on the dev score (where callbacks chose one) exported and scored as users will load
+        it, beside the predecessor."""
+        cfg, datamodule, predecessor = self.cfg, self.datamodule, self.predecessor
+        task = datamodule.task
+        assert trainer is not None and method.module is not None  # every task-model method trains
+        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+        best_step = None
+        if best:
+            checkpoint = torch.load(best, map_location="cpu", weights_only=False)
+            method.module.load_state_dict(checkpoint["state_dict"])
+            best_step = checkpoint["global_step"]
+        single_modules = (
+            single_module_scores(method.module.model, datamodule, evaluation) if cfg.evaluation.single_modules else None
+        )
+        successor_dir = self.output_dir / "successor"
+        save_successor(method.successor(), successor_dir, datamodule.tokenizer)
+        self.successor = successor = load_successor(successor_dir)  # judge what users will ship
+        self.predecessor_model = predecessor_model = load_classifier(predecessor.directory, task)
+
+        successor_metrics = evaluate(successor, datamodule, evaluation)
+        predecessor_metrics = dict(predecessor.dev_metrics or evaluate(predecessor_model, datamodule, evaluation))
+        schedule = method.schedule  # None for the baselines: they train by no replacement schedule
+        return RunResults(
+            task=task.name,
+            method=method.name,
+            settings=_settings(cfg),
+            predecessor=PredecessorResult(
+                score=predecessor_metrics.pop("score"), metrics=predecessor_metrics, dir=predecessor.directory,
+                origin=predecessor.origin, shape=ModelShape(**shape_of(predecessor_model.config)),
+            ),
+            successor=SuccessorResult(
+                score=successor_metrics.pop("score"), metrics=successor_metrics, best_checkpoint=best or None,
+                best_step=best_step,
+                shape=ModelShape(**shape_of(successor.config)),
+                format="pickled module" if is_pickled(successor_dir) else "transformers",
+            ),
+            successor_dir=str(successor_dir),
+            layers=LayerCounts(predecessor_model.config.num_hidden_layers, successor.config.num_hidden_layers),
+            params=ParamCounts(
+                predecessor=_count(predecessor_model), successor=_count(successor),
+                predecessor_layers=_count(find_layer_stack(predecessor_model).layers),
+                successor_layers=_count(find_layer_stack(successor).layers),
+            ),
+            schedule=schedule.describe() if schedule else None,
+            switch_step=schedule.switch_step if schedule else None,
+            successor_finetuning_steps=max(0, trainer.global_step - schedule.switch_step) if schedule else None,
+            steps=trainer.global_step,
+            resumed_from=resumed_from,
+            base_model=_hub_id(cfg.model),
+            data=_data_facts(cfg, datamodule),
+            seed=cfg.seed,
+            hardware=hardware,
+            single_module_scores=single_modules,
+            wandb=link,
+        )  # fmt: skip
+
+    def optional_steps(self, results: RunRecord) -> list[tuple[str, Callable[[], object]]]:
+        assert isinstance(results, RunResults)
+        cfg, successor_dir = self.cfg, Path(results.successor_dir)
+        steps: list[tuple[str, Callable[[], object]]] = []
+
+        def measure_speedup() -> None:
+            results.speedup = _speedup(self.predecessor_model, self.successor, self.datamodule, cfg)
+
+        def deployment() -> None:
+            directory = Path(self.predecessor.directory)
+            results.deployment = deploy(
+                successor_dir, self.settings.deploy, self.datamodule, self.predecessor_model, directory
+            )
+
+        if cfg.benchmark.repeats:
+            steps.append(("speedup", measure_speedup))
+        if self.settings.deploy is not None and wanted(cfg.deploy):
+            steps.append(("deployment", deployment))
+        steps.append(("model_card", lambda: write_model_card(successor_dir, results)))
+        return steps
+
+    def publish(self, experiment: Any, results: RunRecord, results_path: Path) -> None:
+        assert isinstance(results, RunResults)
+        successor_dir = Path(results.successor_dir)
+        files = {"results.json": results_path, "config.yaml": self.output_dir / ".hydra" / "config.yaml",
+                 "model_card.md": successor_dir / "README.md"}  # fmt: skip
+        publish(experiment, results, files, successor_dir, self.cfg.logger.wandb.get("log_model", False))
+
+
+def single_module_scores(
+    theseus: TheseusModel, datamodule: TextTaskDataModule, settings: dict[str, Any]
+) -> list[float]:
+    """Table 5: the dev score with only module ``i`` replaced by its successor, for each ``i``."""
+    scores = []
+    for i in range(theseus.num_modules):
+        theseus.set_gate([j == i for j in range(theseus.num_modules)])  # stays set: evaluate calls theseus.model
+        scores.append(evaluate(theseus.model, datamodule, settings)["score"])
+    theseus.set_gate(None)
+    return scores
+
+
+def _settings(cfg: DictConfig) -> dict[str, Any]:
+    """The values a sweep varies, flat, so a report can group runs by them."""
+    flat = {f"replacement.{key}": value for key, value in cfg.replacement.items() if key != "kind"}
+    flat.update({
+        "optimizer.lr": cfg.optimizer.lr,
+        "trainer.max_steps": cfg.trainer.max_steps,
+        "theseus.successor_layers": cfg.theseus.successor_layers,
+        "theseus.init": cfg.theseus.init,
+        "theseus.successor._target_": cfg.theseus.successor._target_,
+        "theseus.successor.intermediate_size": cfg.theseus.successor.intermediate_size,
+        "theseus.successor.importance": cfg.theseus.successor.get("importance"),
+        "theseus.successor.hidden_size": cfg.theseus.successor.get("hidden_size"),
+        "theseus.finetune_shared": cfg.theseus.finetune_shared,
+        "theseus.lr_schedule": cfg.theseus.lr_schedule,
+        "ablation": cfg.get("ablation"),
+        "model": cfg.model.predecessor or cfg.model.base,
+        "seed": cfg.seed,
+    })  # fmt: skip
+    flat.update({f"method.{key}": value for key, value in cfg.method.items() if key not in ("name", "_target_")})
+    return flat
+
+
+def _hub_id(model: DictConfig) -> str | None:
+    """The hub id of the model the user named (the predecessor if given, else the base): for the model card."""
+    named = model.predecessor or model.base
+    return model.get("hub_id") or (None if looks_like_path(named) else named)
+
+
+def _data_facts(cfg: DictConfig, datamodule: TextTaskDataModule) -> DataFacts:
+    """What the model card says about the data: sizes, labels, and the hub dataset (GLUE tasks only)."""
+    task = datamodule.task
+    return DataFacts(
+        train_size=len(datamodule.splits["train"]),
+        eval_size=sum(len(datamodule.splits[split]) for split in task.eval_splits),
+        eval_splits=list(task.eval_splits),
+        text_columns=list(task.text_columns),
+        labels=list(task.label_names),
+        source=datamodule.source.describe(task),
+        dataset=cfg.data.hub_dataset if task.hub_config and not cfg.data.files else None,
+        dataset_config=task.hub_config,
+    )
+
+
+CALIBRATION_ROWS = 128  # the training rows successors are measured on: activation importance, hidden-width PCA
+
+
+def calibration_batches(datamodule: TextTaskDataModule) -> list[dict[str, torch.Tensor]]:
+    """The first training rows, in batches as training forms them: the same rows on every run of a seed."""
+    if "train" not in datamodule.splits:  # a cached predecessor: nothing has read the training split yet
+        datamodule.setup("fit")
+    split = datamodule.splits["train"]
+    rows = list(split.select(range(min(CALIBRATION_ROWS, len(split)))))
+    size = datamodule.batch_size
+    return [dict(datamodule.collate(rows[start : start + size])) for start in range(0, len(rows), size)]
+
+
+def _count(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def _speedup(
+    predecessor: torch.nn.Module, successor: torch.nn.Module, datamodule: TextTaskDataModule, cfg: DictConfig
+) -> float:
+    device = "cuda" if uses_gpu(str(cfg.trainer.get("accelerator", "auto"))) else "cpu"
+    split = datamodule.splits[datamodule.task.eval_splits[0]]
+    rows = split.select(range(min(cfg.benchmark.batch_size, len(split))))
+    batch = {k: v.to(device) for k, v in datamodule.collate(list(rows)).items()}
+    return inference_speedup(predecessor.to(device), successor.to(device), batch, cfg.benchmark.repeats)
