@@ -1,18 +1,22 @@
 """A decoder-LM run end to end on a tiny Llama: every method, the results, the export, and the refusals."""
 
 import json
+import re
 
 import pytest
 import torch
 from app_runs import compose_config, tiny_run_overrides
 from decoder_models import tiny_decoder, tiny_documents, tiny_lm_tokenizer
 from glue_files import write_tsv
+from huggingface_hub import ModelCard
 from transformers import AutoModelForCausalLM
 from wandb_records import read_offline_run
 
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.run.language_model import text_source
 from theseus_pl.app.run.pipeline import run
+from theseus_pl.app.ship.publishing import main as publish_main
+from theseus_pl.deploy import main as deploy_main
 
 
 @pytest.fixture
@@ -61,6 +65,8 @@ def test_each_method_runs_end_to_end_and_exports_a_plain_causal_lm(tiny_lm, tmp_
     assert results.successor.params < results.predecessor.params
     ids = torch.tensor([[5, 6, 7]])
     assert exported.generate(ids, max_new_tokens=3, do_sample=False, pad_token_id=0).shape == (1, 6)
+    card = ModelCard.load(tmp_path / "run" / "successor" / "README.md")
+    assert card.data.pipeline_tag == "text-generation" and f"`{results.method}` method" in card.text
 
 
 def test_the_seed_varies_the_training_order_not_the_held_out_windows(tiny_lm, tmp_path):
@@ -225,3 +231,18 @@ def test_a_hub_dataset_is_read_with_its_configuration_and_column():
         "Salesforce/wikitext", "wikitext-2-raw-v1", "train", "text",
     )  # fmt: skip
     assert "wikitext-2-raw-v1" in source.fingerprint()  # another configuration is another cache entry
+
+
+def test_a_language_model_run_publishes_its_card_and_weights_and_refuses_onnx_deployment(tiny_lm, tmp_path, capsys):
+    run(compose_config(*_overrides(tiny_lm, tmp_path, "method=shortgpt")))
+    run_dir = tmp_path / "run"
+    publish_main([str(run_dir), "--repo-id", "me/tiny-lm", "--dry-run"])
+    out = capsys.readouterr().out
+    listed = set(re.findall(r"^ +[\d,]+  (\S+)", out, re.M))
+    assert {"README.md", "model.safetensors", "config.json", "tokenizer.json"} <= listed
+    assert "pipeline_tag: text-generation" in out and "Dry run: nothing was uploaded" in out
+    with pytest.raises(SystemExit) as refused:
+        deploy_main([str(run_dir)])
+    (line,) = str(refused.value).splitlines()
+    assert line.startswith(f"error: {run_dir} is a decoder-LM run: its successor is the causal-LM folder")
+    assert "no GGUF export exists yet" in line and not (run_dir / "successor" / "onnx").exists()

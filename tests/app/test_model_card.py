@@ -5,11 +5,11 @@ from dataclasses import replace
 import pytest
 from app_runs import compose_config
 from huggingface_hub import ModelCard
-from results_records import V1_RESULTS, a_run
+from results_records import V1_RESULTS, V2_LANGUAGE_MODEL, a_run
 
-from theseus_pl.app.results.reading import read_results
+from theseus_pl.app.results.reading import read_results, read_run
 from theseus_pl.app.results.task_model import DataFacts, LayerCounts, ParamCounts
-from theseus_pl.app.run.task_model import _hub_id
+from theseus_pl.app.run.stages import hub_id
 from theseus_pl.app.ship.model_card import model_card, write_model_card
 from theseus_pl.core.schedules import CurriculumSchedule
 
@@ -75,7 +75,7 @@ def test_the_card_of_a_version_1_results_file_is_the_card_its_run_wrote(tmp_path
     ],
 )
 def test_base_model_is_the_hub_id_the_user_named(overrides, expected):
-    assert _hub_id(compose_config(*overrides).model) == expected
+    assert hub_id(compose_config(*overrides).model) == expected
 
 
 def test_a_score_that_is_not_a_number_is_left_out_of_the_metadata():
@@ -102,3 +102,21 @@ def test_a_pickled_successor_names_theseus_pl_as_its_library_and_is_downloaded_b
     loaded = f'load_successor(snapshot_download("{repo_id}"))' if repo_id else 'load_successor("<this folder>")'
     assert f"model = {loaded}\n" in card.text
     assert ("from huggingface_hub import snapshot_download\n" in card.text) == bool(repo_id)
+
+
+def test_the_card_of_a_decoder_lm_run_says_what_a_user_of_it_needs():
+    results = replace(read_run(V2_LANGUAGE_MODEL), base_model="HuggingFaceTB/SmolLM2-135M-Instruct")
+    card = ModelCard(str(model_card(results)))  # what a reader of the saved file gets
+    assert card.data.pipeline_tag == "text-generation" and card.data.library_name == "transformers"
+    assert card.data.base_model == "HuggingFaceTB/SmolLM2-135M-Instruct" and card.data.metrics == ["perplexity"]
+    text = card.text
+    assert "The predecessor is `HuggingFaceTB/SmolLM2-135M-Instruct`, converted from its GGUF file, 30 layers" in text
+    assert "compressed to 15 layers\nwith theseus_pl's `lm_theseus` method" in text
+    assert "150 training steps on 153,600 tokens of the 2012 US party convention speeches" in text
+    assert "| perplexity | 25.50 | 38.06 |" in text and "nats per token | | 1.470 |" in text
+    assert "| top-1 agreement with the predecessor (%) | | 44.8 |" in text
+    assert "| SST-2 dev accuracy, zero-shot (%) | 71.33 | 50.92 |" in text
+    assert "45.4 tokens per second against the predecessor's 27.1 (1.67x)" in text
+    assert "- successor: ' is the economy of the world.'" in text
+    assert 'AutoModelForCausalLM.from_pretrained("<this folder or its hub id>")' in text
+    assert "/runs/" not in text and "/cache/" not in text  # the card travels with the model: no local path

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from theseus_pl.app.results.envelope import LANGUAGE_MODEL, Hardware, Keys, RunRecord, WandbLink, envelope_fields
+from theseus_pl.deployment.record import LEFT_OUT_AT_DEFAULT
 
 SIDES = ("predecessor", "successor")
 
@@ -57,6 +58,8 @@ class LanguageModelResults(RunRecord):
     settings: dict[str, Any] = field(default_factory=dict)
     predecessor: LanguageModelSide
     successor: LanguageModelSide
+    # The predecessor's hub id (model.hub_id, or the hub id named); None for a folder, and in files written before it.
+    base_model: str | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
     data: LanguageModelData
     steps: int  # the model scored is the last step's (no choice among checkpoints on the held-out windows)
     resumed_from: str | None = None  # the checkpoint an interrupted run went on from
@@ -106,6 +109,7 @@ class LanguageModelResults(RunRecord):
         return cls(
             **envelope_fields(read),
             **{side: LanguageModelSide(**read.nested(side).pick(LanguageModelSide)) for side in SIDES},
+            base_model=read.optional("base_model"),
             data=LanguageModelData(**read.nested("data").pick(LanguageModelData)),
             speed=read.optional("speed"),
             sample=GenerationSample(**sample.pick(GenerationSample)) if sample else None,

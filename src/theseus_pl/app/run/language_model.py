@@ -32,6 +32,8 @@ from theseus_pl.app.results.language_model import (
     LanguageModelSide,
 )
 from theseus_pl.app.run.kind import RunKind
+from theseus_pl.app.run.stages import hub_id
+from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.app.tracking.wandb_run import publish_language_model
 from theseus_pl.core.timing import generation_speed
 from theseus_pl.data.language_modeling import IGNORED, LanguageModelingDataModule, collate_windows
@@ -101,6 +103,7 @@ class LanguageModelRun(RunKind):
                       "seed": cfg.seed},
             predecessor=_side(predecessor, self.predecessor_dir, _reference_side(metrics), self.origin, zero_shot[0]),
             successor=_side(successor, str(successor_dir), metrics, zero_shot=zero_shot[1]),
+            base_model=hub_id(cfg.model),
             data=_data_facts(cfg, datamodule, steps),
             steps=steps,
             resumed_from=resumed_from,
@@ -123,11 +126,14 @@ class LanguageModelRun(RunKind):
         if self.cfg.benchmark.repeats:
             steps.append(("speed", speed))
         steps.append(("sample", sample))
+        steps.append(("model_card", lambda: write_model_card(Path(results.successor.dir), results)))
         return steps
 
     def publish(self, experiment: Any, results: RunRecord, results_path: Path) -> None:
         assert isinstance(results, LanguageModelResults)
-        publish_language_model(experiment, results, results_path)
+        files = {"results.json": results_path, "config.yaml": self.output_dir / ".hydra" / "config.yaml",
+                 "model_card.md": Path(results.successor.dir) / "README.md"}  # fmt: skip
+        publish_language_model(experiment, results, files)
 
 
 def _predecessor_folder(model: DictConfig, cache_dir: Path) -> tuple[str, str]:

@@ -16,6 +16,7 @@ from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig
 
 from theseus_pl.app.methods.method import Method
+from theseus_pl.app.predecessors.classifier import looks_like_path
 from theseus_pl.app.results.envelope import Hardware, RunRecord
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.lightning.callbacks import StepSeed
@@ -108,3 +109,10 @@ def optional_step(results: RunRecord, step: str, action: Callable[[], object]) -
         log.warning("Step %r failed (%s: %s); the scores are in results.json.", step, type(error).__name__, error)
         return True
     return False
+
+
+def hub_id(model: DictConfig) -> str | None:
+    """The hub id of the model the user named (``model.hub_id``, else the predecessor or base when it is no local
+    path): for the model card's ``base_model``."""
+    named = model.get("predecessor") or model.get("base")
+    return model.get("hub_id") or (None if not named or looks_like_path(named) else named)

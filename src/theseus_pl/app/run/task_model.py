@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from theseus_pl.app.checks.run import checked_datamodule
 from theseus_pl.app.methods.method import Method, MethodInputs
-from theseus_pl.app.predecessors.classifier import Predecessor, load_classifier, looks_like_path, prepare_predecessor
+from theseus_pl.app.predecessors.classifier import Predecessor, load_classifier, prepare_predecessor
 from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
 from theseus_pl.app.results.task_model import (
     DataFacts,
@@ -29,6 +29,7 @@ from theseus_pl.app.results.task_model import (
     SuccessorResult,
 )
 from theseus_pl.app.run.kind import RunKind
+from theseus_pl.app.run.stages import hub_id
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.app.tracking.wandb_run import publish
 from theseus_pl.core.families import find_layer_stack, shape_of
@@ -124,7 +125,7 @@ class TaskModelRun(RunKind):
             successor_finetuning_steps=max(0, trainer.global_step - schedule.switch_step) if schedule else None,
             steps=trainer.global_step,
             resumed_from=resumed_from,
-            base_model=_hub_id(cfg.model),
+            base_model=hub_id(cfg.model),
             data=_data_facts(cfg, datamodule),
             seed=cfg.seed,
             hardware=hardware,
@@ -193,12 +194,6 @@ def _settings(cfg: DictConfig) -> dict[str, Any]:
     })  # fmt: skip
     flat.update({f"method.{key}": value for key, value in cfg.method.items() if key not in ("name", "_target_")})
     return flat
-
-
-def _hub_id(model: DictConfig) -> str | None:
-    """The hub id of the model the user named (the predecessor if given, else the base): for the model card."""
-    named = model.predecessor or model.base
-    return model.get("hub_id") or (None if looks_like_path(named) else named)
 
 
 def _data_facts(cfg: DictConfig, datamodule: TextTaskDataModule) -> DataFacts:

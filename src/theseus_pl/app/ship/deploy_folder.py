@@ -10,8 +10,9 @@ from omegaconf import OmegaConf
 
 from theseus_pl.app.config.resolvers import register_resolvers
 from theseus_pl.app.results.envelope import write_results
-from theseus_pl.app.results.reading import read_results
-from theseus_pl.app.results.task_model import write_deployment
+from theseus_pl.app.results.language_model import LanguageModelResults
+from theseus_pl.app.results.reading import read_run
+from theseus_pl.app.results.task_model import RunResults, write_deployment
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.onnx_export import DeploymentError
@@ -31,12 +32,19 @@ def deploy_run(run_dir: Path, settings: DeploySettings, glue_dir: str | None = N
         raise DeploymentError(f"{run_dir} has no successor/ folder: it is not a finished theseus_pl run.")
     if not results_path.is_file():
         raise DeploymentError(f"{run_dir} has no results.json: the run did not finish; deploy its successor/ alone.")
+    results = read_run(results_path)
+    if isinstance(results, LanguageModelResults):
+        raise DeploymentError(
+            f"{run_dir} is a decoder-LM run: its successor is the causal-LM folder {successor_dir} (transformers "
+            "safetensors, with its model card); ONNX and int8 deployment are built for encoder runs, and no GGUF "
+            "export exists yet."
+        )
+    assert isinstance(results, RunResults)
     config_path = run_dir / ".hydra" / "config.yaml"
     if not config_path.is_file():
         raise DeploymentError(
             f"{run_dir} has no .hydra/config.yaml, so its dev set is unknown: deploy its successor/ with --task."
         )
-    results = read_results(results_path)
     register_resolvers()
     cfg = OmegaConf.load(config_path)
     cfg.data._target_ = RENAMED_TARGETS.get(cfg.data._target_, cfg.data._target_)

@@ -1,4 +1,5 @@
-"""The exported successor's ``README.md``: a Hugging Face model card that can be published as it is.
+"""The exported successor's ``README.md``: a Hugging Face model card that can be published as it is, for either kind
+of run (a decoder LM's card: :mod:`~theseus_pl.app.ship.language_model_card`).
 
 The YAML header is built by ``huggingface_hub`` (``ModelCardData`` with ``eval_results``, which it writes as the
 hub's ``model-index``), so the hub parses and displays it. Everything comes from ``results.json``; no local path
@@ -8,12 +9,15 @@ published: ``python -m theseus_pl.publish`` rewrites the card with the hub repo'
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from theseus_pl.app.results.envelope import RunRecord
+from theseus_pl.app.results.language_model import LanguageModelResults
 from theseus_pl.app.results.task_model import RunResults
+from theseus_pl.app.ship.card_text import known, number, quoted
+from theseus_pl.app.ship.language_model_card import language_model_card
 from theseus_pl.deployment.record import Deployment
 
 # Our metric names -> the hub's metric ids (https://huggingface.co/metrics).
@@ -32,14 +36,23 @@ SPLIT_SUFFIXES = {"_m": 0, "_mm": 1}
 LIBRARIES = {"transformers": "transformers", "pickled module": "theseus_pl"}
 
 
-def write_model_card(directory: Path, results: RunResults, repo_id: str | None = None) -> Path:
+def write_model_card(directory: Path, results: RunRecord, repo_id: str | None = None) -> Path:
     path = directory / "README.md"
     model_card(results, repo_id).save(path)
     return path
 
 
-def model_card(results: RunResults, repo_id: str | None = None) -> ModelCard:
-    """The card of a run's successor; ``repo_id`` (``ORG/NAME``) once it is published, for its code to load from."""
+def model_card(results: RunRecord, repo_id: str | None = None) -> ModelCard:
+    """The card of a run's successor, of either kind; ``repo_id`` (``ORG/NAME``) once it is published, for its code to
+    load from."""
+    if isinstance(results, LanguageModelResults):
+        return language_model_card(results, repo_id)
+    assert isinstance(results, RunResults)
+    return task_model_card(results, repo_id)
+
+
+def task_model_card(results: RunResults, repo_id: str | None = None) -> ModelCard:
+    """The card of a classifier or regressor compressed on its task."""
     data = results.data
     card_data = ModelCardData(
         model_name=f"{results.task}-{results.method}-{results.layers.successor}-layers".lower(),
@@ -83,7 +96,7 @@ def _eval_results(results: RunResults) -> list[EvalResult] | None:
             metric_value=metrics[name],
         )
         for base, name, split in _metric_rows(results)
-        if _known(metrics[name])
+        if known(metrics[name])
     ]
     return rows or None
 
@@ -95,7 +108,7 @@ def _dataset_title(results: RunResults) -> str:
 def _body(results: RunResults, repo_id: str | None) -> str:
     predecessor, successor, data, layers = results.predecessor, results.successor, results.data, results.layers
     metric_rows = "\n".join(
-        f"| {name} | {_number(predecessor.metrics.get(name), 4)} | {_number(successor.metrics.get(name), 4)} |"
+        f"| {name} | {number(predecessor.metrics.get(name), 4)} | {number(successor.metrics.get(name), 4)} |"
         for name in successor.metrics
     )
     widths = "".join(f"| {name} | {before} | {after} |\n" for name, before, after in results.changed_widths())
@@ -117,7 +130,7 @@ of the dev split ({", ".join(data.eval_splits)}).
 
 | | predecessor | successor |
 |---|---|---|
-| dev score (x100) | {_number(predecessor.score, 2)} | {_number(successor.score, 2)} |
+| dev score (x100) | {number(predecessor.score, 2)} | {number(successor.score, 2)} |
 | layers | {layers.predecessor} | {layers.successor} |
 {widths}| parameters | {results.params.predecessor:,} | {results.params.successor:,} |
 
@@ -145,7 +158,7 @@ theseus_pl.deployment.stage`) needs neither.
 from transformers import AutoTokenizer
 
 model = load_successor({_local_path(repo_id)})
-tokenizer = AutoTokenizer.from_pretrained({_quoted(repo_id, "<this folder>")})
+tokenizer = AutoTokenizer.from_pretrained({quoted(repo_id, "<this folder>")})
 logits = model(**tokenizer({_tokenizer_input(results)}, return_tensors="pt")).logits
 ```
 """
@@ -153,7 +166,7 @@ logits = model(**tokenizer({_tokenizer_input(results)}, return_tensors="pt")).lo
 ```python
 from transformers import pipeline
 
-classifier = pipeline("text-classification", model={_quoted(repo_id, "<this folder or its hub id>")})
+classifier = pipeline("text-classification", model={quoted(repo_id, "<this folder or its hub id>")})
 classifier({_example_input(results)})
 ```
 """
@@ -178,9 +191,9 @@ def _deployment(results: RunResults, repo_id: str | None) -> str:
     length = f"{settings.sequence_length} tokens" if settings.sequence_length else "their longest row"
     header = " | ".join(f"p50 ms, batch {key.removeprefix('batch_')}" for key in latency)
     rows = "\n".join(
-        f"| {title} | {_number(scores.get(name), 2)} | "
-        + " | ".join(_number(latency[key].get(name), 1) for key in latency)
-        + f" | {_number(deployment.size_mb.get(name), 1)} |"
+        f"| {title} | {number(scores.get(name), 2)} | "
+        + " | ".join(number(latency[key].get(name), 1) for key in latency)
+        + f" | {number(deployment.size_mb.get(name), 1)} |"
         for name, title in DEPLOYED_MODELS.items()
         if name in deployment.size_mb
     )
@@ -202,17 +215,12 @@ Latency is the median of {settings.repeats} calls on {settings.threads} CPU thre
 import onnxruntime
 {_hub_import(repo_id, "hf_hub_download")}from transformers import AutoTokenizer
 
-tokenizer = AutoTokenizer.from_pretrained({_quoted(repo_id, "<this folder>")})
+tokenizer = AutoTokenizer.from_pretrained({quoted(repo_id, "<this folder>")})
 session = onnxruntime.InferenceSession({_local_path(repo_id, model_file)})
 inputs = tokenizer({_tokenizer_input(results)}, return_tensors="np")
 logits = session.run(["logits"], {{node.name: inputs[node.name] for node in session.get_inputs()}})[0]
 ```
 """
-
-
-def _quoted(repo_id: str | None, placeholder: str) -> str:
-    """Where from_pretrained loads from: the hub repo once published, else the placeholder for the local folder."""
-    return f'"{repo_id or placeholder}"'
 
 
 def _hub_import(repo_id: str | None, name: str) -> str:
@@ -271,15 +279,6 @@ def _tokenizer_input(results: RunResults) -> str:
     if len(results.data.text_columns) == 2:
         return '"A first sentence.", "A second sentence."'
     return '"A sentence to classify."'
-
-
-def _known(value: float | None) -> bool:
-    """A number to show: not missing, and finite (the card is written before results.json turns NaN into null)."""
-    return value is not None and math.isfinite(value)
-
-
-def _number(value: float | None, digits: int) -> str:
-    return f"{value:.{digits}f}" if _known(value) else "n/a"
 
 
 def _retained_and_speed(results: RunResults) -> str:

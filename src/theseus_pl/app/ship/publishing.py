@@ -2,8 +2,9 @@
 
     python -m theseus_pl.publish RUN_DIR --repo-id ORG/NAME [--private] [--dry-run] [--token TOKEN]
 
-Only the content of ``RUN_DIR/successor/`` goes up: the checkpoint (or the pickled ``successor.pt``), its tokenizer,
-the model card ``README.md`` and, when the run was deployed, ``onnx/``. The run's other files (checkpoints, logs,
+A run of either kind: an encoder compressed on a task, or a decoder LM compressed on text. Only the content of
+``RUN_DIR/successor/`` goes up: the checkpoint (or the pickled ``successor.pt``), its tokenizer, the model card
+``README.md`` and, when the run was deployed, ``onnx/``. The run's other files (checkpoints, logs,
 W&B runs, the config) describe the experiment, not the model, and name local paths. The card is written afresh from
 ``results.json`` just before the upload, so that it shows the run's final numbers (a deployment redone after the
 run included) and code that loads the model from its repo. ``--dry-run`` lists every file that would go up and the
@@ -27,8 +28,9 @@ from huggingface_hub.errors import HFValidationError
 from huggingface_hub.errors import HTTPError as TransportError  # httpx's base error, as huggingface_hub imports it
 from huggingface_hub.utils import validate_repo_id
 
-from theseus_pl.app.results.envelope import ResultsError
-from theseus_pl.app.results.reading import read_results
+from theseus_pl.app.results.envelope import ResultsError, RunRecord
+from theseus_pl.app.results.language_model import LanguageModelResults
+from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.task_model import RunResults
 from theseus_pl.app.ship.model_card import model_card
 from theseus_pl.core.io import is_pickled
@@ -79,15 +81,23 @@ class Upload:
 
 def planned_upload(run_dir: Path, repo_id: str, private: bool) -> Upload:
     """The upload of ``run_dir``'s successor to ``repo_id``; :class:`PublishRefused` names every problem at once."""
-    results, problems = read_run(run_dir)
+    results, problems = finished_record(run_dir)
     problems = repo_id_problems(repo_id) + problems
     if results is None or problems:
         raise PublishRefused(problems)
     folder = run_dir / SUCCESSOR
     card = model_card(results, repo_id)
     files = successor_files(folder) | {CARD: len(str(card).encode("utf-8"))}
-    message = f"{results.task}: {results.layers.successor}-layer successor ({results.method}), from theseus_pl"
+    message = f"{_what(results)}-layer successor ({results.method}), from theseus_pl"
     return Upload(repo_id, private, folder, dict(sorted(files.items())), card, message)
+
+
+def _what(results: RunRecord) -> str:
+    """The successor in a commit message: its task and depth (``RTE: 3``), or a decoder's depth (``decoder LM, 15``)."""
+    if isinstance(results, RunResults):
+        return f"{results.task}: {results.layers.successor}"
+    assert isinstance(results, LanguageModelResults)
+    return f"decoder LM, {results.successor.layers}"
 
 
 def repo_id_problems(repo_id: str) -> list[str]:
@@ -103,7 +113,7 @@ def repo_id_problems(repo_id: str) -> list[str]:
     return []
 
 
-def read_run(run_dir: Path) -> tuple[RunResults | None, list[str]]:
+def finished_record(run_dir: Path) -> tuple[RunRecord | None, list[str]]:
     """The results of a finished run with an exported successor, or why ``run_dir`` is not one (saying what was
     looked for)."""
     if not run_dir.is_dir():
@@ -120,7 +130,7 @@ def read_run(run_dir: Path) -> tuple[RunResults | None, list[str]]:
             "a pickled successor); rerun the run to finish its export."
         ]
     try:
-        return read_results(run_dir / "results.json"), []
+        return read_run(run_dir / "results.json"), []
     except ResultsError as error:
         return None, [str(error)]
     except json.JSONDecodeError as error:

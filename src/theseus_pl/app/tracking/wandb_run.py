@@ -92,9 +92,9 @@ def publish(run: Any, results: RunResults, files: dict[str, Path], successor_dir
         run.log_artifact(artifact)
 
 
-def publish_language_model(run: Any, results: LanguageModelResults, results_path: Path) -> None:
-    """A decoder-LM run's summary (its record's ``summary()``), its generation sample as a table, and its
-    ``results.json``; raises on a W&B failure."""
+def publish_language_model(run: Any, results: LanguageModelResults, files: dict[str, Path]) -> None:
+    """A decoder-LM run's summary (its record's ``summary()``), its generation sample as a table, and its files
+    (``results.json``, the config, the model card); raises on a W&B failure."""
     import wandb
 
     run.summary.update(results.summary())
@@ -103,7 +103,7 @@ def publish_language_model(run: Any, results: LanguageModelResults, results_path
         columns = ["prompt", "predecessor", "successor"]
         run.log({"generation_sample": wandb.Table(columns=columns, data=[[sample.prompt, sample.predecessor,
                                                                           sample.successor]])})  # fmt: skip
-    save_files(run, {"results.json": results_path})
+    save_files(run, files)
 
 
 def save_files(run: Any, files: dict[str, Path]) -> None:

@@ -1,0 +1,107 @@
+"""A decoder-LM successor's ``README.md``: what it was compressed from, on which text, by which method; how far it
+moved from its predecessor on held-out text (perplexity, KL, top-1 agreement); its decode speed; a sample; how to
+load it. The YAML header is ``huggingface_hub``'s ``ModelCardData`` (``pipeline_tag: text-generation``)."""
+
+from __future__ import annotations
+
+from huggingface_hub import ModelCard, ModelCardData
+
+from theseus_pl.app.results.language_model import LanguageModelResults
+from theseus_pl.app.ship.card_text import number, quoted
+
+TAGS = ["bert-of-theseus", "model-compression", "layer-pruning", "theseus_pl"]
+
+
+def language_model_card(results: LanguageModelResults, repo_id: str | None = None) -> ModelCard:
+    """The card of a decoder-LM run's successor; ``repo_id`` (``ORG/NAME``) once published, for its code to load
+    from."""
+    card_data = ModelCardData(
+        model_name=f"{results.method}-{results.successor.layers}-layers".lower(),
+        base_model=results.base_model,
+        metrics=["perplexity"],
+        pipeline_tag="text-generation",
+        library_name="transformers",
+        tags=TAGS,
+    )
+    return ModelCard(f"---\n{card_data.to_yaml()}\n---\n\n{_body(results, repo_id)}")
+
+
+def _body(results: LanguageModelResults, repo_id: str | None) -> str:
+    predecessor, successor, data = results.predecessor, results.successor, results.data
+    base = f"`{results.base_model}`" if results.base_model else "a local causal language model"
+    converted = ", converted from its GGUF file" if predecessor.origin == "gguf" else ""
+    trained = (
+        f"{results.steps} training steps on {data.train_tokens:,} tokens of {data.source}"
+        if results.steps
+        else f"no training (its layer choice measured on {data.source})"
+    )
+    schedule = f" (replacement schedule `{results.schedule}`)" if results.schedule else ""
+    zero_shot = (
+        f"| SST-2 dev accuracy, zero-shot (%) | {number(_percent(predecessor.zero_shot_sst2), 2)} | "
+        f"{number(_percent(successor.zero_shot_sst2), 2)} |\n"
+        if successor.zero_shot_sst2 is not None
+        else ""
+    )
+    return f"""# {results.method}: a {successor.layers}-layer decoder LM compressed with theseus_pl
+
+The predecessor is {base}{converted}, {predecessor.layers} layers. It was compressed to {successor.layers} layers
+with theseus_pl's `{results.method}` method{schedule}, {trained}. `theseus` methods are progressive module replacing
+(BERT-of-Theseus, Xu et al., EMNLP 2020); `shortgpt`, `lm_truncation` and `streamline` are layer-removal baselines.
+Embeddings, final norm and head are the predecessor's.
+
+## Results on held-out text
+
+Scored on {data.eval_windows} held-out windows of {data.window} tokens ({data.eval_tokens:,} tokens predicted) of the
+same source, documents the run never trained on.
+
+| | predecessor | successor |
+|---|---|---|
+| perplexity | {number(predecessor.perplexity, 2)} | {number(successor.perplexity, 2)} |
+| KL(predecessor ‖ successor), nats per token | | {number(successor.kl, 3)} |
+| top-1 agreement with the predecessor (%) | | {number(_percent(successor.agreement), 1)} |
+{zero_shot}| layers | {predecessor.layers} | {successor.layers} |
+| parameters | {predecessor.params:,} | {successor.params:,} |
+
+{_speed(results)}{_sample(results)}
+## How to use
+
+```python
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained({quoted(repo_id, "<this folder or its hub id>")})
+model = AutoModelForCausalLM.from_pretrained({quoted(repo_id, "<this folder or its hub id>")})
+inputs = tokenizer("The president said in his speech that", return_tensors="pt")
+print(tokenizer.decode(model.generate(**inputs, max_new_tokens=20)[0], skip_special_tokens=True))
+```
+"""
+
+
+def _percent(share: float | None) -> float | None:
+    return None if share is None else 100 * share
+
+
+def _speed(results: LanguageModelResults) -> str:
+    speed = results.speed
+    if not speed:
+        return "Its speed was not measured.\n"
+    return (
+        f"Decoding (batch 1, KV cache, PyTorch fp32 on the machine that trained it) runs at "
+        f"{number(speed.get('successor_decode_tokens_per_second'), 1)} tokens per second against the predecessor's "
+        f"{number(speed.get('predecessor_decode_tokens_per_second'), 1)} "
+        f"({number(speed.get('decode_speedup'), 2)}x); prefill of a batch of held-out windows is "
+        f"{number(speed.get('prefill_speedup'), 2)}x faster.\n"
+    )
+
+
+def _sample(results: LanguageModelResults) -> str:
+    sample = results.sample
+    if sample is None:
+        return ""
+    return f"""
+## A sample
+
+Both models continue `{sample.prompt}` greedily:
+
+- predecessor: {sample.predecessor!r}
+- successor: {sample.successor!r}
+"""
