@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from theseus_pl.app.report.tables import find_runs
+from theseus_pl.app.report.tables import find_records
+from theseus_pl.app.results.envelope import LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.tracking.dashboard import describe, sweep_groups, sweep_report, swept_settings, workspace
 from theseus_pl.app.tracking.loggers import wandb_mode
 
@@ -45,9 +46,11 @@ def main(argv: Sequence[str] | None = None) -> Any:
     runs = []
     if folder is not None:
         try:
-            runs, _ = find_runs([folder])
+            runs, _ = find_records([folder])
         except FileNotFoundError as error:
             parser.error(str(error))
+        if not runs:
+            parser.error(f"No results.json under {folder}: give the folder of a finished sweep (a multirun folder).")
     if args.report is not None:
         item = sweep_report(args.entity, args.project, args.report, runs)
     else:
@@ -56,7 +59,8 @@ def main(argv: Sequence[str] | None = None) -> Any:
             parser.error(f"the runs under {args.sweep} logged to several W&B groups ({', '.join(groups)}): pick one "
                          "with --group.")  # fmt: skip
         group = args.group or next(iter(groups), None)
-        item = workspace(args.entity, args.project, args.name, group, swept_settings(runs) if runs else ())
+        kinds = sorted({run.kind for run in runs}, reverse=True) or [TASK_MODEL, LANGUAGE_MODEL]  # task first
+        item = workspace(args.entity, args.project, args.name, group, swept_settings(runs) if runs else (), kinds)
 
     online = wandb_mode() == "online"
     if args.dry_run or not online:

@@ -1,14 +1,17 @@
 """The W&B dashboard as code: the workspace and the sweep report are built offline from planted runs, and saved only
 where W&B is online."""
 
+from dataclasses import replace
+
 import pytest
 import wandb_workspaces.reports.v2 as wr
 import wandb_workspaces.workspaces as ws
-from results_records import a_run, plant
+from results_records import V2_LANGUAGE_MODEL, a_run, plant
 
 from theseus_pl import dashboard
 from theseus_pl.app.report.tables import find_runs
-from theseus_pl.app.results.envelope import WandbLink
+from theseus_pl.app.results.envelope import LANGUAGE_MODEL, WandbLink, write_results
+from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.tracking.dashboard import sweep_report, workspace
 
 
@@ -128,3 +131,50 @@ def test_a_sweep_over_several_groups_needs_one_named(tmp_path, capsys):
     with pytest.raises(SystemExit):
         dashboard.main(["--entity", "e", "--project", "p", "--sweep", str(tmp_path / "both"), "--dry-run"])
     assert "several W&B groups (first, second): pick one with --group" in capsys.readouterr().err
+
+
+def planted_lm_sweep(folder, group="lm_2026"):
+    """Two decoder methods x two seeds, each logged to W&B in ``group``."""
+    lm_run = read_run(V2_LANGUAGE_MODEL)
+    for method, perplexity in (("lm_theseus_curriculum", 38.0), ("shortgpt_healed", 33.0)):
+        for seed in (1, 2):
+            link = WandbLink(id=f"{method}{seed}", name=method, group=group, url=None, dir="wandb")
+            successor = replace(lm_run.successor, perplexity=perplexity + seed)
+            record = replace(lm_run, method=method, seed=seed, successor=successor, wandb=link,
+                             settings={"seed": seed, "method": method})  # fmt: skip
+            (folder / f"{method}-{seed}").mkdir(parents=True)
+            write_results(folder / f"{method}-{seed}" / "results.json", record)
+    return folder
+
+
+def test_the_workspace_of_decoder_lm_runs_shows_perplexity_speed_and_the_sample(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    sweep = planted_lm_sweep(tmp_path / "lm_2026")
+    view = dashboard.main(["--entity", "team", "--project", "proj", "--sweep", str(sweep), "--dry-run"])
+    sections = {section.name: panels_of(section) for section in view.sections}
+    assert list(sections) == ["Decoder LMs: held-out perplexity during training", "Replacing",
+                              "Decoder LMs: perplexity against decode speed-up"]  # fmt: skip
+    perplexity = sections["Decoder LMs: held-out perplexity during training"][
+        ("LinePlot", "Held-out perplexity by method")
+    ]
+    assert (perplexity.x, perplexity.y, perplexity.groupby) == ("trainer/global_step", ["val/perplexity"], "JobType")
+    assert {panel.y[0] for panel in sections["Replacing"].values()} >= {"train/p"}
+    tradeoff = sections["Decoder LMs: perplexity against decode speed-up"]
+    scatter = tradeoff[("ScatterPlot", "Successor perplexity against decode speed-up")]
+    assert (scatter.x.name, scatter.y.name) == ("final/decode_speedup", "final/successor_perplexity")
+    assert ("WeavePanelSummaryTable", "generation_sample") in tradeoff
+    assert "summary:final/successor_perplexity" in view.runset_settings.pinned_columns
+    assert "lm_2026" in str(view.runset_settings.filters)
+    both = workspace("team", "proj", kinds=("task_model", LANGUAGE_MODEL))
+    assert [section.name for section in both.sections][:2] == ["Dev score during training", "Replacing"]
+    assert len(both.sections) == 6  # the encoders' four, the decoders' two: one Replacing section serves both
+
+
+def test_the_sweep_report_of_decoder_lm_runs_holds_the_lm_table_and_their_plots(tmp_path):
+    sweep = planted_lm_sweep(tmp_path / "lm_2026")
+    report = dashboard.main(["--entity", "team", "--project", "proj", "--report", str(sweep), "--dry-run"])
+    (table,) = [block.text for block in report.blocks if isinstance(block, wr.MarkdownBlock)]
+    assert table.splitlines()[0].startswith("| method | layers |")
+    assert "shortgpt_healed" in table and "lm_theseus_curriculum" in table
+    titles = {panel.title for block in report.blocks if isinstance(block, wr.PanelGrid) for panel in block.panels}
+    assert {"Held-out perplexity by method", "Successor perplexity against decode speed-up"} <= titles

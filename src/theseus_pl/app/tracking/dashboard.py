@@ -1,8 +1,9 @@
 """The project's W&B dashboard as code: a saved workspace view and, for a finished sweep, a report.
 
 Built with ``wandb-workspaces`` (W&B's own library for saved views and reports) from what every job logs (see
-:mod:`theseus_pl.app.tracking.wandb_run`): ``val/score`` and ``train/*`` over ``trainer/global_step``, the ``final/*``
-summary, the ``compression_card`` and ``score_vs_speedup`` tables. A run's method is its W&B job type
+:mod:`theseus_pl.app.tracking.wandb_run`): ``val/score`` (``val/perplexity`` for a decoder LM) and ``train/*`` over
+``trainer/global_step``, the ``final/*`` summary, the ``compression_card``, ``score_vs_speedup`` and
+``generation_sample`` tables. A run's method is its W&B job type
 (:mod:`theseus_pl.app.tracking.run_identity`), so panels group by ``JobType``. The objects are built offline; only
 saving them needs W&B.
 """
@@ -17,7 +18,11 @@ from typing import Any
 import wandb_workspaces.reports.v2 as wr
 import wandb_workspaces.workspaces as ws
 
+from theseus_pl.app.report.files import write_markdown_and_csv
+from theseus_pl.app.report.language_model import language_model_frame, language_model_table
 from theseus_pl.app.report.tables import best_settings, build_table, varied_keys, write_best_settings, write_tables
+from theseus_pl.app.results.envelope import LANGUAGE_MODEL, TASK_MODEL, RunRecord
+from theseus_pl.app.results.language_model import LanguageModelResults
 from theseus_pl.app.results.task_model import RunResults
 
 STEP = "trainer/global_step"
@@ -26,6 +31,8 @@ SCORE, SPEEDUP = "final/successor_score", "final/speedup"
 # The run table's columns after the run's name: the headline numbers, then the values the sweep varied.
 SUMMARY_COLUMNS = [SCORE, "final/predecessor_score", "final/retained", SPEEDUP, "final/best_step"]
 SHAPE_SETTINGS = ["theseus.successor_layers", "theseus.successor.hidden_size", "theseus.successor.intermediate_size"]
+PERPLEXITY, DECODE_SPEEDUP = "final/successor_perplexity", "final/decode_speedup"
+LM_COLUMNS = [PERPLEXITY, "final/predecessor_perplexity", "final/kl", "final/agreement", DECODE_SPEEDUP]
 
 
 def training_panels() -> list[Any]:
@@ -64,6 +71,27 @@ def tradeoff_panels() -> list[Any]:
     ]  # fmt: skip
 
 
+def language_model_panels() -> list[Any]:
+    """A decoder-LM run's held-out perplexity over steps by method (what its validation logs)."""
+    return [
+        wr.LinePlot(title="Held-out perplexity by method", x=STEP, y=["val/perplexity"], groupby=METHOD,
+                    groupby_aggfunc="mean", groupby_rangefunc="minmax"),
+        wr.LinePlot(title="Training loss by method", x=STEP, y=["train/loss"], groupby=METHOD,
+                    groupby_aggfunc="mean", groupby_rangefunc="minmax"),
+    ]  # fmt: skip
+
+
+def language_model_tradeoff_panels() -> list[Any]:
+    """Where each decoder-LM run lands: successor perplexity against decode speed-up, by method, and its sample."""
+    return [
+        wr.ScatterPlot(title="Successor perplexity against decode speed-up", x=wr.SummaryMetric(DECODE_SPEEDUP),
+                       y=wr.SummaryMetric(PERPLEXITY)),
+        wr.BarPlot(title="Successor perplexity by method", metrics=[PERPLEXITY], groupby=METHOD,
+                   groupby_aggfunc="median", groupby_rangefunc="minmax"),
+        wr.WeavePanelSummaryTable(table_name="generation_sample"),
+    ]  # fmt: skip
+
+
 def config_column(key: str) -> str:
     """The run table's column of a dotted config key: W&B stores a nested config under ``<first>.value``."""
     first, _, rest = key.partition(".")
@@ -71,58 +99,103 @@ def config_column(key: str) -> str:
 
 
 def workspace(
-    entity: str, project: str, name: str = "theseus_pl", group: str | None = None, swept: Sequence[str] = ()
+    entity: str,
+    project: str,
+    name: str = "theseus_pl",
+    group: str | None = None,
+    swept: Sequence[str] = (),
+    kinds: Sequence[str] = (TASK_MODEL,),
 ) -> ws.Workspace:
-    """The saved view: four sections (training, replacing, score against speed-up, compression card) over the runs
-    of ``group`` (all the project's when None), the best successor first, the ``swept`` settings as columns."""
-    sections = [
-        ws.Section(name="Dev score during training", is_open=True, panels=training_panels()),
-        ws.Section(name="Replacing", is_open=True, panels=replacing_panels()),
-        ws.Section(name="Score against speed-up", is_open=True, panels=tradeoff_panels()),
-        ws.Section(name="Compression card", is_open=True,
-                   panels=[wr.WeavePanelSummaryTable(table_name="compression_card")]),
-    ]  # fmt: skip
+    """The saved view over the runs of ``group`` (all the project's when None), the ``swept`` settings as columns.
+
+    Task-model runs get four sections (training, replacing, score against speed-up, compression card), the best
+    successor first; decoder-LM runs get theirs (held-out perplexity over steps, replacing, perplexity against decode
+    speed-up and the generation sample), the lowest perplexity first where they are the only kind."""
+    replacing = ws.Section(name="Replacing", is_open=True, panels=replacing_panels())
+    sections = []
+    if TASK_MODEL in kinds:
+        sections += [
+            ws.Section(name="Dev score during training", is_open=True, panels=training_panels()),
+            replacing,
+            ws.Section(name="Score against speed-up", is_open=True, panels=tradeoff_panels()),
+            ws.Section(name="Compression card", is_open=True,
+                       panels=[wr.WeavePanelSummaryTable(table_name="compression_card")]),
+        ]  # fmt: skip
+    if LANGUAGE_MODEL in kinds:
+        sections += [
+            ws.Section(name="Decoder LMs: held-out perplexity during training", is_open=True,
+                       panels=language_model_panels()),
+            *([] if TASK_MODEL in kinds else [replacing]),
+            ws.Section(name="Decoder LMs: perplexity against decode speed-up", is_open=True,
+                       panels=language_model_tradeoff_panels()),
+        ]  # fmt: skip
+    headline = (
+        ws.Ordering(ws.Summary(SCORE), ascending=False)
+        if TASK_MODEL in kinds
+        else ws.Ordering(ws.Summary(PERPLEXITY), ascending=True)
+    )
+    columns = [*(SUMMARY_COLUMNS if TASK_MODEL in kinds else []), *(LM_COLUMNS if LANGUAGE_MODEL in kinds else [])]
     runs = ws.RunsetSettings(
         filters=[ws.Metric("Group") == group] if group else [],
-        order=[ws.Ordering(ws.Summary(SCORE), ascending=False)],
-        pinned_columns=["run:jobType", *(f"summary:{key}" for key in SUMMARY_COLUMNS), *map(config_column, swept)],
+        order=[headline],
+        pinned_columns=["run:jobType", *(f"summary:{key}" for key in columns), *map(config_column, swept)],
     )
     return ws.Workspace(entity=entity, project=project, name=name, sections=sections, runset_settings=runs,
                         settings=ws.WorkspaceSettings(x_axis=STEP, max_runs=100))  # fmt: skip
 
 
-def sweep_groups(runs: Sequence[RunResults]) -> list[str]:
+def sweep_groups(runs: Sequence[RunRecord]) -> list[str]:
     """The W&B groups the runs logged to (a multirun's jobs share one: its folder's name)."""
     return sorted({run.wandb.group for run in runs if run.wandb is not None and run.wandb.group})
 
 
-def swept_settings(runs: Sequence[RunResults]) -> list[str]:
+def swept_settings(runs: Sequence[RunRecord]) -> list[str]:
     """The settings whose values differ between the runs: the sweep's axes."""
     return varied_keys([run.settings for run in runs])
 
 
-def sweep_report(entity: str, project: str, sweep: Path, runs: Sequence[RunResults]) -> wr.Report:
-    """The sweep's report: the protocol's table and best settings (as ``python -m theseus_pl.report`` writes them)
-    and, where the runs logged to W&B, the training and score-against-speed-up plots of their group."""
-    with tempfile.TemporaryDirectory() as folder:
-        tasks, table = build_table(list(runs))
-        (table_md, *_) = (p for p in write_tables(tasks, table, "method", Path(folder)) if p.suffix == ".md")
-        best = best_settings(list(runs))
-        (best_md, *_) = (p for p in write_best_settings(best, "method", Path(folder)) if p.suffix == ".md")
-        table_text, best_text = table_md.read_text(), best_md.read_text()
+def sweep_report(entity: str, project: str, sweep: Path, runs: Sequence[RunRecord]) -> wr.Report:
+    """The sweep's report: the tables ``python -m theseus_pl.report`` writes (the protocol's table and best settings
+    for task-model runs, the LM table for decoder-LM runs) and, where the runs logged to W&B, the plots of their
+    group."""
+    tasks = [run for run in runs if isinstance(run, RunResults)]
+    language_models = [run for run in runs if isinstance(run, LanguageModelResults)]
     methods = sorted({run.method for run in runs})
+    on = sorted({run.task for run in tasks}) + (["language-model text"] if language_models else [])
     blocks: list[Any] = [
-        wr.P(text=f"{len(runs)} runs of the sweep {sweep.name}: {', '.join(methods)} on "
-                  f"{', '.join(sorted({run.task for run in runs}))}. Written by python -m theseus_pl.dashboard."),
-        wr.H2(text="Each method at its best setting (median over seeds)"), wr.MarkdownBlock(text=table_text),
-        wr.H2(text="Best settings, with the seeds' spread"), wr.MarkdownBlock(text=best_text),
+        wr.P(text=f"{len(runs)} runs of the sweep {sweep.name}: {', '.join(methods)} on {', '.join(on)}. Written by "
+                  "python -m theseus_pl.dashboard."),
     ]  # fmt: skip
+    if tasks:
+        with tempfile.TemporaryDirectory() as folder:
+            names, table = build_table(tasks)
+            (table_md, *_) = (p for p in write_tables(names, table, "method", Path(folder)) if p.suffix == ".md")
+            best = best_settings(tasks)
+            (best_md, *_) = (p for p in write_best_settings(best, "method", Path(folder)) if p.suffix == ".md")
+            table_text, best_text = table_md.read_text(), best_md.read_text()
+        blocks += [
+            wr.H2(text="Each method at its best setting (median over seeds)"), wr.MarkdownBlock(text=table_text),
+            wr.H2(text="Best settings, with the seeds' spread"), wr.MarkdownBlock(text=best_text),
+        ]  # fmt: skip
+    if language_models:
+        with tempfile.TemporaryDirectory() as folder:
+            table = language_model_table(language_model_frame(language_models))
+            (lm_md, *_) = write_markdown_and_csv(table, Path(folder), "lm_table")
+            lm_text = lm_md.read_text()
+        blocks += [
+            wr.H2(text="Decoder LMs: held-out perplexity per method and kept layers (over seeds)"),
+            wr.MarkdownBlock(text=lm_text),
+        ]  # fmt: skip
     if groups := sweep_groups(runs):
         runset = wr.Runset(entity=entity, project=project, name=sweep.name, filters=f"Group in {groups!r}")
-        blocks += [
-            wr.H2(text="Training"), wr.PanelGrid(runsets=[runset], panels=training_panels() + replacing_panels()),
-            wr.H2(text="Score against speed-up"), wr.PanelGrid(runsets=[runset], panels=tradeoff_panels()[:2]),
-        ]  # fmt: skip
+        if tasks:
+            blocks += [
+                wr.H2(text="Training"), wr.PanelGrid(runsets=[runset], panels=training_panels() + replacing_panels()),
+                wr.H2(text="Score against speed-up"), wr.PanelGrid(runsets=[runset], panels=tradeoff_panels()[:2]),
+            ]  # fmt: skip
+        if language_models:
+            panels = language_model_panels() + replacing_panels()[:1] + language_model_tradeoff_panels()[:2]
+            blocks += [wr.H2(text="Decoder LMs"), wr.PanelGrid(runsets=[runset], panels=panels)]
     return wr.Report(entity=entity, project=project, title=f"theseus_pl sweep {sweep.name}", blocks=blocks,
                      description=f"{len(runs)} runs; tables from results.json, plots from the W&B group.")  # fmt: skip
 
