@@ -21,6 +21,7 @@ from theseus_pl.app.config.command_line import (
 from theseus_pl.app.config.resolvers import register_resolvers
 
 log = logging.getLogger("theseus_pl")
+MULTIRUN_FLAGS = {"-m", "--multirun"}
 
 register_resolvers()
 
@@ -81,6 +82,14 @@ def cli() -> None:
     if problems:
         print("The command line cannot be read:\n" + "\n".join(f"- {p}" for p in problems), file=sys.stderr)
         raise SystemExit(2)
+    if MULTIRUN_FLAGS & set(arguments):
+        from theseus_pl.app.checks.multirun import multirun_refusals  # torch and Lightning: only for a multirun
+
+        refusals = multirun_refusals([argument for argument in arguments if not argument.startswith("-")])
+        if refusals:
+            print("The sweep cannot start (no job was run); these jobs would be refused:\n"
+                  + "\n".join(f"- {refusal}" for refusal in refusals), file=sys.stderr)  # fmt: skip
+            raise SystemExit(2)
     main()
 
 

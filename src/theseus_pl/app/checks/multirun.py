@@ -1,0 +1,68 @@
+"""A multirun's jobs checked before its first job starts: each job's settings, as the run itself checks them.
+
+Hydra's basic sweeper makes one job per combination of the sweep's values: those on the command line
+(``optimizer.lr=1e-4,2e-4``) and those a sweep config sets in ``hydra.sweeper.params`` (``+sweep=lm_protocol``),
+the command line's winning for the same key. Each job's config is composed here as the job will compose it, and
+checked by :func:`~theseus_pl.app.checks.settings.checked_settings`; a refusal names the job by its overrides, so a
+sweep with one bad job stops before any job runs instead of at that job. What needs the models or the data is still
+checked by each job as it starts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Sequence
+
+from hydra import compose, initialize_config_module
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from omegaconf import OmegaConf
+
+from theseus_pl.app.checks.settings import checked_settings
+
+log = logging.getLogger(__name__)
+
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"  # the sweeper whose jobs this can list
+CONFIG = ("theseus_pl.conf", "train")
+
+
+def multirun_jobs(overrides: Sequence[str]) -> list[list[str]] | None:
+    """Each job's overrides, as the basic sweeper makes them; None where they cannot be listed here (another
+    sweeper, such as Optuna's, chooses its jobs as it goes)."""
+    parser = OverridesParser.create()
+    parsed = parser.parse_overrides(list(overrides))
+    fixed = [override.input_line for override in parsed if not override.is_sweep_override()]
+    with initialize_config_module(CONFIG[0], version_base="1.3"):
+        hydra = compose(CONFIG[1], overrides=fixed, return_hydra_config=True).hydra
+    if hydra.sweeper.get("_target_") != BASIC_SWEEPER:
+        return None
+    params = hydra.sweeper.get("params")
+    params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
+    by_key = {o.get_key_element(): o for o in parser.parse_overrides([f"{k}={v}" for k, v in params.items()])}
+    by_key.update({override.get_key_element(): override for override in parsed})  # the command line wins
+    choices = [
+        [f"{key}={value}" for value in override.sweep_string_iterator()]
+        if override.is_sweep_override()
+        else [override.input_line]
+        for key, override in by_key.items()
+    ]
+    return [list(job) for job in itertools.product(*choices)]
+
+
+def multirun_refusals(overrides: Sequence[str]) -> list[str]:
+    """``job i (overrides): problem`` for every problem of every job the sweep would run; none when every job's
+    settings pass (or the jobs cannot be listed here)."""
+    try:
+        jobs = multirun_jobs(overrides)
+    except (HydraException, ValueError) as error:  # the sweep itself is malformed: Hydra says so when it starts
+        log.debug("Could not list the sweep's jobs (%s); each job checks itself.", error)
+        return []
+    refusals = []
+    with initialize_config_module(CONFIG[0], version_base="1.3"):
+        for number, job in enumerate(jobs or []):
+            cfg = compose(CONFIG[1], overrides=[*job, "paths.output_dir=unused"])
+            swept = " ".join(override for override in job if override not in overrides)  # what varies between jobs
+            named = f"job {number} ({swept or 'as given'})"
+            refusals += [f"{named}: {problem}" for problem in checked_settings(cfg).problems]
+    return refusals

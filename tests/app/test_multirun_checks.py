@@ -1,0 +1,36 @@
+"""A multirun checks every job's settings before its first job starts, and names each job that would be refused."""
+
+import os
+import subprocess
+import sys
+
+from theseus_pl.app.checks.multirun import multirun_jobs, multirun_refusals
+
+
+def test_a_sweep_with_one_bad_job_is_refused_before_any_job_runs_naming_that_job(tmp_path):
+    command = [sys.executable, "-m", "theseus_pl", "-m", "+experiment=demo", "optimizer.lr=1e-4,0", "seed=1"]
+    completed = subprocess.run(command, cwd=tmp_path, env={**os.environ, "WANDB_MODE": "offline"},
+                               capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert completed.returncode == 2, completed.stderr[-2000:]
+    lines = completed.stderr.strip().splitlines()
+    assert lines[0] == "The sweep cannot start (no job was run); these jobs would be refused:"
+    assert lines[1:] == ["- job 1 (optimizer.lr=0): optimizer.lr=0 must be a number above 0, e.g. 2e-5."]
+    assert list(tmp_path.iterdir()) == []  # no multirun folder, no job started
+
+
+def test_the_jobs_are_the_sweeps_combinations_from_the_command_line_and_the_sweep_config():
+    jobs = multirun_jobs(["+experiment=smollm2_quick", "+sweep=lm_protocol", "seed=3"])
+    assert len(jobs) == 6  # the command line's seed replaces the sweep config's seeds 1,2
+    points = ("theseus_curriculum", "theseus_constant", "shortgpt", "shortgpt_healed", "truncation", "streamline")
+    assert {job[0] for job in jobs} == {f"lm_protocol={point}" for point in points}
+    assert all("seed=3" in job and "+experiment=smollm2_quick" in job for job in jobs)
+    assert multirun_refusals(["+experiment=smollm2_quick", "+sweep=lm_protocol"]) == []  # the protocol as shipped
+
+
+def test_every_job_of_a_mixed_sweep_is_checked_by_its_own_kind():
+    refusals = multirun_refusals(["+experiment=smollm2_quick", "method=lm_theseus,kd", "deploy.quantize=null,int8"])
+    assert [refusal.split(":", 1)[0] for refusal in refusals] == [
+        "job 1 (method=lm_theseus deploy.quantize=int8)", "job 2 (method=kd deploy.quantize=null)",
+        "job 3 (method=kd deploy.quantize=int8)",
+    ]  # fmt: skip
+    assert "method=kd compresses encoders" in refusals[1]
