@@ -37,6 +37,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification
 from transformers.utils import logging as hf_logging
 
 from theseus_pl.app.config.resolvers import package_path
+from theseus_pl.core.precision import AUTO, resolve_precision
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.schedules import ConstantSchedule
 from theseus_pl.core.timing import inference_speedup
@@ -44,7 +45,6 @@ from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.lightning.callbacks import replacement_callbacks
 from theseus_pl.lightning.modules import FineTuningModule, TheseusModule
 from theseus_pl.lightning.optim import adamw_with_linear_schedule
-from theseus_pl.lightning.precision import AUTO, resolve_precision
 
 RATES = (0.1, 0.5, 1.0)
 TRAINING_CONFIGS = ("finetune", *(f"{mode}_p{p}" for mode in ("theseus", "reference") for p in RATES))

@@ -39,7 +39,7 @@ _EXPORTS = {
     "load_successor": "theseus_pl.core.io",
     "TheseusModule": "theseus_pl.lightning.modules",
     "TextTaskDataModule": "theseus_pl.data.datamodule",
-    "LanguageModelingDataModule": "theseus_pl.data.language_modeling",
+    "LanguageModelingDataModule": "theseus_pl.data.language_model",
 }
 __all__ = [  # the names of _EXPORTS (a literal list, so that tools read it)
     "AntiCurriculumSchedule",
@@ -80,7 +80,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
         successor_factory,
     )
     from theseus_pl.data.datamodule import TextTaskDataModule
-    from theseus_pl.data.language_modeling import LanguageModelingDataModule
+    from theseus_pl.data.language_model import LanguageModelingDataModule
     from theseus_pl.lightning.modules import TheseusModule
 
 

@@ -37,7 +37,7 @@ def test_every_glue_task_has_a_curriculum_and_a_constant_experiment():
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_every_experiment_composes_and_instantiates(experiment, tiny_tokenizer, tmp_path):
     cfg = compose_config(f"+experiment={experiment}", f"paths.cache_dir={tmp_path}")
-    if experiment.startswith("smollm2"):  # a decoder LM on text, not a task (its data: tests/app/test_lm_run.py)
+    if experiment.startswith("smollm2"):  # a decoder LM on text, not a task (tests/app/test_language_model_run.py)
         assert is_language_model_run(cfg) and cfg.method.name.startswith("lm_theseus")
         assert text_source(cfg.data).describe().startswith("speeches of the 2012 US party conventions")
     else:

@@ -5,7 +5,7 @@ from app_runs import compose_config, tiny_run_overrides
 
 from theseus_pl.app.results.reading import read_results
 from theseus_pl.app.run.pipeline import run
-from theseus_pl.lightning.precision import RELEVANT_FLAGS, resolve_precision, this_cpu
+from theseus_pl.core.precision import RELEVANT_FLAGS, resolve_precision, this_cpu
 
 METHODS = ["theseus", "theseus_kd", "fine_tuning", "kd", "pkd", "layerdrop"]
 

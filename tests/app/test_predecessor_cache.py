@@ -19,9 +19,9 @@ from theseus_pl.app.results.reading import read_results
 from theseus_pl.app.run import task_model
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.run.stages import evaluation_settings, run_hardware
+from theseus_pl.core.precision import resolve_precision
 from theseus_pl.data.cache_entry import MANIFEST, write_manifest
 from theseus_pl.lightning.evaluation import evaluate
-from theseus_pl.lightning.precision import resolve_precision
 
 
 def key_of(*overrides: str) -> str:

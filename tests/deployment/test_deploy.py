@@ -16,6 +16,7 @@ from theseus_pl.app.results.reading import read_results
 from theseus_pl.app.results.task_model import deployment_dict, read_deployment
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.ship.deploy_folder import deploy_model
+from theseus_pl.core.precision import this_cpu
 from theseus_pl.core.settings import SettingsError
 from theseus_pl.core.timing import p50_milliseconds
 from theseus_pl.deploy import main
@@ -32,7 +33,6 @@ from theseus_pl.deployment.onnx_export import (
 )
 from theseus_pl.deployment.stage import DeploySettings
 from theseus_pl.deployment.targets import pick_target
-from theseus_pl.lightning.precision import this_cpu
 
 QUICK = DeploySettings(batch_sizes=(1, 2), repeats=1, sequence_length=12)
 MODELS = ["pytorch_predecessor", "pytorch_successor", "pytorch_bf16", "onnx_fp32", "onnx_int8"]

@@ -7,9 +7,9 @@ from test_modules import make_trainer
 
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.layer_removal import block_input_output
-from theseus_pl.data.language_modeling import LanguageModelingDataModule
+from theseus_pl.data.language_model import LanguageModelingDataModule
 from theseus_pl.lightning.block_replacement import BlockReplacementModule, streamlined_model
-from theseus_pl.lightning.lm_metrics import LanguageModelMetrics
+from theseus_pl.lightning.language_model_metrics import LanguageModelMetrics
 
 
 def test_the_block_is_read_without_running_the_layers_above_it():

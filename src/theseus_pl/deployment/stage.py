@@ -21,6 +21,7 @@ import torch
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from theseus_pl.core.io import PICKLED, is_sequence_classifier, load_successor
+from theseus_pl.core.precision import cpu_bf16_problem, this_cpu
 from theseus_pl.core.timing import forward_call, p50_milliseconds
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.onnx_export import (
@@ -37,7 +38,6 @@ from theseus_pl.deployment.onnx_export import (
 from theseus_pl.deployment.record import Deployment, DeploySettings
 from theseus_pl.deployment.targets import pick_target
 from theseus_pl.lightning.metrics import TaskMetrics
-from theseus_pl.lightning.precision import cpu_bf16_problem, this_cpu
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from transformers import PreTrainedModel
 
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.layer_removal import block_input_output, keep_layers
-from theseus_pl.lightning.lm_metrics import LanguageModelMetrics
+from theseus_pl.lightning.language_model_metrics import LanguageModelMetrics
 from theseus_pl.lightning.modules import Batch, ClassifierModule
 from theseus_pl.lightning.step_logging import log_training_loss
 

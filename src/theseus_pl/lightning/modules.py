@@ -15,7 +15,7 @@ from theseus_pl.core.settings import check_fields
 from theseus_pl.data.tasks import TaskSpec, head_label_problem
 from theseus_pl.lightning.callbacks import replacement_callbacks
 from theseus_pl.lightning.distillation import SOFT_TARGET_RULES, PredecessorTeacher, TeacherLogits, distillation_loss
-from theseus_pl.lightning.lm_metrics import LanguageModelMetrics
+from theseus_pl.lightning.language_model_metrics import LanguageModelMetrics
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.optim import adamw_with_linear_schedule
 from theseus_pl.lightning.step_logging import log_step_number, log_training_loss

@@ -10,7 +10,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerBa
 
 from theseus_pl.core.decoders import is_decoder
 from theseus_pl.core.families import find_layer_stack
-from theseus_pl.data.language_modeling import window_problem
+from theseus_pl.data.language_model import window_problem
 from theseus_pl.data.sources import GlueDirSource
 from theseus_pl.data.tasks import glue_task
 

@@ -25,13 +25,13 @@ from theseus_pl.app.checks.settings import RunSettings
 from theseus_pl.app.config.terms import SUCCESSOR_SETTINGS, in_config_terms, naming_group
 from theseus_pl.app.methods.method import TheseusSettings
 from theseus_pl.app.predecessors.classifier import check_fits_task
+from theseus_pl.core.precision import AUTO, cpu_bf16_problem, resolve_precision, uses_gpu
 from theseus_pl.core.replacing import module_sizes
 from theseus_pl.core.settings import positive_int
 from theseus_pl.core.successors.copied import intermediate_size_problem
 from theseus_pl.core.successors.narrow_width import hidden_size_problem
 from theseus_pl.data.datamodule import TextTaskDataModule, resolve_source, resolve_task, sample_rows
 from theseus_pl.data.tasks import TaskSpec
-from theseus_pl.lightning.precision import AUTO, cpu_bf16_problem, resolve_precision, uses_gpu
 
 
 def checked_datamodule(cfg: DictConfig, settings: RunSettings) -> TextTaskDataModule:

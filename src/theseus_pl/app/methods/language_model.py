@@ -21,7 +21,7 @@ from theseus_pl.app.results.envelope import LANGUAGE_MODEL
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.layer_removal import keep_layers, most_similar_block
 from theseus_pl.lightning.block_replacement import BlockReplacementModule
-from theseus_pl.lightning.lm_metrics import LanguageModelMetrics
+from theseus_pl.lightning.language_model_metrics import LanguageModelMetrics
 from theseus_pl.lightning.modules import FineTuningModule
 
 

@@ -45,7 +45,7 @@ from theseus_pl.core.settings import (
 from theseus_pl.core.successors import Importance, SuccessorFactory
 from theseus_pl.core.successors import successor_factory as core_successor_factory
 from theseus_pl.data.tasks import TaskSpec
-from theseus_pl.lightning.lm_metrics import LanguageModelMetrics
+from theseus_pl.lightning.language_model_metrics import LanguageModelMetrics
 from theseus_pl.lightning.metrics import TaskMetrics
 
 DEFAULT_SUCCESSOR = "theseus_pl.core.successors.copied_layer"

@@ -48,7 +48,7 @@ class WandbLink:
 @dataclass(frozen=True)
 class Hardware:
     """What the run trained on, and in which precision (``trainer.precision=auto`` decides by the machine:
-    :mod:`theseus_pl.lightning.precision`)."""
+    :mod:`theseus_pl.core.precision`)."""
 
     precision: str  # what Lightning trained and evaluated in: "32-true", "bf16-mixed", ...
     precision_requested: str  # trainer.precision as set: "auto" unless given

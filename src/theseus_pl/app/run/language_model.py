@@ -36,12 +36,12 @@ from theseus_pl.app.run.stages import hub_id
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.app.tracking.wandb_run import publish_language_model
 from theseus_pl.core.timing import generation_speed
-from theseus_pl.data.language_modeling import IGNORED, LanguageModelingDataModule, collate_windows
+from theseus_pl.data.language_model import IGNORED, LanguageModelingDataModule, collate_windows
 from theseus_pl.data.sources import GlueDirSource
 from theseus_pl.data.tasks import glue_task
 from theseus_pl.data.text_corpus import ConventionSpeeches, HubText, TextFiles, TextSource
-from theseus_pl.lightning.lm_evaluation import evaluate_language_model
-from theseus_pl.lightning.lm_zero_shot import zero_shot_accuracy
+from theseus_pl.lightning.language_model_evaluation import evaluate_language_model
+from theseus_pl.lightning.language_model_zero_shot import zero_shot_accuracy
 
 log = logging.getLogger(__name__)
 

@@ -34,13 +34,13 @@ from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.app.tracking.wandb_run import publish
 from theseus_pl.core.families import find_layer_stack, shape_of
 from theseus_pl.core.io import is_pickled, load_successor, save_successor
+from theseus_pl.core.precision import uses_gpu
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.timing import inference_speedup
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.record import wanted
 from theseus_pl.deployment.stage import deploy
 from theseus_pl.lightning.evaluation import evaluate
-from theseus_pl.lightning.precision import uses_gpu
 
 
 class TaskModelRun(RunKind):

@@ -4,7 +4,7 @@ faster on a CPU with AVX-512 BF16, fp32 elsewhere; every choice says why."""
 import pytest
 import torch
 
-from theseus_pl.lightning.precision import (
+from theseus_pl.core.precision import (
     BF16_AT_MOST,
     bf16_time_ratio,
     choose_precision,

@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 from decoder_models import tiny_decoder, tiny_token_ids
 
-from theseus_pl.data.language_modeling import IGNORED
-from theseus_pl.lightning.lm_metrics import LanguageModelMetrics
+from theseus_pl.data.language_model import IGNORED
+from theseus_pl.lightning.language_model_metrics import LanguageModelMetrics
 
 
 def _windows(seed: int, padded: int = 0) -> dict[str, torch.Tensor]:

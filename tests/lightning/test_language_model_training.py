@@ -12,9 +12,9 @@ from test_modules import make_trainer
 from theseus_pl.core.layer_removal import keep_layers
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.schedules import ConstantSchedule
-from theseus_pl.data.language_modeling import LanguageModelingDataModule
+from theseus_pl.data.language_model import LanguageModelingDataModule
 from theseus_pl.lightning.callbacks import replacement_callbacks
-from theseus_pl.lightning.lm_metrics import LanguageModelMetrics
+from theseus_pl.lightning.language_model_metrics import LanguageModelMetrics
 from theseus_pl.lightning.modules import FineTuningModule, TheseusModule
 
 

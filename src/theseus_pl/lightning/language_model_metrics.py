@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torchmetrics import Metric
 
-from theseus_pl.data.language_modeling import IGNORED
+from theseus_pl.data.language_model import IGNORED
 
 
 def predicted_positions(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -7,7 +7,7 @@ import torch
 from decoder_models import DECODER_VOCAB, tiny_lm_tokenizer
 from torch import nn
 
-from theseus_pl.lightning.lm_zero_shot import answer_tokens, zero_shot_accuracy
+from theseus_pl.lightning.language_model_zero_shot import answer_tokens, zero_shot_accuracy
 
 SETTINGS = {"accelerator": "cpu", "precision": "32-true", "devices": 1, "enable_model_summary": False}
 PROMPT = "{text} said"

@@ -4,8 +4,8 @@ import pytest
 from decoder_models import InMemoryText, tiny_decoder, tiny_documents, tiny_lm_tokenizer
 
 from theseus_pl.core.layer_removal import keep_layers
-from theseus_pl.data.language_modeling import LanguageModelingDataModule
-from theseus_pl.lightning.lm_evaluation import evaluate_language_model
+from theseus_pl.data.language_model import LanguageModelingDataModule
+from theseus_pl.lightning.language_model_evaluation import evaluate_language_model
 
 SETTINGS = {"accelerator": "cpu", "devices": 1, "enable_model_summary": False}
 

@@ -8,8 +8,8 @@ import lightning.pytorch as pl
 import torch
 from torch import nn
 
-from theseus_pl.data.language_modeling import LanguageModelingDataModule
-from theseus_pl.lightning.lm_metrics import LanguageModelMetrics
+from theseus_pl.data.language_model import LanguageModelingDataModule
+from theseus_pl.lightning.language_model_metrics import LanguageModelMetrics
 from theseus_pl.lightning.modules import Batch
 
 

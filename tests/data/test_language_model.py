@@ -4,7 +4,7 @@ import pytest
 import torch
 from decoder_models import InMemoryText, tiny_documents, tiny_lm_tokenizer
 
-from theseus_pl.data.language_modeling import (
+from theseus_pl.data.language_model import (
     IGNORED,
     LanguageModelingDataModule,
     held_out_documents,
