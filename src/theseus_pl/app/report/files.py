@@ -7,6 +7,8 @@ from typing import Any
 
 import pandas as pd
 
+PREDECESSOR = "predecessor"  # the predecessor's row in every report table, beside the methods' rows
+
 
 def write_markdown_and_csv(table: pd.DataFrame, output: Path, stem: str) -> list[Path]:
     """``<stem>.md`` (a Markdown table) and ``<stem>.csv`` (as the csv module writes it) with the same header and

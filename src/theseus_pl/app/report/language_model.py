@@ -14,10 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from theseus_pl.app.report.files import write_markdown_and_csv
+from theseus_pl.app.report.files import PREDECESSOR, write_markdown_and_csv
 from theseus_pl.app.results.language_model import LanguageModelResults
 
-PREDECESSOR = "predecessor"
 ZERO_SHOT = "SST-2 zero-shot %"  # the table's column of median dev accuracy, where the runs scored it
 
 

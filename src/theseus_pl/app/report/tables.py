@@ -35,15 +35,13 @@ from typing import Any
 
 import pandas as pd
 
-from theseus_pl.app.report.files import write_markdown_and_csv
+from theseus_pl.app.report.files import PREDECESSOR, write_markdown_and_csv
 from theseus_pl.app.report.language_model import write_language_model_report
 from theseus_pl.app.report.shape_table import shape_table
 from theseus_pl.app.results.envelope import RunRecord
 from theseus_pl.app.results.language_model import LanguageModelResults
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.task_model import RunResults
-
-PREDECESSOR = "predecessor"
 
 
 def find_runs(folders: Sequence[Path]) -> tuple[list[RunResults], list[str]]:
