@@ -113,8 +113,9 @@ def test_a_language_model_run_goes_through_the_same_settings_checks_as_an_encode
 @pytest.mark.parametrize(
     ("override", "refusal"),
     [
-        ("deploy.quantize=int8", "deploy.quantize=int8 exports an encoder successor to ONNX; a decoder-LM successor"),
-        ("deploy.onnx=true", "deploy.onnx=true exports an encoder successor to ONNX"),
+        ("deploy.quantize=int8", "deploy.quantize=int8: the deploy group exports an encoder successor to ONNX"),
+        ("deploy.onnx=true", "deploy.onnx=true: the deploy group exports an encoder successor to ONNX"),
+        ("deploy.sequence_length=64", "deploy.sequence_length=64: the deploy group exports an encoder successor"),
         ("theseus.successor.intermediate_size=16", "theseus.successor.intermediate_size=16 narrows encoder successors"),
         ("evaluation.single_modules=true", "evaluation.single_modules=true scores each Theseus module alone on a task"),
         ("finetune.epochs=2", "finetune.epochs=2: a decoder-LM run compresses its predecessor as given"),
@@ -125,6 +126,14 @@ def test_a_setting_a_language_model_run_does_not_read_is_refused_not_ignored(tin
         run(compose_config(*_overrides(tiny_lm, tmp_path, override)))
     (problem,) = refused.value.problems
     assert problem.startswith(refusal)
+
+
+def test_a_schedule_that_never_ends_replacing_is_refused_as_on_an_encoder_run(tiny_lm, tmp_path):
+    with pytest.raises(RunRefused) as refused:
+        run(compose_config(*_overrides(tiny_lm, tmp_path, "schedule_steps=10")))
+    (problem,) = refused.value.problems
+    assert problem.startswith("The replacement schedule reaches p = 1 at step 10 but the run has 6 optimizer steps")
+    assert not (tmp_path / "run").exists()
 
 
 def test_an_encoder_method_on_a_language_model_is_refused(tiny_lm, tmp_path):

@@ -11,16 +11,14 @@ needs the tokenizer can still refuse the run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import torch
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from transformers import AutoConfig, PretrainedConfig
 
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.resources import checked_resources
+from theseus_pl.app.checks.schedule import schedule_problems
 from theseus_pl.app.checks.settings import RunSettings
 from theseus_pl.app.config.terms import SUCCESSOR_SETTINGS, in_config_terms, naming_group
 from theseus_pl.app.methods.method import TheseusSettings
@@ -166,48 +164,3 @@ def file_problems(cfg: DictConfig, task: TaskSpec) -> tuple[list[str], int | Non
             limit = data.max_train_samples if positive_int(data.max_train_samples) else None
             train_rows = min(len(rows), limit or len(rows))
     return problems, train_rows
-
-
-def schedule_problems(cfg: DictConfig, settings: RunSettings, train_rows: int | None) -> list[str]:
-    """A method trained by the replacement schedule whose replacing phase cannot end inside the run, unless the
-    user allows it; a learning rate restarted at the switch needs the switch to fall inside the run, after the
-    warm-up. ``train_rows``: the training rows, for a run that counts epochs (None: unknown, not checked then)."""
-    if settings.method is None or settings.schedule is None or settings.theseus is None:
-        return []
-    if not settings.method.needs_schedule:
-        return []
-    total = total_steps(cfg, train_rows)
-    if total is None or not positive_int(total):
-        return []
-    switch_step = settings.schedule.switch_step
-    problems = []
-    warmup = int(_number(cfg.optimizer.get("warmup_ratio", 0.0)) * total)
-    if settings.theseus.lr_schedule == "per_phase" and not warmup < switch_step < total:
-        problems.append(
-            f"theseus.lr_schedule=per_phase restarts the learning rate at the switch to successor fine-tuning, step "
-            f"{switch_step}, which must lie after the warm-up ({warmup} steps) and before the last step ({total})."
-        )
-    if switch_step >= total and not cfg.get("allow_unfinished_schedule", False):
-        problems.append(
-            f"The replacement schedule reaches p = 1 at step {switch_step} but the run has {total} optimizer steps: "
-            f"successor fine-tuning (phase 2) would never run. Raise trainer.max_steps above {switch_step}, make p "
-            "reach 1 sooner (schedule_steps), or allow it with allow_unfinished_schedule=true."
-        )
-    return problems
-
-
-def _number(value: Any) -> float:
-    return value if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
-
-
-def total_steps(cfg: DictConfig, train_rows: int | None) -> int | None:
-    """The run's optimizer steps on one device: ``max_steps``, or fewer when ``max_epochs`` ends it first (None when
-    that needs ``train_rows`` and they are not known)."""
-    trainer: Mapping[str, Any] = OmegaConf.to_container(cfg.trainer, resolve=True)  # type: ignore[assignment]
-    max_steps, max_epochs = trainer.get("max_steps", -1), trainer.get("max_epochs")
-    if max_epochs is None or max_epochs < 0:
-        return max_steps
-    if train_rows is None or not positive_int(cfg.data.batch_size):
-        return None
-    epoch_steps = -(-train_rows // cfg.data.batch_size) // trainer.get("accumulate_grad_batches", 1)
-    return min(max_steps if max_steps > 0 else max_epochs * epoch_steps, max_epochs * epoch_steps)

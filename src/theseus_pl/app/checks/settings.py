@@ -216,12 +216,11 @@ def _language_model_problems(cfg: DictConfig, theseus: TheseusSettings) -> list[
         "copied layers (depth only). Leave it null."
         for name, width in theseus.widths.items()
     ]
-    if wanted(cfg.deploy):
-        asked = ", ".join(f"deploy.{key}={str(cfg.deploy[key]).lower()}" for key in ("onnx", "quantize")
-                          if cfg.deploy.get(key))  # fmt: skip
+    deploy = _changed_from_defaults(cfg, "deploy")
+    if deploy:
         problems.append(
-            f"{asked} exports an encoder successor to ONNX; a decoder-LM successor is written as a transformers folder "
-            "(successor/) and not exported further yet. Leave deploy.onnx=false and deploy.quantize=null."
+            f"{', '.join(deploy)}: the deploy group exports an encoder successor to ONNX; a decoder-LM successor is "
+            "written as a transformers folder (successor/) and not exported further yet. Leave deploy at its defaults."
         )
     changed = _changed_from_defaults(cfg, "finetune")
     if changed:
@@ -242,9 +241,13 @@ def _changed_from_defaults(cfg: DictConfig, group: str) -> list[str]:
     shipped = [entry for entry in folder.iterdir() if entry.name.endswith(".yaml")]
     if len(shipped) != 1:
         return []
-    defaults = OmegaConf.create(shipped[0].read_text())
+    defaults = OmegaConf.to_container(OmegaConf.create(shipped[0].read_text()), resolve=False)
+    given = OmegaConf.to_container(cfg[group], resolve=False)  # as written: ${threads} is a default, not a choice
     return [
-        f"{group}.{key}={value}"
-        for key, value in OmegaConf.to_container(cfg[group], resolve=True).items()
-        if key in defaults and defaults[key] != value
+        f"{group}.{key}={_plain(value)}" for key, value in given.items() if key in defaults and defaults[key] != value
     ]
+
+
+def _plain(value: Any) -> str:
+    """A value as the command line writes it (``true``, ``null``, ``int8``)."""
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)

@@ -22,6 +22,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from theseus_pl.app.checks.language_model import language_model_problems
 from theseus_pl.app.checks.refused import RunRefused
+from theseus_pl.app.checks.schedule import schedule_problems
 from theseus_pl.app.methods.method import Method, MethodInputs
 from theseus_pl.app.predecessors.gguf import converted_gguf
 from theseus_pl.app.results.envelope import LANGUAGE_MODEL, Hardware, RunRecord, WandbLink
@@ -63,6 +64,7 @@ class LanguageModelRun(RunKind):
             raise RunRefused(problems + refused.problems) from None
         self.tokenizer = AutoTokenizer.from_pretrained(self.predecessor_dir)
         problems = problems + language_model_problems(cfg, self.predecessor_dir, self.tokenizer)
+        problems += schedule_problems(cfg, self.settings, train_rows=None)  # the windows are counted only later
         if problems:
             raise RunRefused(problems)
 
@@ -118,7 +120,9 @@ class LanguageModelRun(RunKind):
         steps: list[tuple[str, Callable[[], object]]] = []
 
         def speed() -> None:
-            results.speed = _speed(self.predecessor, self.successor, self.datamodule, self.cfg.benchmark.repeats)
+            benchmark = self.cfg.benchmark
+            results.speed = _speed(self.predecessor, self.successor, self.datamodule, benchmark.batch_size,
+                                   benchmark.repeats)  # fmt: skip
 
         def sample() -> None:
             results.sample = _sample(self.predecessor, self.successor, self.tokenizer)
@@ -228,10 +232,16 @@ def _data_facts(cfg: DictConfig, datamodule: LanguageModelingDataModule, steps: 
 
 
 def _speed(
-    predecessor: PreTrainedModel, successor: PreTrainedModel, datamodule: LanguageModelingDataModule, repeats: int
+    predecessor: PreTrainedModel,
+    successor: PreTrainedModel,
+    datamodule: LanguageModelingDataModule,
+    batch_size: int,
+    repeats: int,
 ) -> dict[str, float]:
-    """Prefill of one held-out batch and decode of 64 tokens after the prompt of its first window's start."""
-    rows = list(datamodule.splits["validation"].select(range(min(8, len(datamodule.splits["validation"])))))
+    """Prefill of one batch of ``batch_size`` held-out windows (``benchmark.batch_size``) and decode of 64 tokens
+    after the prompt of its first window's start."""
+    validation = datamodule.splits["validation"]
+    rows = list(validation.select(range(min(batch_size, len(validation)))))
     batch = {key: value for key, value in collate_windows(rows).items() if key != "labels"}
     prompt = batch["input_ids"][:1, :16]
     return generation_speed(predecessor, successor, batch, prompt, new_tokens=64, repeats=repeats)

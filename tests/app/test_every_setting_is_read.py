@@ -1,0 +1,145 @@
+"""Every key of a run's composed config is read by that run (or by its checks, which refuse a value the run would
+ignore): nothing a user sets is dropped silently, for either kind of run.
+
+A run of each kind is made with its experiment's config while every read of the config is recorded: a value looked
+up (``cfg.data.window``, ``cfg.get(...)``, ``OmegaConf.select``, as the checks' rules do), a group turned into a
+container or a settings object (``OmegaConf.to_container(cfg.deploy)``), an object Hydra instantiates (its
+``_target_`` and arguments), and a key other keys interpolate (``${schedule_steps}``). A key left unread by a run of
+its kind is a setting that run ignores; the only ones allowed are the alternatives a run reads instead (named below,
+with why). A key the checks read counts as read: they refuse a value the run would ignore (``deploy.quantize`` on a
+decoder-LM run), and validate the rest, which is as far as recording reads can tell.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from app_runs import compose_config, tiny_run_overrides
+from decoder_models import tiny_decoder, tiny_documents, tiny_lm_tokenizer
+from omegaconf import DictConfig, OmegaConf
+from test_app import EXPERIMENTS
+
+from theseus_pl.app.config.resolvers import is_language_model_run
+from theseus_pl.app.run.pipeline import run
+
+# Alternatives: a run reads one of them, so the others stay unread by the tiny runs here.
+NOT_READ_WHEN = {
+    "data.hub_dataset": "data.files is given (the text comes from your files, not a hub dataset)",
+    "data.hub_config": "data.files is given",
+    "data.hub_split": "data.files is given",
+    "data.hub_column": "data.files is given",
+    "data.files": "data.task is a GLUE task (a task run reads data.glue_dir instead)",
+    "data.text_columns": "data.task is a GLUE task (its own columns)",
+    "data.labels": "data.task is a GLUE task (its own labels)",
+}
+
+
+def leaves(node: DictConfig, prefix: str = "") -> Iterator[str]:
+    """Every leaf key of ``node`` (an empty group counts as a leaf), dotted."""
+    for key, value in node.items_ex(resolve=False):
+        if isinstance(value, DictConfig) and len(value):
+            yield from leaves(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}"
+
+
+@contextmanager
+def recorded_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[set[str]]:
+    """The dotted keys read from any config while the block runs."""
+    read: set[str] = set()
+    get_impl, pop, to_container, select = DictConfig._get_impl, DictConfig.pop, OmegaConf.to_container, OmegaConf.select
+
+    def record(node: DictConfig, key: object) -> None:
+        with contextlib.suppress(Exception):  # a key OmegaConf cannot name (not a config key)
+            read.add(node._get_full_key(key))  # OmegaConf's own name of the key's full path
+
+    def reading_get(self, key, default_value, validate_key=True):
+        record(self, key)
+        return get_impl(self, key, default_value, validate_key)
+
+    def reading_pop(self, key, *default):
+        record(self, key)  # Hydra's instantiate pops _target_
+        return pop(self, key, *default)
+
+    def reading_to_container(cfg, *args, **kwargs):
+        if isinstance(cfg, DictConfig) and cfg._get_parent() is not None:  # a group; the whole config is only logged
+            prefix = cfg._get_full_key("")
+            read.update(f"{prefix}.{leaf}" for leaf in leaves(cfg))
+        return to_container(cfg, *args, **kwargs)
+
+    def reading_select(cfg, key, *args, **kwargs):
+        prefix = cfg._get_full_key("") if isinstance(cfg, DictConfig) and cfg._get_parent() is not None else ""
+        read.add(f"{prefix}.{key}" if prefix else key)  # the checks' rules look their keys up so
+        return select(cfg, key, *args, **kwargs)
+
+    monkeypatch.setattr(DictConfig, "_get_impl", reading_get)
+    monkeypatch.setattr(OmegaConf, "select", staticmethod(reading_select))
+    monkeypatch.setattr(DictConfig, "pop", reading_pop)
+    monkeypatch.setattr(OmegaConf, "to_container", staticmethod(reading_to_container))
+    yield read
+
+
+def unread_keys(cfg: DictConfig, read: set[str]) -> list[str]:
+    """The leaf keys of ``cfg`` no read reached: not the key, nor a group above it, nor an interpolation of it."""
+    raw = OmegaConf.to_container(cfg, resolve=False)
+    interpolated = set(re.findall(r"\$\{([\w.]+)\}", str(raw)))
+    return [
+        key for key in leaves(cfg)
+        if not any(key == r or key.startswith(f"{r}.") or r.startswith(f"{key}.") for r in read | interpolated)
+        and key not in NOT_READ_WHEN and not key.startswith("hydra.")
+    ]  # fmt: skip
+
+
+def experiments_of(language_model: bool) -> list[str]:
+    return [e for e in EXPERIMENTS if is_language_model_run(compose_config(f"+experiment={e}")) == language_model]
+
+
+@pytest.fixture
+def language_model_overrides(tmp_path) -> list[str]:
+    folder, texts = tmp_path / "tiny_llama", tmp_path / "texts"
+    tiny_decoder("llama").save_pretrained(folder)
+    tiny_lm_tokenizer().save_pretrained(folder)
+    texts.mkdir()
+    for i, text in enumerate(tiny_documents(count=20, words=40)):
+        (texts / f"{i:02d}.txt").write_text(text)
+    return [
+        "model.gguf=null", f"model.base={folder}", f"data.files=[{texts}]", "data.window=8", "data.batch_size=4",
+        "data.max_eval_windows=8", "theseus.successor_layers=2", "schedule_steps=3", "trainer.max_steps=6",
+        "trainer.val_check_interval=2", "logger=csv", "benchmark.repeats=1", "optimizer.lr=1e-3",
+        f"paths.cache_dir={tmp_path / 'cache'}", f"paths.output_dir={tmp_path / 'run'}",
+    ]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("experiment", experiments_of(language_model=True))
+def test_a_language_model_run_reads_every_setting_of_its_experiment(experiment, language_model_overrides, monkeypatch):
+    cfg = compose_config(f"+experiment={experiment}", *language_model_overrides)
+    with recorded_reads(monkeypatch) as read:
+        run(cfg)
+    assert unread_keys(cfg, read) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("experiment", ["sst2_quick", "rte_curriculum", "stsb_constant", "mnli_curriculum"])
+def test_a_task_model_run_reads_every_setting_of_its_experiment(experiment, tiny_base, glue_dir, tmp_path,
+                                                                  monkeypatch):  # fmt: skip
+    overrides = tiny_run_overrides(tiny_base, glue_dir, tmp_path)
+    cfg = compose_config(f"+experiment={experiment}", *overrides, "model.predecessor=null")
+    with recorded_reads(monkeypatch) as read:
+        run(cfg)
+    assert unread_keys(cfg, read) == []
+
+
+def test_the_recorder_finds_a_setting_nobody_reads(monkeypatch):
+    cfg = compose_config("+experiment=smollm2_quick", "+ignored.setting=1")
+    with recorded_reads(monkeypatch) as read:
+        cfg.data.window  # noqa: B018 - a read, as a run makes it
+        OmegaConf.to_container(cfg.optimizer, resolve=True)
+    everything_else = {key for key in leaves(cfg) if not key.startswith(("ignored", "data.window", "optimizer"))}
+    assert {"data.window", "optimizer.lr"} <= read
+    assert unread_keys(cfg, read | everything_else) == ["ignored.setting"]
+    assert "schedule_steps" not in unread_keys(cfg, read)  # the replacement group interpolates it
