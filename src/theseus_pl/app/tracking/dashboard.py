@@ -35,14 +35,14 @@ PERPLEXITY, DECODE_SPEEDUP = "final/successor_perplexity", "final/decode_speedup
 LM_COLUMNS = [PERPLEXITY, "final/predecessor_perplexity", "final/kl", "final/agreement", DECODE_SPEEDUP]
 
 
+def by_method(title: str, key: str) -> Any:
+    """``key`` over the steps, one line per method: the runs' mean, shaded between the lowest and highest run."""
+    return wr.LinePlot(title=title, x=STEP, y=[key], groupby=METHOD, groupby_aggfunc="mean", groupby_rangefunc="minmax")
+
+
 def training_panels() -> list[Any]:
-    """The dev score and the loss over steps, one line per method (mean, with the runs' range)."""
-    return [
-        wr.LinePlot(title="Dev score by method", x=STEP, y=["val/score"], groupby=METHOD,
-                    groupby_aggfunc="mean", groupby_rangefunc="minmax"),
-        wr.LinePlot(title="Training loss by method", x=STEP, y=["train/loss"], groupby=METHOD,
-                    groupby_aggfunc="mean", groupby_rangefunc="minmax"),
-    ]  # fmt: skip
+    """The dev score and the loss over steps, one line per method."""
+    return [by_method("Dev score by method", "val/score"), by_method("Training loss by method", "train/loss")]
 
 
 def replacing_panels() -> list[Any]:
@@ -72,13 +72,11 @@ def tradeoff_panels() -> list[Any]:
 
 
 def language_model_panels() -> list[Any]:
-    """A decoder-LM run's held-out perplexity over steps by method (what its validation logs)."""
+    """A decoder-LM run's held-out perplexity (what its validation logs) and loss over steps, one line per method."""
     return [
-        wr.LinePlot(title="Held-out perplexity by method", x=STEP, y=["val/perplexity"], groupby=METHOD,
-                    groupby_aggfunc="mean", groupby_rangefunc="minmax"),
-        wr.LinePlot(title="Training loss by method", x=STEP, y=["train/loss"], groupby=METHOD,
-                    groupby_aggfunc="mean", groupby_rangefunc="minmax"),
-    ]  # fmt: skip
+        by_method("Held-out perplexity by method", "val/perplexity"),
+        by_method("Training loss by method", "train/loss"),
+    ]
 
 
 def language_model_tradeoff_panels() -> list[Any]:
