@@ -1,5 +1,6 @@
 """``python -m theseus_pl +experiment=rte_curriculum [overrides]``: compress a fine-tuned model end to end (an encoder
-on a task, or a decoder LM on text: ``+experiment=smollm2_quick``)."""
+on a task, or a decoder LM on text: ``+experiment=smollm2_quick``). With ``--check``, only the checks a run makes
+before compute, and the plan of what it would do."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from theseus_pl.app.config.resolvers import register_resolvers
 
 log = logging.getLogger("theseus_pl")
 MULTIRUN_FLAGS = {"-m", "--multirun"}
+CHECK_FLAG = "--check"
+check_only = False  # set by --check: main() prints the run's plan instead of running it
 
 register_resolvers()
 
@@ -31,9 +34,7 @@ def main(cfg: DictConfig) -> float | None:
     """Run the pipeline and print the headline; the return value serves sweepers. A refused run prints its problems
     alone, leaves no run folder behind and exits with status 2."""
     from theseus_pl.app.checks.refused import RunRefused
-    from theseus_pl.app.run.pipeline import (
-        run,  # torch, Lightning, transformers: not needed to refuse a bad command line
-    )
+    from theseus_pl.app.run.pipeline import plan, run  # torch, Lightning: not needed to refuse a bad command line
     from theseus_pl.app.tracking.console import configure_console
     from theseus_pl.lightning.quiet import verbose
 
@@ -42,12 +43,21 @@ def main(cfg: DictConfig) -> float | None:
     output_dir = Path(cfg.paths.output_dir)
     fresh = _only_hydra_files(output_dir)  # made by Hydra for this job, not a folder resumed into
     try:
-        results = run(cfg)
+        if check_only:
+            lines = plan(cfg)
+        else:
+            results = run(cfg)
     except RunRefused as refused:  # refused before the run writes anything
         if fresh:
             _remove_run_folder(output_dir)
         print(refused, file=sys.stderr)
         raise SystemExit(2) from None
+    if check_only:
+        if fresh:
+            _remove_run_folder(output_dir)
+        print("The run passes every check before compute (nothing was trained or written). It would run:")
+        print("\n".join(f"  {line}" for line in lines))
+        raise SystemExit(0)  # before Hydra's end of job, which would write into the run folder again
     if results is None:  # a DDP rank other than 0: rank 0 reports
         return None
     log.info("%s; results in %s", results.headline(), cfg.paths.output_dir)
@@ -82,14 +92,26 @@ def cli() -> None:
     if problems:
         print("The command line cannot be read:\n" + "\n".join(f"- {p}" for p in problems), file=sys.stderr)
         raise SystemExit(2)
+    global check_only
+    check_only = CHECK_FLAG in arguments
+    if check_only:
+        sys.argv.remove(CHECK_FLAG)
+        arguments.remove(CHECK_FLAG)
     if MULTIRUN_FLAGS & set(arguments):
-        from theseus_pl.app.checks.multirun import multirun_refusals  # torch and Lightning: only for a multirun
+        from theseus_pl.app.checks.multirun import multirun_jobs, multirun_refusals  # torch, Lightning: multirun only
 
-        refusals = multirun_refusals([argument for argument in arguments if not argument.startswith("-")])
+        overrides = [argument for argument in arguments if not argument.startswith("-")]
+        refusals = multirun_refusals(overrides)
         if refusals:
             print("The sweep cannot start (no job was run); these jobs would be refused:\n"
                   + "\n".join(f"- {refusal}" for refusal in refusals), file=sys.stderr)  # fmt: skip
             raise SystemExit(2)
+        if check_only:
+            jobs = multirun_jobs(overrides)
+            count = "its jobs cannot be listed before it starts" if jobs is None else f"{len(jobs)} jobs"
+            print(f"The sweep passes every job's settings checks ({count}); each job checks its models and data as "
+                  "it starts (nothing was run).")  # fmt: skip
+            return
     main()
 
 

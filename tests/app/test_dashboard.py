@@ -9,8 +9,9 @@ import wandb_workspaces.workspaces as ws
 from results_records import V2_LANGUAGE_MODEL, a_run, plant
 
 from theseus_pl import dashboard
+from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.report.tables import find_runs
-from theseus_pl.app.results.envelope import LANGUAGE_MODEL, WandbLink, write_results
+from theseus_pl.app.results.envelope import WandbLink, write_results
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.tracking.dashboard import sweep_report, workspace
 

@@ -13,6 +13,7 @@ from hydra.utils import get_class
 
 from theseus_pl.app.checks import settings as settings_check
 from theseus_pl.app.checks.settings import checked_settings, setting_problems
+from theseus_pl.app.config.kinds import LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.methods import schedules
 from theseus_pl.app.methods.language_model import ShortGPT, Streamline
 from theseus_pl.app.methods.method import (
@@ -26,7 +27,6 @@ from theseus_pl.app.methods.method import (
 from theseus_pl.app.methods.task_model import KnowledgeDistillation, LayerDrop, PatientDistillation, Transfer
 from theseus_pl.app.methods.theseus import Theseus, TheseusDistillation
 from theseus_pl.app.methods.truncation import FineTuning
-from theseus_pl.app.results.envelope import LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.results.task_model import LayerCounts
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.core.schedules import CurriculumSchedule

@@ -25,11 +25,11 @@ from typing import Any, TypeVar
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from theseus_pl.app.config.kinds import LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.config.resolvers import is_language_model_run
 from theseus_pl.app.config.terms import SCHEDULE_SETTINGS, in_config_terms, naming_group
 from theseus_pl.app.methods.method import BLOCK_INFLUENCE, CompressionMethod, TheseusSettings, method_from_config
 from theseus_pl.app.methods.schedules import build_schedule
-from theseus_pl.app.results.envelope import LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.tracking.loggers import wandb_setting_problems
 from theseus_pl.core.schedules import ReplacementSchedule
 from theseus_pl.core.settings import (

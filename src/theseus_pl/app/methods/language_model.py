@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.methods.method import CompressionMethod, Method, MethodInputs, layers_only
-from theseus_pl.app.results.envelope import LANGUAGE_MODEL
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.layer_removal import keep_layers, most_similar_block
 from theseus_pl.lightning.block_replacement import BlockReplacementModule
@@ -30,6 +30,10 @@ class ShortGPT(CompressionMethod):
     heal: bool = False  # train the kept layers on the LM loss afterwards
 
     kinds: ClassVar[tuple[str, ...]] = (LANGUAGE_MODEL,)
+
+    @property
+    def trains(self) -> bool:
+        return self.heal
 
     def build(self, inputs: MethodInputs) -> Method:
         predecessor = inputs.predecessor()

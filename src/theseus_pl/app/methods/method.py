@@ -26,9 +26,9 @@ import torch
 from hydra.utils import get_class, get_method
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
+from theseus_pl.app.config.kinds import LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.config.terms import SUCCESSOR_SETTINGS, in_config_terms
 from theseus_pl.app.predecessors.classifier import load_classifier
-from theseus_pl.app.results.envelope import LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.layer_removal import keep_layers, layers_kept_by_influence
 from theseus_pl.core.replacing import SuccessorInit, TheseusModel
@@ -183,6 +183,11 @@ class CompressionMethod:
     def __post_init__(self) -> None:
         rules = {"name": Rule(lambda v: isinstance(v, str) and v != "", "the method's name, as results call it")}
         check_fields(vars(self), {**rules, **self.RULES})
+
+    @property
+    def trains(self) -> bool:
+        """Whether the method trains anything (ShortGPT's removal alone does not)."""
+        return True
 
     def models_read(self) -> list[tuple[str, str]]:
         """(config key, folder or hub id) of each model this method reads besides the predecessor."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from theseus_pl.app.config.kinds import LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.methods.method import (
     CompressionMethod,
     Method,
@@ -13,7 +14,6 @@ from theseus_pl.app.methods.method import (
     successor_factory,
     successor_settings_named_by_config,
 )
-from theseus_pl.app.results.envelope import LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.settings import Rule
 from theseus_pl.lightning.callbacks import replacement_callbacks

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from theseus_pl.app.config.kinds import LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.methods.method import CompressionMethod, Method, MethodInputs
-from theseus_pl.app.results.envelope import LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.lightning.modules import FineTuningModule
 
 

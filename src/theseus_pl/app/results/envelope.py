@@ -25,8 +25,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 SCHEMA_VERSION = 3
-TASK_MODEL = "task_model"  # the kind of a run that compresses a classifier or regressor on a task (an encoder)
-LANGUAGE_MODEL = "language_model"  # the kind of a run that compresses a decoder LM on text
 _LAST = ("wall_seconds", "folder")  # written after the derived values, or not at all
 
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from theseus_pl.app.results.envelope import LANGUAGE_MODEL, Hardware, Keys, RunRecord, WandbLink, envelope_fields
+from theseus_pl.app.config.kinds import LANGUAGE_MODEL
+from theseus_pl.app.results.envelope import Hardware, Keys, RunRecord, WandbLink, envelope_fields
 from theseus_pl.deployment.record import LEFT_OUT_AT_DEFAULT
 
 SIDES = ("predecessor", "successor")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from theseus_pl.app.results.envelope import LANGUAGE_MODEL, SCHEMA_VERSION, TASK_MODEL, ResultsError, RunRecord
+from theseus_pl.app.config.kinds import LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.app.results.envelope import SCHEMA_VERSION, ResultsError, RunRecord
 from theseus_pl.app.results.language_model import LanguageModelResults
 from theseus_pl.app.results.task_model import RunResults
 

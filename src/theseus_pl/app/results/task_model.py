@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.results.envelope import (
-    TASK_MODEL,
     Hardware,
     Keys,
     ResultsError,

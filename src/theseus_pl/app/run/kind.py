@@ -20,6 +20,7 @@ class RunKind:
     """One kind of run: a task model (an encoder compressed on a task) or a language model (a decoder on text)."""
 
     name: str  # the run's name in its W&B identity: the task's, or the kind's
+    description: str  # the kind in words
     datamodule: pl.LightningDataModule
 
     def __init__(self, cfg: DictConfig, settings: RunSettings) -> None:
@@ -36,6 +37,11 @@ class RunKind:
 
     def prepare_predecessor(self, evaluation: dict[str, Any]) -> None:
         """What the predecessor needs before a method is built from it (a task model: fine-tuning, or the cache)."""
+
+    def plan(self, steps: int | None) -> list[str]:
+        """What this kind's run would read and train on, in lines (``--check``), once :meth:`check` passed and the
+        data is prepared; ``steps``: the run's optimizer steps (None where an epoch count leaves them unknown)."""
+        raise NotImplementedError
 
     def method_inputs(self, optimizer: dict[str, Any]) -> MethodInputs:
         raise NotImplementedError

@@ -18,14 +18,15 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from omegaconf import DictConfig
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from theseus_pl.app.checks.language_model import language_model_problems
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.schedule import schedule_problems
+from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.methods.method import Method, MethodInputs
 from theseus_pl.app.predecessors.gguf import converted_gguf
-from theseus_pl.app.results.envelope import LANGUAGE_MODEL, Hardware, RunRecord, WandbLink
+from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
 from theseus_pl.app.results.language_model import (
     GenerationSample,
     LanguageModelData,
@@ -54,6 +55,7 @@ class LanguageModelRun(RunKind):
     """A decoder LM compressed on text (``data=lm_text``)."""
 
     name = LANGUAGE_MODEL
+    description = "language model (a decoder compressed on text)"
     datamodule: LanguageModelingDataModule
 
     def check(self) -> None:
@@ -71,6 +73,21 @@ class LanguageModelRun(RunKind):
     def prepare_data(self) -> None:
         self.datamodule = _datamodule(self.cfg, self.tokenizer, Path(self.cfg.paths.cache_dir))
         self.datamodule.setup("fit")
+
+    def plan(self, steps: int | None) -> list[str]:
+        cfg, datamodule = self.cfg, self.datamodule
+        train, held_out = len(datamodule.splits["train"]), len(datamodule.splits["validation"])
+        window, batch = datamodule.window, datamodule.batch_size
+        tokens = (steps or 0) * cfg.trainer.get("accumulate_grad_batches", 1) * batch * window
+        layers = AutoConfig.from_pretrained(self.predecessor_dir).num_hidden_layers
+        named = hub_id(cfg.model) or cfg.model.get("gguf") or cfg.model.get("base") or cfg.model.get("predecessor")
+        made = "converted from its GGUF file, cached" if self.origin == "gguf" else "given"
+        return [
+            f"data: {datamodule.source.describe()}: {train:,} training windows of {window} tokens; scored on "
+            f"{held_out:,} held-out windows",
+            f"predecessor: {named} ({made}), {layers} layers",
+            f"training: {steps} optimizer steps of {batch} windows ({tokens:,} tokens)",
+        ]
 
     def method_inputs(self, optimizer: dict[str, Any]) -> MethodInputs:
         settings, datamodule = self.settings, self.datamodule

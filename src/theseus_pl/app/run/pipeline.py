@@ -19,7 +19,8 @@ import torch
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf
 
-from theseus_pl.app.checks.settings import checked_settings
+from theseus_pl.app.checks.schedule import total_steps
+from theseus_pl.app.checks.settings import RunSettings, checked_settings
 from theseus_pl.app.config.resolvers import is_language_model_run
 from theseus_pl.app.results.envelope import RunRecord, write_results
 from theseus_pl.app.run.kind import RunKind
@@ -54,7 +55,7 @@ def run(cfg: DictConfig) -> RunRecord | None:
     finished = None if settings.problems else finished_run(output_dir, cfg.resume)
     if finished is not None:
         return finished
-    kind: RunKind = (LanguageModelRun if is_language_model_run(cfg) else TaskModelRun)(cfg, settings)
+    kind = run_kind(cfg, settings)
     kind.check()  # before any training and before W&B starts
     output_dir.mkdir(parents=True, exist_ok=True)
     if cfg.threads:
@@ -88,6 +89,34 @@ def run(cfg: DictConfig) -> RunRecord | None:
         raise
     finish(experiment)
     return results
+
+
+def run_kind(cfg: DictConfig, settings: RunSettings) -> RunKind:
+    """The run's kind: a language model on text (``data.kind: language_model``), else a task model."""
+    return (LanguageModelRun if is_language_model_run(cfg) else TaskModelRun)(cfg, settings)
+
+
+def plan(cfg: DictConfig) -> list[str]:
+    """What the run would do, in lines, once every check it makes before compute has passed (``--check``);
+    :class:`~theseus_pl.app.checks.refused.RunRefused` otherwise. It reads configs and data (tokenised into the cache,
+    as the run would) and trains nothing; a decoder LM given as a GGUF file is converted once, as the run would."""
+    settings = checked_settings(cfg)
+    kind = run_kind(cfg, settings)
+    kind.check()
+    kind.prepare_data()
+    method, theseus, schedule = settings.method, settings.theseus, settings.schedule
+    assert method is not None and theseus is not None and schedule is not None  # the checks passed
+    steps = total_steps(cfg, None) if method.trains else 0
+    hardware = run_hardware(cfg.trainer)
+    return [
+        f"kind: {kind.description}",
+        *kind.plan(steps),
+        f"method: {method.name}, {theseus.successor_layers} layers kept"
+        + ("" if method.trains else ", trains nothing"),
+        f"schedule: {schedule.describe() if method.needs_schedule else 'none (the method replaces no modules)'}",
+        f"precision: {hardware.precision} ({hardware.precision_reason})",
+        f"outputs: would be written to {cfg.paths.output_dir}",
+    ]
 
 
 def _finish(

@@ -14,6 +14,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from omegaconf import DictConfig, OmegaConf
+from transformers import AutoConfig
 
 from theseus_pl.app.checks.run import checked_datamodule
 from theseus_pl.app.methods.method import Method, MethodInputs
@@ -46,6 +47,8 @@ from theseus_pl.lightning.evaluation import evaluate
 class TaskModelRun(RunKind):
     """An encoder compressed on a task (``data.task`` or your files)."""
 
+    description = "task model (an encoder compressed on a task)"
+
     datamodule: TextTaskDataModule
     predecessor: Predecessor
 
@@ -60,6 +63,26 @@ class TaskModelRun(RunKind):
             cfg.model.base, cfg.model.predecessor, self.datamodule, finetune, cfg.seed, Path(cfg.paths.cache_dir),
             evaluation,
         )  # fmt: skip
+
+    def plan(self, steps: int | None) -> list[str]:
+        cfg, datamodule = self.cfg, self.datamodule
+        task = datamodule.task
+        datamodule.setup("fit")  # the splits the check tokenised, from the cache
+        train = len(datamodule.splits["train"])
+        scored = ", ".join(f"{len(datamodule.splits[split]):,} {split}" for split in task.eval_splits)
+        named = cfg.model.predecessor or cfg.model.base
+        made = (
+            "given, fine-tuned already" if cfg.model.predecessor else "fine-tuned on the task first, or from the cache"
+        )
+        rows = (
+            f"{steps * cfg.data.batch_size:,} rows, {steps * cfg.data.batch_size / train:.1f} epochs" if steps else ""
+        )
+        return [
+            f"data: {task.name}, {datamodule.source.describe(task)}: {train:,} training rows; scored on {scored} rows",
+            f"predecessor: {named} ({made}), {AutoConfig.from_pretrained(named).num_hidden_layers} layers",
+            f"training: {steps or 'up to trainer.max_epochs'} optimizer steps of {cfg.data.batch_size} rows"
+            + (f" ({rows})" if rows else ""),
+        ]
 
     def method_inputs(self, optimizer: dict[str, Any]) -> MethodInputs:
         settings, datamodule = self.settings, self.datamodule

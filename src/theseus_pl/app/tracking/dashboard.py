@@ -18,10 +18,11 @@ from typing import Any
 import wandb_workspaces.reports.v2 as wr
 import wandb_workspaces.workspaces as ws
 
+from theseus_pl.app.config.kinds import LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.report.files import write_markdown_and_csv
 from theseus_pl.app.report.language_model import language_model_frame, language_model_table
 from theseus_pl.app.report.tables import best_settings, build_table, varied_keys, write_best_settings, write_tables
-from theseus_pl.app.results.envelope import LANGUAGE_MODEL, TASK_MODEL, RunRecord
+from theseus_pl.app.results.envelope import RunRecord
 from theseus_pl.app.results.language_model import LanguageModelResults
 from theseus_pl.app.results.task_model import RunResults
 
