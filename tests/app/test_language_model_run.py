@@ -9,6 +9,7 @@ from app_runs import compose_config, tiny_run_overrides
 from decoder_models import tiny_decoder, tiny_documents, tiny_lm_tokenizer
 from glue_files import write_tsv
 from huggingface_hub import ModelCard
+from omegaconf import OmegaConf
 from transformers import AutoModelForCausalLM
 from wandb_records import read_offline_run
 
@@ -243,8 +244,11 @@ def test_a_hub_dataset_is_read_with_its_configuration_and_column():
 
 
 def test_a_language_model_run_publishes_its_card_and_weights_and_refuses_onnx_deployment(tiny_lm, tmp_path, capsys):
-    run(compose_config(*_overrides(tiny_lm, tmp_path, "method=shortgpt")))
+    cfg = compose_config(*_overrides(tiny_lm, tmp_path, "method=shortgpt"))
+    run(cfg)
     run_dir = tmp_path / "run"
+    (run_dir / ".hydra").mkdir()
+    OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")  # the run folder as the command line leaves it
     publish_main([str(run_dir), "--repo-id", "me/tiny-lm", "--dry-run"])
     out = capsys.readouterr().out
     listed = set(re.findall(r"^ +[\d,]+  (\S+)", out, re.M))

@@ -32,6 +32,11 @@ def deploy_run(run_dir: Path, settings: DeploySettings, glue_dir: str | None = N
         raise DeploymentError(f"{run_dir} has no successor/ folder: it is not a finished theseus_pl run.")
     if not results_path.is_file():
         raise DeploymentError(f"{run_dir} has no results.json: the run did not finish; deploy its successor/ alone.")
+    config_path = run_dir / ".hydra" / "config.yaml"
+    if not config_path.is_file():
+        raise DeploymentError(
+            f"{run_dir} has no .hydra/config.yaml, so its dev set is unknown: deploy its successor/ with --task."
+        )
     results = read_run(results_path)
     if isinstance(results, LanguageModelResults):
         raise DeploymentError(
@@ -40,11 +45,6 @@ def deploy_run(run_dir: Path, settings: DeploySettings, glue_dir: str | None = N
             "export exists yet."
         )
     assert isinstance(results, RunResults)
-    config_path = run_dir / ".hydra" / "config.yaml"
-    if not config_path.is_file():
-        raise DeploymentError(
-            f"{run_dir} has no .hydra/config.yaml, so its dev set is unknown: deploy its successor/ with --task."
-        )
     register_resolvers()
     cfg = OmegaConf.load(config_path)
     cfg.data._target_ = RENAMED_TARGETS.get(cfg.data._target_, cfg.data._target_)
