@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,8 +52,21 @@ def records(path: Path) -> list[wandb_internal_pb2.Record]:
     return found
 
 
-def read_offline_run(folder: Path) -> OfflineRun:
-    """The run in an ``offline-run-*`` folder: identity, config, final summary, exit code, saved files."""
+def read_offline_run(folder: Path, wait: float = 30.0) -> OfflineRun:
+    """The run in an ``offline-run-*`` folder: identity, config, final summary, exit code, saved files.
+
+    W&B's service process writes the log and may flush its last block a moment after ``run.finish()`` returns in
+    the job (seen once on a loaded 2-core machine: an empty log read at once): the log is read again until it holds
+    the run's exit record, for up to ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    run = _parsed(folder)
+    while run.exit_code is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        run = _parsed(folder)
+    return run
+
+
+def _parsed(folder: Path) -> OfflineRun:
     (log,) = folder.glob("run-*.wandb")
     run = OfflineRun()
     for record in records(log):
