@@ -2,7 +2,7 @@
 
 ``auto`` picks ``bf16-mixed`` (Lightning's bf16 autocast) where it is known or measured to be faster:
 
-- a CPU with AMX (``amx_bf16``): always (a MiniLM training step 1.7x faster, inference 3x; issue 29's figures);
+- a CPU with AMX (``amx_bf16``): always (measured there: a MiniLM training step 1.7x faster, inference 3x);
 - a CPU with AVX-512 BF16 but no AMX: only where a short measurement at start (:func:`bf16_time_ratio`, under a second
   at two threads, once per process) finds bf16 autocast at most :data:`BF16_AT_MOST` of fp32's time. The flags cannot
   tell these CPUs apart: bf16 steps were 1.2-1.5x *slower* on one (2026-11-22) and 1.4x *faster* on an AMD EPYC
