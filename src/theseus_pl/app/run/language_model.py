@@ -34,7 +34,7 @@ from theseus_pl.app.results.language_model import (
     LanguageModelSide,
 )
 from theseus_pl.app.run.kind import RunKind
-from theseus_pl.app.run.stages import hub_id
+from theseus_pl.app.run.stages import hub_id, rows_per_step
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.app.tracking.wandb_run import publish_language_model
 from theseus_pl.core.timing import generation_speed
@@ -78,7 +78,7 @@ class LanguageModelRun(RunKind):
         cfg, datamodule = self.cfg, self.datamodule
         train, held_out = len(datamodule.splits["train"]), len(datamodule.splits["validation"])
         window, batch = datamodule.window, datamodule.batch_size
-        tokens = (steps or 0) * cfg.trainer.get("accumulate_grad_batches", 1) * batch * window
+        tokens = (steps or 0) * rows_per_step(cfg) * window
         layers = AutoConfig.from_pretrained(self.predecessor_dir).num_hidden_layers
         named = hub_id(cfg.model) or cfg.model.get("gguf") or cfg.model.get("base") or cfg.model.get("predecessor")
         made = "converted from its GGUF file, cached" if self.origin == "gguf" else "given"
@@ -240,11 +240,10 @@ def _reference_side(metrics: dict[str, float]) -> dict[str, float]:
 def _data_facts(cfg: DictConfig, datamodule: LanguageModelingDataModule, steps: int) -> LanguageModelData:
     validation = datamodule.splits["validation"]
     labels = torch.tensor(validation["labels"])
-    batches = steps * cfg.trainer.get("accumulate_grad_batches", 1)  # an optimizer step may take several batches
     return LanguageModelData(
         source=datamodule.source.describe(), window=datamodule.window, train_windows=len(datamodule.splits["train"]),
         eval_windows=len(validation), eval_tokens=int((labels[:, 1:] != IGNORED).sum()),
-        train_tokens=batches * datamodule.batch_size * datamodule.window,
+        train_tokens=steps * rows_per_step(cfg) * datamodule.window,  # a step may accumulate several batches
     )  # fmt: skip
 
 

@@ -116,3 +116,8 @@ def hub_id(model: DictConfig) -> str | None:
     path): for the model card's ``base_model``."""
     named = model.get("predecessor") or model.get("base")
     return model.get("hub_id") or (None if not named or looks_like_path(named) else named)
+
+
+def rows_per_step(cfg: DictConfig) -> int:
+    """The training rows (or windows) one optimizer step sees: the batch times the batches it accumulates."""
+    return cfg.data.batch_size * cfg.trainer.get("accumulate_grad_batches", 1)

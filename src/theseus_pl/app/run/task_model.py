@@ -30,7 +30,7 @@ from theseus_pl.app.results.task_model import (
     SuccessorResult,
 )
 from theseus_pl.app.run.kind import RunKind
-from theseus_pl.app.run.stages import hub_id
+from theseus_pl.app.run.stages import hub_id, rows_per_step
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.app.tracking.wandb_run import publish
 from theseus_pl.core.families import find_layer_stack, shape_of
@@ -74,9 +74,8 @@ class TaskModelRun(RunKind):
         made = (
             "given, fine-tuned already" if cfg.model.predecessor else "fine-tuned on the task first, or from the cache"
         )
-        rows = (
-            f"{steps * cfg.data.batch_size:,} rows, {steps * cfg.data.batch_size / train:.1f} epochs" if steps else ""
-        )
+        seen = (steps or 0) * rows_per_step(cfg)
+        rows = f"{seen:,} rows, {seen / train:.1f} epochs" if steps else ""
         return [
             f"data: {task.name}, {datamodule.source.describe(task)}: {train:,} training rows; scored on {scored} rows",
             f"predecessor: {named} ({made}), {AutoConfig.from_pretrained(named).num_hidden_layers} layers",
