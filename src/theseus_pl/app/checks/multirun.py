@@ -5,7 +5,9 @@ Hydra's basic sweeper makes one job per combination of the sweep's values: those
 the command line's winning for the same key. Each job's config is composed here as the job will compose it, and
 checked by :func:`~theseus_pl.app.checks.settings.checked_settings`; a refusal names the job by its overrides, so a
 sweep with one bad job stops before any job runs instead of at that job. What needs the models or the data is still
-checked by each job as it starts.
+checked by each job as it starts. The jobs are listed and numbered as ``BasicSweeper.split_arguments`` does (one
+list of values per key, at the key's first position, their product); that method lives in ``hydra._internal``, so
+its few lines are mirrored here on Hydra's public override parser rather than called.
 """
 
 from __future__ import annotations
