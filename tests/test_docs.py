@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).parents[1]
 DOCS = ROOT / "docs"
@@ -31,15 +32,29 @@ def readme_links() -> list[str]:
 
 def test_every_docs_page_the_readme_links_exists():
     links = readme_links()
-    assert {"docs/results.md", "docs/configuration.md", "docs/guide/running.md", "docs/api/index.md"} <= set(links)
+    assert {"docs/index.md", "docs/results/index.md", "docs/guide/own-model.md", "docs/api/index.md"} <= set(links)
     for link in links:
         assert (ROOT / link).is_file(), link
 
 
-def test_the_readme_links_every_guide_page():
-    linked = set(readme_links())
-    for page in sorted((DOCS / "guide").glob("*.md")):
-        assert str(page.relative_to(ROOT)) in linked, page.name
+def nav_pages(entries: list) -> list[str]:
+    """Every page mkdocs.yml's nav names, in order."""
+    pages = []
+    for entry in entries:
+        value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+        pages.extend(nav_pages(value) if isinstance(value, list) else [value])
+    return pages
+
+
+def test_one_navigation_holds_every_page_once():
+    """The nav is the one table of contents: every page is in it once; the README and docs/index.md link into it
+    instead of listing the pages again."""
+    nav = nav_pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"])
+    assert len(nav) == len(set(nav))
+    written = {str(page.relative_to(DOCS)) for page in DOCS.rglob("*.md")}
+    assert written == set(nav)
+    for page in (ROOT / "README.md", DOCS / "index.md"):
+        assert len(re.findall(r"\]\((?:docs/)?guide/", page.read_text())) < len(list((DOCS / "guide").glob("*.md"))) / 2
 
 
 def sections_with_tables(page: Path) -> list[tuple[str, str]]:
@@ -48,7 +63,14 @@ def sections_with_tables(page: Path) -> list[tuple[str, str]]:
     return [(heading, text) for heading, text in zip(parts[1::2], parts[2::2], strict=True) if "\n|---" in text]
 
 
-@pytest.mark.parametrize("heading_text", sections_with_tables(DOCS / "results.md"), ids=lambda section: section[0])
+RESULTS_PAGES = sorted((DOCS / "results").glob("*.md"))
+
+
+@pytest.mark.parametrize(
+    "heading_text",
+    [section for page in RESULTS_PAGES for section in sections_with_tables(page)],
+    ids=lambda section: section[0],
+)
 def test_every_results_table_says_when_where_and_how_it_was_measured(heading_text):
     heading, text = heading_text
     provenance = re.search(r"\*Recorded (.+?)\*", text, re.S) or re.search(r"\| recorded \|", text)
@@ -66,4 +88,4 @@ def test_guide_pages_leave_the_measured_tables_to_the_results_page():
     for page in sorted((DOCS / "guide").glob("*.md")):
         text = page.read_text()
         for figure in ("77.40", "83.94", "83.49", "79.71", "81.54", "27.7 ms", "0.18 | 0.72"):
-            assert figure not in text, f"{page.name} repeats {figure}; link to docs/results.md instead"
+            assert figure not in text, f"{page.name} repeats {figure}; link to its page in docs/results/ instead"
