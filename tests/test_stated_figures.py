@@ -1,0 +1,70 @@
+"""Figures the README, the help and the configs repeat agree with the record on the results pages they come from,
+and the project is described in one sentence everywhere it introduces itself."""
+
+import importlib.metadata
+import re
+from pathlib import Path
+
+import yaml
+
+from theseus_pl.app.config.resolvers import help_description
+
+ROOT = Path(__file__).parents[1]
+RESULTS = ROOT / "docs" / "results"
+DESCRIPTION = importlib.metadata.metadata("theseus_pl")["Summary"]  # pyproject.toml's description, installed
+
+
+def section(page: Path, heading: str) -> str:
+    """The text under ``## heading`` up to the next heading of that level."""
+    return page.read_text().split(f"\n## {heading}", 1)[1].split("\n## ", 1)[0]
+
+
+def latest_table(text: str) -> dict[str, str]:
+    """The last ``| figure | value |`` table of a section (its latest record), as figure -> value."""
+    tables = re.findall(r"((?:^\|.*\|\n)+)", text, flags=re.M)
+    rows = [row.strip("|").split(" | ", 1) for row in tables[-1].splitlines()[2:]]
+    return {figure.strip(): value.strip() for figure, value in rows}
+
+
+def minutes(value: str) -> int:
+    """``1 min 57 s`` -> 2: the whole minutes a figure is stated in."""
+    whole, seconds = re.match(r"(\d+) min (\d+) s", value).groups()
+    return round(int(whole) + int(seconds) / 60)
+
+
+def paragraph_after(text: str, marker: str) -> str:
+    return " ".join(text.split(marker, 1)[1].split("\n\n", 2)[1].split())
+
+
+def test_the_demos_scores_and_time_agree_with_its_latest_record():
+    record = latest_table(section(RESULTS / "quick-runs.md", "The demo"))
+    predecessor, successor = re.match(r"([\d.]+) / ([\d.]+)", record["dev accuracy, predecessor / successor"]).groups()
+    whole_run = minutes(record["whole run"])
+    readme = paragraph_after((ROOT / "README.md").read_text(), "python -m theseus_pl +experiment=demo\n```")
+    assert f"({predecessor} and {successor})" in readme
+    assert f"in about {whole_run} minutes" in readme
+    help_template = yaml.safe_load((ROOT / "conf" / "hydra" / "default.yaml").read_text())["help"]["template"]
+    (demo_line,) = [line for line in help_template.splitlines() if "+experiment=demo " in line]
+    assert demo_line.endswith(f"(~{whole_run} min)")
+    demo_config = (ROOT / "conf" / "experiment" / "demo.yaml").read_text()
+    assert f"in about {whole_run} minutes" in " ".join(demo_config.split())
+
+
+def test_the_suites_time_agrees_with_its_latest_record():
+    record = latest_table(section(RESULTS / "performance.md", "The test suite"))
+    suite = minutes(record["wall time of `python -m pytest`"])
+    readme = paragraph_after((ROOT / "README.md").read_text(), "python -m pytest\n```")
+    assert f"in about {suite} minutes" in readme
+    assert f"about {suite} minutes" in (ROOT / "docs" / "guide" / "development.md").read_text()
+
+
+def first_paragraph(page: Path) -> str:
+    return " ".join(page.read_text().split("\n\n", 2)[1].split())
+
+
+def test_the_project_has_one_description():
+    assert first_paragraph(ROOT / "README.md") == DESCRIPTION
+    assert first_paragraph(ROOT / "docs" / "index.md") == DESCRIPTION
+    assert yaml.safe_load((ROOT / "mkdocs.yml").read_text())["site_description"] == DESCRIPTION
+    shown = " ".join(help_description().split())
+    assert shown == f"theseus_pl: {DESCRIPTION[0].lower()}{DESCRIPTION[1:]}"
