@@ -18,12 +18,12 @@ Without a W&B API key (or with --dry-run) nothing is saved: the command prints w
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.app.config.side_commands import command_parser
 from theseus_pl.app.report.tables import find_records
 from theseus_pl.app.tracking.dashboard import describe, sweep_groups, sweep_report, swept_settings, workspace
 from theseus_pl.app.tracking.loggers import wandb_mode
@@ -31,15 +31,16 @@ from theseus_pl.app.tracking.loggers import wandb_mode
 
 def main(argv: Sequence[str] | None = None) -> Any:
     """Build the workspace (or report), then save it, or print what saving would create; returns the object."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("dashboard", __doc__, dry_run="print what would be created; save nothing")
     parser.add_argument("--entity", required=True, help="the W&B user or team that owns the project")
     parser.add_argument("--project", required=True, help="the W&B project the runs logged to (logger.wandb.project)")
     parser.add_argument("--group", help="only this W&B group's runs (a multirun's: its folder's name)")
-    parser.add_argument("--sweep", type=Path, help="a multirun folder: its group and the settings it varied")
+    parser.add_argument(
+        "--sweep", type=Path, metavar="SWEEP_DIR", help="a multirun folder: its group and the settings it varied"
+    )
     parser.add_argument("--name", default="theseus_pl", help="the workspace view's name")
     parser.add_argument("--view-url", help="update this saved view (https://wandb.ai/E/P?nw=...) instead of adding one")
     parser.add_argument("--report", type=Path, metavar="SWEEP_DIR", help="write a report of this finished sweep")
-    parser.add_argument("--dry-run", action="store_true", help="print what would be created; save nothing")
     args = parser.parse_args(argv)
 
     folder = args.report or args.sweep

@@ -1,7 +1,7 @@
 """Deployment: the successor as ONNX (and int8), checked against PyTorch on dev rows and timed beside it.
 
-    python -m theseus_pl.deploy RUN_DIR [--quantize int8|none] [--glue-dir PATH] [--threads N]
-    python -m theseus_pl.deploy MODEL_DIR [--task SST-2 --glue-dir PATH] [--predecessor DIR]
+    python -m theseus_pl.deploy RUN_DIR [--quantize int8|none] [--glue-dir PATH] [--threads N] [--dry-run]
+    python -m theseus_pl.deploy MODEL_DIR [--task SST-2 --glue-dir PATH] [--predecessor DIR] [--dry-run]
 
 ``RUN_DIR`` is a finished run's folder (``successor/``, ``results.json``, ``.hydra/config.yaml``): its dev set and
 its predecessor are used, and the ``deployment`` block goes into its ``results.json`` and its model card.
@@ -11,33 +11,39 @@ ONNX model is checked and timed on a few example sentences and no dev score is g
 ``<model>/onnx/deployment.json``. Inside a run the same stage is ``deploy.onnx=true`` (``deploy.quantize=int8``).
 
 Writes ``onnx/model.onnx`` (dynamic batch and sequence axes) and ``onnx/model_int8.onnx`` beside the checkpoint.
+``--dry-run`` makes the checks a deployment makes before it exports (the folder holds what it reads, the options are
+valid, the deploy extra is installed) and prints what it would export, time and write; it exports nothing.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from theseus_pl.app.config.side_commands import command_parser
 from theseus_pl.app.results.task_model import deployment_dict
-from theseus_pl.app.ship.deploy_folder import deploy_model, deploy_run
+from theseus_pl.app.ship.deploy_folder import deploy_model, deploy_run, is_run_folder, planned_deployment
 from theseus_pl.deployment.onnx_export import DeploymentError
 from theseus_pl.deployment.record import Deployment, DeploySettings
 from theseus_pl.deployment.targets import AUTO, TARGETS
 
 
-def main(argv: Sequence[str] | None = None) -> Deployment:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("folder", type=Path, help="a finished run's folder, or a sequence-classification checkpoint")
+def main(argv: Sequence[str] | None = None) -> Deployment | None:
+    """Deploy the folder and print its block (or, with ``--dry-run``, what deploying it would do: None)."""
+    dry_run = "check the folder, the options and the deploy extra, print what would be exported; export nothing"
+    parser = command_parser("deploy", __doc__, dry_run)
+    parser.add_argument("folder", type=Path, metavar="RUN_DIR|MODEL_DIR",
+                        help="a finished run's folder, or a sequence-classification checkpoint")  # fmt: skip
     parser.add_argument("--quantize", choices=["int8", "none"], default="int8", help="also write the int8 model")
     parser.add_argument("--task", help="a checkpoint folder's GLUE task, for dev rows (a run folder knows its own)")
     parser.add_argument("--glue-dir", help="local GLUE folder in the classic layout; default: the run's, or the hub")
     parser.add_argument("--predecessor", type=Path, help="a checkpoint folder's predecessor, for the ratios")
     parser.add_argument("--sequence-length", type=int, default=DeploySettings.sequence_length,
                         help="tokens per row in the timing batches (0: each batch's longest row)")  # fmt: skip
-    parser.add_argument("--batch-sizes", type=int, nargs="+", default=list(DeploySettings.batch_sizes))
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=list(DeploySettings.batch_sizes),
+                        help="the batch sizes timed")  # fmt: skip
     parser.add_argument("--repeats", type=int, default=DeploySettings.repeats, help="timed calls per model and size")
     parser.add_argument("--threads", type=int, help="CPU threads for PyTorch and ONNX Runtime (default: torch's)")
     parser.add_argument(
@@ -59,7 +65,11 @@ def main(argv: Sequence[str] | None = None) -> Deployment:
             target=args.target,
             max_score_drop=args.max_score_drop,
         )
-        if (args.folder / "results.json").is_file() or (args.folder / "successor").is_dir():
+        if args.dry_run:
+            plan = planned_deployment(args.folder, settings, args.task, args.predecessor)
+            print("\n".join([f"Dry run: nothing was exported. Deploying {args.folder} would:", *plan]))
+            return None
+        if is_run_folder(args.folder):
             block = deploy_run(args.folder, settings, args.glue_dir)
         else:
             block = deploy_model(args.folder, settings, args.task, args.glue_dir, args.predecessor)

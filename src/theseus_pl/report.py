@@ -1,4 +1,4 @@
-"""``python -m theseus_pl.report SWEEP_DIR ...`` (or ``theseus-pl-report``): one table of a sweep's runs (see
+"""``python -m theseus_pl.report RUN_DIR ...`` (or ``theseus-pl-report``): one table of a sweep's runs (see
 :mod:`theseus_pl.app.report.tables`)."""
 
 from theseus_pl.app.report.tables import main

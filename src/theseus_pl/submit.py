@@ -1,44 +1,48 @@
 """Predict a task's test split(s) and write GLUE test-server submission files.
 
-    python -m theseus_pl.submit MODEL_DIR --task RTE [--glue-dir PATH] [--output-dir submission]
+    python -m theseus_pl.submit MODEL_DIR --task RTE [--glue-dir PATH] [--output submission] [--dry-run]
 
 ``MODEL_DIR`` is any sequence-classification checkpoint with its tokenizer, such as an exported successor.
-Writes ``<output-dir>/<Task>.tsv`` (``MNLI-m.tsv`` and ``MNLI-mm.tsv`` for MNLI): a header ``index\tprediction``
+Writes ``<output>/<Task>.tsv`` (``MNLI-m.tsv`` and ``MNLI-mm.tsv`` for MNLI): a header ``index\tprediction``
 and one row per test example, with label strings where the task's files use them (``entailment``, …),
-class indices for the others and a score in [0, 5] for STS-B.
+class indices for the others and a score in [0, 5] for STS-B. ``--dry-run`` checks the model, the task and its
+test files as a real run does before predicting, and lists the files it would write.
 """
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from theseus_pl.app.ship.submission import predict_and_write
+from theseus_pl.app.config.side_commands import command_parser
+from theseus_pl.app.ship.submission import check_labels, predict_and_write, submission_path, test_files
 from theseus_pl.core.io import load_successor
 from theseus_pl.data.datamodule import TextTaskDataModule
 
 
 def main(argv: Sequence[str] | None = None) -> list[Path]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model_dir", help="checkpoint folder (or hub id) holding the model and its tokenizer")
+    """Write the submission files (or, with ``--dry-run``, only check and list them); returns their paths."""
+    dry_run = "check the model, the task and its test files and list the files it would write; predict nothing"
+    parser = command_parser("submit", __doc__, dry_run)
+    parser.add_argument("model_dir", metavar="MODEL_DIR", help="checkpoint folder (or hub id): model and tokenizer")
     parser.add_argument("--task", required=True, help="GLUE task: CoLA, SST-2, MRPC, QQP, STS-B, MNLI, QNLI, RTE, WNLI")
     parser.add_argument("--glue-dir", help="local GLUE folder in the classic layout; default: the hub")
-    parser.add_argument("--output-dir", type=Path, default=Path("submission"))
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--output", type=Path, default=Path("submission"), help="the folder the .tsv files go into")
+    parser.add_argument("--batch-size", type=int, default=64, help="test rows per prediction batch")
     parser.add_argument("--cache-dir", help="tokenisation cache (default: ~/.cache/theseus_pl)")
     args = parser.parse_args(argv)
 
     datamodule = TextTaskDataModule(
         args.task, args.model_dir, glue_dir=args.glue_dir, batch_size=args.batch_size, cache_dir=args.cache_dir
     )
-    model = load_successor(args.model_dir)
-    if model.config.num_labels != datamodule.task.num_labels:
-        raise ValueError(
-            f"{args.model_dir} predicts {model.config.num_labels} labels but {datamodule.task.name} has "
-            f"{datamodule.task.num_labels}; is it a model for another task?"
-        )
-    written = predict_and_write(model, datamodule, args.output_dir)
+    check_labels(args.model_dir, datamodule.task)
+    if args.dry_run:
+        sources = test_files(datamodule)
+        planned = [submission_path(datamodule.task, split, args.output) for split in datamodule.task.test_splits]
+        print(f"Dry run: nothing was predicted. {args.model_dir} would predict {', '.join(sources)} and write:")
+        print("\n".join(f"  {path}" for path in planned))
+        return planned
+    written = predict_and_write(load_successor(args.model_dir), datamodule, args.output)
     for path in written:
         print(f"wrote {path}")
     return written

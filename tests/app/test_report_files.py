@@ -77,3 +77,16 @@ def test_the_reports_files_over_a_planted_sweep_stay_as_they_were(tmp_path, caps
         assert text.decode() == (EXPECTED / name).read_bytes().decode(), name
     pictures = {"p_over_steps.png", "score_vs_rate.png", "budget_RTE.png"}  # RTE's KD ran a longer budget
     assert {path.name for path in (tmp_path / "out").glob("*.png")} == pictures
+
+
+def test_a_dry_run_lists_the_runs_and_the_files_the_report_would_write_and_writes_none(tmp_path, capsys):
+    plant_sweep(tmp_path / "runs")
+    planned = main([str(tmp_path / "runs"), "--output", str(tmp_path / "out"), "--dry-run"])
+    printed = capsys.readouterr().out
+    assert not (tmp_path / "out").exists()
+    assert f"{len(SWEEP)} finished runs:" in printed and str(tmp_path / "runs" / "stsb" / "anti") in printed
+    assert "1 jobs have no results yet" in printed  # the same findings as the real report
+    written = main([str(tmp_path / "runs"), "--output", str(tmp_path / "out")])
+    assert planned["written"] == written["written"]
+    assert all(str(path) in printed for path in written["written"])
+    assert planned["warnings"] == written["warnings"]

@@ -27,11 +27,13 @@ def model_dir(tmp_path, tiny_tokenizer):
     return save
 
 
-def run(model, task, tmp_path):
-    glue_dir = make_glue_dir(tmp_path / "glue")
+def run(model, task, tmp_path, *more):
+    glue_dir = tmp_path / "glue"
+    if not glue_dir.is_dir():
+        make_glue_dir(glue_dir)
     out = tmp_path / "submission"
-    flags = ["--task", task, "--glue-dir", str(glue_dir), "--output-dir", str(out), "--cache-dir", str(tmp_path / "c")]
-    return main([model, *flags])
+    flags = ["--task", task, "--glue-dir", str(glue_dir), "--output", str(out), "--cache-dir", str(tmp_path / "c")]
+    return main([model, *flags, *more])
 
 
 def test_rte_submission_file_has_the_servers_format(model_dir, tmp_path):
@@ -51,6 +53,24 @@ def test_mnli_writes_matched_and_mismatched_files(model_dir, tmp_path):
         assert len(path.read_text().splitlines()) == 3
 
 
-def test_a_model_for_another_task_is_refused(model_dir, tmp_path):
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["submit", "dry run"])
+def test_a_model_for_another_task_is_refused(model_dir, tmp_path, dry_run):
     with pytest.raises(ValueError, match="predicts 3 labels but RTE has 2"):
-        run(model_dir(3), "RTE", tmp_path)
+        run(model_dir(3), "RTE", tmp_path, *dry_run)
+
+
+def test_a_dry_run_lists_the_files_it_would_write_and_predicts_nothing(model_dir, tmp_path, capsys):
+    paths = run(model_dir(3), "MNLI", tmp_path, "--dry-run")
+    assert paths == [tmp_path / "submission" / "MNLI-m.tsv", tmp_path / "submission" / "MNLI-mm.tsv"]
+    assert not (tmp_path / "submission").exists() and not (tmp_path / "c").exists()
+    printed = capsys.readouterr().out
+    assert all(str(path) in printed for path in paths)
+    assert str(tmp_path / "glue" / "MNLI" / "test_matched.tsv") in printed
+
+
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["submit", "dry run"])
+def test_a_missing_test_file_is_refused(model_dir, tmp_path, dry_run):
+    (make_glue_dir(tmp_path / "glue") / "RTE" / "test.tsv").unlink()
+    with pytest.raises(FileNotFoundError, match=r"Missing .*RTE/test\.tsv"):
+        run(model_dir(2), "RTE", tmp_path, *dry_run)
+    assert not (tmp_path / "submission").exists()

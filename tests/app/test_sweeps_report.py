@@ -130,9 +130,11 @@ def test_a_half_finished_sweep_names_what_is_missing(tmp_path, capsys):
     assert "1 jobs have no results yet" in capsys.readouterr().out
 
 
-def test_a_report_over_folders_without_results_says_so(tmp_path):
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["report", "dry run"])
+def test_a_report_over_folders_without_results_says_so(tmp_path, dry_run):
     with pytest.raises(FileNotFoundError, match=r"No results\.json under .*give the folders of finished runs"):
-        main([str(tmp_path)])
+        main([str(tmp_path), "--output", str(tmp_path / "out"), *dry_run])
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_two_by_two_multirun_end_to_end(tiny_base, glue_dir, tmp_path):

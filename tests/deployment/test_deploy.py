@@ -134,7 +134,7 @@ def test_onnx_logits_off_by_more_than_the_tolerance_are_refused_and_the_files_re
     assert not (successor / "onnx").exists() and (successor / "model.safetensors").is_file()
 
 
-def test_a_run_deploys_as_its_last_stage_and_the_command_redoes_it_on_the_folder(tiny_base, glue_dir, tmp_path):
+def test_a_run_deploys_as_its_last_stage_and_the_command_redoes_it_on_the_folder(tiny_base, glue_dir, tmp_path, capsys):
     overrides = tiny_run_overrides(tiny_base, glue_dir, tmp_path)
     deploy_overrides = ["deploy.onnx=true", "deploy.quantize=int8", "deploy.batch_sizes=[1,2]", "deploy.repeats=1"]
     cfg = compose_config(*overrides, *deploy_overrides)
@@ -156,6 +156,11 @@ def test_a_run_deploys_as_its_last_stage_and_the_command_redoes_it_on_the_folder
     card = ModelCard.load(run_dir / "successor" / "README.md").text
     assert "## Deployment" in card and "| ONNX int8 (`onnx/model_int8.onnx`) |" in card
 
+    before = {path: path.read_bytes() for path in run_dir.rglob("*") if path.is_file()}
+    assert main([str(run_dir), "--quantize", "none", "--dry-run"]) is None  # changes nothing
+    assert {path: path.read_bytes() for path in run_dir.rglob("*") if path.is_file()} == before
+    printed = capsys.readouterr().out
+    assert "on the run's RTE dev set" in printed and str(run_dir / "results.json") in printed
     redone = main([str(run_dir), "--quantize", "none", "--batch-sizes", "1", "--repeats", "1"])
     written = read_results(run_dir / "results.json")
     assert written.deployment == redone and written.successor == results.successor
@@ -171,24 +176,51 @@ def test_a_run_without_deploy_settings_exports_no_onnx(tiny_base, glue_dir, tmp_
     assert "## Deployment" not in ModelCard.load(tmp_path / "run" / "successor" / "README.md").text
 
 
-def test_a_folder_with_no_successor_or_no_config_is_refused(tmp_path, tiny_tokenizer):
+DRY_RUN = pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["deploy", "dry run"])
+
+
+@DRY_RUN
+def test_a_folder_with_no_successor_or_no_config_is_refused(tmp_path, tiny_tokenizer, dry_run):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "results.json").write_text("{}")
     with pytest.raises(SystemExit, match=r"has no successor/ folder: it is not a finished theseus_pl run"):
-        main([str(tmp_path / "run")])
+        main([str(tmp_path / "run"), *dry_run])
     saved_classifier(tmp_path / "run" / "successor", tiny_tokenizer)
     with pytest.raises(
         SystemExit, match=r"has no .hydra/config.yaml, so its dev set is unknown: deploy its successor/"
     ):
-        main([str(tmp_path / "run")])
+        main([str(tmp_path / "run"), *dry_run])
 
 
-def test_a_folder_that_is_not_a_sequence_classifier_is_refused(tmp_path, tiny_tokenizer):
+@DRY_RUN
+def test_a_folder_that_is_not_a_sequence_classifier_is_refused(tmp_path, tiny_tokenizer, dry_run):
     with pytest.raises(SystemExit, match=r"holds no config.json: it is not a Hugging Face checkpoint folder"):
-        main([str(tmp_path)])
+        main([str(tmp_path), *dry_run])
     BertModel(tiny_model("bert").config).save_pretrained(tmp_path / "encoder")
     with pytest.raises(SystemExit, match=r"not a sequence-classification checkpoint \(its architectures: BertModel\)"):
-        main([str(tmp_path / "encoder")])
+        main([str(tmp_path / "encoder"), *dry_run])
+
+
+def test_a_dry_run_prints_what_it_would_export_time_and_write_and_exports_nothing(tmp_path, tiny_tokenizer, capsys):
+    successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
+    predecessor = saved_classifier(tmp_path / "predecessor", tiny_tokenizer, layers=4, seed=1)
+    before = sorted(path.name for path in successor.iterdir())
+    flags = ["--predecessor", str(predecessor), "--batch-sizes", "1", "8", "--threads", "2", "--dry-run"]
+    assert main([str(successor), "--task", "RTE", *flags]) is None
+    printed = capsys.readouterr().out
+    assert sorted(path.name for path in successor.iterdir()) == before  # no onnx/
+    assert f"{successor / 'onnx' / 'model.onnx'}, {successor / 'onnx' / 'model_int8.onnx'}" in printed
+    assert "on the RTE dev set" in printed and f"beside the predecessor {predecessor}" in printed
+    assert "batch sizes 1, 8 (128 tokens a row), 20 calls each, on 2 threads" in printed
+    assert f"write the deployment block to {successor / 'onnx' / 'deployment.json'}" in printed
+
+
+@DRY_RUN
+def test_a_predecessor_that_is_not_a_checkpoint_is_refused(tmp_path, tiny_tokenizer, dry_run):
+    successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
+    with pytest.raises(SystemExit, match=r"holds no config.json: it is not a Hugging Face checkpoint folder"):
+        main([str(successor), "--predecessor", str(tmp_path / "nowhere"), *dry_run])
+    assert not (successor / "onnx").exists()
 
 
 def test_missing_onnxruntime_names_the_extra_before_a_run_starts(monkeypatch):
@@ -232,6 +264,23 @@ def test_bad_deploy_settings_are_refused_by_the_command():
         DeploySettings(quantize="int4")
     with pytest.raises(SystemExit):  # argparse: invalid choice
         main(["somewhere", "--quantize", "int4"])
+
+
+@DRY_RUN
+def test_bad_deploy_options_are_refused_by_a_dry_run_too(tmp_path, tiny_tokenizer, dry_run):
+    successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
+    with pytest.raises(SystemExit, match=r"deploy.target=onnx_int8 needs the int8 model"):
+        main([str(successor), "--quantize", "none", "--target", "onnx_int8", *dry_run])
+
+
+def test_a_dry_run_names_the_missing_deploy_extra(tmp_path, tiny_tokenizer, monkeypatch):
+    successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
+    real = onnx_export.importlib.util.find_spec
+    monkeypatch.setattr(
+        onnx_export.importlib.util, "find_spec", lambda name: None if name == "onnxruntime" else real(name)
+    )
+    with pytest.raises(SystemExit, match=r"needs onnxruntime \(not installed\): pip install 'theseus_pl\[deploy\]'"):
+        main([str(successor), "--dry-run"])
 
 
 def test_deploy_settings_name_every_problem_with_their_fields_at_once():

@@ -146,6 +146,13 @@ def deploy(
 
 def load_sequence_classifier(directory: Path) -> PreTrainedModel:
     """The checkpoint in ``directory``, refused with a clear message unless it is a sequence classifier."""
+    check_sequence_classifier(directory)
+    return load_successor(directory)
+
+
+def check_sequence_classifier(directory: Path) -> None:
+    """Refuse ``directory`` unless its config names a sequence classifier: read before any weights are (a dry run
+    checks this alone)."""
     if not (directory / "config.json").is_file():
         raise DeploymentError(f"{directory} holds no config.json: it is not a Hugging Face checkpoint folder.")
     config = AutoConfig.from_pretrained(directory)
@@ -154,7 +161,6 @@ def load_sequence_classifier(directory: Path) -> PreTrainedModel:
             f"{directory} is not a sequence-classification checkpoint (its architectures: "
             f"{', '.join(config.architectures or []) or 'none'}); deploy exports the classifiers theseus_pl writes."
         )
-    return load_successor(directory)
 
 
 def _model_inputs(row: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:

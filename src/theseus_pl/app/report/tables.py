@@ -1,4 +1,4 @@
-"""Tables and plots from finished runs: ``python -m theseus_pl.report <run or multirun folders…>``.
+"""Tables and plots from finished runs: ``python -m theseus_pl.report RUN_DIR [RUN_DIR ...] [--output report]``.
 
 Reads every ``results.json`` below the folders and writes, into ``--output``:
 
@@ -21,20 +21,24 @@ Reads every ``results.json`` below the folders and writes, into ``--output``:
   seeds, KL and agreement with the predecessor, tokens trained and decode speed-up (``report.language_model``).
 
 A folder of a half-finished Hydra multirun is reported with what finished; the jobs without results are named.
+``--dry-run`` lists the runs found and the files the report would write, and writes none into ``--output``.
 """
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import csv
+import io
 import json
 import statistics
+import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from theseus_pl.app.config.side_commands import command_parser
 from theseus_pl.app.report.files import PREDECESSOR, write_markdown_and_csv
 from theseus_pl.app.report.language_model import write_language_model_report
 from theseus_pl.app.report.shape_table import shape_table
@@ -300,39 +304,62 @@ def write_plots(runs: list[RunResults], output: Path) -> list[Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("folders", nargs="+", type=Path, help="run or multirun folders")
+    dry_run = "list the runs found and the files the report would write into --output; write nothing there"
+    parser = command_parser("report", __doc__, dry_run)
+    parser.add_argument("folders", nargs="+", type=Path, metavar="RUN_DIR", help="run or multirun folders")
     parser.add_argument("--rows", default="method", help="results field or setting per row, e.g. theseus.init")
-    parser.add_argument("--output", type=Path, default=Path("report"))
+    parser.add_argument("--output", type=Path, default=Path("report"), help="the folder the tables and plots go into")
     args = parser.parse_args(argv)
 
     records, missing = find_records(args.folders)  # one pass over the runs of both kinds
-    runs = [record for record in records if isinstance(record, RunResults)]
-    language_models = [record for record in records if isinstance(record, LanguageModelResults)]
     if not records:
         _no_results(args.folders)
-    args.output.mkdir(parents=True, exist_ok=True)
-    tasks, table, warnings, written = [], {}, [], []
-    if runs:
-        tasks, table = build_table(runs, args.rows)
-        shapes = shape_table(runs)
-        warnings = protocol_warnings(runs, args.rows)
-        written = (
-            write_tables(tasks, table, args.rows, args.output)
-            + write_best_settings(best_settings(runs, args.rows), args.rows, args.output)
-            + write_markdown_and_csv(run_table(runs), args.output, "runs")
-            + (write_markdown_and_csv(shapes, args.output, "shapes") if not shapes.empty else [])
-            + write_budget_curves(budget_table(runs, args.rows), args.rows, args.output)
-            + write_plots(runs, args.output)
-        )
-        print((args.output / "table.md").read_text())
-    if language_models:
-        lm_written, lm_warnings = write_language_model_report(language_models, args.output)
-        written, warnings = written + lm_written, warnings + lm_warnings
-        print((args.output / "lm_table.md").read_text())
-    print(f"{len(runs) + len(language_models)} finished runs; wrote {', '.join(str(p) for p in written)}")
+    if args.dry_run:
+        report = planned_report(records, args.rows, args.output)
+    else:
+        report = write_report(records, args.rows, args.output)
     if missing:
         print(f"{len(missing)} jobs have no results yet:\n  " + "\n  ".join(missing))
-    for warning in warnings:
+    for warning in report["warnings"]:
         print(f"Warning: {warning}")
-    return {"tasks": tasks, "table": table, "missing": missing, "warnings": warnings, "written": written}
+    return report | {"missing": missing}
+
+
+def write_report(records: list[RunRecord], rows: str, output: Path) -> dict[str, Any]:
+    """Every table and plot of the runs of both kinds into ``output``; prints the tables and the files written."""
+    runs = [record for record in records if isinstance(record, RunResults)]
+    language_models = [record for record in records if isinstance(record, LanguageModelResults)]
+    output.mkdir(parents=True, exist_ok=True)
+    tasks, table, warnings, written = [], {}, [], []
+    if runs:
+        tasks, table = build_table(runs, rows)
+        shapes = shape_table(runs)
+        warnings = protocol_warnings(runs, rows)
+        written = (
+            write_tables(tasks, table, rows, output)
+            + write_best_settings(best_settings(runs, rows), rows, output)
+            + write_markdown_and_csv(run_table(runs), output, "runs")
+            + (write_markdown_and_csv(shapes, output, "shapes") if not shapes.empty else [])
+            + write_budget_curves(budget_table(runs, rows), rows, output)
+            + write_plots(runs, output)
+        )
+        print((output / "table.md").read_text())
+    if language_models:
+        lm_written, lm_warnings = write_language_model_report(language_models, output)
+        written, warnings = written + lm_written, warnings + lm_warnings
+        print((output / "lm_table.md").read_text())
+    print(f"{len(runs) + len(language_models)} finished runs; wrote {', '.join(str(p) for p in written)}")
+    return {"tasks": tasks, "table": table, "warnings": warnings, "written": written}
+
+
+def planned_report(records: list[RunRecord], rows: str, output: Path) -> dict[str, Any]:
+    """The dry run: the runs found and the files :func:`write_report` would write into ``output``, written nowhere
+    but a temporary folder (which files there are depends on the runs: shapes, budgets, curves), then dropped."""
+    with tempfile.TemporaryDirectory() as scratch, contextlib.redirect_stdout(io.StringIO()):
+        report = write_report(records, rows, Path(scratch))
+        planned = [output / path.relative_to(scratch) for path in report["written"]]
+    print(f"{len(records)} finished runs:")
+    print("\n".join(f"  {record.folder}: {record.headline()}" for record in records))
+    print(f"Dry run: nothing was written. The report would write {len(planned)} files into {output}:")
+    print("\n".join(f"  {path}" for path in planned))
+    return report | {"written": planned}

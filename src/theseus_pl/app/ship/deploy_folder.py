@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
@@ -15,27 +16,33 @@ from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.task_model import RunResults, write_deployment
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.data.datamodule import TextTaskDataModule
-from theseus_pl.deployment.onnx_export import DeploymentError
+from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxruntime
 from theseus_pl.deployment.record import Deployment, DeploySettings
-from theseus_pl.deployment.stage import deploy, load_sequence_classifier
+from theseus_pl.deployment.stage import check_sequence_classifier, deploy, load_sequence_classifier
+from theseus_pl.deployment.targets import AUTO
 
 log = logging.getLogger(__name__)
 
+CONFIG = ".hydra/config.yaml"  # the run's composed config: its data group names the dev set
 # Classes a run folder's config may name by the path of theseus_pl 0.1, before the package took its floors.
 RENAMED_TARGETS = {"theseus_pl.data.datamodule.GlueDataModule": "theseus_pl.data.datamodule.TextTaskDataModule"}
 
 
-def deploy_run(run_dir: Path, settings: DeploySettings, glue_dir: str | None = None) -> Deployment:
-    """Deploy a finished run's successor on the run's own dev set; its results.json and model card gain the block."""
+def is_run_folder(folder: Path) -> bool:
+    """Whether ``folder`` is (or was meant to be) a run's, rather than a checkpoint's: what it holds decides."""
+    return (folder / "results.json").is_file() or (folder / "successor").is_dir()
+
+
+def finished_run(run_dir: Path) -> RunResults:
+    """The record of a finished encoder run whose folder holds all a deployment reads, or why it is not one."""
     results_path, successor_dir = run_dir / "results.json", run_dir / "successor"
     if not successor_dir.is_dir():
         raise DeploymentError(f"{run_dir} has no successor/ folder: it is not a finished theseus_pl run.")
     if not results_path.is_file():
         raise DeploymentError(f"{run_dir} has no results.json: the run did not finish; deploy its successor/ alone.")
-    config_path = run_dir / ".hydra" / "config.yaml"
-    if not config_path.is_file():
+    if not (run_dir / CONFIG).is_file():
         raise DeploymentError(
-            f"{run_dir} has no .hydra/config.yaml, so its dev set is unknown: deploy its successor/ with --task."
+            f"{run_dir} has no {CONFIG}, so its dev set is unknown: deploy its successor/ with --task."
         )
     results = read_run(results_path)
     if isinstance(results, LanguageModelResults):
@@ -45,6 +52,13 @@ def deploy_run(run_dir: Path, settings: DeploySettings, glue_dir: str | None = N
             "export exists yet."
         )
     assert isinstance(results, RunResults)
+    return results
+
+
+def deploy_run(run_dir: Path, settings: DeploySettings, glue_dir: str | None = None) -> Deployment:
+    """Deploy a finished run's successor on the run's own dev set; its results.json and model card gain the block."""
+    results = finished_run(run_dir)
+    results_path, successor_dir, config_path = run_dir / "results.json", run_dir / "successor", run_dir / CONFIG
     register_resolvers()
     cfg = OmegaConf.load(config_path)
     cfg.data._target_ = RENAMED_TARGETS.get(cfg.data._target_, cfg.data._target_)
@@ -79,3 +93,39 @@ def deploy_model(
     block = deploy(model_dir, settings, datamodule, predecessor, predecessor_dir)
     write_deployment(model_dir / "onnx" / "deployment.json", block)
     return block
+
+
+def planned_deployment(
+    folder: Path, settings: DeploySettings, task: str | None = None, predecessor_dir: Path | None = None
+) -> list[str]:
+    """The dry run: the checks a deployment makes before it exports (the folder holds what it reads, the deploy
+    extra is installed, the models are sequence classifiers), then what it would export, time and write, one line
+    each. A folder the real command would refuse is refused here the same way."""
+    if is_run_folder(folder):
+        results = finished_run(folder)
+        successor_dir, predecessor_dir = folder / "successor", Path(results.predecessor.dir)
+        predecessor_dir = predecessor_dir if predecessor_dir.is_dir() else None  # gone: no ratios, as deploy_run warns
+        checked_on = f"the run's {results.task} dev set"
+        records = [folder / "results.json", successor_dir / "README.md"]
+    else:
+        successor_dir = folder
+        checked_on = f"the {task} dev set" if task else "a few example sentences (no --task: no dev score)"
+        records = [folder / "onnx" / "deployment.json"]
+    require_onnxruntime()
+    check_sequence_classifier(successor_dir)
+    if predecessor_dir is not None:
+        check_sequence_classifier(predecessor_dir)
+    exports = [successor_dir / "onnx" / "model.onnx"]
+    if settings.quantize == "int8":
+        exports.append(successor_dir / "onnx" / "model_int8.onnx")
+    length = f"{settings.sequence_length} tokens a row" if settings.sequence_length else "each batch's longest row"
+    beside = f", beside the predecessor {predecessor_dir}" if predecessor_dir else ""
+    auto = f" (the fastest within {settings.max_score_drop} dev points of the fp32 successor)"
+    return [
+        f"export {successor_dir} to ONNX: {', '.join(map(str, exports))} (the folder's onnx/ is replaced)",
+        f"check the ONNX logits against PyTorch's on {checked_on}",
+        f"time it at batch sizes {', '.join(map(str, settings.batch_sizes))} ({length}), {settings.repeats} calls "
+        f"each, on {settings.threads or torch.get_num_threads()} threads{beside}",
+        f"ship the target {settings.target}{auto if settings.target == AUTO else ''}",
+        f"write the deployment block to {', '.join(map(str, records))}",
+    ]

@@ -14,7 +14,6 @@ the one ``hf auth login`` saved).
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -28,6 +27,7 @@ from huggingface_hub.errors import HFValidationError
 from huggingface_hub.errors import HTTPError as TransportError  # httpx's base error, as huggingface_hub imports it
 from huggingface_hub.utils import validate_repo_id
 
+from theseus_pl.app.config.side_commands import command_parser
 from theseus_pl.app.results.envelope import ResultsError, RunRecord
 from theseus_pl.app.results.language_model import LanguageModelResults
 from theseus_pl.app.results.reading import read_run
@@ -195,13 +195,14 @@ def describe(upload: Upload) -> str:
 
 def main(argv: Sequence[str] | None = None, api: HubApi | None = None) -> str:
     """The command; ``api`` stands in for ``HfApi(token=...)``. Returns the repo's URL."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run_dir", type=Path, help=f"a finished run's folder (it holds {RUN_FOLDER})")
-    parser.add_argument("--repo-id", required=True, help="the hub repo to create or update: ORG/NAME")
+    parser = command_parser("publish", __doc__, dry_run="list what would go up, upload nothing, need no token")
+    parser.add_argument(
+        "run_dir", type=Path, metavar="RUN_DIR", help=f"a finished run's folder (it holds {RUN_FOLDER})"
+    )
+    parser.add_argument("--repo-id", required=True, metavar="ORG/NAME", help="the hub repo to create or update")
     parser.add_argument(
         "--private", action="store_true", help="create the repo private (an existing repo keeps its own)"
     )
-    parser.add_argument("--dry-run", action="store_true", help="list what would go up, upload nothing, need no token")
     parser.add_argument("--token", help="a hub token that may write (default: HF_TOKEN, or `hf auth login`'s)")
     args = parser.parse_args(argv)
 

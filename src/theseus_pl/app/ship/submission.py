@@ -7,8 +7,10 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 import torch
+from transformers import AutoConfig
 
 from theseus_pl.data.datamodule import TextTaskDataModule
+from theseus_pl.data.sources import GlueDirSource
 from theseus_pl.data.tasks import TaskSpec
 from theseus_pl.lightning.modules import ClassifierModule
 
@@ -21,6 +23,25 @@ def prediction_strings(task: TaskSpec, logits: torch.Tensor) -> list[str]:
         return [f"{score:.3f}" for score in logits.squeeze(-1).clamp(*STSB_RANGE).tolist()]
     values = task.tsv.label_values if task.tsv else task.label_names
     return [values[index] for index in logits.argmax(-1).tolist()]
+
+
+def check_labels(model_dir: str, task: TaskSpec) -> None:
+    """Refuse a model for another task before anything is loaded or predicted: its config names its labels."""
+    num_labels = AutoConfig.from_pretrained(model_dir).num_labels
+    if num_labels != task.num_labels:
+        raise ValueError(
+            f"{model_dir} predicts {num_labels} labels but {task.name} has {task.num_labels}; is it a model for "
+            "another task?"
+        )
+
+
+def test_files(datamodule: TextTaskDataModule) -> list[str]:
+    """Where each test split will be read from, a local file checked as reading it checks first (a missing one is
+    refused the same way); the hub's splits are only named, as checking them would download them."""
+    source, task = datamodule.source, datamodule.task
+    if isinstance(source, GlueDirSource):
+        return [str(source.path(task, split)) for split in task.test_splits]
+    return [f"{split} of {source.describe(task)}" for split in task.test_splits]
 
 
 def submission_path(task: TaskSpec, split: str, output_dir: Path) -> Path:

@@ -1,0 +1,58 @@
+"""The five side commands read as one tool: their usage lines name them as invoked, their help is plain text, each
+offers --dry-run, and an output folder is --output in every one."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from theseus_pl.app.config.side_commands import program_name
+
+COMMANDS = ["report", "deploy", "publish", "dashboard", "submit"]
+
+
+def module_help(command: str) -> str:
+    """``python -m theseus_pl.<command> --help``, run as a user would (with this checkout's code on the path)."""
+    src = str(Path(__file__).parents[1] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-m", f"theseus_pl.{command}", "--help"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_commands_help_is_plain_names_it_offers_a_dry_run_and_calls_its_output_folder_output(command):
+    text = module_help(command)
+    assert text.startswith(f"usage: python -m theseus_pl.{command} ")
+    assert "``" not in text and not re.search(r":[a-z]+:`", text)
+    assert "--dry-run" in text
+    assert set(re.findall(r"--out[\w-]*", text)) <= {"--output"}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_console_script_is_named_by_its_own_name(command, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", [f"/venv/bin/theseus-pl-{command}", "--help"])
+    module = __import__(f"theseus_pl.{command}", fromlist=["cli"])
+    with pytest.raises(SystemExit) as exited:
+        module.cli()
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: theseus-pl-{command} ")
+
+
+def test_the_name_comes_from_how_python_was_started():
+    assert program_name("report", "/site-packages/theseus_pl/report.py") == "python -m theseus_pl.report"
+    assert program_name("report", "-c") == "python -m theseus_pl.report"
+    assert program_name("report", "/home/me/.local/bin/theseus-pl-report") == "theseus-pl-report"
+
+
+def test_defaults_are_shown_and_no_default_says_none():
+    text = " ".join(module_help("submit").split())  # as one line: argparse wraps the help
+    assert "(default: submission)" in text and "(default: 64)" in text
+    assert "default: None" not in text and "default: False" not in text
