@@ -10,6 +10,8 @@ from theseus_pl.app.methods.theseus import Theseus
 from theseus_pl.app.methods.truncation import FineTuning
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.schedules import ConstantSchedule
+from theseus_pl.lightning.baselines import DistillationModule
+from theseus_pl.lightning.modules import FineTuningModule
 
 COPIED_LAYERS = {"_target_": DEFAULT_SUCCESSOR, "importance": "activation"}  # theseus.successor as shipped
 
@@ -49,3 +51,20 @@ def test_the_truncation_baseline_of_a_language_model_trains_only_its_decoder_lay
     assert student.config.num_hidden_layers == 2 and method.name == "lm_truncation"
     trained = {name for name, parameter in student.named_parameters() if parameter.requires_grad}
     assert trained and all(".layers." in name for name in trained)  # embeddings, final norm, head: frozen
+
+
+def test_healing_truncation_and_kd_train_with_the_predecessor_as_teacher_when_alpha_weighs_it_in(tmp_path):
+    tiny_decoder("llama").save_pretrained(tmp_path)
+    inputs = _inputs(tmp_path, "bottom")
+    for method in (ShortGPT("shortgpt_distilled", heal=True, alpha=1.0), FineTuning("kd", alpha=0.5, temperature=2.0)):
+        module = method.build(inputs).module
+        assert isinstance(module, DistillationModule) and module.hparams.alpha == method.alpha
+        teacher_layers = find_layer_stack(module.teacher).layers
+        assert len(teacher_layers) == 4 and not any(p.requires_grad for p in module.teacher.parameters())
+        assert {name for name, p in module.model.named_parameters() if p.requires_grad} == {
+            name for name, _ in module.model.named_parameters() if ".layers." in name
+        }  # the student trains its decoder layers only, as without soft targets
+    plain = ShortGPT("shortgpt_healed", heal=True).build(inputs).module
+    assert isinstance(plain, FineTuningModule) and not isinstance(plain, DistillationModule)
+    theseus = Theseus("lm_theseus", alpha=1.0).build(inputs).module
+    assert theseus.hparams.alpha == 1.0 and theseus.teacher_logits is not None

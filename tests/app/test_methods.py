@@ -24,8 +24,8 @@ from theseus_pl.app.methods.method import (
     bottom_layers,
     method_from_config,
 )
-from theseus_pl.app.methods.task_model import KnowledgeDistillation, LayerDrop, PatientDistillation, Transfer
-from theseus_pl.app.methods.theseus import Theseus, TheseusDistillation
+from theseus_pl.app.methods.task_model import LayerDrop, PatientDistillation, Transfer
+from theseus_pl.app.methods.theseus import Theseus
 from theseus_pl.app.methods.truncation import FineTuning
 from theseus_pl.app.results.task_model import LayerCounts
 from theseus_pl.app.run.pipeline import run
@@ -89,13 +89,12 @@ def test_each_method_config_names_its_class_and_is_called_by_its_file_name(path)
 
 
 def test_what_the_checks_ask_of_a_method_is_a_property_of_its_class():
-    for theseus in (Theseus, TheseusDistillation):  # with its predecessor's logits: still Theseus to the checks
-        assert theseus.replaces_modules and theseus.takes_successor_settings and theseus.needs_schedule
-    for baseline in (KnowledgeDistillation, PatientDistillation, LayerDrop, Transfer, Truncation, FineTuning):
+    assert Theseus.replaces_modules and Theseus.takes_successor_settings and Theseus.needs_schedule
+    for baseline in (PatientDistillation, LayerDrop, Transfer, Truncation, FineTuning):
         assert not (baseline.replaces_modules or baseline.takes_successor_settings or baseline.needs_schedule)
-    # The kinds of run each compresses: one Theseus and one truncation baseline serve both.
+    # The kinds of run each compresses: one Theseus and one truncation baseline (KD: with soft targets) serve both.
     assert Theseus.kinds == FineTuning.kinds == (TASK_MODEL, LANGUAGE_MODEL)
-    assert TheseusDistillation.kinds == KnowledgeDistillation.kinds == Truncation.kinds == (TASK_MODEL,)
+    assert PatientDistillation.kinds == Truncation.kinds == (TASK_MODEL,)
     assert ShortGPT.kinds == Streamline.kinds == (LANGUAGE_MODEL,)
     assert Transfer(name="transfer", successor="/a/run/successor").models_read() == [
         ("method.successor", "/a/run/successor")
@@ -105,7 +104,7 @@ def test_what_the_checks_ask_of_a_method_is_a_property_of_its_class():
 @pytest.mark.parametrize(
     ("make", "problems"),
     [
-        (lambda: KnowledgeDistillation(name="kd", alpha=2, temperature=0),
+        (lambda: FineTuning(name="kd", alpha=2, temperature=0),
          {"alpha": "alpha=2 must be a number in [0, 1].", "temperature": "temperature=0 must be a number above 0."}),
         (lambda: PatientDistillation(name="pkd", alpha=0.5, temperature=1.0, beta=-1),
          {"beta": "beta=-1 must be a number, at least 0 (0: vanilla KD)."}),
@@ -142,7 +141,9 @@ def test_each_settings_object_names_every_problem_with_its_own_fields(make, prob
         (["method=transfer"],
          "method.successor='???' must be the successor folder of another run (<run>/successor)."),
         (["method._target_=nowhere.Method"], "method._target_='nowhere.Method' must be the dotted path of a method"),
-        (["method=kd", "+method.gamma=1"], "method: KnowledgeDistillation.__init__() got an unexpected keyword"),
+        (["method=kd", "+method.gamma=1"], "method: FineTuning.__init__() got an unexpected keyword"),
+        (["+experiment=smollm2_quick", "method=shortgpt", "+method.alpha=1.0"],
+         "method.alpha=1.0 weighs soft targets in the healing, but heal=false: nothing trains"),
         (["deploy.threads=0"], "deploy.threads=0 must be null or at least 1."),
         (["+theseus.depth=3"], "theseus: TheseusSettings.__init__() got an unexpected keyword argument 'depth'"),
     ],

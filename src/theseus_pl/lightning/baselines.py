@@ -83,7 +83,8 @@ class DistillationModule(ClassifierModule):
             with torch.no_grad():
                 teacher = self.teacher(**inputs, output_hidden_states=patient)
             teacher_logits = teacher.logits
-        loss = self.hparams.alpha * distillation_loss(student.logits, teacher_logits, self.hparams.temperature)
+        soft = distillation_loss(student.logits, teacher_logits, self.hparams.temperature, batch["labels"])
+        loss = self.hparams.alpha * soft
         loss = loss + (1 - self.hparams.alpha) * student.loss
         if patient:
             student_cls = [h[:, 0] for h in student.hidden_states[1:-1]]

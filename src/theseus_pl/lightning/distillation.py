@@ -1,7 +1,8 @@
 """Soft targets from a frozen teacher: the loss, the settings' rules, and the teacher's logits remembered per row.
 
 Shared by the KD baselines (:mod:`theseus_pl.lightning.baselines`) and Theseus with its predecessor's logits
-(``TheseusModule(alpha=...)``).
+(``TheseusModule(alpha=...)``), for a task model (one distribution per row) and a causal language model (one
+next-token distribution per predicted position).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import torch.nn.functional as F
 
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.settings import Rule, number, positive_number
+from theseus_pl.lightning.language_model_metrics import predicted_positions
 
 # alpha mixes soft targets in (alpha * KD + (1 - alpha) * task loss) at the temperature.
 SOFT_TARGET_RULES = {
@@ -22,8 +24,24 @@ SOFT_TARGET_RULES = {
 }
 
 
-def distillation_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: float) -> torch.Tensor:
-    """Soft-target loss: T² · KL(teacher ‖ student) at temperature T; MSE for a regression head."""
+def distillation_loss(
+    student: torch.Tensor, teacher: torch.Tensor, temperature: float, labels: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Soft-target loss: T² · KL(teacher ‖ student) at temperature T, averaged over rows; MSE for a regression head.
+
+    A language model's logits (batch x positions x vocabulary) are compared at the positions that predict a real
+    next token (``labels`` say which; padding is left out), each such position a row: the mean over predicted
+    tokens of the KL between the two next-token distributions, in fp32. Memory: the two logit sets at those
+    positions in fp32, their (log-)softmaxes, and the student's kept for the backward pass: about five copies of
+    tokens x vocabulary floats (SmolLM2, 8 x 128 tokens of a 49,152-token vocabulary: about 1 GB). Nothing is
+    truncated to the teacher's top tokens, which would bias the KL; fewer windows per batch (with gradient
+    accumulation) is the lever.
+    """
+    if student.dim() == 3:
+        if labels is None:
+            raise ValueError("A language model's soft targets are compared per predicted token: pass the labels.")
+        student, _ = predicted_positions(student, labels)
+        teacher, _ = predicted_positions(teacher, labels)
     if student.shape[-1] == 1:
         return F.mse_loss(student, teacher)
     return (
@@ -43,7 +61,9 @@ class TeacherLogits:
     forward per row, not one per row per epoch. On sst2_quick (4,000 rows, 600 steps of 32: 4.8 epochs) that removes
     about four fifths of the teacher's passes. A row is known by its unpadded inputs (every model input, trimmed by
     the attention mask), so any sampler, batch composition and resume finds it again; only the unknown rows of a
-    batch go through the teacher. Held in memory for the run: a few floats a row.
+    batch go through the teacher. Held in memory for the run: a few floats a row. A language model's logits are a
+    vocabulary's worth per token (SmolLM2: 25 MB a window of 128 tokens), too many to keep: they are computed for
+    every batch and never remembered.
     """
 
     def __init__(self, teacher: Callable[..., Any]) -> None:
@@ -56,6 +76,8 @@ class TeacherLogits:
         if unknown:
             with torch.no_grad():
                 logits = self.teacher(**{name: value[unknown] for name, value in inputs.items()}).logits
+            if logits.dim() == 3:  # a language model's: per token, not remembered (unknown is then every row)
+                return logits
             self.known.update(zip([keys[i] for i in unknown], logits, strict=True))
         return torch.stack([self.known[key] for key in keys])
 

@@ -242,7 +242,7 @@ class TheseusModule(ClassifierModule):
             soft_targets = self.teacher_logits({key: value for key, value in batch.items() if key != "labels"})
             output = self.model(gate, **batch)
             alpha = self.hparams.alpha
-            soft = distillation_loss(output.logits, soft_targets, self.hparams.temperature)
+            soft = distillation_loss(output.logits, soft_targets, self.hparams.temperature, batch["labels"])
             loss = alpha * soft + (1 - alpha) * output.loss
         log_training_loss(self, loss, batch_size)
         return loss

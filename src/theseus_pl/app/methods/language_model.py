@@ -2,11 +2,13 @@
 
 Theseus (``method=lm_theseus`` or ``theseus``) and the truncation baseline (``lm_truncation``) serve both kinds of
 run (:mod:`~theseus_pl.app.methods.theseus`, :mod:`~theseus_pl.app.methods.truncation`). Every decoder method trains
-(if it trains) on the language-model loss of the same windows for the same steps, and only decoder layers:
-embeddings, final norm and head stay the predecessor's, as Theseus keeps them.
+(if it trains) on the same windows for the same steps, on the language-model loss unless ``method.alpha`` weighs the
+predecessor's soft targets in, and only decoder layers: embeddings, final norm and head stay the predecessor's, as
+Theseus keeps them.
 
 - ``shortgpt``: the layers of least block influence removed, no training (ShortGPT).
-- ``shortgpt_healed``: the same removal, then the kept layers trained on the LM loss (healing).
+- ``shortgpt_healed``: the same removal, then the kept layers trained (healing): on the LM loss, or with
+  ``method.alpha`` on the predecessor's next-token distributions.
 - ``streamline``: the contiguous block whose input and output are most alike replaced by one layer trained on the
   block's hidden states (LLM-Streamline).
 """
@@ -17,19 +19,38 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
-from theseus_pl.app.methods.method import CompressionMethod, Method, MethodInputs, layers_only
+from theseus_pl.app.methods.method import (
+    CompressionMethod,
+    Method,
+    MethodInputs,
+    SoftTargets,
+    layers_only,
+    student_module,
+)
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.layer_removal import keep_layers, most_similar_block
+from theseus_pl.core.settings import SettingsError
 from theseus_pl.lightning.block_replacement import BlockReplacementModule
 from theseus_pl.lightning.language_model_metrics import LanguageModelMetrics
-from theseus_pl.lightning.modules import FineTuningModule
 
 
 @dataclass(frozen=True)
-class ShortGPT(CompressionMethod):
-    heal: bool = False  # train the kept layers on the LM loss afterwards
+class ShortGPT(SoftTargets, CompressionMethod):
+    """ShortGPT's removal of the layers of least block influence; healed (``heal``) by training the kept layers on
+    the LM loss, on the KL to the predecessor's next-token distributions at ``temperature`` (``alpha = 1``: what
+    NVIDIA's Minitron heals with), or a mix (``alpha · KL + (1 - alpha) · LM loss``)."""
+
+    heal: bool = False  # train the kept layers afterwards
 
     kinds: ClassVar[tuple[str, ...]] = (LANGUAGE_MODEL,)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.alpha > 0 and not self.heal:
+            raise SettingsError({"alpha": (
+                f"alpha={self.alpha} weighs soft targets in the healing, but heal=false: nothing trains "
+                "(set heal=true, or alpha=0)."
+            )})  # fmt: skip
 
     @property
     def trains(self) -> bool:
@@ -40,8 +61,8 @@ class ShortGPT(CompressionMethod):
         compact = keep_layers(predecessor, inputs.kept_by_influence(predecessor), inputs.layers_path)
         if not self.heal:
             return Method(self.name, None, lambda: compact)
-        module = FineTuningModule(layers_only(compact, inputs.layers_path), inputs.metrics(), **inputs.optimizer)
-        return Method(self.name, module, lambda: module.model)
+        student = layers_only(compact, inputs.layers_path)
+        return Method(self.name, student_module(inputs, student, self.alpha, self.temperature), lambda: student)
 
 
 @dataclass(frozen=True)

@@ -45,8 +45,11 @@ from theseus_pl.core.settings import (
 from theseus_pl.core.successors import Importance, SuccessorFactory
 from theseus_pl.core.successors import successor_factory as core_successor_factory
 from theseus_pl.data.tasks import TaskSpec
+from theseus_pl.lightning.baselines import DistillationModule
+from theseus_pl.lightning.distillation import SOFT_TARGET_RULES
 from theseus_pl.lightning.language_model_metrics import LanguageModelMetrics
 from theseus_pl.lightning.metrics import TaskMetrics
+from theseus_pl.lightning.modules import FineTuningModule
 
 DEFAULT_SUCCESSOR = "theseus_pl.core.successors.copied_layer"
 LR_SCHEDULES = ("one_decay", "per_phase")  # see conf/theseus/default.yaml
@@ -197,6 +200,26 @@ class CompressionMethod:
         raise NotImplementedError
 
 
+@dataclass(frozen=True)
+class SoftTargets:
+    """The settings of a method that can learn from its predecessor's soft targets (truncation and KD, ShortGPT's
+    healing, Theseus): ``alpha ·`` the KL to them at ``temperature`` ``+ (1 - alpha) ·`` the run's loss; ``alpha =
+    0`` is the run's loss alone. Listed first among a method's bases, so that its fields, which have defaults,
+    follow ``name``."""
+
+    alpha: float = 0.0
+    temperature: float = 1.0
+
+    RULES: ClassVar[dict[str, Rule]] = SOFT_TARGET_RULES
+
+    def loss_in_words(self) -> str:
+        """What the method trains on, for ``--check``'s plan."""
+        if self.alpha == 0:
+            return "the run's loss (no soft targets)"
+        share = "" if self.alpha == 1 else f" + {1 - self.alpha:g} x the run's loss"
+        return f"{self.alpha:g} x KL to the predecessor's soft targets at temperature {self.temperature:g}{share}"
+
+
 def method_from_config(settings: Mapping[str, Any]) -> CompressionMethod:
     """The method the ``method`` group names by ``_target_``, built from the group's other keys (resolved): a
     :class:`~theseus_pl.core.settings.SettingsError` names its fields, a TypeError an unknown or missing key."""
@@ -212,6 +235,21 @@ def method_from_config(settings: Mapping[str, Any]) -> CompressionMethod:
             "theseus_pl.app.methods.method): pick a method with method=NAME."
         )})  # fmt: skip
     return cls(**settings)
+
+
+def student_module(
+    inputs: MethodInputs, student: PreTrainedModel, alpha: float, temperature: float, beta: float = 0.0
+) -> pl.LightningModule:
+    """What trains a student that is a model of its own (truncation, ShortGPT's healing, KD, PKD): the run's loss
+    alone (task or language-model loss) when no soft target weighs in; else ``alpha ·`` the KL to the frozen
+    predecessor's soft targets at ``temperature`` ``+ (1 - alpha) ·`` the run's loss (``+ beta ·`` PKD's patient
+    loss), the predecessor loaded once more as the teacher."""
+    if alpha == 0 and beta == 0:
+        return FineTuningModule(student, inputs.metrics(), **inputs.optimizer)
+    return DistillationModule(
+        student, inputs.predecessor(), inputs.metrics(), alpha=alpha, temperature=temperature, beta=beta,
+        **inputs.optimizer,
+    )  # fmt: skip
 
 
 def bottom_layers(predecessor: PreTrainedModel, layers: int, layers_path: str | None) -> PreTrainedModel:

@@ -1,5 +1,5 @@
-"""The paper's baselines that only a task model takes: intermediate-task transfer, knowledge distillation (vanilla
-and patient) and LayerDrop."""
+"""The paper's baselines that only a task model takes: intermediate-task transfer, patient knowledge distillation
+and LayerDrop (vanilla KD is the truncation baseline with soft targets: :mod:`~theseus_pl.app.methods.truncation`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from typing import ClassVar
 
 from transformers import PreTrainedModel
 
-from theseus_pl.app.methods.method import CompressionMethod, Method, MethodInputs, bottom_layers
+from theseus_pl.app.config.kinds import TASK_MODEL
+from theseus_pl.app.methods.method import CompressionMethod, Method, MethodInputs, student_module
+from theseus_pl.app.methods.truncation import FineTuning
 from theseus_pl.app.predecessors.classifier import load_classifier
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.replacing import TheseusModel
@@ -16,11 +18,9 @@ from theseus_pl.core.settings import Rule
 from theseus_pl.lightning.baselines import (
     LAYERDROP_RULES,
     PATIENT_RULES,
-    DistillationModule,
     add_layerdrop,
     remove_layerdrop,
 )
-from theseus_pl.lightning.distillation import SOFT_TARGET_RULES
 from theseus_pl.lightning.modules import FineTuningModule
 
 
@@ -45,38 +45,19 @@ class Transfer(CompressionMethod):
 
 
 @dataclass(frozen=True)
-class KnowledgeDistillation(CompressionMethod):
-    """Baseline vanilla knowledge distillation into the bottom ``n`` layers: ``alpha · KD(T) + (1 - alpha) ·
-    task loss``."""
+class PatientDistillation(FineTuning):
+    """Baseline BERT-PKD (skip): KD into the bottom ``n`` layers plus ``beta ·`` the patient loss on normalised
+    [CLS] states of matched layers (a task model's: a language model has no [CLS] state)."""
 
-    alpha: float
-    temperature: float
-
-    RULES: ClassVar[dict[str, Rule]] = SOFT_TARGET_RULES
-
-    def build(self, inputs: MethodInputs) -> Method:
-        return self._distillation(inputs, beta=0.0)
-
-    def _distillation(self, inputs: MethodInputs, beta: float) -> Method:
-        student = bottom_layers(inputs.predecessor(), inputs.theseus.successor_layers, inputs.theseus.layers_path)
-        module = DistillationModule(
-            student, inputs.predecessor(), inputs.metrics(), alpha=self.alpha, temperature=self.temperature,
-            beta=beta, **inputs.optimizer,
-        )  # fmt: skip
-        return Method(self.name, module, lambda: student)
-
-
-@dataclass(frozen=True)
-class PatientDistillation(KnowledgeDistillation):
-    """Baseline BERT-PKD (skip): KD plus ``beta ·`` the patient loss on normalised [CLS] states of matched
-    layers."""
-
-    beta: float
+    beta: float = 0.0
 
     RULES: ClassVar[dict[str, Rule]] = PATIENT_RULES
+    kinds: ClassVar[tuple[str, ...]] = (TASK_MODEL,)
 
     def build(self, inputs: MethodInputs) -> Method:
-        return self._distillation(inputs, beta=self.beta)
+        student = inputs.truncated(inputs.predecessor())
+        module = student_module(inputs, student, self.alpha, self.temperature, self.beta)
+        return Method(self.name, module, lambda: student)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""Progressive module replacing, the paper's method, for both kinds of run; and Theseus with its predecessor's
-soft targets (task models only)."""
+"""Progressive module replacing, the paper's method, for both kinds of run, with or without its predecessor's soft
+targets."""
 
 from __future__ import annotations
 
@@ -11,20 +11,23 @@ from theseus_pl.app.methods.method import (
     CompressionMethod,
     Method,
     MethodInputs,
+    SoftTargets,
     successor_factory,
     successor_settings_named_by_config,
 )
 from theseus_pl.core.replacing import TheseusModel
-from theseus_pl.core.settings import Rule
 from theseus_pl.lightning.callbacks import replacement_callbacks
-from theseus_pl.lightning.distillation import SOFT_TARGET_RULES
 from theseus_pl.lightning.modules import TheseusModule
 
 
 @dataclass(frozen=True)
-class Theseus(CompressionMethod):
+class Theseus(SoftTargets, CompressionMethod):
     """Progressive module replacing (the paper's method): each predecessor module is replaced by its successor
-    module with the schedule's rate, then the successor is fine-tuned alone."""
+    module with the schedule's rate, then the successor is fine-tuned alone.
+
+    ``alpha > 0`` goes beyond the paper (which calls Theseus orthogonal to KD; ``theseus_kd``): ``alpha · KD(T) +
+    (1 - alpha) ·`` the run's loss on the mixed model, the soft targets the frozen predecessor's inside it (its
+    all-predecessor path), computed once per training row of a task, once per batch of a language model."""
 
     kinds: ClassVar[tuple[str, ...]] = (TASK_MODEL, LANGUAGE_MODEL)
     replaces_modules: ClassVar[bool] = True
@@ -39,28 +42,9 @@ class Theseus(CompressionMethod):
             model = TheseusModel(predecessor, settings.successor_layers, sources, settings.layers_path, factory)
         switch = schedule.switch_step
         module = TheseusModule(
-            model, inputs.metrics(), seed=inputs.seed, **inputs.optimizer, **self.soft_targets(),
-            shared_trainable_from=switch if settings.finetune_shared else None,
+            model, inputs.metrics(), seed=inputs.seed, **inputs.optimizer, alpha=self.alpha,
+            temperature=self.temperature, shared_trainable_from=switch if settings.finetune_shared else None,
             lr_restart_step=switch if settings.lr_schedule == "per_phase" else None,
         )  # fmt: skip
         name = f"{self.name}_{inputs.replacement}"
         return Method(name, module, model.to_compact_model, replacement_callbacks(schedule), schedule)
-
-    def soft_targets(self) -> dict[str, float]:
-        """How much the predecessor's soft targets weigh in the loss (the paper's Theseus: not at all)."""
-        return {}
-
-
-@dataclass(frozen=True)
-class TheseusDistillation(Theseus):
-    """Theseus with its predecessor's logits (beyond the paper): ``alpha · KD(T) + (1 - alpha) · task loss`` on
-    the mixed model, the soft targets computed once per training row by the frozen predecessor inside it."""
-
-    alpha: float
-    temperature: float
-
-    RULES: ClassVar[dict[str, Rule]] = SOFT_TARGET_RULES
-    kinds: ClassVar[tuple[str, ...]] = (TASK_MODEL,)
-
-    def soft_targets(self) -> dict[str, float]:
-        return {"alpha": self.alpha, "temperature": self.temperature}

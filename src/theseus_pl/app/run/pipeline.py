@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from theseus_pl.app.checks.schedule import total_steps
 from theseus_pl.app.checks.settings import RunSettings, checked_settings
 from theseus_pl.app.config.resolvers import is_language_model_run
+from theseus_pl.app.methods.method import SoftTargets
 from theseus_pl.app.results.envelope import RunRecord, write_results
 from theseus_pl.app.run.kind import RunKind
 from theseus_pl.app.run.language_model import LanguageModelRun
@@ -113,6 +114,7 @@ def plan(cfg: DictConfig) -> list[str]:
         *kind.plan(steps),
         f"method: {method.name}, {theseus.successor_layers} layers kept"
         + ("" if method.trains else ", trains nothing"),
+        *([f"loss: {method.loss_in_words()}"] if isinstance(method, SoftTargets) and method.trains else []),
         f"schedule: {schedule.describe() if method.needs_schedule else 'none (the method replaces no modules)'}",
         f"precision: {hardware.precision} ({hardware.precision_reason})",
         f"outputs: would be written to {cfg.paths.output_dir}",
