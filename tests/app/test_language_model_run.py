@@ -138,8 +138,8 @@ def test_a_schedule_that_never_ends_replacing_is_refused_as_on_an_encoder_run(ti
 
 
 def test_an_encoder_method_on_a_language_model_is_refused(tiny_lm, tmp_path):
-    with pytest.raises(RunRefused, match=r"method=kd compresses encoders; .*lm_theseus"):
-        run(compose_config(*_overrides(tiny_lm, tmp_path, "method=kd")))
+    with pytest.raises(RunRefused, match=r"method=pkd compresses encoders; .*lm_theseus"):
+        run(compose_config(*_overrides(tiny_lm, tmp_path, "method=pkd")))
 
 
 def test_zero_shot_sst2_is_scored_for_both_models_when_a_glue_folder_is_given(tiny_lm, tmp_path):

@@ -28,9 +28,9 @@ def test_the_jobs_are_the_sweeps_combinations_from_the_command_line_and_the_swee
 
 
 def test_every_job_of_a_mixed_sweep_is_checked_by_its_own_kind():
-    refusals = multirun_refusals(["+experiment=smollm2_quick", "method=lm_theseus,kd", "deploy.quantize=null,int8"])
+    refusals = multirun_refusals(["+experiment=smollm2_quick", "method=lm_theseus,pkd", "deploy.quantize=null,int8"])
     assert [refusal.split(":", 1)[0] for refusal in refusals] == [
-        "job 1 (method=lm_theseus deploy.quantize=int8)", "job 2 (method=kd deploy.quantize=null)",
-        "job 3 (method=kd deploy.quantize=int8)",
+        "job 1 (method=lm_theseus deploy.quantize=int8)", "job 2 (method=pkd deploy.quantize=null)",
+        "job 3 (method=pkd deploy.quantize=int8)",
     ]  # fmt: skip
-    assert "method=kd compresses encoders" in refusals[1]
+    assert "method=pkd compresses encoders" in refusals[1]

@@ -112,8 +112,10 @@ def test_truncated_cache_files_are_rebuilt_by_the_next_run(base_overrides, tmp_p
 def test_two_jobs_at_once_fine_tune_their_shared_predecessor_once(base_overrides, tmp_path):
     def job(name: str) -> subprocess.Popen:
         folder = tmp_path / name
+        # The precision pinned: under trainer.precision=auto each job measures bf16 against fp32 at start, and two
+        # jobs measuring side by side can resolve differently, which keys two different predecessors (seen in CI).
         command = [sys.executable, "-m", "theseus_pl", *base_overrides, "finetune.epochs=3",
-                   f"paths.output_dir={folder}", f"hydra.run.dir={folder}"]  # fmt: skip
+                   "trainer.precision=32-true", f"paths.output_dir={folder}", f"hydra.run.dir={folder}"]  # fmt: skip
         return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
     jobs = [job("a"), job("b")]
