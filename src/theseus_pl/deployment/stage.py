@@ -73,9 +73,7 @@ def deploy(
     rows = _timing_rows(datamodule, tokenizer, max(2, *settings.batch_sizes))
     onnx_dir = successor_dir / "onnx"
     shutil.rmtree(onnx_dir, ignore_errors=True)  # the folder holds what this block describes, nothing older
-    files = {"onnx_fp32": onnx_dir / "model.onnx"}
-    if settings.quantize == "int8":
-        files["onnx_int8"] = onnx_dir / "model_int8.onnx"
+    files = onnx_files(successor_dir, settings.quantize)
     log.info("Exporting the successor to %s", files["onnx_fp32"])
     example = _batch(rows, tokenizer, 2, EXPORT_LENGTH)
     export_onnx(successor, example, files["onnx_fp32"])
@@ -142,6 +140,14 @@ def deploy(
         target=choice.target,
         target_reason=choice.reason,
     )
+
+
+def onnx_files(successor_dir: Path, quantize: str | None) -> dict[str, Path]:
+    """The ONNX models a deployment writes beside the checkpoint, by target: fp32, and int8 when quantised."""
+    files = {"onnx_fp32": successor_dir / "onnx" / "model.onnx"}
+    if quantize == "int8":
+        files["onnx_int8"] = successor_dir / "onnx" / "model_int8.onnx"
+    return files
 
 
 def load_sequence_classifier(directory: Path) -> PreTrainedModel:

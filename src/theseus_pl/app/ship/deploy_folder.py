@@ -18,7 +18,7 @@ from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxruntime
 from theseus_pl.deployment.record import Deployment, DeploySettings
-from theseus_pl.deployment.stage import check_sequence_classifier, deploy, load_sequence_classifier
+from theseus_pl.deployment.stage import check_sequence_classifier, deploy, load_sequence_classifier, onnx_files
 from theseus_pl.deployment.targets import AUTO
 
 log = logging.getLogger(__name__)
@@ -26,6 +26,11 @@ log = logging.getLogger(__name__)
 CONFIG = ".hydra/config.yaml"  # the run's composed config: its data group names the dev set
 # Classes a run folder's config may name by the path of theseus_pl 0.1, before the package took its floors.
 RENAMED_TARGETS = {"theseus_pl.data.datamodule.GlueDataModule": "theseus_pl.data.datamodule.TextTaskDataModule"}
+
+
+def deployment_record(model_dir: Path) -> Path:
+    """Where a checkpoint deployed on its own keeps its ``deployment`` block (a run keeps it in ``results.json``)."""
+    return model_dir / "onnx" / "deployment.json"
 
 
 def is_run_folder(folder: Path) -> bool:
@@ -91,7 +96,7 @@ def deploy_model(
         datamodule.setup("validate")
     predecessor = load_sequence_classifier(predecessor_dir) if predecessor_dir else None
     block = deploy(model_dir, settings, datamodule, predecessor, predecessor_dir)
-    write_deployment(model_dir / "onnx" / "deployment.json", block)
+    write_deployment(deployment_record(model_dir), block)
     return block
 
 
@@ -110,14 +115,12 @@ def planned_deployment(
     else:
         successor_dir = folder
         checked_on = f"the {task} dev set" if task else "a few example sentences (no --task: no dev score)"
-        records = [folder / "onnx" / "deployment.json"]
+        records = [deployment_record(folder)]
     require_onnxruntime()
     check_sequence_classifier(successor_dir)
     if predecessor_dir is not None:
         check_sequence_classifier(predecessor_dir)
-    exports = [successor_dir / "onnx" / "model.onnx"]
-    if settings.quantize == "int8":
-        exports.append(successor_dir / "onnx" / "model_int8.onnx")
+    exports = list(onnx_files(successor_dir, settings.quantize).values())
     length = f"{settings.sequence_length} tokens a row" if settings.sequence_length else "each batch's longest row"
     beside = f", beside the predecessor {predecessor_dir}" if predecessor_dir else ""
     auto = f" (the fastest within {settings.max_score_drop} dev points of the fp32 successor)"
