@@ -20,10 +20,10 @@ from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.config.resolvers import is_language_model_run
 from theseus_pl.app.methods.schedules import build_schedule
 from theseus_pl.app.results.reading import read_results
-from theseus_pl.app.run.language_model import text_source
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.run.stages import run_hardware
 from theseus_pl.data.tasks import glue_task
+from theseus_pl.data.text_corpus import text_source
 
 CONF = Path(__file__).parents[2] / "conf"
 EXPERIMENTS = sorted(path.stem for path in (CONF / "experiment").glob("*.yaml"))

@@ -31,19 +31,26 @@ def plant_lm_run(
     seed: int,
     train_tokens: int,
     zero_shot: tuple[float, float] | None = None,
+    other_perplexity: float | None = None,
 ) -> Path:
     """A decoder-LM run's ``results.json`` as the app writes it, of a 30-layer predecessor; ``zero_shot``: the
-    predecessor's and the successor's SST-2 accuracy, if scored."""
+    predecessor's and the successor's SST-2 accuracy, if scored; ``other_perplexity``: the successor's on the other
+    held-out text, if scored (the predecessor's is 40, KL a tenth of it, agreement 40 %)."""
     before, after = zero_shot or (None, None)
+    other = other_perplexity is not None
     record = LanguageModelResults(
         method=method,
         predecessor=LanguageModelSide(dir="smollm2", layers=30, params=134_515_008, perplexity=PREDECESSOR_PERPLEXITY,
-                                      nll=3.24, origin="gguf", zero_shot_sst2=before),
+                                      nll=3.24, origin="gguf", zero_shot_sst2=before,
+                                      other_text={"perplexity": 40.0, "nll": 3.7} if other else None),
         successor=LanguageModelSide(dir=str(folder / "successor"), layers=layers, params=70_000_000,
                                     perplexity=perplexity, nll=4.0, kl=perplexity / 100, agreement=0.5,
-                                    zero_shot_sst2=after),
+                                    zero_shot_sst2=after,
+                                    other_text={"perplexity": other_perplexity, "nll": 4.5,
+                                                "kl": other_perplexity / 10, "agreement": 0.4} if other else None),
         data=LanguageModelData(source="speeches", window=128, train_windows=1523, eval_windows=32, eval_tokens=4064,
-                               train_tokens=train_tokens),
+                               train_tokens=train_tokens, other_source="headlines" if other else None,
+                               other_eval_windows=32 if other else None, other_eval_tokens=4064 if other else None),
         steps=train_tokens // 1024, seed=seed, speed={"decode_speedup": 30 / layers},
         sample=GenerationSample(prompt="The", predecessor=" a", successor=" b"),
         hardware=Hardware(precision="32-true", precision_requested="auto", accelerator="cpu", cpu=None, cpu_flags=[]),
@@ -94,6 +101,21 @@ def test_the_lm_table_has_a_zero_shot_column_only_where_runs_were_scored_zero_sh
     assert table["SST-2 zero-shot %"].tolist() == pytest.approx([76.0, 65.0])
     plant_lm_protocol(tmp_path / "unscored")
     assert "SST-2 zero-shot %" not in language_model_table(
+        language_model_frame(language_model_runs(tmp_path / "unscored"))
+    )
+
+
+def test_the_lm_table_gives_the_other_held_out_text_beside_the_training_text_where_runs_scored_one(tmp_path):
+    for seed, perplexity in ((1, 50.0), (2, 70.0)):
+        plant_lm_run(tmp_path / f"s{seed}", "shortgpt_healed", 15, 30.0, seed, 1024, other_perplexity=perplexity)
+    table = language_model_table(language_model_frame(language_model_runs(tmp_path)))
+    assert list(table.columns[5:10]) == [
+        "KL", "agreement %", "other-text perplexity", "other-text KL", "other-text agreement %",
+    ]  # fmt: skip
+    assert table["other-text perplexity"].tolist() == [40.0, 60.0]  # the predecessor's, then the median
+    assert table["other-text KL"].iloc[1] == pytest.approx(6.0) and table["other-text agreement %"].iloc[1] == 40.0
+    plant_lm_protocol(tmp_path / "unscored")
+    assert "other-text perplexity" not in language_model_table(
         language_model_frame(language_model_runs(tmp_path / "unscored"))
     )
 

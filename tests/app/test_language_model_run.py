@@ -14,10 +14,12 @@ from transformers import AutoModelForCausalLM
 from wandb_records import read_offline_run
 
 from theseus_pl.app.checks.refused import RunRefused
-from theseus_pl.app.run.language_model import text_source
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.ship.publishing import main as publish_main
+from theseus_pl.data.language_model import tokenized_windows, window_loader
+from theseus_pl.data.text_corpus import TextFiles, text_source
 from theseus_pl.deploy import main as deploy_main
+from theseus_pl.lightning.language_model_evaluation import evaluate_language_model
 
 
 @pytest.fixture
@@ -259,3 +261,58 @@ def test_a_language_model_run_publishes_its_card_and_weights_and_refuses_onnx_de
     (line,) = str(refused.value).splitlines()
     assert line.startswith(f"error: {run_dir} is a decoder-LM run: its successor is the causal-LM folder")
     assert "no GGUF export exists yet" in line and not (run_dir / "successor" / "onnx").exists()
+
+
+def test_the_other_held_out_text_is_scored_for_both_models_on_windows_the_run_never_trained_on(tiny_lm, tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "a.txt").write_text(" ".join(tiny_documents(count=3, words=40, seed=7)))
+    overrides = _overrides(tiny_lm, tmp_path, "method=shortgpt_healed", f"data.other_text.files=[{other}]",
+                           "data.other_text.max_windows=5", "trainer.precision=32-true")  # fmt: skip
+    results = run(compose_config(*overrides))
+    written = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert (
+        written["data"]["other_source"].startswith("1 text file(s) from") and written["data"]["other_eval_windows"] == 5
+    )
+    assert written["data"]["other_eval_tokens"] == 5 * 7  # 5 full windows of 8 tokens, each predicting 7
+    assert set(written["successor"]["other_text"]) == {"perplexity", "nll", "kl", "agreement"}
+    assert set(written["predecessor"]["other_text"]) == {"perplexity", "nll"}
+    assert written["successor"]["other_text"]["perplexity"] != written["successor"]["perplexity"]
+    assert "final/successor_other_perplexity" in results.summary() and "final/successor_other_kl" in results.summary()
+    assert f"on {written['data']['other_source']}: perplexity" in results.headline()
+    # Scored as the held-out windows are: the same figure from the successor alone on the other text's first windows.
+    windows = tokenized_windows(TextFiles([other]), tiny_lm_tokenizer(), 8, None, 0, tmp_path)["validation"].select(
+        range(5)
+    )
+    successor = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "successor")
+    alone = evaluate_language_model(successor, window_loader(windows, 4), {"accelerator": "cpu", "devices": 1})
+    assert alone["perplexity"] == pytest.approx(written["successor"]["other_text"]["perplexity"], rel=1e-5)
+
+
+def test_offline_the_other_held_out_text_is_the_guardian_headlines_and_none_can_be_asked_for(tiny_lm, tmp_path):
+    run(compose_config(*_overrides(tiny_lm, tmp_path, "method=shortgpt")))
+    written = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert (
+        written["data"]["other_source"].startswith("Guardian headlines") and written["data"]["other_eval_windows"] == 32
+    )
+    run(compose_config(*_overrides(tiny_lm, tmp_path, "method=shortgpt", "data.other_text.corpus=null",
+                                   "resume=force")))  # fmt: skip
+    written = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert "other_source" not in written["data"] and "other_text" not in written["successor"]
+
+
+def test_an_other_text_that_is_the_training_text_or_unknown_is_refused_in_one_message_before_any_compute(
+    tiny_lm, tmp_path
+):
+    _, texts = tiny_lm
+    overrides = _overrides(tiny_lm, tmp_path, f"data.other_text.files=[{texts}]", "data.window=100000")
+    with pytest.raises(RunRefused) as refused:
+        run(compose_config(*overrides))
+    assert "data.other_text is the training text (20 text file(s)" in str(refused.value)
+    assert "data.window=100000" in str(refused.value)  # the other problems of the run, in the same message
+    assert not (tmp_path / "run").exists()
+    known = "convention_speeches, presidential_debates_2016, guardian_headlines"
+    with pytest.raises(RunRefused, match=rf"data.other_text.corpus='wiki' is not a corpus here: give one of {known}"):
+        run(compose_config(*_overrides(tiny_lm, tmp_path, "data.other_text.corpus=wiki")))
+    with pytest.raises(RunRefused, match=r"data.other_text.files: not found: .*nowhere"):
+        run(compose_config(*_overrides(tiny_lm, tmp_path, f"data.other_text.files=[{tmp_path / 'nowhere'}]")))

@@ -120,3 +120,19 @@ def test_the_card_of_a_decoder_lm_run_says_what_a_user_of_it_needs():
     assert "- successor: ' is the economy of the world.'" in text
     assert 'AutoModelForCausalLM.from_pretrained("<this folder or its hub id>")' in text
     assert "/runs/" not in text and "/cache/" not in text  # the card travels with the model: no local path
+    assert "(never trained on)" not in text  # a run that scored no other held-out text
+
+
+def test_a_decoder_lm_card_gives_the_other_held_out_text_where_the_run_scored_one():
+    results = read_run(V2_LANGUAGE_MODEL)
+    results = replace(
+        results,
+        predecessor=replace(results.predecessor, other_text={"perplexity": 61.2, "nll": 4.11}),
+        successor=replace(
+            results.successor, other_text={"perplexity": 140.5, "nll": 4.95, "kl": 0.93, "agreement": 0.4}
+        ),
+        data=replace(results.data, other_source="Guardian headlines of 2017-2020"),
+    )
+    text = ModelCard(str(model_card(results))).text
+    assert "| perplexity on Guardian headlines of 2017-2020 (never trained on) | 61.20 | 140.50 |" in text
+    assert "| KL(predecessor ‖ successor) there | | 0.930 |" in text

@@ -33,6 +33,17 @@ def test_packing_covers_every_token_once_in_order_and_pads_only_the_last_window(
     assert _unpadded(short) == [5, 6, 7, 2, 8, 9, 2, 10, 11, 12, 13, 2]
 
 
+def test_a_text_only_scored_is_every_document_in_validation_windows(tmp_path):
+    tokenizer = tiny_lm_tokenizer()
+    documents = tiny_documents(count=4, words=23)
+    windows = tokenized_windows(InMemoryText(documents), tokenizer, 16, held_out=None, seed=0, cache_dir=tmp_path)
+    assert list(windows) == ["validation"]
+    expected = []
+    for document in documents:
+        expected += tokenizer(document, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    assert _unpadded(windows["validation"]) == expected
+
+
 def test_the_held_out_documents_are_a_pure_function_of_the_seed():
     first = held_out_documents(50, 0.1, seed=3)
     assert first == held_out_documents(50, 0.1, seed=3)

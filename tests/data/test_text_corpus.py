@@ -2,7 +2,14 @@
 
 import pytest
 
-from theseus_pl.data.text_corpus import ConventionSpeeches, TextFiles
+from theseus_pl.data.text_corpus import (
+    CORPORA,
+    ConventionSpeeches,
+    GuardianHeadlines,
+    PresidentialDebates,
+    TextFiles,
+    text_source,
+)
 
 
 def test_the_offline_text_is_the_conventions_speeches_one_document_each():
@@ -32,3 +39,24 @@ def test_missing_text_files_are_named(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match=r"no \.txt file in"):
         TextFiles([tmp_path / "empty"]).documents()
+
+
+def test_the_other_offline_corpora_are_the_2016_debates_and_the_guardian_headlines_by_debate_and_by_day():
+    debates = PresidentialDebates().documents()
+    assert len(debates) == 4  # the vice-presidential debate and three presidential ones
+    assert debates[0].startswith("Quijano: Good evening. From Longwood University")
+    assert "\nKaine: " in debates[0] and "\nPence: " in debates[0] and "\nTrump: " in debates[1]
+    headlines = GuardianHeadlines().documents()
+    assert len(headlines) == 170 and headlines[0].splitlines()[0] == "Johnson is asking Santa for a Christmas recovery"
+    assert len({source().fingerprint() for source in CORPORA.values()}) == 3
+
+
+def test_a_text_is_named_by_files_then_hub_dataset_then_corpus_and_nothing_names_none(tmp_path):
+    (tmp_path / "a.txt").write_text("text")
+    assert isinstance(text_source({"files": [tmp_path / "a.txt"], "corpus": "guardian_headlines"}), TextFiles)
+    hub = text_source({"hub_dataset": "Salesforce/wikitext", "hub_split": None, "corpus": "guardian_headlines"})
+    assert (hub.name, hub.split, hub.column) == ("Salesforce/wikitext", "train", "text")
+    assert isinstance(text_source({"corpus": "presidential_debates_2016"}), PresidentialDebates)
+    assert text_source({"corpus": None, "files": None}) is None
+    with pytest.raises(ValueError, match=r"data.other_text.corpus='news' is not a corpus here: give one of conv"):
+        text_source({"corpus": "news"}, "data.other_text")

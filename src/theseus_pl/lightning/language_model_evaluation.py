@@ -7,8 +7,8 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from torch import nn
+from torch.utils.data import DataLoader
 
-from theseus_pl.data.language_model import LanguageModelingDataModule
 from theseus_pl.lightning.language_model_metrics import LanguageModelMetrics
 from theseus_pl.lightning.modules import Batch
 
@@ -33,17 +33,18 @@ class _Comparison(pl.LightningModule):
 
 def evaluate_language_model(
     model: nn.Module,
-    datamodule: LanguageModelingDataModule,
+    windows: DataLoader | pl.LightningDataModule,
     settings: dict[str, Any],
     reference: nn.Module | None = None,
 ) -> dict[str, float]:
-    """``perplexity`` and ``nll`` of ``model`` on the held-out windows, and with ``reference`` (the predecessor)
-    ``kl`` and ``agreement`` to it and its own ``reference_perplexity`` and ``reference_nll`` from the same pass;
-    ``settings`` are the Trainer's (accelerator, precision)."""
+    """``perplexity`` and ``nll`` of ``model`` on held-out ``windows`` (a loader, or a datamodule's validation
+    windows), and with ``reference`` (the predecessor) ``kl`` and ``agreement`` to it and its own
+    ``reference_perplexity`` and ``reference_nll`` from the same pass; ``settings`` are the Trainer's (accelerator,
+    precision)."""
     comparison = _Comparison(model, reference)
     trainer = pl.Trainer(**settings, logger=False, enable_checkpointing=False)
     with torch.no_grad():
-        trainer.validate(comparison, datamodule=datamodule, verbose=False)
+        trainer.validate(comparison, windows, verbose=False)
     values = comparison.metrics.compute()
     if reference is not None:
         values.update({f"reference_{name}": value for name, value in comparison.reference_metrics.compute().items()})

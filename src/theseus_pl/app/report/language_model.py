@@ -18,6 +18,9 @@ from theseus_pl.app.report.files import PREDECESSOR, write_markdown_and_csv
 from theseus_pl.app.results.language_model import LanguageModelResults
 
 ZERO_SHOT = "SST-2 zero-shot %"  # the table's column of median dev accuracy, where the runs scored it
+# The columns of the other held-out text (data.other_text), where the runs scored one: medians over seeds.
+OTHER_TEXT = {"other-text perplexity": "other_text.perplexity", "other-text KL": "other_text.kl",
+              "other-text agreement %": "other_text.agreement"}  # fmt: skip
 
 
 def language_model_frame(runs: list[LanguageModelResults]) -> pd.DataFrame:
@@ -57,6 +60,15 @@ def language_model_table(frame: pd.DataFrame) -> pd.DataFrame:
             groups["successor.zero_shot_sst2"].median().to_numpy() * 100,
         )
         predecessor[ZERO_SHOT] = frame["predecessor.zero_shot_sst2"].median() * 100
+    if frame.get("successor.other_text.perplexity", pd.Series(dtype=float)).notna().any():  # data.other_text
+        for column, field in OTHER_TEXT.items():
+            share = 100 if column.endswith("%") else 1
+            table.insert(
+                table.columns.get_loc("tokens trained"),
+                column,
+                groups[f"successor.{field}"].median().to_numpy() * share,
+            )
+        predecessor["other-text perplexity"] = frame["predecessor.other_text.perplexity"].median()
     table = table.sort_values(["layers", "method"], ascending=[False, True], kind="stable")
     return pd.concat([predecessor, table], ignore_index=True)[table.columns]
 

@@ -31,6 +31,8 @@ class LanguageModelSide:
     agreement: float | None = None  # share of tokens where both models' most likely next token is the same
     origin: str | None = None  # predecessor: "gguf" (converted from a GGUF file) or "given" (a folder or hub id)
     zero_shot_sst2: float | None = None  # SST-2 dev accuracy zero-shot (evaluation.zero_shot_glue_dir), if scored
+    # perplexity and nll (and the successor's kl and agreement) on the other held-out text (data.other_text), if scored
+    other_text: dict[str, float] | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
 
 
 @dataclass(kw_only=True)
@@ -41,6 +43,10 @@ class LanguageModelData:
     eval_windows: int
     eval_tokens: int  # held-out tokens predicted: every method is scored on the same ones
     train_tokens: int  # tokens the method trained on (steps x batch x window); 0 for a method that does not train
+    # The other held-out text (data.other_text), its windows and tokens predicted; None where none was scored.
+    other_source: str | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
+    other_eval_windows: int | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
+    other_eval_tokens: int | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
 
 
 @dataclass(kw_only=True)
@@ -86,7 +92,9 @@ class LanguageModelResults(RunRecord):
             "final/params_successor": self.successor.params,
             **{f"final/{name}": value for name, value in (self.speed or {}).items() if name.endswith("speedup")},
             **{f"final/{side}_zero_shot_sst2": getattr(self, side).zero_shot_sst2 for side in SIDES},
-        }
+            **{f"final/{side}_other_{name}": value for side in SIDES
+               for name, value in (getattr(self, side).other_text or {}).items() if name != "nll"},
+        }  # fmt: skip
         return {key: float(value) for key, value in summary.items() if value is not None}
 
     def headline(self) -> str:
@@ -96,6 +104,12 @@ class LanguageModelResults(RunRecord):
             f"{successor.perplexity:.2f} (successor), KL {successor.kl:.3f}, "
             f"agreement {100 * successor.agreement:.1f}%, "
             f"{self.predecessor.layers} -> {successor.layers} layers"
+            + (
+                f"; on {self.data.other_source}: perplexity {self.predecessor.other_text['perplexity']:.2f} -> "
+                f"{successor.other_text['perplexity']:.2f}, KL {successor.other_text['kl']:.3f}"
+                if successor.other_text and self.predecessor.other_text
+                else ""
+            )
         )
 
     def objective(self) -> float | None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from datasets import Dataset
 from omegaconf import DictConfig
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
@@ -38,10 +39,16 @@ from theseus_pl.app.run.stages import hub_id, rows_per_step
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.app.tracking.wandb_run import publish_language_model
 from theseus_pl.core.timing import generation_speed
-from theseus_pl.data.language_model import IGNORED, LanguageModelingDataModule, collate_windows
+from theseus_pl.data.language_model import (
+    IGNORED,
+    LanguageModelingDataModule,
+    collate_windows,
+    tokenized_windows,
+    window_loader,
+)
 from theseus_pl.data.sources import GlueDirSource
 from theseus_pl.data.tasks import glue_task
-from theseus_pl.data.text_corpus import ConventionSpeeches, HubText, TextFiles, TextSource
+from theseus_pl.data.text_corpus import TextSource, text_source
 from theseus_pl.lightning.language_model_evaluation import evaluate_language_model
 from theseus_pl.lightning.language_model_zero_shot import zero_shot_accuracy
 
@@ -57,6 +64,7 @@ class LanguageModelRun(RunKind):
     name = LANGUAGE_MODEL
     description = "language model (a decoder compressed on text)"
     datamodule: LanguageModelingDataModule
+    other_windows: Dataset | None  # the other held-out text's windows (data.other_text), if it is scored
 
     def check(self) -> None:
         cfg, problems = self.cfg, self.settings.problems
@@ -71,8 +79,10 @@ class LanguageModelRun(RunKind):
             raise RunRefused(problems)
 
     def prepare_data(self) -> None:
-        self.datamodule = _datamodule(self.cfg, self.tokenizer, Path(self.cfg.paths.cache_dir))
+        cache_dir = Path(self.cfg.paths.cache_dir)
+        self.datamodule = _datamodule(self.cfg, self.tokenizer, cache_dir)
         self.datamodule.setup("fit")
+        self.other_windows = _other_windows(self.cfg, self.tokenizer, cache_dir)
 
     def plan(self, steps: int | None) -> list[str]:
         cfg, datamodule = self.cfg, self.datamodule
@@ -82,9 +92,15 @@ class LanguageModelRun(RunKind):
         layers = AutoConfig.from_pretrained(self.predecessor_dir).num_hidden_layers
         named = hub_id(cfg.model) or cfg.model.get("gguf") or cfg.model.get("base") or cfg.model.get("predecessor")
         made = "converted from its GGUF file, cached" if self.origin == "gguf" else "given"
+        other = (
+            [f"other held-out text: {_other_source(cfg).describe()}: {len(self.other_windows):,} windows scored"]
+            if self.other_windows is not None
+            else []
+        )
         return [
             f"data: {datamodule.source.describe()}: {train:,} training windows of {window} tokens; scored on "
             f"{held_out:,} held-out windows",
+            *other,
             f"predecessor: {named} ({made}), {layers} layers",
             f"training: {steps} optimizer steps of {batch} windows ({tokens:,} tokens)",
         ]
@@ -114,16 +130,19 @@ class LanguageModelRun(RunKind):
         self.successor = successor = AutoModelForCausalLM.from_pretrained(successor_dir).eval()  # what users ship
         self.predecessor = predecessor = AutoModelForCausalLM.from_pretrained(self.predecessor_dir).eval()
         metrics = evaluate_language_model(successor, datamodule, evaluation, reference=predecessor)
+        other = self._other_text_metrics(successor, predecessor, evaluation)
         zero_shot = _zero_shot(cfg, (predecessor, successor), tokenizer, evaluation)
         return LanguageModelResults(
             method=method.name,
             settings={"optimizer.lr": cfg.optimizer.lr, "trainer.max_steps": cfg.trainer.max_steps,
                       "theseus.successor_layers": cfg.theseus.successor_layers, "theseus.init": cfg.theseus.init,
                       "seed": cfg.seed},
-            predecessor=_side(predecessor, self.predecessor_dir, _reference_side(metrics), self.origin, zero_shot[0]),
-            successor=_side(successor, str(successor_dir), metrics, zero_shot=zero_shot[1]),
+            predecessor=_side(predecessor, self.predecessor_dir, _reference_side(metrics), self.origin, zero_shot[0],
+                              _reference_side(other) if other else None),
+            successor=_side(successor, str(successor_dir), metrics, zero_shot=zero_shot[1],
+                            other_text=_successor_side(other) if other else None),
             base_model=hub_id(cfg.model),
-            data=_data_facts(cfg, datamodule, steps),
+            data=_data_facts(cfg, datamodule, steps, self.other_windows),
             steps=steps,
             resumed_from=resumed_from,
             schedule=method.schedule.describe() if method.schedule else None,
@@ -131,6 +150,15 @@ class LanguageModelRun(RunKind):
             hardware=hardware,
             wandb=link,
         )  # fmt: skip
+
+    def _other_text_metrics(
+        self, successor: PreTrainedModel, predecessor: PreTrainedModel, evaluation: dict[str, Any]
+    ) -> dict[str, float] | None:
+        """Both models on the other held-out text, in one pass, as on the run's own held-out windows."""
+        if self.other_windows is None:
+            return None
+        loader = window_loader(self.other_windows, self.datamodule.eval_batch_size)
+        return evaluate_language_model(successor, loader, evaluation, reference=predecessor)
 
     def optional_steps(self, results: RunRecord) -> list[tuple[str, Callable[[], object]]]:
         assert isinstance(results, LanguageModelResults)
@@ -171,21 +199,11 @@ def _predecessor_folder(model: DictConfig, cache_dir: Path) -> tuple[str, str]:
     raise RunRefused(["model: give model.gguf (a GGUF file), model.base or model.predecessor (a causal LM)."])
 
 
-def text_source(data: DictConfig) -> TextSource:
-    """The run's text: the user's files, a hub dataset, or offline the convention speeches."""
-    if data.get("files"):
-        return TextFiles(list(data.files))
-    if data.get("hub_dataset"):
-        return HubText(data.hub_dataset, data.get("hub_split", "train"), data.get("hub_column", "text"),
-                       data.get("hub_config"))  # fmt: skip
-    return ConventionSpeeches()
-
-
 def _datamodule(cfg: DictConfig, tokenizer: PreTrainedTokenizerBase, cache_dir: Path) -> LanguageModelingDataModule:
     data = cfg.data
     try:
         datamodule = LanguageModelingDataModule(
-            tokenizer, text_source(data), window=data.window, batch_size=data.batch_size,
+            tokenizer, _training_source(data), window=data.window, batch_size=data.batch_size,
             eval_batch_size=data.get("eval_batch_size"), held_out=data.held_out, seed=cfg.seed,
             split_seed=data.get("split_seed", 0),
             max_eval_windows=data.get("max_eval_windows"), cache_dir=cache_dir / "tokenized",
@@ -194,6 +212,32 @@ def _datamodule(cfg: DictConfig, tokenizer: PreTrainedTokenizerBase, cache_dir: 
     except (ValueError, FileNotFoundError) as error:
         raise RunRefused([str(error)]) from None
     return datamodule
+
+
+def _training_source(data: DictConfig) -> TextSource:
+    source = text_source(data)
+    if source is None:
+        raise ValueError("data: name the text to train on: data.files, data.hub_dataset or data.corpus.")
+    return source
+
+
+def _other_source(cfg: DictConfig) -> TextSource | None:
+    other = cfg.data.get("other_text")
+    return text_source(other, "data.other_text") if other else None
+
+
+def _other_windows(cfg: DictConfig, tokenizer: PreTrainedTokenizerBase, cache_dir: Path) -> Dataset | None:
+    """The first ``data.other_text.max_windows`` windows of all of the other held-out text (every run scores the
+    same ones), tokenised once into the cache; None where no other text is named."""
+    source = _other_source(cfg)
+    if source is None:
+        return None
+    try:
+        windows = tokenized_windows(source, tokenizer, cfg.data.window, None, 0, cache_dir / "tokenized")["validation"]
+    except (ValueError, FileNotFoundError) as error:
+        raise RunRefused([f"data.other_text: {error}"]) from None
+    limit = cfg.data.other_text.get("max_windows")
+    return windows.select(range(limit)) if limit is not None and len(windows) > limit else windows
 
 
 def _calibration(datamodule: LanguageModelingDataModule, windows: int = 32) -> list[dict[str, torch.Tensor]]:
@@ -210,11 +254,12 @@ def _side(
     metrics: dict[str, float],
     origin: str | None = None,
     zero_shot: float | None = None,
+    other_text: dict[str, float] | None = None,
 ) -> LanguageModelSide:
     return LanguageModelSide(
         dir=directory, layers=model.config.num_hidden_layers, params=sum(p.numel() for p in model.parameters()),
         perplexity=metrics["perplexity"], nll=metrics["nll"], kl=metrics.get("kl"), agreement=metrics.get("agreement"),
-        origin=origin, zero_shot_sst2=zero_shot,
+        origin=origin, zero_shot_sst2=zero_shot, other_text=other_text,
     )  # fmt: skip
 
 
@@ -232,19 +277,34 @@ def _zero_shot(
     return first, second
 
 
+def _successor_side(metrics: dict[str, float]) -> dict[str, float]:
+    """The successor's own numbers, the predecessor's (``reference_*``) left out."""
+    return {name: value for name, value in metrics.items() if not name.startswith("reference_")}
+
+
 def _reference_side(metrics: dict[str, float]) -> dict[str, float]:
     """The predecessor's own numbers, measured beside the successor's in the same pass."""
     return {"perplexity": metrics["reference_perplexity"], "nll": metrics["reference_nll"]}
 
 
-def _data_facts(cfg: DictConfig, datamodule: LanguageModelingDataModule, steps: int) -> LanguageModelData:
+def _data_facts(
+    cfg: DictConfig, datamodule: LanguageModelingDataModule, steps: int, other_windows: Dataset | None
+) -> LanguageModelData:
     validation = datamodule.splits["validation"]
-    labels = torch.tensor(validation["labels"])
+    other = _other_source(cfg) if other_windows is not None else None
     return LanguageModelData(
         source=datamodule.source.describe(), window=datamodule.window, train_windows=len(datamodule.splits["train"]),
-        eval_windows=len(validation), eval_tokens=int((labels[:, 1:] != IGNORED).sum()),
+        eval_windows=len(validation), eval_tokens=_predicted_tokens(validation),
         train_tokens=steps * rows_per_step(cfg) * datamodule.window,  # a step may accumulate several batches
+        other_source=other.describe() if other else None,
+        other_eval_windows=len(other_windows) if other_windows is not None else None,
+        other_eval_tokens=_predicted_tokens(other_windows) if other_windows is not None else None,
     )  # fmt: skip
+
+
+def _predicted_tokens(windows: Dataset) -> int:
+    """The tokens a window predicts: every real token after its first."""
+    return int((torch.tensor(windows["labels"])[:, 1:] != IGNORED).sum())
 
 
 def _speed(

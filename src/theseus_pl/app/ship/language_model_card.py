@@ -42,6 +42,14 @@ def _body(results: LanguageModelResults, repo_id: str | None) -> str:
         if successor.zero_shot_sst2 is not None
         else ""
     )
+    other = successor.other_text and predecessor.other_text
+    other_rows = (
+        f"| perplexity on {data.other_source} (never trained on) | {number(predecessor.other_text['perplexity'], 2)} | "
+        f"{number(successor.other_text['perplexity'], 2)} |\n"
+        f"| KL(predecessor ‖ successor) there | | {number(successor.other_text['kl'], 3)} |\n"
+        if other
+        else ""
+    )
     return f"""# {results.method}: a {successor.layers}-layer decoder LM compressed with theseus_pl
 
 The predecessor is {base}{converted}, {predecessor.layers} layers. It was compressed to {successor.layers} layers
@@ -59,7 +67,7 @@ same source, documents the run never trained on.
 | perplexity | {number(predecessor.perplexity, 2)} | {number(successor.perplexity, 2)} |
 | KL(predecessor ‖ successor), nats per token | | {number(successor.kl, 3)} |
 | top-1 agreement with the predecessor (%) | | {number(_percent(successor.agreement), 1)} |
-{zero_shot}| layers | {predecessor.layers} | {successor.layers} |
+{other_rows}{zero_shot}| layers | {predecessor.layers} | {successor.layers} |
 | parameters | {predecessor.params:,} | {successor.params:,} |
 
 {_speed(results)}{_sample(results)}
