@@ -30,22 +30,22 @@ def plant_lm_run(
     perplexity: float,
     seed: int,
     train_tokens: int,
-    zero_shot: tuple[float, float] | None = None,
+    sst2: tuple[float, float] | None = None,
     other_perplexity: float | None = None,
 ) -> Path:
-    """A decoder-LM run's ``results.json`` as the app writes it, of a 30-layer predecessor; ``zero_shot``: the
-    predecessor's and the successor's SST-2 accuracy, if scored; ``other_perplexity``: the successor's on the other
-    held-out text, if scored (the predecessor's is 40, KL a tenth of it, agreement 40 %)."""
-    before, after = zero_shot or (None, None)
+    """A decoder-LM run's ``results.json`` as the app writes it, of a 30-layer predecessor; ``sst2``: the
+    predecessor's and the successor's lm-eval sst2_local accuracy, if scored; ``other_perplexity``: the successor's on
+    the other held-out text, if scored (the predecessor's is 40, KL a tenth of it, agreement 40 %)."""
+    before, after = ({"sst2_local": {"acc": acc, "acc_stderr": 0.01}} if sst2 else None for acc in (sst2 or (0, 0)))
     other = other_perplexity is not None
     record = LanguageModelResults(
         method=method,
         predecessor=LanguageModelSide(dir="smollm2", layers=30, params=134_515_008, perplexity=PREDECESSOR_PERPLEXITY,
-                                      nll=3.24, origin="gguf", zero_shot_sst2=before,
+                                      nll=3.24, origin="gguf", lm_eval=before,
                                       other_text={"perplexity": 40.0, "nll": 3.7} if other else None),
         successor=LanguageModelSide(dir=str(folder / "successor"), layers=layers, params=70_000_000,
                                     perplexity=perplexity, nll=4.0, kl=perplexity / 100, agreement=0.5,
-                                    zero_shot_sst2=after,
+                                    lm_eval=after,
                                     other_text={"perplexity": other_perplexity, "nll": 4.5,
                                                 "kl": other_perplexity / 10, "agreement": 0.4} if other else None),
         data=LanguageModelData(source="speeches", window=128, train_windows=1523, eval_windows=32, eval_tokens=4064,
@@ -93,14 +93,14 @@ def test_the_plot_of_one_depth_ticks_whole_layers(tmp_path):
     assert 15 in ticks and all(float(tick).is_integer() for tick in ticks)
 
 
-def test_the_lm_table_has_a_zero_shot_column_only_where_runs_were_scored_zero_shot(tmp_path):
+def test_the_lm_table_has_a_column_per_lm_eval_task_only_where_runs_scored_it(tmp_path):
     for seed, accuracy in ((1, 0.6), (2, 0.7)):
-        plant_lm_run(tmp_path / f"s{seed}", "shortgpt", 15, 300.0, seed, 0, zero_shot=(0.76, accuracy))
+        plant_lm_run(tmp_path / f"s{seed}", "shortgpt", 15, 300.0, seed, 0, sst2=(0.76, accuracy))
     table = language_model_table(language_model_frame(language_model_runs(tmp_path)))
-    assert list(table.columns[5:8]) == ["KL", "agreement %", "SST-2 zero-shot %"]
-    assert table["SST-2 zero-shot %"].tolist() == pytest.approx([76.0, 65.0])
+    assert list(table.columns[5:8]) == ["KL", "agreement %", "sst2_local acc %"]
+    assert table["sst2_local acc %"].tolist() == pytest.approx([76.0, 65.0])
     plant_lm_protocol(tmp_path / "unscored")
-    assert "SST-2 zero-shot %" not in language_model_table(
+    assert "sst2_local acc %" not in language_model_table(
         language_model_frame(language_model_runs(tmp_path / "unscored"))
     )
 

@@ -14,6 +14,7 @@ from transformers import AutoModelForCausalLM
 from wandb_records import read_offline_run
 
 from theseus_pl.app.checks.refused import RunRefused
+from theseus_pl.app.run import language_model as language_model_run
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.ship.publishing import main as publish_main
 from theseus_pl.data.language_model import tokenized_windows, window_loader
@@ -144,25 +145,47 @@ def test_an_encoder_method_on_a_language_model_is_refused(tiny_lm, tmp_path):
         run(compose_config(*_overrides(tiny_lm, tmp_path, "method=pkd")))
 
 
-def test_zero_shot_sst2_is_scored_for_both_models_when_a_glue_folder_is_given(tiny_lm, tmp_path):
+def test_lm_eval_tasks_are_scored_for_both_models_offline_and_the_predecessor_once(tiny_lm, tmp_path, monkeypatch):
     folder, _ = tiny_lm
     tokenizer = tiny_lm_tokenizer()
-    tokenizer.add_tokens(["negative", "positive"])  # the answer words, ids within the tiny decoder's vocabulary
+    tokenizer.add_tokens(["negative", "positive", "True", "False"])  # the answers, within the tiny decoder's vocabulary
     tokenizer.save_pretrained(folder)
     rows = [["the economy", "1"], ["jobs", "0"], ["the nation is new", "1"], ["not the work", "0"], ["school", "1"]]
     write_tsv(tmp_path / "glue" / "SST-2" / "dev.tsv", [["sentence", "label"], *rows])
-    overrides = _overrides(tiny_lm, tmp_path, "method=shortgpt", f"evaluation.zero_shot_glue_dir={tmp_path / 'glue'}")
-    run(compose_config(*overrides))
-    written = json.loads((tmp_path / "run" / "results.json").read_text())
-    for side in ("predecessor", "successor"):
-        correct = written[side]["zero_shot_sst2"] * len(rows)
-        assert 0 <= correct <= len(rows) and correct == pytest.approx(round(correct))
+    scored = []
+    monkeypatch.setattr(language_model_run, "harness_scores", _recording(language_model_run.harness_scores, scored))
+    for method in ("shortgpt", "lm_truncation"):
+        overrides = _overrides(tiny_lm, tmp_path, f"method={method}", "evaluation.lm_eval.tasks=[sst2_local]",
+                               f"evaluation.lm_eval.glue_dir={tmp_path / 'glue'}", "resume=force")  # fmt: skip
+        results = run(compose_config(*overrides))
+        written = json.loads((tmp_path / "run" / "results.json").read_text())
+        for side in ("predecessor", "successor"):
+            correct = written[side]["lm_eval"]["sst2_local"]["acc"] * len(rows)
+            assert 0 <= correct <= len(rows) and correct == pytest.approx(round(correct))
+        assert "final/successor_sst2_local_acc" in results.summary()
+        assert "lm_eval" not in written["failed_steps"]
+    assert scored == [4, 2, 2]  # the predecessor (4 layers) once, then each run's successor (2 layers)
 
 
-def test_a_glue_folder_without_sst2_is_refused_before_any_compute(tiny_lm, tmp_path, glue_dir):
-    overrides = _overrides(tiny_lm, tmp_path, f"evaluation.zero_shot_glue_dir={glue_dir}")
-    with pytest.raises(RunRefused, match=r"evaluation.zero_shot_glue_dir: Missing .*SST-2/dev.tsv"):
+def _recording(score, layers: list[int]):
+    """``score`` that notes the layers of each model it scores."""
+
+    def recorded(model, *args, **kwargs):
+        layers.append(model.config.num_hidden_layers)
+        return score(model, *args, **kwargs)
+
+    return recorded
+
+
+def test_lm_eval_tasks_that_cannot_be_scored_are_refused_before_any_compute(tiny_lm, tmp_path, glue_dir):
+    overrides = _overrides(tiny_lm, tmp_path, "evaluation.lm_eval.tasks=[sst2_local]")
+    with pytest.raises(RunRefused, match=r"sst2_local read\(s\) a local GLUE folder: give evaluation.lm_eval.glue_dir"):
         run(compose_config(*overrides))
+    with pytest.raises(RunRefused, match=r"evaluation.lm_eval.glue_dir: .*SST-2/dev.tsv"):
+        run(compose_config(*overrides, f"evaluation.lm_eval.glue_dir={glue_dir}"))  # RTE only
+    with pytest.raises(RunRefused, match=r"evaluation.lm_eval.include_path=.*nowhere is not a folder of task YAMLs"):
+        run(compose_config(*_overrides(tiny_lm, tmp_path, "evaluation.lm_eval.tasks=[mine]",
+                                       f"evaluation.lm_eval.include_path={tmp_path / 'nowhere'}")))  # fmt: skip
     assert not (tmp_path / "run").exists()
 
 

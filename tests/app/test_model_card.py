@@ -115,7 +115,7 @@ def test_the_card_of_a_decoder_lm_run_says_what_a_user_of_it_needs():
     assert "150 training steps on 153,600 tokens of the 2012 US party convention speeches" in text
     assert "| perplexity | 25.50 | 38.06 |" in text and "nats per token | | 1.470 |" in text
     assert "| top-1 agreement with the predecessor (%) | | 44.8 |" in text
-    assert "| SST-2 dev accuracy, zero-shot (%) | 71.33 | 50.92 |" in text
+    assert "| lm-eval `sst2_local` acc (%) | 71.33 | 50.92 |" in text  # read from a file of zero_shot_sst2
     assert "45.4 tokens per second against the predecessor's 27.1 (1.67x)" in text
     assert "- successor: ' is the economy of the world.'" in text
     assert 'AutoModelForCausalLM.from_pretrained("<this folder or its hub id>")' in text

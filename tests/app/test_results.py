@@ -159,15 +159,19 @@ def test_todays_files_of_both_kinds_load_through_the_one_reader(tmp_path):
     assert isinstance(task_model, RunResults) and task_model == read_results(V1_RESULTS)
     assert isinstance(language_model, LanguageModelResults) and language_model.folder == V2_LANGUAGE_MODEL.parent
     assert (language_model.method, language_model.steps, language_model.seed) == ("lm_theseus", 150, 42)
-    assert language_model.successor.perplexity == 38.06 and language_model.predecessor.zero_shot_sst2 == 0.7133
+    assert language_model.successor.perplexity == 38.06
+    # Its zero-shot SST-2 accuracy (the hand-written check sst2_local replaced) reads as sst2_local's acc.
+    assert language_model.predecessor.lm_eval == {"sst2_local": {"acc": 0.7133}}
     assert language_model.hardware.precision == "bf16-mixed" and language_model.wandb.id == "ab12cd34"
     assert language_model.sample.prompt.startswith("The president") and language_model.speed["decode_speedup"] == 1.67
-    # Rewritten, it is the same record, now saying its kind like every version-3 file.
+    # Rewritten, it is the same record, now saying its kind like every version-3 file (and zero-shot as lm-eval).
     again = read_run(write_results(tmp_path / "results.json", language_model))
     assert again == language_model
     written = json.loads((tmp_path / "results.json").read_text())
     assert list(written)[:2] == ["schema_version", "kind"] and written["kind"] == "language_model"
     before = json.loads(V2_LANGUAGE_MODEL.read_text())
+    for side in ("predecessor", "successor"):
+        before[side]["lm_eval"] = {"sst2_local": {"acc": before[side].pop("zero_shot_sst2")}}
     assert {key: value for key, value in written.items() if key != "schema_version"} == {
         key: value for key, value in before.items() if key != "schema_version"
     }
@@ -183,7 +187,7 @@ def test_both_kinds_share_the_envelope_and_name_their_own_headline():
         "final/predecessor_perplexity": 25.5, "final/successor_perplexity": 38.06, "final/kl": 1.47,
         "final/agreement": 0.4475, "final/train_tokens": 153_600.0, "final/params_predecessor": 134_515_008.0,
         "final/params_successor": 81_432_000.0, "final/prefill_speedup": 1.66, "final/decode_speedup": 1.67,
-        "final/predecessor_zero_shot_sst2": 0.7133, "final/successor_zero_shot_sst2": 0.5092,
+        "final/predecessor_sst2_local_acc": 0.7133, "final/successor_sst2_local_acc": 0.5092,
     }  # fmt: skip
     assert task_model.summary()["final/successor_score"] == 50.0
 

@@ -25,7 +25,9 @@ def test_every_experiment_passes_as_shipped(experiment):
             "theseus.init=block_influence starts successors from the layers of most "
             "block influence on language-model windows: decoder-LM runs only",
         ),
-        ("evaluation.zero_shot_glue_dir=/data/glue", "evaluation.zero_shot_glue_dir=/data/glue scores a decoder LM"),
+        ("evaluation.lm_eval.tasks=[sst2_local]", "evaluation.lm_eval.tasks=['sst2_local'] scores a decoder LM with"),
+        ("evaluation.lm_eval.limit=0", "evaluation.lm_eval.limit=0 must be null (every example) or a whole number"),
+        ("evaluation.lm_eval.tasks=sst2", "evaluation.lm_eval.tasks='sst2' must be a list of lm-eval task names"),
         ("optimizer.lr=abc", "optimizer.lr='abc' must be a number above 0"),
         ("optimizer.lr=0", "optimizer.lr=0 must be a number above 0"),
         ("finetune.epochs=0", "finetune.epochs=0 must be a whole number of epochs"),

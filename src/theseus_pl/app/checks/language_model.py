@@ -1,9 +1,11 @@
 """What can be known to be wrong with a decoder-LM run once its predecessor's folder is at hand, before any compute:
 the model's structure (read on the meta device: no weights), the window against its positions, the tokenizer, the
-texts (the other held-out text must not be the training text), the zero-shot folder. The settings themselves are
-checked as for every run (:mod:`~theseus_pl.app.checks.settings`)."""
+texts (the other held-out text must not be the training text), the lm-eval tasks (installed, known, their data at
+hand). The settings themselves are checked as for every run (:mod:`~theseus_pl.app.checks.settings`)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import torch
 from omegaconf import DictConfig
@@ -11,10 +13,10 @@ from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerBa
 
 from theseus_pl.core.decoders import is_decoder
 from theseus_pl.core.families import find_layer_stack
+from theseus_pl.data.harness_tasks import LOCAL_TASKS, local_task_folder
 from theseus_pl.data.language_model import window_problem
-from theseus_pl.data.sources import GlueDirSource
-from theseus_pl.data.tasks import glue_task
 from theseus_pl.data.text_corpus import text_source
+from theseus_pl.lightning.language_model_harness import harness_problems
 
 
 def language_model_problems(cfg: DictConfig, predecessor_dir: str, tokenizer: PreTrainedTokenizerBase) -> list[str]:
@@ -42,11 +44,13 @@ def language_model_problems(cfg: DictConfig, predecessor_dir: str, tokenizer: Pr
     if tokenizer.eos_token_id is None:
         problems.append("The tokenizer has no end-of-text token (eos_token) to put between documents.")
     problems += _text_problems(cfg.data)
-    if cfg.evaluation.get("zero_shot_glue_dir"):
+    if cfg.evaluation.lm_eval.tasks:
         try:
-            GlueDirSource(cfg.evaluation.zero_shot_glue_dir).path(glue_task("SST-2"), "validation")
-        except FileNotFoundError as error:
-            problems.append(f"evaluation.zero_shot_glue_dir: {error}")
+            folders = harness_task_folders(cfg.evaluation.lm_eval, Path(cfg.paths.cache_dir))
+        except (FileNotFoundError, ValueError) as error:
+            problems.append(str(error))
+        else:
+            problems += harness_problems(list(cfg.evaluation.lm_eval.tasks), folders)
     if getattr(config, "use_cache", False) and cfg.model.get("use_cache") is True:
         problems.append("model.use_cache=true: training runs without the KV cache; leave it out.")
     return problems
@@ -69,3 +73,26 @@ def _text_problems(data: DictConfig) -> list[str]:
             "or data.other_text.corpus=null to score none."
         ]
     return []
+
+
+def harness_task_folders(lm_eval: DictConfig, cache_dir: Path) -> list[Path]:
+    """The folders of task YAMLs lm-eval is to read besides its own: the local GLUE tasks' (written into the cache
+    from ``lm_eval.glue_dir`` when one is asked for) and ``lm_eval.include_path``. An error naming the setting."""
+    folders = []
+    local = [task for task in lm_eval.tasks if task in LOCAL_TASKS]
+    if local:
+        if not lm_eval.get("glue_dir"):
+            raise ValueError(
+                f"evaluation.lm_eval.tasks: {', '.join(local)} read(s) a local GLUE folder: give "
+                "evaluation.lm_eval.glue_dir=PATH (the classic layout: PATH/SST-2/dev.tsv, PATH/RTE/dev.tsv)."
+            )
+        try:
+            folders.append(local_task_folder(lm_eval.glue_dir, local, cache_dir / "lm-eval"))
+        except (FileNotFoundError, ValueError) as error:
+            raise type(error)(f"evaluation.lm_eval.glue_dir: {error}") from None
+    if lm_eval.get("include_path"):
+        folder = Path(lm_eval.include_path).expanduser()
+        if not folder.is_dir():
+            raise FileNotFoundError(f"evaluation.lm_eval.include_path={folder} is not a folder of task YAMLs.")
+        folders.append(folder)
+    return folders

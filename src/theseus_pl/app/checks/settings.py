@@ -72,6 +72,13 @@ RULES: dict[str, Rule] = {
                                      "null (at validations only) or a whole number, at least 1"),
     "checkpoint.keep": Rule(boolean, "true or false"),
     "allow_unfinished_schedule": Rule(boolean, "true or false"),
+    "data.other_text.max_windows": Rule(optional_positive_int, "null (every window) or a whole number, at least 1"),
+    "evaluation.lm_eval.tasks": Rule(lambda v: isinstance(v, list | ListConfig) and all(isinstance(t, str) for t in v),
+                                     "a list of lm-eval task names, e.g. [sst2_local,rte_local], or []"),
+    "evaluation.lm_eval.num_fewshot": Rule(lambda v: whole_number(v) and v >= 0,
+                                           "a whole number of examples in each prompt, 0 or more"),
+    "evaluation.lm_eval.limit": Rule(optional_positive_int, "null (every example) or a whole number, at least 1"),
+    "evaluation.lm_eval.batch_size": Rule(positive_int, "a whole number, at least 1"),
     "benchmark.batch_size": Rule(positive_int, "a whole number of dev rows, at least 1"),
     "benchmark.repeats": Rule(lambda v: whole_number(v) and v >= 0,
                               "0 (no speed-up measured) or a whole number of pairs"),
@@ -195,10 +202,10 @@ def _task_problems(cfg: DictConfig, theseus: TheseusSettings) -> list[str]:
             f"theseus.init={BLOCK_INFLUENCE} starts successors from the layers of most block influence on "
             "language-model windows: decoder-LM runs only. Use bottom, top or every_other."
         )
-    if cfg.evaluation.get("zero_shot_glue_dir"):
+    if isinstance(cfg.evaluation.lm_eval.tasks, ListConfig) and cfg.evaluation.lm_eval.tasks:  # else a rule says
         problems.append(
-            f"evaluation.zero_shot_glue_dir={cfg.evaluation.zero_shot_glue_dir} scores a decoder LM zero-shot on "
-            "SST-2; an encoder run is scored on its own task. Leave it null."
+            f"evaluation.lm_eval.tasks={list(cfg.evaluation.lm_eval.tasks)} scores a decoder LM with "
+            "lm-evaluation-harness; an encoder run is scored on its own task. Leave it []."
         )
     return problems
 

@@ -92,7 +92,7 @@ def cache_key(base: str, datamodule: TextTaskDataModule, finetune: dict[str, Any
     """
     task = datamodule.task
     key = {
-        "base": _model_fingerprint(base),
+        "base": model_fingerprint(base),
         "tokenizer": datamodule.tokenizer_id,
         "task": [task.name, list(task.text_columns), list(task.label_names), task.metric, task.max_length],
         "data": [datamodule.source.fingerprint(task, split) for split in ("train", *task.eval_splits)],
@@ -105,7 +105,7 @@ def cache_key(base: str, datamodule: TextTaskDataModule, finetune: dict[str, Any
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _model_fingerprint(name: str) -> str | list[str]:
+def model_fingerprint(name: str) -> str | list[str]:
     """A hub id as it is; a local folder by its files' names and contents (wherever it lies, however copied)."""
     if not looks_like_path(name):
         return name

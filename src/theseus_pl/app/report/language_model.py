@@ -17,7 +17,6 @@ import pandas as pd
 from theseus_pl.app.report.files import PREDECESSOR, write_markdown_and_csv
 from theseus_pl.app.results.language_model import LanguageModelResults
 
-ZERO_SHOT = "SST-2 zero-shot %"  # the table's column of median dev accuracy, where the runs scored it
 # The columns of the other held-out text (data.other_text), where the runs scored one: medians over seeds.
 OTHER_TEXT = {"other-text perplexity": "other_text.perplexity", "other-text KL": "other_text.kl",
               "other-text agreement %": "other_text.agreement"}  # fmt: skip
@@ -53,13 +52,6 @@ def language_model_table(frame: pd.DataFrame) -> pd.DataFrame:
         "median": frame["predecessor.perplexity"].median(), "min": frame["predecessor.perplexity"].min(),
         "max": frame["predecessor.perplexity"].max(), "tokens trained": 0,
     }])  # fmt: skip
-    if frame.get("successor.zero_shot_sst2", pd.Series(dtype=float)).notna().any():  # evaluation.zero_shot_glue_dir
-        table.insert(
-            table.columns.get_loc("agreement %") + 1,
-            ZERO_SHOT,
-            groups["successor.zero_shot_sst2"].median().to_numpy() * 100,
-        )
-        predecessor[ZERO_SHOT] = frame["predecessor.zero_shot_sst2"].median() * 100
     if frame.get("successor.other_text.perplexity", pd.Series(dtype=float)).notna().any():  # data.other_text
         for column, field in OTHER_TEXT.items():
             share = 100 if column.endswith("%") else 1
@@ -69,8 +61,23 @@ def language_model_table(frame: pd.DataFrame) -> pd.DataFrame:
                 groups[f"successor.{field}"].median().to_numpy() * share,
             )
         predecessor["other-text perplexity"] = frame["predecessor.other_text.perplexity"].median()
+    for task, metric in _harness_columns(frame):  # evaluation.lm_eval.tasks: a column per task's first metric
+        column, scale = (f"{task} {metric} %", 100) if metric.startswith("acc") else (f"{task} {metric}", 1)
+        table.insert(table.columns.get_loc("tokens trained"), column,
+                     groups[f"successor.lm_eval.{task}.{metric}"].median().to_numpy() * scale)  # fmt: skip
+        predecessor[column] = frame[f"predecessor.lm_eval.{task}.{metric}"].median() * scale
     table = table.sort_values(["layers", "method"], ascending=[False, True], kind="stable")
     return pd.concat([predecessor, table], ignore_index=True)[table.columns]
+
+
+def _harness_columns(frame: pd.DataFrame) -> list[tuple[str, str]]:
+    """Each lm-eval task the runs scored and its first metric (``acc`` for multiple choice), in the runs' order."""
+    columns: dict[str, str] = {}
+    for name in frame.columns:
+        parts = name.split(".")
+        if len(parts) == 4 and parts[:2] == ["successor", "lm_eval"] and not parts[3].endswith("_stderr"):
+            columns.setdefault(parts[2], parts[3])
+    return list(columns.items())
 
 
 def language_model_warnings(frame: pd.DataFrame) -> list[str]:

@@ -30,7 +30,11 @@ class LanguageModelSide:
     kl: float | None = None  # mean KL(predecessor || this model) per token, in nats (successor only)
     agreement: float | None = None  # share of tokens where both models' most likely next token is the same
     origin: str | None = None  # predecessor: "gguf" (converted from a GGUF file) or "given" (a folder or hub id)
-    zero_shot_sst2: float | None = None  # SST-2 dev accuracy zero-shot (evaluation.zero_shot_glue_dir), if scored
+    # lm-evaluation-harness scores (evaluation.lm_eval.tasks), task -> metric -> value: {"sst2_local": {"acc": 0.71,
+    # "acc_stderr": 0.015}}; None where none were scored. Files written before it hold zero_shot_sst2 instead, the
+    # hand-written check sst2_local replaced (the same prompt and answers: 71.22 % for SmolLM2 by both): read as
+    # sst2_local's acc.
+    lm_eval: dict[str, dict[str, float]] | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
     # perplexity and nll (and the successor's kl and agreement) on the other held-out text (data.other_text), if scored
     other_text: dict[str, float] | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
 
@@ -91,7 +95,9 @@ class LanguageModelResults(RunRecord):
             "final/params_predecessor": self.predecessor.params,
             "final/params_successor": self.successor.params,
             **{f"final/{name}": value for name, value in (self.speed or {}).items() if name.endswith("speedup")},
-            **{f"final/{side}_zero_shot_sst2": getattr(self, side).zero_shot_sst2 for side in SIDES},
+            **{f"final/{side}_{task}_{metric}": value for side in SIDES
+               for task, metrics in (getattr(self, side).lm_eval or {}).items()
+               for metric, value in metrics.items() if not metric.endswith("_stderr")},
             **{f"final/{side}_other_{name}": value for side in SIDES
                for name, value in (getattr(self, side).other_text or {}).items() if name != "nll"},
         }  # fmt: skip
@@ -123,9 +129,17 @@ class LanguageModelResults(RunRecord):
         sample = read.nested_if_given("sample")
         return cls(
             **envelope_fields(read),
-            **{side: LanguageModelSide(**read.nested(side).pick(LanguageModelSide)) for side in SIDES},
+            **{side: _side(read.nested(side)) for side in SIDES},
             base_model=read.optional("base_model"),
             data=LanguageModelData(**read.nested("data").pick(LanguageModelData)),
             speed=read.optional("speed"),
             sample=GenerationSample(**sample.pick(GenerationSample)) if sample else None,
         )
+
+
+def _side(read: Keys) -> LanguageModelSide:
+    side = LanguageModelSide(**read.pick(LanguageModelSide))
+    zero_shot = read.optional("zero_shot_sst2")
+    if zero_shot is not None and side.lm_eval is None:
+        side.lm_eval = {"sst2_local": {"acc": zero_shot}}
+    return side

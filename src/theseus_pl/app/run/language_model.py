@@ -21,12 +21,13 @@ from datasets import Dataset
 from omegaconf import DictConfig
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from theseus_pl.app.checks.language_model import language_model_problems
+from theseus_pl.app.checks.language_model import harness_task_folders, language_model_problems
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.schedule import schedule_problems
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.methods.method import Method, MethodInputs
 from theseus_pl.app.predecessors.gguf import converted_gguf
+from theseus_pl.app.predecessors.harness_scores import cached_harness_scores
 from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
 from theseus_pl.app.results.language_model import (
     GenerationSample,
@@ -46,11 +47,9 @@ from theseus_pl.data.language_model import (
     tokenized_windows,
     window_loader,
 )
-from theseus_pl.data.sources import GlueDirSource
-from theseus_pl.data.tasks import glue_task
 from theseus_pl.data.text_corpus import TextSource, text_source
 from theseus_pl.lightning.language_model_evaluation import evaluate_language_model
-from theseus_pl.lightning.language_model_zero_shot import zero_shot_accuracy
+from theseus_pl.lightning.language_model_harness import harness_scores
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +96,10 @@ class LanguageModelRun(RunKind):
             if self.other_windows is not None
             else []
         )
+        lm_eval = cfg.evaluation.lm_eval
+        if lm_eval.tasks:
+            limit = f", at most {lm_eval.limit} examples a task" if lm_eval.limit else ""
+            other.append(f"lm-eval: {', '.join(lm_eval.tasks)} on both models, {lm_eval.num_fewshot}-shot, fp32{limit}")
         return [
             f"data: {datamodule.source.describe()}: {train:,} training windows of {window} tokens; scored on "
             f"{held_out:,} held-out windows",
@@ -131,15 +134,14 @@ class LanguageModelRun(RunKind):
         self.predecessor = predecessor = AutoModelForCausalLM.from_pretrained(self.predecessor_dir).eval()
         metrics = evaluate_language_model(successor, datamodule, evaluation, reference=predecessor)
         other = self._other_text_metrics(successor, predecessor, evaluation)
-        zero_shot = _zero_shot(cfg, (predecessor, successor), tokenizer, evaluation)
         return LanguageModelResults(
             method=method.name,
             settings={"optimizer.lr": cfg.optimizer.lr, "trainer.max_steps": cfg.trainer.max_steps,
                       "theseus.successor_layers": cfg.theseus.successor_layers, "theseus.init": cfg.theseus.init,
                       "seed": cfg.seed},
-            predecessor=_side(predecessor, self.predecessor_dir, _reference_side(metrics), self.origin, zero_shot[0],
+            predecessor=_side(predecessor, self.predecessor_dir, _reference_side(metrics), self.origin,
                               _reference_side(other) if other else None),
-            successor=_side(successor, str(successor_dir), metrics, zero_shot=zero_shot[1],
+            successor=_side(successor, str(successor_dir), metrics,
                             other_text=_successor_side(other) if other else None),
             base_model=hub_id(cfg.model),
             data=_data_facts(cfg, datamodule, steps, self.other_windows),
@@ -160,6 +162,26 @@ class LanguageModelRun(RunKind):
         loader = window_loader(self.other_windows, self.datamodule.eval_batch_size)
         return evaluate_language_model(successor, loader, evaluation, reference=predecessor)
 
+    def _harness_scores(self) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+        """Both models' lm-eval scores in fp32 on the run's device; the predecessor's from the cache when a run
+        before scored it the same way."""
+        lm_eval, cache_dir = self.cfg.evaluation.lm_eval, Path(self.cfg.paths.cache_dir)
+        tasks, folders = list(lm_eval.tasks), harness_task_folders(lm_eval, cache_dir)
+        device = "cuda" if torch.cuda.is_available() and self.cfg.trainer.accelerator != "cpu" else "cpu"
+        options = {"num_fewshot": lm_eval.num_fewshot, "limit": lm_eval.limit, "batch_size": lm_eval.batch_size}
+
+        def score(model: PreTrainedModel) -> dict[str, dict[str, float]]:
+            try:
+                return harness_scores(model.to(device), self.tokenizer, tasks, folders, **options)
+            finally:
+                model.to("cpu")
+
+        predecessor = cached_harness_scores(
+            self.predecessor_dir, tasks, folders, {**options, "device": device}, cache_dir / "lm-eval",
+            lambda: score(self.predecessor),
+        )  # fmt: skip
+        return predecessor, score(self.successor)
+
     def optional_steps(self, results: RunRecord) -> list[tuple[str, Callable[[], object]]]:
         assert isinstance(results, LanguageModelResults)
         steps: list[tuple[str, Callable[[], object]]] = []
@@ -172,9 +194,14 @@ class LanguageModelRun(RunKind):
         def sample() -> None:
             results.sample = _sample(self.predecessor, self.successor, self.tokenizer)
 
+        def lm_eval() -> None:
+            results.predecessor.lm_eval, results.successor.lm_eval = self._harness_scores()
+
         if self.cfg.benchmark.repeats:
             steps.append(("speed", speed))
         steps.append(("sample", sample))
+        if self.cfg.evaluation.lm_eval.tasks:
+            steps.append(("lm_eval", lm_eval))
         steps.append(("model_card", lambda: write_model_card(Path(results.successor.dir), results)))
         return steps
 
@@ -253,28 +280,13 @@ def _side(
     directory: str,
     metrics: dict[str, float],
     origin: str | None = None,
-    zero_shot: float | None = None,
     other_text: dict[str, float] | None = None,
 ) -> LanguageModelSide:
     return LanguageModelSide(
         dir=directory, layers=model.config.num_hidden_layers, params=sum(p.numel() for p in model.parameters()),
         perplexity=metrics["perplexity"], nll=metrics["nll"], kl=metrics.get("kl"), agreement=metrics.get("agreement"),
-        origin=origin, zero_shot_sst2=zero_shot, other_text=other_text,
+        origin=origin, other_text=other_text,
     )  # fmt: skip
-
-
-def _zero_shot(
-    cfg: DictConfig,
-    models: tuple[PreTrainedModel, PreTrainedModel],
-    tokenizer: PreTrainedTokenizerBase,
-    settings: dict[str, Any],
-) -> tuple[float | None, float | None]:
-    """Both models' SST-2 dev accuracy zero-shot, when ``evaluation.zero_shot_glue_dir`` is given."""
-    if not cfg.evaluation.get("zero_shot_glue_dir"):
-        return None, None
-    dev = GlueDirSource(cfg.evaluation.zero_shot_glue_dir).read(glue_task("SST-2"), "validation")
-    first, second = (zero_shot_accuracy(model, tokenizer, dev["sentence"], dev["label"], settings) for model in models)
-    return first, second
 
 
 def _successor_side(metrics: dict[str, float]) -> dict[str, float]:

@@ -36,11 +36,11 @@ def _body(results: LanguageModelResults, repo_id: str | None) -> str:
         else f"no training (its layer choice measured on {data.source})"
     )
     schedule = f" (replacement schedule `{results.schedule}`)" if results.schedule else ""
-    zero_shot = (
-        f"| SST-2 dev accuracy, zero-shot (%) | {number(_percent(predecessor.zero_shot_sst2), 2)} | "
-        f"{number(_percent(successor.zero_shot_sst2), 2)} |\n"
-        if successor.zero_shot_sst2 is not None
-        else ""
+    harness = "".join(
+        _harness_row(task, metric, predecessor.lm_eval[task].get(metric), value)
+        for task, metrics in (successor.lm_eval or {}).items()
+        for metric, value in metrics.items()
+        if predecessor.lm_eval and task in predecessor.lm_eval and not metric.endswith("_stderr")
     )
     other = successor.other_text and predecessor.other_text
     other_rows = (
@@ -67,7 +67,7 @@ same source, documents the run never trained on.
 | perplexity | {number(predecessor.perplexity, 2)} | {number(successor.perplexity, 2)} |
 | KL(predecessor ‖ successor), nats per token | | {number(successor.kl, 3)} |
 | top-1 agreement with the predecessor (%) | | {number(_percent(successor.agreement), 1)} |
-{other_rows}{zero_shot}| layers | {predecessor.layers} | {successor.layers} |
+{other_rows}{harness}| layers | {predecessor.layers} | {successor.layers} |
 | parameters | {predecessor.params:,} | {successor.params:,} |
 
 {_speed(results)}{_sample(results)}
@@ -82,6 +82,13 @@ inputs = tokenizer("The president said in his speech that", return_tensors="pt")
 print(tokenizer.decode(model.generate(**inputs, max_new_tokens=20)[0], skip_special_tokens=True))
 ```
 """
+
+
+def _harness_row(task: str, metric: str, before: float | None, after: float) -> str:
+    """An lm-eval score of both models; accuracies in percent."""
+    if metric.startswith("acc"):
+        return f"| lm-eval `{task}` {metric} (%) | {number(_percent(before), 2)} | {number(_percent(after), 2)} |\n"
+    return f"| lm-eval `{task}` {metric} | {number(before, 4)} | {number(after, 4)} |\n"
 
 
 def _percent(share: float | None) -> float | None:
