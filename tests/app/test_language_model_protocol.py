@@ -33,3 +33,11 @@ def test_each_lm_protocol_point_is_its_method_on_the_same_token_budget():
             assert cfg.replacement.kind == replacement
         budgets.add((cfg.trainer.max_steps, cfg.data.batch_size, cfg.data.window, cfg.data.max_eval_windows))
     assert budgets == {(150, 8, 128, 32)}  # smollm2_quick's steps, batch, window and held-out windows for every method
+
+
+def test_the_adapted_teacher_options_adapt_on_the_runs_own_steps_and_learning_rate():
+    for point, name in (("shortgpt_distilled_adapted", "shortgpt_distilled_adapted"),
+                        ("theseus_curriculum_distilled_adapted", "lm_theseus_distilled_adapted")):  # fmt: skip
+        cfg = _compose(f"+lm_protocol={point}", "trainer.max_steps=450", "optimizer.lr=3e-4")
+        assert cfg.method.name == name and cfg.method.teacher == "adapted" and cfg.method.alpha == 1.0
+        assert (cfg.finetune.steps, cfg.finetune.lr) == (450, 3e-4)

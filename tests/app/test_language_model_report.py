@@ -1,5 +1,6 @@
 """The report over decoder-LM runs: the LM protocol's table, its warnings and its perplexity-against-layers plot."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -118,6 +119,21 @@ def test_the_lm_table_gives_the_other_held_out_text_beside_the_training_text_whe
     assert "other-text perplexity" not in language_model_table(
         language_model_frame(language_model_runs(tmp_path / "unscored"))
     )
+
+
+def test_runs_with_an_adapted_teacher_give_it_a_reference_row_under_the_predecessor(tmp_path):
+    for seed in (1, 2):
+        folder = plant_lm_run(tmp_path / f"s{seed}", "shortgpt_distilled_adapted", 15, 40.0, seed, 153_600).parent
+        record = json.loads((folder / "results.json").read_text())
+        record["teacher"] = {**record["predecessor"], "perplexity": 20.0 + seed, "kl": 0.2, "agreement": 0.8,
+                             "origin": "adapted"}  # fmt: skip
+        record["settings"] = {"finetune.steps": 50}  # a third of the run's 150 steps
+        (folder / "results.json").write_text(json.dumps(record))
+    table = language_model_table(language_model_frame(language_model_runs(tmp_path)))
+    assert table["method"].tolist() == ["predecessor", "predecessor adapted to the text", "shortgpt_distilled_adapted"]
+    adapted = table.iloc[1]
+    assert (adapted["median"], adapted["min"], adapted["max"], adapted["layers"]) == (21.5, 21.0, 22.0, 30)
+    assert adapted["KL"] == 0.2 and adapted["agreement %"] == 80.0 and adapted["tokens trained"] == 51_200
 
 
 def test_the_report_command_writes_the_lm_table_and_plot_and_warns_of_unequal_token_budgets(tmp_path, capsys):

@@ -339,3 +339,45 @@ def test_an_other_text_that_is_the_training_text_or_unknown_is_refused_in_one_me
         run(compose_config(*_overrides(tiny_lm, tmp_path, "data.other_text.corpus=wiki")))
     with pytest.raises(RunRefused, match=r"data.other_text.files: not found: .*nowhere"):
         run(compose_config(*_overrides(tiny_lm, tmp_path, f"data.other_text.files=[{tmp_path / 'nowhere'}]")))
+
+
+def test_the_adapted_teacher_is_cached_reused_by_two_runs_and_scored_as_the_reference(tiny_lm, tmp_path):
+    adapted = ["method.alpha=1.0", "method.teacher=adapted", "finetune.steps=4", "finetune.lr=1e-2",
+               "trainer.precision=32-true", "data.other_text.corpus=null"]  # fmt: skip
+    first = run(compose_config(*_overrides(tiny_lm, tmp_path, "method=shortgpt_healed", *adapted)))
+    (entry,) = _entries(tmp_path / "cache" / "adapted")
+    made = entry.stat().st_mtime_ns
+    assert first.teacher.origin == "adapted" and first.teacher.layers == 4 and first.settings["finetune.steps"] == 4
+    assert first.teacher.kl > 0 and "final/teacher_perplexity" in first.summary()
+    teacher, predecessor = (AutoModelForCausalLM.from_pretrained(folder) for folder in (entry, tiny_lm[0]))
+    changed = [not torch.equal(a, b) for a, b in zip(teacher.parameters(), predecessor.parameters(), strict=True)]
+    assert all(changed)  # every parameter fine-tuned, the embeddings and head included
+    second = run(compose_config(*_overrides(tiny_lm, tmp_path, "method=lm_theseus", "resume=force", *adapted)))
+    assert _entries(tmp_path / "cache" / "adapted") == [entry]
+    assert entry.stat().st_mtime_ns == made and second.teacher.perplexity == first.teacher.perplexity
+    written = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert written["teacher"]["dir"] == str(entry) and written["method"] == "lm_theseus_curriculum"
+
+
+def _entries(folder):
+    """A cache folder's entries (its lock files left out)."""
+    return [path for path in folder.iterdir() if not path.name.startswith(".")]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["method=shortgpt_healed", "method.alpha=1.0", "method.teacher=adapted"],
+         "method.teacher=adapted distils from the predecessor fine-tuned on the training text first: give its budget, "
+         "finetune.steps=N"),
+        (["method=shortgpt_healed", "method.teacher=adapted"],
+         "method.teacher=adapted is read by a distillation loss only: give method.alpha above 0"),
+        (["method=shortgpt_healed", "finetune.steps=5"],
+         "finetune.steps=5: a decoder-LM run compresses its predecessor as given"),
+        (["method=shortgpt_healed", "method.teacher=teacher"], "method.teacher='teacher' must be one of predecessor"),
+    ],
+)  # fmt: skip
+def test_an_adapted_teacher_without_what_it_needs_is_refused_before_any_compute(tiny_lm, tmp_path, overrides, message):
+    with pytest.raises(RunRefused, match=re.escape(message)):
+        run(compose_config(*_overrides(tiny_lm, tmp_path, *overrides)))
+    assert not (tmp_path / "cache" / "adapted").exists()

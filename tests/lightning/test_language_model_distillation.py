@@ -101,3 +101,22 @@ def test_theseus_on_a_language_model_distils_from_the_predecessor_inside_it():
         expected = 0.5 * distillation_loss(output.logits, teacher, 1.0, batch["labels"]) + 0.5 * output.loss
     assert torch.allclose(loss, expected, atol=1e-5)
     assert not module.teacher_logits.known  # per batch, not per row
+
+
+def test_theseus_given_a_teacher_of_its_own_distils_from_it_and_never_trains_it():
+    model = TheseusModel(tiny_decoder("llama"), successor_layers=2, init="bottom")
+    teacher = tiny_decoder("llama", seed=5)  # another model than the predecessor inside: the adapted one, say
+    module = TheseusModule(model, LanguageModelMetrics(), alpha=1.0, temperature=2.0, teacher=teacher)
+    module.train()
+    assert not teacher.training and not any(parameter.requires_grad for parameter in teacher.parameters())
+    module.replacement_rate = 1.0
+    batch = _batch()
+    loss = module.training_step(batch, 0)
+    with torch.no_grad():
+        output = model(module.last_gate, **batch)
+        soft = teacher(**{key: value for key, value in batch.items() if key != "labels"}).logits
+        expected = distillation_loss(output.logits, soft, 2.0, batch["labels"])
+    assert torch.allclose(loss, expected, atol=1e-5)
+    loss.backward()
+    assert all(parameter.grad is None for parameter in teacher.parameters())
+    assert TheseusModule(model, LanguageModelMetrics(), alpha=0.0, teacher=teacher).teacher is None  # no soft targets

@@ -158,8 +158,9 @@ class TheseusModule(ClassifierModule):
 
     ``alpha > 0`` goes beyond the paper (which calls Theseus orthogonal to KD): the loss becomes ``alpha · KD(T) +
     (1 - alpha) · task loss``, the soft targets being the predecessor's own logits at ``temperature``, computed once
-    per training row (the predecessor is the model's all-predecessor path, frozen). ``alpha = 0`` is the paper's
-    Theseus exactly, and never runs the teacher.
+    per training row (the predecessor is the model's all-predecessor path, frozen), or ``teacher``'s where one is
+    given (a decoder LM's predecessor adapted to the training text: frozen, in eval mode). ``alpha = 0`` is the
+    paper's Theseus exactly, and never runs a teacher.
 
     ``reference_mode=True`` trains the same way but does the work the authors' code does: every parameter
     requires grad, every gradient is computed (and then left unused), and a batch that replaces nothing still
@@ -183,6 +184,7 @@ class TheseusModule(ClassifierModule):
         lr_restart_step: int | None = None,
         alpha: float = 0.0,
         temperature: float = 1.0,
+        teacher: nn.Module | None = None,
     ) -> None:
         super().__init__(model, metrics, lr=lr, weight_decay=weight_decay, warmup_ratio=warmup_ratio)
         check_fields({"alpha": alpha, "temperature": temperature}, SOFT_TARGET_RULES)
@@ -201,13 +203,21 @@ class TheseusModule(ClassifierModule):
         if reference_mode:
             model.requires_grad_(True)
         self.gate_generator = torch.Generator().manual_seed(seed)
-        self.teacher_logits = TeacherLogits(PredecessorTeacher(model)) if alpha > 0 else None
+        self.teacher = teacher.eval().requires_grad_(False) if teacher is not None and alpha > 0 else None
+        soft_targets = self.teacher if self.teacher is not None else PredecessorTeacher(model)
+        self.teacher_logits = TeacherLogits(soft_targets) if alpha > 0 else None
         self.replacement_rate: float | None = None
         self.last_gate: torch.Tensor | None = None
         self._discard_gradients = False
 
     def configure_callbacks(self) -> list[pl.Callback]:
         return replacement_callbacks(self.schedule) if self.schedule is not None else []
+
+    def train(self, mode: bool = True) -> TheseusModule:
+        super().train(mode)
+        if self.teacher is not None:
+            self.teacher.eval()  # the teacher's dropout stays off: its soft targets are fixed
+        return self
 
     def draw_gate(self, p: float) -> torch.Tensor:
         """One independent Bernoulli(p) draw per module (True = successor), on the CPU: no device sync."""

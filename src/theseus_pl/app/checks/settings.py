@@ -28,7 +28,15 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.config.resolvers import is_language_model_run
 from theseus_pl.app.config.terms import SCHEDULE_SETTINGS, in_config_terms, naming_group
-from theseus_pl.app.methods.method import BLOCK_INFLUENCE, CompressionMethod, TheseusSettings, method_from_config
+from theseus_pl.app.methods.method import (
+    ADAPTED_TEACHER,
+    BLOCK_INFLUENCE,
+    PREDECESSOR_TEACHER,
+    CompressionMethod,
+    SoftTargets,
+    TheseusSettings,
+    method_from_config,
+)
 from theseus_pl.app.methods.schedules import build_schedule
 from theseus_pl.app.tracking.loggers import wandb_setting_problems
 from theseus_pl.core.schedules import ReplacementSchedule
@@ -60,6 +68,7 @@ RULES: dict[str, Rule] = {
     "optimizer.lr": Rule(positive_number, "a number above 0, e.g. 2e-5"),
     "finetune.lr": Rule(positive_number, "a number above 0, e.g. 2e-5"),
     "finetune.epochs": Rule(positive_int, "a whole number of epochs, at least 1"),
+    "finetune.steps": Rule(optional_positive_int, "null (no adaptation) or a whole number of steps, at least 1"),
     "data.batch_size": Rule(positive_int, "a whole number, at least 1"),
     "data.eval_batch_size": Rule(optional_positive_int, "null or a whole number, at least 1"),
     "data.max_length": Rule(lambda v: v is None or (whole_number(v) and v >= 2),
@@ -168,8 +177,16 @@ def _method_problems(cfg: DictConfig, method: CompressionMethod, theseus: Theseu
     kind = LANGUAGE_MODEL if is_language_model_run(cfg) else TASK_MODEL
     if kind not in method.kinds:
         return [_wrong_kind(method, kind)]
+    teacher = method.teacher if isinstance(method, SoftTargets) else PREDECESSOR_TEACHER
+    if teacher == ADAPTED_TEACHER and kind == TASK_MODEL:
+        return [
+            "method.teacher=adapted adapts a decoder LM's predecessor to its text; an encoder's predecessor is "
+            "already fine-tuned on the task and is the teacher. Leave method.teacher=predecessor."
+        ]
+    if teacher == ADAPTED_TEACHER and not method.adapted_teacher:  # type: ignore[attr-defined]
+        return ["method.teacher=adapted is read by a distillation loss only: give method.alpha above 0."]
     if kind == LANGUAGE_MODEL:
-        return _language_model_problems(cfg, theseus)
+        return _language_model_problems(cfg, theseus, teacher == ADAPTED_TEACHER)
     problems = _task_problems(cfg, theseus)
     if cfg.evaluation.single_modules and not method.replaces_modules:
         problems.append("evaluation.single_modules=true scores Theseus modules: it needs method=theseus.")
@@ -197,6 +214,11 @@ def _wrong_kind(method: CompressionMethod, kind: str) -> str:
 def _task_problems(cfg: DictConfig, theseus: TheseusSettings) -> list[str]:
     """Settings a task-model run does not read."""
     problems = []
+    if cfg.finetune.get("steps") is not None:
+        problems.append(
+            f"finetune.steps={cfg.finetune.steps} adapts a decoder LM's predecessor to its text; an encoder's "
+            "predecessor is fine-tuned for finetune.epochs. Leave it null."
+        )
     if theseus.init == BLOCK_INFLUENCE:
         problems.append(
             f"theseus.init={BLOCK_INFLUENCE} starts successors from the layers of most block influence on "
@@ -210,8 +232,9 @@ def _task_problems(cfg: DictConfig, theseus: TheseusSettings) -> list[str]:
     return problems
 
 
-def _language_model_problems(cfg: DictConfig, theseus: TheseusSettings) -> list[str]:
-    """Settings a language-model run does not read (yet), or cannot honour."""
+def _language_model_problems(cfg: DictConfig, theseus: TheseusSettings, adapts: bool) -> list[str]:
+    """Settings a language-model run does not read (yet), or cannot honour; ``adapts``: the method distils from the
+    predecessor adapted to the text, which reads the finetune group's steps and optimizer settings."""
     problems = []
     if cfg.evaluation.single_modules:
         problems.append(
@@ -230,15 +253,27 @@ def _language_model_problems(cfg: DictConfig, theseus: TheseusSettings) -> list[
             "written as a transformers folder (successor/) and not exported further yet. Leave deploy at its defaults."
         )
     changed = _changed_from_defaults(cfg, "finetune")
+    if adapts:
+        changed = [setting for setting in changed if not setting.startswith(ADAPTATION_SETTINGS)]
+        if cfg.finetune.get("steps") is None:
+            problems.append(
+                "method.teacher=adapted distils from the predecessor fine-tuned on the training text first: give "
+                "its budget, finetune.steps=N (the comparison's: the run's own trainer.max_steps)."
+            )
     if changed:
         problems.append(
             f"{', '.join(changed)}: a decoder-LM run compresses its predecessor as given (model.gguf, model.base or "
-            "model.predecessor) and fine-tunes nothing first. Leave the finetune group at its defaults."
+            "model.predecessor) and fine-tunes it first only as a teacher (method.teacher=adapted, with "
+            "finetune.steps, lr, weight_decay, warmup_ratio). Leave the finetune group at its defaults."
         )
     devices = cfg.trainer.get("devices", 1)
     if devices not in (1, "1") and not (isinstance(devices, list | ListConfig) and len(devices) == 1):
         problems.append(f"trainer.devices={devices}: decoder-LM runs train on one device; give trainer.devices=1.")
     return problems
+
+
+# The finetune group's keys a decoder-LM run reads when it adapts its predecessor to the text (method.teacher=adapted).
+ADAPTATION_SETTINGS = ("finetune.steps=", "finetune.lr=", "finetune.weight_decay=", "finetune.warmup_ratio=")
 
 
 def _changed_from_defaults(cfg: DictConfig, group: str) -> list[str]:

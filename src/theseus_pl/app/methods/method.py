@@ -132,6 +132,7 @@ class MethodInputs:
     replacement: str  # the schedule's config name (replacement.kind)
     seed: int
     calibration: Callable[[], Iterable[Mapping[str, torch.Tensor]]] | None = None  # a few training batches
+    adapted_dir: str | None = None  # a decoder LM's predecessor adapted to the training text (method.teacher=adapted)
 
     @property
     def kind(self) -> str:
@@ -144,6 +145,13 @@ class MethodInputs:
         if self.task is not None:
             return load_classifier(self.predecessor_dir, self.task)
         return AutoModelForCausalLM.from_pretrained(self.predecessor_dir).eval()
+
+    def teacher(self) -> PreTrainedModel:
+        """The soft targets' source: the predecessor adapted to the training text where the run made one, else the
+        predecessor, loaded once more."""
+        if self.adapted_dir is not None:
+            return AutoModelForCausalLM.from_pretrained(self.adapted_dir).eval()
+        return self.predecessor()
 
     def kept_by_influence(self, predecessor: PreTrainedModel) -> list[int]:
         """The ``successor_layers`` layers ShortGPT keeps, measured on the calibration batches."""
@@ -200,24 +208,39 @@ class CompressionMethod:
         raise NotImplementedError
 
 
+# method.teacher: whose soft targets a distilling method learns from. "adapted" (decoder LMs): the predecessor
+# fine-tuned on the run's training text first (finetune.steps), Minitron's "teacher correction".
+PREDECESSOR_TEACHER, ADAPTED_TEACHER = "predecessor", "adapted"
+TEACHERS = (PREDECESSOR_TEACHER, ADAPTED_TEACHER)
+
+
 @dataclass(frozen=True)
 class SoftTargets:
-    """The settings of a method that can learn from its predecessor's soft targets (truncation and KD, ShortGPT's
-    healing, Theseus): ``alpha ·`` the KL to them at ``temperature`` ``+ (1 - alpha) ·`` the run's loss; ``alpha =
-    0`` is the run's loss alone. Listed first among a method's bases, so that its fields, which have defaults,
-    follow ``name``."""
+    """The settings of a method that can learn from soft targets (truncation and KD, ShortGPT's healing, Theseus):
+    ``alpha ·`` the KL to the ``teacher``'s at ``temperature`` ``+ (1 - alpha) ·`` the run's loss; ``alpha = 0`` is
+    the run's loss alone. Listed first among a method's bases, so that its fields, which have defaults, follow
+    ``name``."""
 
     alpha: float = 0.0
     temperature: float = 1.0
+    teacher: str = PREDECESSOR_TEACHER
 
-    RULES: ClassVar[dict[str, Rule]] = SOFT_TARGET_RULES
+    RULES: ClassVar[dict[str, Rule]] = {
+        **SOFT_TARGET_RULES, "teacher": Rule(one_of(TEACHERS), "one of " + ", ".join(TEACHERS)),
+    }  # fmt: skip
+
+    @property
+    def adapted_teacher(self) -> bool:
+        """Whether the soft targets come from the predecessor adapted to the training text."""
+        return self.alpha > 0 and self.teacher == ADAPTED_TEACHER
 
     def loss_in_words(self) -> str:
         """What the method trains on, for ``--check``'s plan."""
         if self.alpha == 0:
             return "the run's loss (no soft targets)"
         share = "" if self.alpha == 1 else f" + {1 - self.alpha:g} x the run's loss"
-        return f"{self.alpha:g} x KL to the predecessor's soft targets at temperature {self.temperature:g}{share}"
+        whose = "the predecessor adapted to the text" if self.adapted_teacher else "the predecessor"
+        return f"{self.alpha:g} x KL to {whose}'s soft targets at temperature {self.temperature:g}{share}"
 
 
 def method_from_config(settings: Mapping[str, Any]) -> CompressionMethod:
@@ -242,12 +265,12 @@ def student_module(
 ) -> pl.LightningModule:
     """What trains a student that is a model of its own (truncation, ShortGPT's healing, KD, PKD): the run's loss
     alone (task or language-model loss) when no soft target weighs in; else ``alpha ·`` the KL to the frozen
-    predecessor's soft targets at ``temperature`` ``+ (1 - alpha) ·`` the run's loss (``+ beta ·`` PKD's patient
-    loss), the predecessor loaded once more as the teacher."""
+    teacher's soft targets at ``temperature`` ``+ (1 - alpha) ·`` the run's loss (``+ beta ·`` PKD's patient
+    loss), the teacher (:meth:`MethodInputs.teacher`) loaded once more."""
     if alpha == 0 and beta == 0:
         return FineTuningModule(student, inputs.metrics(), **inputs.optimizer)
     return DistillationModule(
-        student, inputs.predecessor(), inputs.metrics(), alpha=alpha, temperature=temperature, beta=beta,
+        student, inputs.teacher(), inputs.metrics(), alpha=alpha, temperature=temperature, beta=beta,
         **inputs.optimizer,
     )  # fmt: skip
 

@@ -51,7 +51,7 @@ class PatientDistillation(FineTuning):
 
     beta: float = 0.0
 
-    RULES: ClassVar[dict[str, Rule]] = PATIENT_RULES
+    RULES: ClassVar[dict[str, Rule]] = {**FineTuning.RULES, **PATIENT_RULES}
     kinds: ClassVar[tuple[str, ...]] = (TASK_MODEL,)
 
     def build(self, inputs: MethodInputs) -> Method:

@@ -27,7 +27,8 @@ class Theseus(SoftTargets, CompressionMethod):
 
     ``alpha > 0`` goes beyond the paper (which calls Theseus orthogonal to KD; ``theseus_kd``): ``alpha · KD(T) +
     (1 - alpha) ·`` the run's loss on the mixed model, the soft targets the frozen predecessor's inside it (its
-    all-predecessor path), computed once per training row of a task, once per batch of a language model."""
+    all-predecessor path), computed once per training row of a task, once per batch of a language model; with
+    ``teacher=adapted`` (decoder LMs) those of the predecessor adapted to the training text, a model of its own."""
 
     kinds: ClassVar[tuple[str, ...]] = (TASK_MODEL, LANGUAGE_MODEL)
     replaces_modules: ClassVar[bool] = True
@@ -43,7 +44,8 @@ class Theseus(SoftTargets, CompressionMethod):
         switch = schedule.switch_step
         module = TheseusModule(
             model, inputs.metrics(), seed=inputs.seed, **inputs.optimizer, alpha=self.alpha,
-            temperature=self.temperature, shared_trainable_from=switch if settings.finetune_shared else None,
+            temperature=self.temperature, teacher=inputs.teacher() if self.adapted_teacher else None,
+            shared_trainable_from=switch if settings.finetune_shared else None,
             lr_restart_step=switch if settings.lr_schedule == "per_phase" else None,
         )  # fmt: skip
         name = f"{self.name}_{inputs.replacement}"

@@ -18,6 +18,7 @@ from theseus_pl.app.report.files import PREDECESSOR, write_markdown_and_csv
 from theseus_pl.app.results.language_model import LanguageModelResults
 
 # The columns of the other held-out text (data.other_text), where the runs scored one: medians over seeds.
+ADAPTED = "predecessor adapted to the text"  # the row of runs' adapted teachers (method.teacher=adapted), if any
 OTHER_TEXT = {"other-text perplexity": "other_text.perplexity", "other-text KL": "other_text.kl",
               "other-text agreement %": "other_text.agreement"}  # fmt: skip
 
@@ -67,7 +68,32 @@ def language_model_table(frame: pd.DataFrame) -> pd.DataFrame:
                      groups[f"successor.lm_eval.{task}.{metric}"].median().to_numpy() * scale)  # fmt: skip
         predecessor[column] = frame[f"predecessor.lm_eval.{task}.{metric}"].median() * scale
     table = table.sort_values(["layers", "method"], ascending=[False, True], kind="stable")
-    return pd.concat([predecessor, table], ignore_index=True)[table.columns]
+    return pd.concat([predecessor, *_adapted_rows(frame, table.columns), table], ignore_index=True)[table.columns]
+
+
+def _adapted_rows(frame: pd.DataFrame, columns: pd.Index) -> list[pd.DataFrame]:
+    """The adapted teachers' row, per adaptation budget (tokens): the medians over the runs that made one. Its
+    figures are the teacher's, in the successors' columns (its KL and agreement to the untouched predecessor)."""
+    if "teacher.perplexity" not in frame or frame["teacher.perplexity"].isna().all():
+        return []
+    adapted = frame[frame["teacher.perplexity"].notna()]
+    row: dict[str, object] = {
+        "method": ADAPTED, "layers": int(adapted["teacher.layers"].iloc[0]),
+        "median": adapted["teacher.perplexity"].median(), "min": adapted["teacher.perplexity"].min(),
+        "max": adapted["teacher.perplexity"].max(), "KL": adapted["teacher.kl"].median(),
+        "agreement %": adapted["teacher.agreement"].median() * 100,
+        # its adaptation's: finetune.steps of the run's batches
+        "tokens trained": int((adapted["settings.finetune.steps"] * adapted["data.train_tokens"] / adapted["steps"])
+                              .median()),
+    }  # fmt: skip
+    for column, field in OTHER_TEXT.items():
+        if column in columns and f"teacher.{field}" in adapted:
+            row[column] = adapted[f"teacher.{field}"].median() * (100 if column.endswith("%") else 1)
+    for task, metric in _harness_columns(frame):
+        column = f"{task} {metric} %" if metric.startswith("acc") else f"{task} {metric}"
+        if f"teacher.lm_eval.{task}.{metric}" in adapted:
+            row[column] = adapted[f"teacher.lm_eval.{task}.{metric}"].median() * (100 if column.endswith("%") else 1)
+    return [pd.DataFrame([row])]
 
 
 def _harness_columns(frame: pd.DataFrame) -> list[tuple[str, str]]:

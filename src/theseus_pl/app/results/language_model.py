@@ -72,6 +72,9 @@ class LanguageModelResults(RunRecord):
     # The predecessor's hub id (model.hub_id, or the hub id named); None for a folder, and in files written before it.
     base_model: str | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
     data: LanguageModelData
+    # The predecessor adapted to the training text (method.teacher=adapted: the distillation's teacher), scored as the
+    # successor is; None where the run made none.
+    teacher: LanguageModelSide | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
     steps: int  # the model scored is the last step's (no choice among checkpoints on the held-out windows)
     resumed_from: str | None = None  # the checkpoint an interrupted run went on from
     schedule: str | None = None
@@ -92,6 +95,7 @@ class LanguageModelResults(RunRecord):
             "final/kl": self.successor.kl,
             "final/agreement": self.successor.agreement,
             "final/train_tokens": self.data.train_tokens,
+            "final/teacher_perplexity": self.teacher.perplexity if self.teacher else None,
             "final/params_predecessor": self.predecessor.params,
             "final/params_successor": self.successor.params,
             **{f"final/{name}": value for name, value in (self.speed or {}).items() if name.endswith("speedup")},
@@ -130,6 +134,7 @@ class LanguageModelResults(RunRecord):
         return cls(
             **envelope_fields(read),
             **{side: _side(read.nested(side)) for side in SIDES},
+            teacher=_side(teacher) if (teacher := read.nested_if_given("teacher")) else None,
             base_model=read.optional("base_model"),
             data=LanguageModelData(**read.nested("data").pick(LanguageModelData)),
             speed=read.optional("speed"),

@@ -18,14 +18,15 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from datasets import Dataset
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from theseus_pl.app.checks.language_model import harness_task_folders, language_model_problems
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.schedule import schedule_problems
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
-from theseus_pl.app.methods.method import Method, MethodInputs
+from theseus_pl.app.methods.method import Method, MethodInputs, SoftTargets
+from theseus_pl.app.predecessors.adapted import adapted_predecessor
 from theseus_pl.app.predecessors.gguf import converted_gguf
 from theseus_pl.app.predecessors.harness_scores import cached_harness_scores
 from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
@@ -64,6 +65,8 @@ class LanguageModelRun(RunKind):
     description = "language model (a decoder compressed on text)"
     datamodule: LanguageModelingDataModule
     other_windows: Dataset | None  # the other held-out text's windows (data.other_text), if it is scored
+    adapted_dir: str | None = None  # the predecessor adapted to the training text (method.teacher=adapted), if made
+    teacher: PreTrainedModel | None = None  # that model, loaded to be scored
 
     def check(self) -> None:
         cfg, problems = self.cfg, self.settings.problems
@@ -108,11 +111,22 @@ class LanguageModelRun(RunKind):
             f"training: {steps} optimizer steps of {batch} windows ({tokens:,} tokens)",
         ]
 
+    def prepare_predecessor(self, evaluation: dict[str, Any]) -> None:
+        """The predecessor adapted to the training text, where the method distils from it (from the cache, or
+        fine-tuned into it now)."""
+        method = self.settings.method
+        if isinstance(method, SoftTargets) and method.adapted_teacher:
+            finetune = OmegaConf.to_container(self.cfg.finetune, resolve=True)
+            self.adapted_dir = adapted_predecessor(
+                self.predecessor_dir, self.datamodule, finetune, self.cfg.seed, Path(self.cfg.paths.cache_dir),
+                evaluation,
+            )  # fmt: skip
+
     def method_inputs(self, optimizer: dict[str, Any]) -> MethodInputs:
         settings, datamodule = self.settings, self.datamodule
         return MethodInputs(
             self.predecessor_dir, None, settings.theseus, optimizer, settings.schedule, self.cfg.replacement.kind,
-            self.cfg.seed, lambda: _calibration(datamodule),
+            self.cfg.seed, lambda: _calibration(datamodule), self.adapted_dir,
         )  # fmt: skip
 
     def record(
@@ -134,16 +148,21 @@ class LanguageModelRun(RunKind):
         self.predecessor = predecessor = AutoModelForCausalLM.from_pretrained(self.predecessor_dir).eval()
         metrics = evaluate_language_model(successor, datamodule, evaluation, reference=predecessor)
         other = self._other_text_metrics(successor, predecessor, evaluation)
+        self.teacher = teacher = (
+            AutoModelForCausalLM.from_pretrained(self.adapted_dir).eval() if self.adapted_dir is not None else None
+        )
         return LanguageModelResults(
             method=method.name,
             settings={"optimizer.lr": cfg.optimizer.lr, "trainer.max_steps": cfg.trainer.max_steps,
                       "theseus.successor_layers": cfg.theseus.successor_layers, "theseus.init": cfg.theseus.init,
-                      "seed": cfg.seed},
+                      "seed": cfg.seed,
+                      **({"finetune.steps": cfg.finetune.steps} if self.adapted_dir is not None else {})},
             predecessor=_side(predecessor, self.predecessor_dir, _reference_side(metrics), self.origin,
                               _reference_side(other) if other else None),
             successor=_side(successor, str(successor_dir), metrics,
                             other_text=_successor_side(other) if other else None),
             base_model=hub_id(cfg.model),
+            teacher=self._teacher_side(teacher, predecessor, evaluation) if teacher is not None else None,
             data=_data_facts(cfg, datamodule, steps, self.other_windows),
             steps=steps,
             resumed_from=resumed_from,
@@ -152,6 +171,14 @@ class LanguageModelRun(RunKind):
             hardware=hardware,
             wandb=link,
         )  # fmt: skip
+
+    def _teacher_side(
+        self, teacher: PreTrainedModel, predecessor: PreTrainedModel, evaluation: dict[str, Any]
+    ) -> LanguageModelSide:
+        """The adapted predecessor scored as the successor is: the comparison's reference row."""
+        metrics = evaluate_language_model(teacher, self.datamodule, evaluation, reference=predecessor)
+        other = self._other_text_metrics(teacher, predecessor, evaluation)
+        return _side(teacher, str(self.adapted_dir), metrics, "adapted", _successor_side(other) if other else None)
 
     def _other_text_metrics(
         self, successor: PreTrainedModel, predecessor: PreTrainedModel, evaluation: dict[str, Any]
@@ -162,9 +189,9 @@ class LanguageModelRun(RunKind):
         loader = window_loader(self.other_windows, self.datamodule.eval_batch_size)
         return evaluate_language_model(successor, loader, evaluation, reference=predecessor)
 
-    def _harness_scores(self) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
-        """Both models' lm-eval scores in fp32 on the run's device; the predecessor's from the cache when a run
-        before scored it the same way."""
+    def _harness_scores(self, results: LanguageModelResults) -> None:
+        """The models' lm-eval scores in fp32 on the run's device; the predecessor's (and the adapted teacher's)
+        from the cache when a run before scored it the same way."""
         lm_eval, cache_dir = self.cfg.evaluation.lm_eval, Path(self.cfg.paths.cache_dir)
         tasks, folders = list(lm_eval.tasks), harness_task_folders(lm_eval, cache_dir)
         device = "cuda" if torch.cuda.is_available() and self.cfg.trainer.accelerator != "cpu" else "cpu"
@@ -176,11 +203,14 @@ class LanguageModelRun(RunKind):
             finally:
                 model.to("cpu")
 
-        predecessor = cached_harness_scores(
-            self.predecessor_dir, tasks, folders, {**options, "device": device}, cache_dir / "lm-eval",
-            lambda: score(self.predecessor),
-        )  # fmt: skip
-        return predecessor, score(self.successor)
+        def cached(folder: str, model: PreTrainedModel) -> dict[str, dict[str, float]]:
+            settings = {**options, "device": device}
+            return cached_harness_scores(folder, tasks, folders, settings, cache_dir / "lm-eval", lambda: score(model))
+
+        results.predecessor.lm_eval = cached(self.predecessor_dir, self.predecessor)
+        if results.teacher is not None and self.adapted_dir is not None and self.teacher is not None:
+            results.teacher.lm_eval = cached(self.adapted_dir, self.teacher)
+        results.successor.lm_eval = score(self.successor)
 
     def optional_steps(self, results: RunRecord) -> list[tuple[str, Callable[[], object]]]:
         assert isinstance(results, LanguageModelResults)
@@ -194,14 +224,11 @@ class LanguageModelRun(RunKind):
         def sample() -> None:
             results.sample = _sample(self.predecessor, self.successor, self.tokenizer)
 
-        def lm_eval() -> None:
-            results.predecessor.lm_eval, results.successor.lm_eval = self._harness_scores()
-
         if self.cfg.benchmark.repeats:
             steps.append(("speed", speed))
         steps.append(("sample", sample))
         if self.cfg.evaluation.lm_eval.tasks:
-            steps.append(("lm_eval", lm_eval))
+            steps.append(("lm_eval", lambda: self._harness_scores(results)))
         steps.append(("model_card", lambda: write_model_card(Path(results.successor.dir), results)))
         return steps
 
