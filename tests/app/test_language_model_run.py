@@ -15,7 +15,7 @@ from wandb_records import read_offline_run
 
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.run import language_model as language_model_run
-from theseus_pl.app.run.pipeline import run
+from theseus_pl.app.run.pipeline import plan, run
 from theseus_pl.app.ship.publishing import main as publish_main
 from theseus_pl.data.language_model import tokenized_windows, window_loader
 from theseus_pl.data.text_corpus import TextFiles, text_source
@@ -381,3 +381,24 @@ def test_an_adapted_teacher_without_what_it_needs_is_refused_before_any_compute(
     with pytest.raises(RunRefused, match=re.escape(message)):
         run(compose_config(*_overrides(tiny_lm, tmp_path, *overrides)))
     assert not (tmp_path / "cache" / "adapted").exists()
+
+
+def test_the_check_plan_names_the_other_text_the_lm_eval_tasks_and_the_adapted_teacher_and_makes_none(
+    tiny_lm, tmp_path
+):
+    write_tsv(tmp_path / "glue" / "SST-2" / "dev.tsv", [["sentence", "label"], ["the economy", "1"]])
+    overrides = _overrides(tiny_lm, tmp_path, "method=shortgpt_healed", "method.alpha=1.0", "method.teacher=adapted",
+                           "finetune.steps=4", "evaluation.lm_eval.tasks=[sst2_local]",
+                           f"evaluation.lm_eval.glue_dir={tmp_path / 'glue'}")  # fmt: skip
+    lines = dict(line.split(": ", 1) for line in plan(compose_config(*overrides)))
+    assert (
+        lines["other held-out text"].startswith("Guardian headlines of 2017-2020")
+        and "32 windows" in lines["other held-out text"]
+    )
+    assert lines["teacher"] == (
+        "the predecessor adapted to the text, 4 steps of 4 windows at lr 2e-05 (every parameter), made once into the "
+        "cache"
+    )
+    assert lines["loss"].startswith("1 x KL to the predecessor adapted to the text's soft targets")
+    assert lines["lm-eval"] == "sst2_local on both models, 0-shot, fp32"
+    assert not (tmp_path / "cache" / "adapted").exists() and not (tmp_path / "run").exists()

@@ -99,6 +99,12 @@ class LanguageModelRun(RunKind):
             if self.other_windows is not None
             else []
         )
+        method = self.settings.method
+        if isinstance(method, SoftTargets) and method.adapted_teacher:
+            other.append(
+                f"teacher: the predecessor adapted to the text, {cfg.finetune.steps} steps of {batch} windows at lr "
+                f"{cfg.finetune.lr:g} (every parameter), made once into the cache"
+            )
         lm_eval = cfg.evaluation.lm_eval
         if lm_eval.tasks:
             limit = f", at most {lm_eval.limit} examples a task" if lm_eval.limit else ""
