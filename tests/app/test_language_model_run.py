@@ -164,6 +164,7 @@ def test_lm_eval_tasks_are_scored_for_both_models_offline_and_the_predecessor_on
             assert 0 <= correct <= len(rows) and correct == pytest.approx(round(correct))
         assert "final/successor_sst2_local_acc" in results.summary()
         assert "lm_eval" not in written["failed_steps"]
+        assert written["peak_memory"]["cpu_mb"] > 100 and written["peak_memory"]["cpu_since"] == "run"
     assert scored == [4, 2, 2]  # the predecessor (4 layers) once, then each run's successor (2 layers)
 
 

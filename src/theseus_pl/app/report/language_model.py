@@ -34,7 +34,8 @@ def language_model_frame(runs: list[LanguageModelResults]) -> pd.DataFrame:
 def language_model_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per method and kept layers, the median, min and max held-out perplexity over seeds, and the medians of KL,
     agreement, decode speed-up and minutes a run; the predecessor first. Rows sorted by kept layers, then method."""
-    optional = {"speed.decode_speedup": float("nan"), "wall_seconds": float("nan"), "successor.kl": float("nan")}
+    optional = {"speed.decode_speedup": float("nan"), "wall_seconds": float("nan"), "successor.kl": float("nan"),
+                "peak_memory.cpu_mb": float("nan")}  # fmt: skip
     frame = frame.assign(**{column: value for column, value in optional.items() if column not in frame})
     groups = frame.groupby(["method", "successor.layers"], sort=False)
     table = pd.DataFrame({
@@ -46,6 +47,7 @@ def language_model_table(frame: pd.DataFrame) -> pd.DataFrame:
         "tokens trained": groups["data.train_tokens"].median().astype(int),
         "decode speed-up": groups["speed.decode_speedup"].median(),
         "minutes a run": groups["wall_seconds"].median() / 60,
+        "peak memory GiB": groups["peak_memory.cpu_mb"].median() / 1024,  # the process's resident set
         "seeds": groups["seed"].agg(lambda seeds: " ".join(str(seed) for seed in sorted(seeds))),
     }).reset_index().rename(columns={"successor.layers": "layers"})  # fmt: skip
     predecessor = pd.DataFrame([{

@@ -24,6 +24,8 @@ from dataclasses import MISSING, Field, dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from theseus_pl.core.memory import PeakMemory
+
 SCHEMA_VERSION = 3
 _LAST = ("wall_seconds", "folder")  # written after the derived values, or not at all
 
@@ -74,6 +76,7 @@ class RunRecord:
     wandb: WandbLink | None
     failed_steps: dict[str, str]  # optional step -> its error
     wall_seconds: float | None  # known once every step ran; written last
+    peak_memory: PeakMemory | None  # the run's peak memory (core.memory), known with wall_seconds
     folder: Path | None  # where it was read from; not written
 
     def summary(self) -> dict[str, float]:
@@ -134,6 +137,9 @@ def envelope_fields(read: Keys) -> dict[str, Any]:
         "wandb": WandbLink(**wandb.pick(WandbLink)) if (wandb := read.nested_if_given("wandb")) else None,
         "failed_steps": dict(read.optional("failed_steps") or {}),
         "wall_seconds": read.optional("wall_seconds"),
+        "peak_memory": PeakMemory(**memory.pick(PeakMemory))
+        if (memory := read.nested_if_given("peak_memory"))
+        else None,
     }
 
 

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.results.envelope import Hardware, Keys, RunRecord, WandbLink, envelope_fields
+from theseus_pl.core.memory import PeakMemory
 from theseus_pl.deployment.record import LEFT_OUT_AT_DEFAULT
 
 SIDES = ("predecessor", "successor")
@@ -84,6 +85,8 @@ class LanguageModelResults(RunRecord):
     hardware: Hardware | None = None
     wandb: WandbLink | None = None
     failed_steps: dict[str, str] = field(default_factory=dict)
+    # The run's peak memory (core.memory): resident set, CUDA's allocated peak; None in files written before it.
+    peak_memory: PeakMemory | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
     wall_seconds: float | None = None
     folder: Path | None = field(default=None, compare=False, repr=False)  # where it was read from; not written
 
@@ -96,6 +99,8 @@ class LanguageModelResults(RunRecord):
             "final/agreement": self.successor.agreement,
             "final/train_tokens": self.data.train_tokens,
             "final/teacher_perplexity": self.teacher.perplexity if self.teacher else None,
+            "final/peak_memory_mb": self.peak_memory.cpu_mb if self.peak_memory else None,
+            "final/peak_gpu_memory_mb": self.peak_memory.gpu_mb if self.peak_memory else None,
             "final/params_predecessor": self.predecessor.params,
             "final/params_successor": self.successor.params,
             **{f"final/{name}": value for name, value in (self.speed or {}).items() if name.endswith("speedup")},

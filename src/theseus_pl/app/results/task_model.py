@@ -28,6 +28,7 @@ from theseus_pl.app.results.envelope import (
     plain,
     write_json,
 )
+from theseus_pl.core.memory import PeakMemory
 from theseus_pl.deployment.record import LEFT_OUT_AT_DEFAULT, Deployment, DeploySettings
 
 
@@ -130,6 +131,8 @@ class RunResults(RunRecord):
     single_module_scores: list[float | None] | None = None
     wandb: WandbLink | None = None
     failed_steps: dict[str, str] = field(default_factory=dict)  # optional step -> its error
+    # The run's peak memory (core.memory): resident set, CUDA's allocated peak; None in files written before it.
+    peak_memory: PeakMemory | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
     wall_seconds: float | None = None  # known once every step ran; written after retained_note
     folder: Path | None = field(default=None, compare=False, repr=False)  # where it was read from; not written
 

@@ -38,6 +38,7 @@ from theseus_pl.app.run.task_model import TaskModelRun
 from theseus_pl.app.tracking.loggers import build_loggers, log_summary_row
 from theseus_pl.app.tracking.run_identity import run_identity
 from theseus_pl.app.tracking.wandb_run import finish, run_link, wandb_run
+from theseus_pl.core.memory import peak_memory, start_peak_memory
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ def run(cfg: DictConfig) -> RunRecord | None:
     job's W&B run ends with it: finished, or failed with the error in its summary, so the next job of a multirun
     (same process under the basic and joblib launchers) starts a fresh run.
     """
-    started = time.perf_counter()
+    started, memory_since = time.perf_counter(), start_peak_memory()
     output_dir = Path(cfg.paths.output_dir)
     settings = checked_settings(cfg)  # each group's settings object, built and checked once, for either kind
     finished = None if settings.problems else finished_run(output_dir, cfg.resume)
@@ -84,7 +85,7 @@ def run(cfg: DictConfig) -> RunRecord | None:
         else:
             results = kind.record(trainer, method, resumed_from, evaluation, hardware, run_link(experiment))
             write_results(output_dir / "results.json", results)  # the scores are safe from here on
-            _finish(cfg, kind, results, loggers, experiment, started)
+            _finish(cfg, kind, results, loggers, experiment, started, memory_since)
     except BaseException as error:
         finish(experiment, error)
         raise
@@ -128,6 +129,7 @@ def _finish(
     loggers: list[Logger],
     experiment: object | None,
     started: float,
+    memory_since: str,
 ) -> None:
     """The optional steps, the summary row, W&B; ``results.json`` rewritten as they finish.
 
@@ -139,6 +141,7 @@ def _finish(
     for step, action in kind.optional_steps(results):
         optional_step(results, step, action)
     results.wall_seconds = time.perf_counter() - started
+    results.peak_memory = peak_memory(memory_since)
     optional_step(results, "csv_summary", lambda: log_summary_row(loggers, results, results.steps))
     write_results(results_path, results)  # the copy the W&B run keeps is the finished record
     if experiment is not None and optional_step(results, "wandb", lambda: kind.publish(experiment, results,

@@ -1,0 +1,57 @@
+"""A run's peak memory: the process's resident set on the CPU, the accelerator's allocated peak on CUDA.
+
+A Hydra multirun runs its jobs in one process, so a peak since the process started would hand one job's peak to every
+later job. On Linux the resident-set peak (``VmHWM``) is reset at the start of a run by writing ``5`` to
+``/proc/self/clear_refs``; where that file is missing (macOS) the peak is the process's since it started
+(``getrusage``), and the record says so. CUDA's peak statistics are reset likewise.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+CLEAR_REFS = Path("/proc/self/clear_refs")
+STATUS = Path("/proc/self/status")
+
+
+@dataclass(frozen=True)
+class PeakMemory:
+    """Peaks in MiB since :func:`start_peak_memory`: ``cpu_mb`` the resident set, ``gpu_mb`` CUDA's allocated peak
+    (None without CUDA); ``cpu_since`` ``run`` or ``process`` (where the resident-set peak cannot be reset)."""
+
+    cpu_mb: float
+    gpu_mb: float | None
+    cpu_since: str
+
+
+def start_peak_memory() -> str:
+    """Reset the peaks the run will report; ``run`` where the resident-set peak could be reset, else ``process``."""
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    try:
+        CLEAR_REFS.write_text("5")
+    except OSError:
+        return "process"
+    return "run"
+
+
+def peak_memory(since: str) -> PeakMemory:
+    """The peaks since :func:`start_peak_memory` (which returned ``since``)."""
+    gpu = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
+    return PeakMemory(_resident_peak_mb(), gpu, since)
+
+
+def _resident_peak_mb() -> float:
+    try:
+        for line in STATUS.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, kB on Linux
