@@ -6,7 +6,12 @@ from pathlib import Path
 import pytest
 from results_records import a_run, plant
 
-from theseus_pl.app.report.language_model import language_model_frame, language_model_table, perplexity_figure
+from theseus_pl.app.report.language_model import (
+    language_model_frame,
+    language_model_table,
+    language_model_warnings,
+    perplexity_figure,
+)
 from theseus_pl.app.report.tables import find_records, main
 from theseus_pl.app.results.envelope import Hardware, write_results
 from theseus_pl.app.results.language_model import (
@@ -15,6 +20,8 @@ from theseus_pl.app.results.language_model import (
     LanguageModelResults,
     LanguageModelSide,
 )
+from theseus_pl.app.results.reading import read_run
+from theseus_pl.app.ship.model_card import model_card
 
 PREDECESSOR_PERPLEXITY = 25.5
 
@@ -134,6 +141,22 @@ def test_runs_with_an_adapted_teacher_give_it_a_reference_row_under_the_predeces
     adapted = table.iloc[1]
     assert (adapted["median"], adapted["min"], adapted["max"], adapted["layers"]) == (21.5, 21.0, 22.0, 30)
     assert adapted["KL"] == 0.2 and adapted["agreement %"] == 80.0 and adapted["tokens trained"] == 51_200
+
+
+def test_a_speed_timed_on_a_busy_machine_is_left_out_of_the_table_with_a_warning(tmp_path):
+    for seed, other_cores in ((1, 0.05), (2, 1.2)):
+        path = plant_lm_run(tmp_path / f"s{seed}", "shortgpt", 15, 300.0, seed, 0)
+        record = json.loads(path.read_text())
+        record["speed"] = {"decode_speedup": 1.5 * seed, "other_cores": other_cores}
+        path.write_text(json.dumps(record))
+    frame = language_model_frame(language_model_runs(tmp_path))
+    assert language_model_table(frame)["decode speed-up"].iloc[1] == 1.5  # seed 2's 3.0 is not the model's
+    (warning,) = language_model_warnings(frame)
+    assert warning.startswith("1 run(s) timed their speed while other processes kept the machine busy")
+    assert str(tmp_path / "s2") in warning
+    assert read_run(path).summary().get("final/decode_speedup") is None and "not the model's" in str(
+        model_card(read_run(path))
+    )
 
 
 def test_the_report_command_writes_the_lm_table_and_plot_and_warns_of_unequal_token_budgets(tmp_path, capsys):

@@ -7,6 +7,15 @@ import torch
 
 from theseus_pl.core import timing
 
+MACHINE_CPU = timing._others_cpu_seconds  # the real reading, for the tests that plant a busy machine
+
+
+@pytest.fixture(autouse=True)
+def machine_load_unread(monkeypatch):
+    """Timing tests count calls and rounds: the machine's load is not read (as on a machine without /proc/stat),
+    so no busy stretch of the test machine adds a retry. The tests of that retry read it, or plant readings."""
+    monkeypatch.setattr(timing, "_others_cpu_seconds", lambda: None)
+
 
 class Clock:
     def __init__(self):
@@ -58,5 +67,42 @@ def test_generation_speed_reports_both_stages_of_both_decoders():
     speed = generation_speed(predecessor, successor, {"input_ids": ids}, ids[:1, :8], new_tokens=16, repeats=3)
     assert set(speed) == {
         f"{who}_{stage}_tokens_per_second" for who in ("predecessor", "successor") for stage in ("prefill", "decode")
-    } | {"prefill_speedup", "decode_speedup"}
+    } | {"prefill_speedup", "decode_speedup"}  # and other_cores, where the machine's load can be read
     assert all(value > 0 for value in speed.values())  # how much faster is a benchmark's question, not a test's
+
+
+def test_a_timing_beside_a_busy_machine_is_flagged_after_a_second_try(monkeypatch):
+    import subprocess
+    import sys
+    import time
+
+    monkeypatch.setattr(timing, "_others_cpu_seconds", MACHINE_CPU)
+    if MACHINE_CPU() is None:
+        pytest.skip("the machine's CPU time is read from /proc/stat (Linux)")
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]  # a planted busy job
+    try:
+        time.sleep(0.5)
+        calls = []
+        timings = timing.interleaved_seconds({"a": lambda: (calls.append(1), time.sleep(0.1))}, repeats=3, warmup=0)
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+    assert timings.busy and timings.other_cores > 1.0  # two cores spinning beside it
+    assert len(calls) == 6  # measured twice, the machine busy both times
+
+
+def test_a_busy_first_try_is_replaced_by_a_quiet_second(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(timing.time, "perf_counter", clock)
+    readings = iter([0.0, 3.0, 3.0, 3.0])  # others' CPU seconds: 3 during the first try, none during the second
+    monkeypatch.setattr(timing, "_others_cpu_seconds", lambda: next(readings))
+    costs = iter([1.0, 1.0, 2.0, 2.0])
+
+    def call():
+        clock.now += next(costs)
+
+    timings = timing.interleaved_seconds({"a": call}, repeats=2, warmup=0)
+    assert timings == {"a": [2.0, 2.0]} and timings.other_cores == 0.0 and not timings.busy
+    monkeypatch.setattr(timing, "_others_cpu_seconds", lambda: None)
+    unread = timing.interleaved_seconds({"a": lambda: None}, repeats=1)
+    assert unread.other_cores is None and not unread.busy  # not Linux: nothing said either way

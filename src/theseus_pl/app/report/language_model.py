@@ -16,6 +16,7 @@ import pandas as pd
 
 from theseus_pl.app.report.files import PREDECESSOR, write_markdown_and_csv
 from theseus_pl.app.results.language_model import LanguageModelResults
+from theseus_pl.core.timing import BUSY_CORES
 
 # The columns of the other held-out text (data.other_text), where the runs scored one: medians over seeds.
 ADAPTED = "predecessor adapted to the text"  # the row of runs' adapted teachers (method.teacher=adapted), if any
@@ -37,6 +38,8 @@ def language_model_table(frame: pd.DataFrame) -> pd.DataFrame:
     optional = {"speed.decode_speedup": float("nan"), "wall_seconds": float("nan"), "successor.kl": float("nan"),
                 "peak_memory.cpu_mb": float("nan")}  # fmt: skip
     frame = frame.assign(**{column: value for column, value in optional.items() if column not in frame})
+    if "speed.other_cores" in frame:  # a speed timed on a busy machine is not the model's
+        frame.loc[frame["speed.other_cores"] > BUSY_CORES, "speed.decode_speedup"] = float("nan")
     groups = frame.groupby(["method", "successor.layers"], sort=False)
     table = pd.DataFrame({
         "median": groups["successor.perplexity"].median(),
@@ -116,6 +119,12 @@ def language_model_warnings(frame: pd.DataFrame) -> list[str]:
         warnings.append(
             "The language-model runs were scored on different held-out tokens or predecessors: their perplexities "
             "do not compare (give every run the same model, data and data.max_eval_windows)."
+        )
+    if "speed.other_cores" in frame and (frame["speed.other_cores"] > BUSY_CORES).any():
+        busy = frame.loc[frame["speed.other_cores"] > BUSY_CORES, "folder"]
+        warnings.append(
+            f"{len(busy)} run(s) timed their speed while other processes kept the machine busy: their decode "
+            f"speed-ups are left out of the table ({', '.join(busy)})."
         )
     trained = frame[frame["data.train_tokens"] > 0]
     if trained["data.train_tokens"].nunique() > 1:

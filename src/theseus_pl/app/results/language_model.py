@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.results.envelope import Hardware, Keys, RunRecord, WandbLink, envelope_fields
 from theseus_pl.core.memory import PeakMemory
+from theseus_pl.core.timing import BUSY_CORES
 from theseus_pl.deployment.record import LEFT_OUT_AT_DEFAULT
 
 SIDES = ("predecessor", "successor")
@@ -103,7 +104,8 @@ class LanguageModelResults(RunRecord):
             "final/peak_gpu_memory_mb": self.peak_memory.gpu_mb if self.peak_memory else None,
             "final/params_predecessor": self.predecessor.params,
             "final/params_successor": self.successor.params,
-            **{f"final/{name}": value for name, value in (self.speed or {}).items() if name.endswith("speedup")},
+            **{f"final/{name}": value for name, value in (self.trusted_speed or {}).items()
+               if name.endswith("speedup")},
             **{f"final/{side}_{task}_{metric}": value for side in SIDES
                for task, metrics in (getattr(self, side).lm_eval or {}).items()
                for metric, value in metrics.items() if not metric.endswith("_stderr")},
@@ -111,6 +113,13 @@ class LanguageModelResults(RunRecord):
                for name, value in (getattr(self, side).other_text or {}).items() if name != "nll"},
         }  # fmt: skip
         return {key: float(value) for key, value in summary.items() if value is not None}
+
+    @property
+    def trusted_speed(self) -> dict[str, float] | None:
+        """The speed figures, where they were timed on a machine no other process kept busy (None otherwise)."""
+        if self.speed is None or self.speed.get("other_cores", 0.0) > BUSY_CORES:
+            return None
+        return self.speed
 
     def headline(self) -> str:
         successor = self.successor

@@ -96,7 +96,12 @@ def _percent(share: float | None) -> float | None:
 
 
 def _speed(results: LanguageModelResults) -> str:
-    speed = results.speed
+    speed = results.trusted_speed
+    if results.speed and not speed:
+        return (
+            f"Its speed was timed while other processes kept {results.speed['other_cores']:.1f} cores of the machine "
+            "busy, twice: the figures are not the model's and are left out.\n"
+        )
     if not speed:
         return "Its speed was not measured.\n"
     return (
