@@ -7,14 +7,7 @@ import torch
 
 from theseus_pl.core import timing
 
-MACHINE_CPU = timing._others_cpu_seconds  # the real reading, for the tests that plant a busy machine
-
-
-@pytest.fixture(autouse=True)
-def machine_load_unread(monkeypatch):
-    """Timing tests count calls and rounds: the machine's load is not read (as on a machine without /proc/stat),
-    so no busy stretch of the test machine adds a retry. The tests of that retry read it, or plant readings."""
-    monkeypatch.setattr(timing, "_others_cpu_seconds", lambda: None)
+MACHINE_CPU = timing._others_cpu_seconds  # the real reading (conftest's fixture replaces it in every test)
 
 
 class Clock:

@@ -299,10 +299,29 @@ def test_deploy_settings_name_every_problem_with_their_fields_at_once():
     assert settings == DeploySettings(quantize=None, batch_sizes=(2,))
 
 
+def test_a_batch_timed_on_a_busy_machine_records_no_speed_up_and_says_why(tmp_path, tiny_tokenizer, monkeypatch):
+    successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
+    predecessor = saved_classifier(tmp_path / "predecessor", tiny_tokenizer, layers=4, seed=1)
+
+    readings = iter([0.0, 1.6])  # other processes' cores while batch 1, then batch 2, were timed
+
+    def busy_at_batch_2(calls, repeats):
+        times, _ = p50_milliseconds(calls, repeats)
+        return times, next(readings)
+
+    monkeypatch.setattr(deploy_module, "p50_milliseconds", busy_at_batch_2)
+    settings = DeploySettings(quantize=None, batch_sizes=(1, 2), repeats=1)
+    block = deploy_model(successor, settings, predecessor_dir=predecessor)
+    assert block.busy_cores == {"batch_2": 1.6} and block.speedup_over_predecessor["batch_2"] is None
+    assert block.speedup_over_predecessor["batch_1"]["pytorch_successor"] > 0 and "batch_2" in block.latency_ms
+    assert read_deployment(successor / "onnx" / "deployment.json") == block
+
+
 def test_p50_is_the_median_of_interleaved_calls():
     calls = []
-    times = p50_milliseconds({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, repeats=3, warmup=1)
+    times, other_cores = p50_milliseconds({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, 3, 1)
     assert calls == ["a", "b"] * 4 and set(times) == {"a", "b"} and min(times.values()) >= 0
+    assert other_cores is None  # the machine's load is not read in tests (conftest)
     with pytest.raises(ValueError, match="repeats=0 must be at least 1"):
         p50_milliseconds({"a": lambda: None}, repeats=0)
 

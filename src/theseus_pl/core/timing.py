@@ -85,9 +85,13 @@ def _others_cpu_seconds() -> float | None:
     return machine - (own.user + own.system)
 
 
-def p50_milliseconds(calls: Mapping[str, Callable[[], object]], repeats: int, warmup: int = 2) -> dict[str, float]:
-    """Each call's median wall time in milliseconds over ``repeats`` interleaved rounds, after ``warmup`` rounds."""
-    return {name: 1000 * statistics.median(t) for name, t in interleaved_seconds(calls, repeats, warmup).items()}
+def p50_milliseconds(
+    calls: Mapping[str, Callable[[], object]], repeats: int, warmup: int = 2
+) -> tuple[dict[str, float], float | None]:
+    """Each call's median wall time in milliseconds over ``repeats`` interleaved rounds, after ``warmup`` rounds, and
+    the cores other processes kept busy meanwhile (:attr:`Timings.other_cores`)."""
+    timings = interleaved_seconds(calls, repeats, warmup)
+    return {name: 1000 * statistics.median(t) for name, t in timings.items()}, timings.other_cores
 
 
 def forward_call(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> Callable[[], object]:

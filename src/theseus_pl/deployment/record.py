@@ -117,3 +117,6 @@ class Deployment:
     # The model to ship (deploy.target; auto: the fastest within deploy.max_score_drop) and why.
     target: str | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
     target_reason: str | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
+    # Per batch size timed while other processes kept more than core.timing.BUSY_CORES cores busy (twice): those
+    # cores. Its speed-ups are left out (null): they are not the models'.
+    busy_cores: dict[str, float] = field(default_factory=dict, metadata=LEFT_OUT_AT_DEFAULT)

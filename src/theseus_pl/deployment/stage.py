@@ -22,7 +22,7 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedT
 
 from theseus_pl.core.io import PICKLED, is_sequence_classifier, load_successor
 from theseus_pl.core.precision import cpu_bf16_problem, this_cpu
-from theseus_pl.core.timing import forward_call, p50_milliseconds
+from theseus_pl.core.timing import BUSY_CORES, forward_call, p50_milliseconds
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.onnx_export import (
     DeploymentError,
@@ -107,11 +107,15 @@ def deploy(
         timers = {"pytorch_predecessor": functools.partial(forward_call, predecessor.cpu()), **timers}
     timers.update({name: functools.partial(_onnx_call, session) for name, session in sessions.items()})
     log.info("Timing %s at batch sizes %s on %d threads", ", ".join(timers), list(settings.batch_sizes), threads)
-    latency = {}
+    latency, busy = {}, {}
     for size in settings.batch_sizes:
         batch = _batch(rows, tokenizer, size, settings.sequence_length)
         calls = {name: timer(batch) for name, timer in timers.items()}
-        latency[f"batch_{size}"] = p50_milliseconds(calls, settings.repeats)
+        latency[f"batch_{size}"], other_cores = p50_milliseconds(calls, settings.repeats)
+        if other_cores is not None and other_cores > BUSY_CORES:
+            log.warning("Batch %d was timed while other processes kept %.1f cores busy: no speed-up is recorded for "
+                        "it. Time it again alone: python -m theseus_pl.deploy RUN_DIR", size, other_cores)  # fmt: skip
+            busy[f"batch_{size}"] = other_cores
     sizes = _sizes_mb(successor_dir, predecessor_dir, files)
     if bf16 is not None:  # as its bf16 weights would be saved
         sizes["pytorch_bf16"] = sum(t.numel() * t.element_size() for t in bf16.state_dict().values()) / 1e6
@@ -128,7 +132,10 @@ def deploy(
         tolerance=TOLERANCE,
         dev_score=scores,
         latency_ms=latency,
-        speedup_over_predecessor={row: _times_over_predecessor(values) for row, values in latency.items()},
+        speedup_over_predecessor={
+            row: None if row in busy else _times_over_predecessor(values) for row, values in latency.items()
+        },
+        busy_cores=busy,
         size_mb=sizes,
         smaller_than_predecessor=_times_over_predecessor(sizes),
         settings=replace(settings, threads=threads),

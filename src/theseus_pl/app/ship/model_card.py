@@ -198,7 +198,15 @@ def _deployment(results: RunResults, repo_id: str | None) -> str:
         if name in deployment.size_mb
     )
     model_file = deployment.onnx_int8 or deployment.onnx
-    notes = _int8_sentence(deployment) + _target_sentence(deployment)
+    notes = (
+        _int8_sentence(deployment)
+        + _target_sentence(deployment)
+        + "".join(
+            f" Batch {row.removeprefix('batch_')} was timed while other processes kept {cores:.1f} cores busy: its "
+            "latencies are not the models' alone."
+            for row, cores in deployment.busy_cores.items()
+        )
+    )
     return f"""
 ## Deployment
 
