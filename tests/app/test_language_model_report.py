@@ -11,6 +11,7 @@ from theseus_pl.app.report.language_model import (
     language_model_table,
     language_model_warnings,
     perplexity_figure,
+    tokens_figure,
 )
 from theseus_pl.app.report.tables import find_records, main
 from theseus_pl.app.results.envelope import Hardware, write_results
@@ -161,6 +162,7 @@ def test_a_speed_timed_on_a_busy_machine_is_left_out_of_the_table_with_a_warning
 
 def test_the_report_command_writes_the_lm_table_and_plot_and_warns_of_unequal_token_budgets(tmp_path, capsys):
     plant_lm_protocol(tmp_path / "runs", theseus_tokens=30_720)
+    plant_lm_run(tmp_path / "runs" / "healed", "shortgpt_healed", 15, 33.0, 1, 61_440)  # Theseus had half of it
     report = main([str(tmp_path / "runs"), "--output", str(tmp_path / "out")])
     assert {path.name for path in report["written"]} == {
         "lm_table.md", "lm_table.csv", "lm_runs.md", "lm_runs.csv", "perplexity_vs_layers.png",
@@ -168,8 +170,8 @@ def test_the_report_command_writes_the_lm_table_and_plot_and_warns_of_unequal_to
     lines = (tmp_path / "out" / "lm_table.md").read_text().splitlines()
     assert lines[0].startswith("| method | layers | median | min | max | KL | agreement % | tokens trained |")
     assert lines[5].startswith("| shortgpt | 15 | 310.00 | 300.00 | 320.00 | 3.10 | 50.00 | 0 | 2.00 |")
-    assert report["warnings"] == [
-        "The language-model methods trained on different numbers of tokens: lm_theseus 30720/61440."
+    assert report["warnings"] == [  # at 20 layers Theseus trains alone: nothing to compare there
+        "The language-model methods trained on different numbers of tokens: lm_theseus 30720; shortgpt_healed 61440."
     ]
     assert "| lm_theseus | 15 | 45.00 |" in capsys.readouterr().out
 
@@ -180,3 +182,38 @@ def test_a_folder_of_encoder_and_lm_runs_gets_both_reports(tmp_path):
     report = main([str(tmp_path / "runs"), "--output", str(tmp_path / "out")])
     assert report["tasks"] == ["SST-2"]
     assert (tmp_path / "out" / "table.md").is_file() and (tmp_path / "out" / "lm_table.md").is_file()
+
+
+def test_two_token_budgets_get_a_row_each_and_a_plot_of_the_score_against_tokens(tmp_path):
+    for seed in (1, 2):
+        for tokens, other in ((153_600, 800.0), (460_800, 900.0)):
+            plant_lm_run(tmp_path / f"healed{tokens}_{seed}", "shortgpt_healed", 15, 30.0, seed, tokens,
+                         other_perplexity=other + seed)  # fmt: skip
+            plant_lm_run(tmp_path / f"theseus{tokens}_{seed}", "lm_theseus", 15, 35.0, seed, tokens,
+                         other_perplexity=other - 50 + seed)  # fmt: skip
+    table = language_model_table(language_model_frame(language_model_runs(tmp_path)))
+    healed = table[table["method"] == "shortgpt_healed"]
+    assert list(healed["tokens trained"]) == [153_600, 460_800]  # not one median over both budgets
+    assert list(healed["other-text perplexity"]) == [801.5, 901.5] and list(healed["seeds"]) == ["1 2", "1 2"]
+
+    axes = tokens_figure(table).axes[0]
+    assert axes.get_ylabel() == "other held-out text's perplexity"
+    lines = {line.get_label(): list(line.get_ydata()) for line in axes.get_lines()}
+    assert lines["lm_theseus"] == [751.5, 851.5] and lines["shortgpt_healed"] == [801.5, 901.5]
+    assert lines["predecessor (30 layers)"] == [40.0, 40.0]
+
+
+def test_one_budget_per_method_draws_no_plot_against_tokens(tmp_path):
+    plant_lm_protocol(tmp_path)
+    assert tokens_figure(language_model_table(language_model_frame(language_model_runs(tmp_path)))) is None
+
+
+def test_a_mixed_distillation_loss_is_a_row_of_its_own(tmp_path):
+    for alpha, perplexity in ((1.0, 40.0), (0.5, 30.0)):
+        path = plant_lm_run(tmp_path / f"alpha{alpha}", "shortgpt_distilled", 15, perplexity, 1, 153_600)
+        record = json.loads(path.read_text())
+        record["settings"]["method.alpha"] = alpha  # as a run with method.alpha writes it
+        path.write_text(json.dumps(record))
+    table = language_model_table(language_model_frame(language_model_runs(tmp_path)))
+    assert dict(zip(table["method"], table["median"], strict=True))["shortgpt_distilled (alpha 0.5)"] == 30.0
+    assert dict(zip(table["method"], table["median"], strict=True))["shortgpt_distilled"] == 40.0

@@ -60,6 +60,9 @@ def test_each_method_runs_end_to_end_and_exports_a_plain_causal_lm(tiny_lm, tmp_
     assert written["successor"]["layers"] == 2 and written["predecessor"]["layers"] == 4
     assert written["steps"] == (6 if trains else 0)
     assert written["data"]["eval_tokens"] > 0
+    # the loss a report tells runs apart by: the methods that can distil record their weight of the KL (0 here)
+    assert written["settings"].get("method.alpha") == (0.0 if method in {"lm_theseus", "shortgpt_healed",
+                                                                        "lm_truncation"} else None)  # fmt: skip
     assert 0 <= written["successor"]["agreement"] <= 1 and written["successor"]["kl"] >= 0
     assert written["successor"]["perplexity"] > 1 and written["predecessor"]["perplexity"] > 1
     assert set(written["speed"]) >= {"prefill_speedup", "decode_speedup"}

@@ -2,9 +2,10 @@
 
 A language-model run's ``results.json`` (:class:`~theseus_pl.app.results.language_model.LanguageModelResults`, ``kind``
 ``language_model``) has no task score: its methods are compared by held-out perplexity, which is only comparable
-between runs scored on the same windows of the same predecessor. So the table groups runs by method and kept layers
-and gives, over seeds, the median, min and max perplexity, with the KL divergence to the predecessor, top-1 agreement,
-the tokens trained on and the decode speed-up beside it; the predecessor gets a row of its own.
+between runs scored on the same windows of the same predecessor. So the table groups runs by method, kept layers and
+tokens trained on, and gives, over seeds, the median, min and max perplexity, with the KL divergence to the
+predecessor, top-1 agreement and the decode speed-up beside it; the predecessor gets a row of its own. Where the methods
+ran at more than one token budget, a second picture draws each method's score against the tokens it trained on.
 """
 
 from __future__ import annotations
@@ -29,18 +30,23 @@ def language_model_frame(runs: list[LanguageModelResults]) -> pd.DataFrame:
     its ``folder``."""
     frame = pd.json_normalize([run.to_dict() for run in runs])
     frame["folder"] = [str(run.folder or "") for run in runs]
+    if "settings.method.alpha" in frame:  # a mixed loss (0 < method.alpha < 1) is a method of its own in the table
+        alpha = frame["settings.method.alpha"]
+        mixed = alpha.between(0, 1, inclusive="neither")
+        frame.loc[mixed, "method"] = frame["method"] + " (alpha " + alpha.map("{:g}".format) + ")"
     return frame
 
 
 def language_model_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per method and kept layers, the median, min and max held-out perplexity over seeds, and the medians of KL,
-    agreement, decode speed-up and minutes a run; the predecessor first. Rows sorted by kept layers, then method."""
+    """Per method, kept layers and token budget, the median, min and max held-out perplexity over seeds, and the
+    medians of KL, agreement, decode speed-up and minutes a run; the predecessor first. Rows sorted by kept layers,
+    then method, then tokens."""
     optional = {"speed.decode_speedup": float("nan"), "wall_seconds": float("nan"), "successor.kl": float("nan"),
-                "peak_memory.cpu_mb": float("nan")}  # fmt: skip
+                "peak_memory.cpu_mb": float("nan"), "peak_memory.gpu_mb": float("nan")}  # fmt: skip
     frame = frame.assign(**{column: value for column, value in optional.items() if column not in frame})
     if "speed.other_cores" in frame:  # a speed timed on a busy machine is not the model's
         frame.loc[frame["speed.other_cores"] > BUSY_CORES, "speed.decode_speedup"] = float("nan")
-    groups = frame.groupby(["method", "successor.layers"], sort=False)
+    groups = frame.groupby(["method", "successor.layers", "data.train_tokens"], sort=False)
     table = pd.DataFrame({
         "median": groups["successor.perplexity"].median(),
         "min": groups["successor.perplexity"].min(),
@@ -51,8 +57,9 @@ def language_model_table(frame: pd.DataFrame) -> pd.DataFrame:
         "decode speed-up": groups["speed.decode_speedup"].median(),
         "minutes a run": groups["wall_seconds"].median() / 60,
         "peak memory GiB": groups["peak_memory.cpu_mb"].median() / 1024,  # the process's resident set
+        "peak GPU memory GiB": groups["peak_memory.gpu_mb"].median() / 1024,  # CUDA's allocated peak
         "seeds": groups["seed"].agg(lambda seeds: " ".join(str(seed) for seed in sorted(seeds))),
-    }).reset_index().rename(columns={"successor.layers": "layers"})  # fmt: skip
+    }).reset_index().drop(columns="data.train_tokens").rename(columns={"successor.layers": "layers"})  # fmt: skip
     predecessor = pd.DataFrame([{
         "method": PREDECESSOR, "layers": int(frame["predecessor.layers"].iloc[0]),
         "median": frame["predecessor.perplexity"].median(), "min": frame["predecessor.perplexity"].min(),
@@ -68,37 +75,46 @@ def language_model_table(frame: pd.DataFrame) -> pd.DataFrame:
             )
         predecessor["other-text perplexity"] = frame["predecessor.other_text.perplexity"].median()
     for task, metric in _harness_columns(frame):  # evaluation.lm_eval.tasks: a column per task's first metric
-        column, scale = (f"{task} {metric} %", 100) if metric.startswith("acc") else (f"{task} {metric}", 1)
+        column, scale = _harness_column(task, metric)
         table.insert(table.columns.get_loc("tokens trained"), column,
                      groups[f"successor.lm_eval.{task}.{metric}"].median().to_numpy() * scale)  # fmt: skip
         predecessor[column] = frame[f"predecessor.lm_eval.{task}.{metric}"].median() * scale
-    table = table.sort_values(["layers", "method"], ascending=[False, True], kind="stable")
+    if table["peak GPU memory GiB"].isna().all():  # no run on a GPU
+        table = table.drop(columns="peak GPU memory GiB")
+    table = table.sort_values(["layers", "method", "tokens trained"], ascending=[False, True, True], kind="stable")
     return pd.concat([predecessor, *_adapted_rows(frame, table.columns), table], ignore_index=True)[table.columns]
 
 
 def _adapted_rows(frame: pd.DataFrame, columns: pd.Index) -> list[pd.DataFrame]:
-    """The adapted teachers' row, per adaptation budget (tokens): the medians over the runs that made one. Its
+    """The adapted teachers' rows, one per adaptation budget (tokens): the medians over the runs that made one. Its
     figures are the teacher's, in the successors' columns (its KL and agreement to the untouched predecessor)."""
     if "teacher.perplexity" not in frame or frame["teacher.perplexity"].isna().all():
         return []
     adapted = frame[frame["teacher.perplexity"].notna()]
-    row: dict[str, object] = {
-        "method": ADAPTED, "layers": int(adapted["teacher.layers"].iloc[0]),
-        "median": adapted["teacher.perplexity"].median(), "min": adapted["teacher.perplexity"].min(),
-        "max": adapted["teacher.perplexity"].max(), "KL": adapted["teacher.kl"].median(),
-        "agreement %": adapted["teacher.agreement"].median() * 100,
-        # its adaptation's: finetune.steps of the run's batches
-        "tokens trained": int((adapted["settings.finetune.steps"] * adapted["data.train_tokens"] / adapted["steps"])
-                              .median()),
-    }  # fmt: skip
-    for column, field in OTHER_TEXT.items():
-        if column in columns and f"teacher.{field}" in adapted:
-            row[column] = adapted[f"teacher.{field}"].median() * (100 if column.endswith("%") else 1)
-    for task, metric in _harness_columns(frame):
-        column = f"{task} {metric} %" if metric.startswith("acc") else f"{task} {metric}"
-        if f"teacher.lm_eval.{task}.{metric}" in adapted:
-            row[column] = adapted[f"teacher.lm_eval.{task}.{metric}"].median() * (100 if column.endswith("%") else 1)
-    return [pd.DataFrame([row])]
+    # its adaptation's tokens: finetune.steps of the run's batches
+    tokens = (adapted["settings.finetune.steps"] * adapted["data.train_tokens"] / adapted["steps"]).astype(int)
+    rows = []
+    for budget, teachers in adapted.groupby(tokens, sort=True):
+        row: dict[str, object] = {
+            "method": ADAPTED, "layers": int(teachers["teacher.layers"].iloc[0]),
+            "median": teachers["teacher.perplexity"].median(), "min": teachers["teacher.perplexity"].min(),
+            "max": teachers["teacher.perplexity"].max(), "KL": teachers["teacher.kl"].median(),
+            "agreement %": teachers["teacher.agreement"].median() * 100, "tokens trained": int(budget),
+        }  # fmt: skip
+        for column, field in OTHER_TEXT.items():
+            if column in columns and f"teacher.{field}" in teachers:
+                row[column] = teachers[f"teacher.{field}"].median() * (100 if column.endswith("%") else 1)
+        for task, metric in _harness_columns(frame):
+            column, scale = _harness_column(task, metric)
+            if f"teacher.lm_eval.{task}.{metric}" in teachers:
+                row[column] = teachers[f"teacher.lm_eval.{task}.{metric}"].median() * scale
+        rows.append(pd.DataFrame([row]))
+    return rows
+
+
+def _harness_column(task: str, metric: str) -> tuple[str, float]:
+    """The table's column for an lm-eval task's metric and the factor to it: accuracies in per cent."""
+    return (f"{task} {metric} %", 100) if metric.startswith("acc") else (f"{task} {metric}", 1)
 
 
 def _harness_columns(frame: pd.DataFrame) -> list[tuple[str, str]]:
@@ -126,10 +142,13 @@ def language_model_warnings(frame: pd.DataFrame) -> list[str]:
             f"{len(busy)} run(s) timed their speed while other processes kept the machine busy: their decode "
             f"speed-ups are left out of the table ({', '.join(busy)})."
         )
-    trained = frame[frame["data.train_tokens"] > 0]
-    if trained["data.train_tokens"].nunique() > 1:
-        budgets = trained.groupby("method")["data.train_tokens"].agg(lambda t: "/".join(map(str, sorted(set(t)))))
-        named = "; ".join(f"{method} {tokens}" for method, tokens in budgets.items())
+    trained = frame[frame["data.train_tokens"] > 0]  # at each depth, every method that trains at the same budgets
+    budgets = trained.groupby(["successor.layers", "method"])["data.train_tokens"].agg(
+        lambda tokens: "/".join(map(str, sorted(set(tokens))))
+    )
+    unequal = {layers for layers, methods in budgets.groupby(level=0) if methods.nunique() > 1}
+    if unequal:
+        named = "; ".join(f"{method} {tokens}" for (layers, method), tokens in budgets.items() if layers in unequal)
         warnings.append(f"The language-model methods trained on different numbers of tokens: {named}.")
     return warnings
 
@@ -159,21 +178,57 @@ def perplexity_figure(table: pd.DataFrame) -> Any:
     return figure
 
 
+def tokens_figure(table: pd.DataFrame) -> Any | None:
+    """Where a method that trains ran at more than one token budget, their score against the tokens trained on (log
+    scales), a line per method (and depth, where there are several), the predecessor as a dashed line; None where there
+    is one budget. The score is the other held-out text's perplexity where the runs scored one (what a successor keeps
+    beyond the text it trained on, which in-domain perplexity rewards drifting from), else the held-out perplexity."""
+    trained = table[table["tokens trained"] > 0]
+    if trained.groupby(["method", "layers"])["tokens trained"].nunique().max() < 2:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    other = "other-text perplexity" in table and trained["other-text perplexity"].notna().any()
+    score, axis_label = ("other-text perplexity", "other held-out text's perplexity") if other else (
+        "median", "held-out perplexity")  # fmt: skip
+    figure, axes = plt.subplots(figsize=(6, 4))
+    depths = trained.loc[trained["method"] != ADAPTED, "layers"].nunique()  # the adapted teacher keeps every layer
+    for (method, layers), points in trained.groupby(["method", "layers"], sort=False):
+        points = points.sort_values("tokens trained")
+        label = method if depths == 1 else f"{method} ({layers} layers)"
+        axes.plot(points["tokens trained"], points[score], marker="o", label=label)
+    predecessor = table[table["method"] == PREDECESSOR].iloc[0]
+    axes.axhline(predecessor[score], color="grey", linestyle="--",
+                 label=f"predecessor ({predecessor['layers']} layers)")  # fmt: skip
+    axes.set(xscale="log", yscale="log", xlabel="tokens trained", ylabel=axis_label,
+             title=f"{axis_label}\nagainst tokens trained (medians over seeds)")  # fmt: skip
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))  # many methods: beside the lines
+    return figure
+
+
 def write_language_model_report(runs: list[LanguageModelResults], output: Path) -> tuple[list[Path], list[str]]:
-    """``lm_table.md``/``.csv``, ``lm_runs.md``/``.csv`` and ``perplexity_vs_layers.png`` from the runs' records;
-    the files written and the comparison's warnings."""
+    """``lm_table.md``/``.csv``, ``lm_runs.md``/``.csv``, ``perplexity_vs_layers.png`` and, where the methods ran
+    at several token budgets, ``score_vs_tokens.png`` from the runs' records; the files written and the comparison's
+    warnings."""
     import matplotlib.pyplot as plt
 
     frame = language_model_frame(runs)
     table = language_model_table(frame)
-    runs = frame[["method", "successor.layers", "seed", "successor.perplexity", "successor.kl", "folder"]]
+    runs = frame[["method", "successor.layers", "data.train_tokens", "seed", "successor.perplexity", "successor.kl",
+                  "folder"]]  # fmt: skip
     written = write_markdown_and_csv(table, output, "lm_table") + write_markdown_and_csv(
-        runs.rename(columns={"successor.layers": "layers", "successor.perplexity": "perplexity",
-                             "successor.kl": "KL"}).sort_values(["method", "layers", "seed"]),
+        runs.rename(columns={"successor.layers": "layers", "data.train_tokens": "tokens trained",
+                             "successor.perplexity": "perplexity", "successor.kl": "KL"})
+        .sort_values(["method", "layers", "tokens trained", "seed"]),
         output, "lm_runs",
     )  # fmt: skip
-    figure = perplexity_figure(table)
-    written.append(output / "perplexity_vs_layers.png")
-    figure.savefig(written[-1], dpi=120, bbox_inches="tight")
-    plt.close(figure)
+    figures = {"perplexity_vs_layers.png": perplexity_figure(table), "score_vs_tokens.png": tokens_figure(table)}
+    for name, figure in figures.items():
+        if figure is not None:
+            written.append(output / name)
+            figure.savefig(written[-1], dpi=120, bbox_inches="tight")
+            plt.close(figure)
     return written, language_model_warnings(frame)

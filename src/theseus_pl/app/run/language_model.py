@@ -162,6 +162,8 @@ class LanguageModelRun(RunKind):
             settings={"optimizer.lr": cfg.optimizer.lr, "trainer.max_steps": cfg.trainer.max_steps,
                       "theseus.successor_layers": cfg.theseus.successor_layers, "theseus.init": cfg.theseus.init,
                       "seed": cfg.seed,
+                      # the distillation's loss (method.alpha: 0 the LM loss, 1 the KL alone, between: a mix)
+                      **{f"method.{key}": cfg.method[key] for key in ("alpha", "temperature") if key in cfg.method},
                       **({"finetune.steps": cfg.finetune.steps} if self.adapted_dir is not None else {})},
             predecessor=_side(predecessor, self.predecessor_dir, _reference_side(metrics), self.origin,
                               _reference_side(other) if other else None),
