@@ -6,8 +6,8 @@ import copy
 import hashlib
 
 import torch
-from tokenizers import Tokenizer
-from tokenizers.models import WordLevel
+from tokenizers import Tokenizer, decoders, pre_tokenizers, trainers
+from tokenizers.models import BPE, WordLevel
 from tokenizers.pre_tokenizers import Whitespace
 from transformers import (
     AutoModelForCausalLM,
@@ -76,6 +76,21 @@ def tiny_lm_tokenizer() -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(
         tokenizer_object=backend, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
     )
+
+
+def tiny_bpe_tokenizer() -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer (the kind GPT-2, Llama 3 and SmolLM use, which GGUF files carry) of 300 tokens,
+    trained on the tiny documents, with an end-of-text token and a chat template."""
+    backend = Tokenizer(BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())  # fmt: skip
+    backend.train_from_iterator(tiny_documents(40), trainer)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<|endoftext|>",
+                                        eos_token="<|endoftext|>")  # fmt: skip
+    tokenizer.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    return tokenizer
 
 
 def tiny_documents(count: int = 10, words: int = 30, seed: int = 0) -> list[str]:

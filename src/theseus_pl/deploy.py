@@ -2,6 +2,7 @@
 
     python -m theseus_pl.deploy RUN_DIR [--quantize int8|none] [--glue-dir PATH] [--threads N] [--dry-run]
     python -m theseus_pl.deploy MODEL_DIR [--task SST-2 --glue-dir PATH] [--predecessor DIR] [--dry-run]
+    python -m theseus_pl.deploy LM_RUN_DIR --gguf f16 q8_0 [--llama-cpp auto|true|false] [--repeats N] [--dry-run]
 
 ``RUN_DIR`` is a finished run's folder (``successor/``, ``results.json``, ``.hydra/config.yaml``): its dev set and
 its predecessor are used, and the ``deployment`` block goes into its ``results.json`` and its model card.
@@ -10,6 +11,11 @@ come from ``--task`` (with ``--glue-dir`` offline), latency ratios from ``--pred
 ONNX model is checked and timed on a few example sentences and no dev score is given. The block is also written to
 ``<model>/onnx/deployment.json``. Inside a run the same stage is ``deploy.onnx=true`` (``deploy.quantize=int8``).
 
+``LM_RUN_DIR`` is a finished decoder-LM run's folder: ``--gguf`` writes its successor as GGUF files for llama.cpp
+(``successor/gguf/model.<type>.gguf``), checks each against PyTorch on the run's held-out windows and, where
+llama-cpp-python is installed, times each against the predecessor at the same type; inside a run the same stage is
+``deploy.gguf=[f16,q8_0]``.
+
 Writes ``onnx/model.onnx`` (dynamic batch and sequence axes) and ``onnx/model_int8.onnx`` beside the checkpoint.
 ``--dry-run`` makes the checks a deployment makes before it exports (the folder holds what it reads, the options are
 valid, the deploy extra is installed) and prints what it would export, time and write; it exports nothing.
@@ -17,20 +23,24 @@ valid, the deploy extra is installed) and prints what it would export, time and 
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from theseus_pl.app.config.side_commands import command_parser
 from theseus_pl.app.results.task_model import deployment_dict
+from theseus_pl.app.run.language_model import deploy_language_model_run, planned_language_model_deployment
 from theseus_pl.app.ship.deploy_folder import deploy_model, deploy_run, is_run_folder, planned_deployment
+from theseus_pl.deployment.gguf_export import GGUF_TYPES, GGUFExportError
 from theseus_pl.deployment.onnx_export import DeploymentError
 from theseus_pl.deployment.record import Deployment, DeploySettings
 from theseus_pl.deployment.targets import AUTO, TARGETS
 
 
-def main(argv: Sequence[str] | None = None) -> Deployment | None:
+def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]] | None:
     """Deploy the folder and print its block (or, with ``--dry-run``, what deploying it would do: None)."""
     dry_run = "check the folder, the options and the deploy extra, print what would be exported; export nothing"
     parser = command_parser("deploy", __doc__, dry_run)
@@ -53,8 +63,17 @@ def main(argv: Sequence[str] | None = None) -> Deployment | None:
         help="the model to ship (auto: the fastest within --max-score-drop of the fp32 successor)",
     )
     parser.add_argument("--max-score-drop", type=float, default=0.5, help="dev points a target may lose under auto")
+    parser.add_argument(
+        "--gguf", nargs="+", metavar="TYPE", help=f"decoder-LM runs: GGUF files of types {', '.join(GGUF_TYPES)}"
+    )
+    parser.add_argument(
+        "--llama-cpp", choices=["auto", "true", "false"], default="auto",
+        help="with --gguf: time the files in llama.cpp (auto: where llama-cpp-python is installed)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.gguf:
+        return _deploy_gguf(args)
     try:
         settings = DeploySettings(
             quantize=None if args.quantize == "none" else args.quantize,
@@ -77,6 +96,23 @@ def main(argv: Sequence[str] | None = None) -> Deployment | None:
         raise SystemExit(f"error: {error}") from error
     print(json.dumps(deployment_dict(block), indent=2))
     return block
+
+
+def _deploy_gguf(args: argparse.Namespace) -> list[dict[str, Any]] | None:
+    """``--gguf`` on a decoder-LM run's folder: print the rows written (or, with ``--dry-run``, the plan)."""
+    try:
+        llama_cpp = {"true": True, "false": False}.get(args.llama_cpp, args.llama_cpp)
+        settings = DeploySettings(gguf=tuple(args.gguf), llama_cpp=llama_cpp, repeats=args.repeats,
+                                  threads=args.threads)  # fmt: skip
+        if args.dry_run:
+            plan = planned_language_model_deployment(args.folder, settings)
+            print("\n".join([f"Dry run: nothing was exported. Deploying {args.folder} would:", *plan]))
+            return None
+        rows = deploy_language_model_run(args.folder, settings)
+    except (GGUFExportError, ValueError) as error:
+        raise SystemExit(f"error: {error}") from error
+    print(json.dumps(rows, indent=2))
+    return rows
 
 
 def cli() -> None:

@@ -6,14 +6,16 @@ import re
 import pytest
 import torch
 from app_runs import compose_config, tiny_run_overrides
-from decoder_models import tiny_decoder, tiny_documents, tiny_lm_tokenizer
+from decoder_models import tiny_bpe_tokenizer, tiny_decoder, tiny_documents, tiny_lm_tokenizer
 from glue_files import write_tsv
 from huggingface_hub import ModelCard
 from omegaconf import OmegaConf
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer
 from wandb_records import read_offline_run
 
+from theseus_pl.app.checks import language_model as language_model_checks
 from theseus_pl.app.checks.refused import RunRefused
+from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run import language_model as language_model_run
 from theseus_pl.app.run.pipeline import plan, run
 from theseus_pl.app.ship.publishing import main as publish_main
@@ -29,11 +31,15 @@ def tiny_lm(tmp_path):
     folder = tmp_path / "tiny_llama"
     tiny_decoder("llama").save_pretrained(folder)
     tiny_lm_tokenizer().save_pretrained(folder)
-    texts = tmp_path / "texts"
-    texts.mkdir()
+    return folder, _texts(tmp_path / "texts")
+
+
+def _texts(folder):
+    """A folder of 20 text files of the tiny documents."""
+    folder.mkdir()
     for i, text in enumerate(tiny_documents(count=20, words=40)):
-        (texts / f"{i:02d}.txt").write_text(text)
-    return folder, texts
+        (folder / f"{i:02d}.txt").write_text(text)
+    return folder
 
 
 def _overrides(tiny_lm, tmp_path, *more: str) -> list[str]:
@@ -123,6 +129,7 @@ def test_a_language_model_run_goes_through_the_same_settings_checks_as_an_encode
         ("deploy.quantize=int8", "deploy.quantize=int8: the deploy group exports an encoder successor to ONNX"),
         ("deploy.onnx=true", "deploy.onnx=true: the deploy group exports an encoder successor to ONNX"),
         ("deploy.sequence_length=64", "deploy.sequence_length=64: the deploy group exports an encoder successor"),
+        ("deploy.llama_cpp=maybe", "deploy.llama_cpp='maybe' must be auto, true or false"),
         ("theseus.successor.intermediate_size=16", "theseus.successor.intermediate_size=16 narrows encoder successors"),
         ("evaluation.single_modules=true", "evaluation.single_modules=true scores each Theseus module alone on a task"),
         ("finetune.epochs=2", "finetune.epochs=2: a decoder-LM run compresses its predecessor as given"),
@@ -201,13 +208,21 @@ def test_a_missing_gguf_file_is_refused(tiny_lm, tmp_path):
 
 @pytest.mark.slow
 def test_the_packaged_smollm2_is_compressed_from_its_gguf_file(tmp_path):
-    """The real decoder, offline: SmolLM2's GGUF file converted, the speeches tokenised, ShortGPT's removal."""
+    """The real decoder, offline: SmolLM2's GGUF file converted, the speeches tokenised, ShortGPT's removal, and the
+    successor written back as GGUF Q8_0 with the predecessor file's tokenizer."""
     cfg = compose_config(
         "+experiment=smollm2_quick", "method=shortgpt", "data.window=32", "data.max_eval_windows=4",
         "theseus.successor_layers=20", "logger=csv", "benchmark.repeats=1", f"paths.cache_dir={tmp_path / 'cache'}",
-        f"paths.output_dir={tmp_path / 'run'}",
+        f"paths.output_dir={tmp_path / 'run'}", "deploy.gguf=[q8_0]", "deploy.llama_cpp=false",
     )  # fmt: skip
     results = run(cfg)
+    (q8_0,) = results.gguf
+    assert q8_0["agreement"] >= 0.95 and abs(q8_0["perplexity"] / results.successor.perplexity - 1) < 0.05
+    exported = AutoTokenizer.from_pretrained(tmp_path / "run" / "successor" / "gguf", gguf_file="model.q8_0.gguf")
+    assert (
+        exported("The nation's economy")["input_ids"]
+        == AutoTokenizer.from_pretrained(tmp_path / "run" / "successor")("The nation's economy")["input_ids"]
+    )
     assert results.predecessor.origin == "gguf" and results.predecessor.layers == 30
     assert results.successor.layers == 20
     assert results.data.source.startswith("speeches of the 2012 US party conventions")
@@ -287,7 +302,7 @@ def test_a_language_model_run_publishes_its_card_and_weights_and_refuses_onnx_de
         deploy_main([str(run_dir)])
     (line,) = str(refused.value).splitlines()
     assert line.startswith(f"error: {run_dir} is a decoder-LM run: its successor is the causal-LM folder")
-    assert "no GGUF export exists yet" in line and not (run_dir / "successor" / "onnx").exists()
+    assert line.endswith("--gguf f16 q8_0.") and not (run_dir / "successor" / "onnx").exists()
 
 
 def test_the_other_held_out_text_is_scored_for_both_models_on_windows_the_run_never_trained_on(tiny_lm, tmp_path):
@@ -406,3 +421,74 @@ def test_the_check_plan_names_the_other_text_the_lm_eval_tasks_and_the_adapted_t
     assert lines["loss"].startswith("1 x KL to the predecessor adapted to the text's soft targets")
     assert lines["lm-eval"] == "sst2_local on both models, 0-shot, fp32"
     assert not (tmp_path / "cache" / "adapted").exists() and not (tmp_path / "run").exists()
+
+
+@pytest.fixture
+def tiny_bpe_lm(tmp_path):
+    """A tiny Llama with a byte-level BPE tokenizer (the kind a GGUF file carries), and the texts of ``tiny_lm``."""
+    folder = tmp_path / "tiny_bpe_llama"
+    tokenizer = tiny_bpe_tokenizer()
+    tiny_decoder("llama", vocab_size=len(tokenizer)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder, _texts(tmp_path / "bpe_texts")
+
+
+def test_a_language_model_run_ships_its_successor_as_gguf_files_checked_against_pytorch(tiny_bpe_lm, tmp_path):
+    run(compose_config(*_overrides(tiny_bpe_lm, tmp_path, "deploy.gguf=[f16,q8_0]", "deploy.llama_cpp=false")))
+    written = json.loads((tmp_path / "run" / "results.json").read_text())
+    rows = {row["type"]: row for row in written["gguf"]}
+    assert list(rows) == ["f16", "q8_0"] and "gguf" not in written["failed_steps"]
+    successor = tmp_path / "run" / "successor"
+    for kind, row in rows.items():
+        assert row["file"] == f"gguf/model.{kind}.gguf" and (successor / row["file"]).is_file()
+        assert row["agreement"] >= row["agreement_floor"] and row["llama_cpp"] is None
+    assert rows["q8_0"]["mib"] < rows["f16"]["mib"]
+    card = (successor / "README.md").read_text()
+    assert "## GGUF files for llama.cpp" in card and "| `gguf/model.q8_0.gguf` | q8_0 |" in card
+    summary = read_run(tmp_path / "run" / "results.json").summary()  # the W&B run's final numbers
+    assert summary["final/gguf_q8_0_mib"] == rows["q8_0"]["mib"] and "final/gguf_f16_agreement" in summary
+
+
+def test_gguf_files_that_cannot_be_made_or_timed_are_refused_before_any_compute(tiny_lm, tiny_bpe_lm, tmp_path,
+                                                                                 monkeypatch):  # fmt: skip
+    with pytest.raises(RunRefused) as word_level:  # no tokenizer llama.cpp reads: refused when the file is written
+        run(compose_config(*_overrides(tiny_lm, tmp_path / "a", "deploy.gguf=[f16]", "deploy.llama_cpp=false")))
+    (problem,) = word_level.value.problems
+    assert problem.startswith("deploy.gguf=[f16]: the tokenizer of") and "model.gguf=FILE" in problem
+
+    with pytest.raises(RunRefused) as unknown_type:
+        run(compose_config(*_overrides(tiny_bpe_lm, tmp_path / "c", "deploy.gguf=[q3_k]")))
+    (problem,) = unknown_type.value.problems
+    assert problem.startswith("deploy.gguf=['q3_k'] must be a list of GGUF types, e.g. [f16,q8_0], from f32, f16")
+
+    monkeypatch.setattr(language_model_checks, "llama_cpp_problem", lambda: "llama-cpp-python is not installed")
+    qwen = tmp_path / "qwen"
+    tiny_decoder("qwen2", vocab_size=300).save_pretrained(qwen)
+    tiny_bpe_tokenizer().save_pretrained(qwen)
+    with pytest.raises(RunRefused) as refused:
+        run(compose_config(*_overrides((qwen, tiny_bpe_lm[1]), tmp_path / "b", "deploy.gguf=[f16]",
+                                       "deploy.llama_cpp=true")))  # fmt: skip
+    assert refused.value.problems == [
+        "GGUF export knows the llama family, not 'qwen2' (llama.cpp's convert_hf_to_gguf.py writes the others).",
+        "deploy.llama_cpp=true: llama-cpp-python is not installed",
+    ]
+    assert not (tmp_path / "b" / "run" / "results.json").exists()
+
+
+def test_a_finished_lm_run_is_shipped_as_gguf_from_the_command_line(tiny_bpe_lm, tmp_path, capsys):
+    cfg = compose_config(*_overrides(tiny_bpe_lm, tmp_path, "method=shortgpt"))
+    run(cfg)
+    run_dir = tmp_path / "run"
+    (run_dir / ".hydra").mkdir()
+    OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")  # the run folder as the command line leaves it
+    assert deploy_main([str(run_dir), "--gguf", "q8_0", "--llama-cpp", "false", "--dry-run"]) is None
+    plan = capsys.readouterr().out
+    assert f"write {run_dir / 'successor' / 'gguf' / 'model.q8_0.gguf'}" in plan and "not time them" in plan
+    assert not (run_dir / "successor" / "gguf").exists()
+
+    (row,) = deploy_main([str(run_dir), "--gguf", "q8_0", "--llama-cpp", "false"])
+    assert row["type"] == "q8_0" and (run_dir / "successor" / row["file"]).is_file()
+    assert read_run(run_dir / "results.json").gguf == [row]
+    assert "| `gguf/model.q8_0.gguf` | q8_0 |" in (run_dir / "successor" / "README.md").read_text()
+    with pytest.raises(SystemExit, match=r"deploy\.gguf=\['q3_k'\] must be a list of GGUF types"):
+        deploy_main([str(run_dir), "--gguf", "q3_k"])

@@ -28,6 +28,7 @@ def test_every_experiment_passes_as_shipped(experiment):
         ("evaluation.lm_eval.tasks=[sst2_local]", "evaluation.lm_eval.tasks=['sst2_local'] scores a decoder LM with"),
         ("+method.teacher=adapted", "method.teacher=adapted adapts a decoder LM's predecessor to its text; an encoder"),
         ("finetune.steps=5", "finetune.steps=5 adapts a decoder LM's predecessor to its text"),
+        ("deploy.gguf=[f16]", "deploy.gguf=['f16'] writes a decoder LM for llama.cpp; an encoder ships as ONNX"),
         ("evaluation.lm_eval.limit=0", "evaluation.lm_eval.limit=0 must be null (every example) or a whole number"),
         ("evaluation.lm_eval.tasks=sst2", "evaluation.lm_eval.tasks='sst2' must be a list of lm-eval task names"),
         ("optimizer.lr=abc", "optimizer.lr='abc' must be a number above 0"),

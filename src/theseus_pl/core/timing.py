@@ -155,12 +155,18 @@ def generation_speed(
         "predecessor_decode": decode_call(predecessor, prompt, new_tokens),
         "successor_decode": decode_call(successor, prompt, new_tokens),
     }
-    times = interleaved_seconds(calls, repeats)
+    return token_speeds(interleaved_seconds(calls, repeats), {"prefill": prefill_tokens, "decode": new_tokens})
+
+
+def token_speeds(times: Timings, tokens: Mapping[str, int]) -> dict[str, float]:
+    """From the timings of ``predecessor_<stage>`` and ``successor_<stage>`` calls that each handle ``tokens[stage]``
+    tokens: both models' tokens per second (over the median time) and the successor's speed-up at each stage (the
+    median of the rounds' ratios), and ``other_cores`` where it was read; whatever runs the models."""
     speed: dict[str, float] = {}
-    for stage, tokens in (("prefill", prefill_tokens), ("decode", new_tokens)):
+    for stage, count in tokens.items():
         before, after = times[f"predecessor_{stage}"], times[f"successor_{stage}"]
-        speed[f"predecessor_{stage}_tokens_per_second"] = tokens / statistics.median(before)
-        speed[f"successor_{stage}_tokens_per_second"] = tokens / statistics.median(after)
+        speed[f"predecessor_{stage}_tokens_per_second"] = count / statistics.median(before)
+        speed[f"successor_{stage}_tokens_per_second"] = count / statistics.median(after)
         speed[f"{stage}_speedup"] = statistics.median(p / s for p, s in zip(before, after, strict=True))
     if times.other_cores is not None:
         speed["other_cores"] = times.other_cores

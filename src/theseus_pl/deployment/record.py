@@ -17,6 +17,7 @@ from theseus_pl.core.settings import (
     positive_int,
     whole_number,
 )
+from theseus_pl.deployment.gguf_export import GGUF_TYPES
 from theseus_pl.deployment.targets import AUTO, TARGETS
 
 QUANTIZE_CHOICES = (None, "int8")
@@ -43,6 +44,10 @@ class DeploySettings:
     # The model to ship: auto (the fastest within max_score_drop dev points of the fp32 successor) or one of TARGETS.
     target: str = field(default="auto", metadata=LEFT_OUT_AT_DEFAULT)
     max_score_drop: float = field(default=0.5, metadata=LEFT_OUT_AT_DEFAULT)
+    # Decoder LMs: GGUF files of these types for llama.cpp (gguf_export.GGUF_TYPES), and whether to time them in
+    # llama.cpp: auto (where llama-cpp-python is installed), true (refused without it), false.
+    gguf: tuple[str, ...] = field(default=(), metadata=LEFT_OUT_AT_DEFAULT)
+    llama_cpp: bool | str = field(default="auto", metadata=LEFT_OUT_AT_DEFAULT)
 
     RULES: ClassVar[dict[str, Rule]] = {
         "quantize": Rule(one_of(QUANTIZE_CHOICES), "null (fp32 only) or int8"),
@@ -53,12 +58,14 @@ class DeploySettings:
         "threads": Rule(optional_positive_int, "null or at least 1"),
         "target": Rule(one_of((AUTO, *TARGETS)), f"one of {', '.join((AUTO, *TARGETS))}"),
         "max_score_drop": Rule(lambda v: number(v) and v >= 0, "a number of dev points, at least 0, e.g. 0.5"),
+        "gguf": Rule(lambda v: isinstance(v, list) and all(kind in GGUF_TYPES for kind in v),
+                     f"a list of GGUF types, e.g. [f16,q8_0], from {', '.join(GGUF_TYPES)}"),
+        "llama_cpp": Rule(lambda v: v in (True, False, "auto"), "auto, true or false"),
     }  # fmt: skip
     SWITCH: ClassVar[dict[str, Rule]] = {"onnx": Rule(boolean, "true or false")}  # the group's other key
 
     def __post_init__(self) -> None:
-        sizes = self.batch_sizes
-        values = {**vars(self), "batch_sizes": list(sizes) if isinstance(sizes, tuple | list) else sizes}
+        values = {key: list(value) if isinstance(value, tuple) else value for key, value in vars(self).items()}
         problems = field_problems(values, self.RULES, "deploy.")
         if self.target == "onnx_int8" and self.quantize != "int8" and "target" not in problems:
             problems["target"] = "deploy.target=onnx_int8 needs the int8 model: set deploy.quantize=int8 too."
@@ -71,14 +78,19 @@ class DeploySettings:
         here with the rest: one :class:`~theseus_pl.core.settings.SettingsError` names every problem)."""
         problems = field_problems(settings, cls.SWITCH, "deploy.")
         values = {key: value for key, value in settings.items() if key not in cls.SWITCH}
-        sizes = values.get("batch_sizes", cls.batch_sizes)
+        lists = {key: tuple(value) for key, value in values.items() if isinstance(value, list | tuple)}
         try:
-            built = cls(**{**values, "batch_sizes": tuple(sizes) if isinstance(sizes, tuple | list) else sizes})
+            built = cls(**{**values, **lists})
         except SettingsError as error:
             problems.update(error.problems)
         if problems:
             raise SettingsError(problems)
         return built
+
+
+def gguf_wanted(settings: Mapping[str, Any]) -> bool:
+    """Whether a run's ``deploy`` group asks for GGUF files (decoder LMs)."""
+    return bool(settings.get("gguf"))
 
 
 def wanted(settings: Mapping[str, Any]) -> bool:

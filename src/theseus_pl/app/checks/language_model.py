@@ -1,14 +1,15 @@
 """What can be known to be wrong with a decoder-LM run once its predecessor's folder is at hand, before any compute:
 the model's structure (read on the meta device: no weights), the window against its positions, the tokenizer, the
 texts (the other held-out text must not be the training text), the lm-eval tasks (installed, known, their data at
-hand). The settings themselves are checked as for every run (:mod:`~theseus_pl.app.checks.settings`)."""
+hand), the GGUF files asked for (the family, llama.cpp's binding). The settings themselves are checked as for every
+run (:mod:`~theseus_pl.app.checks.settings`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, ListConfig
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerBase
 
 from theseus_pl.core.decoders import is_decoder
@@ -16,6 +17,8 @@ from theseus_pl.core.families import find_layer_stack
 from theseus_pl.data.harness_tasks import LOCAL_TASKS, local_task_folder
 from theseus_pl.data.language_model import window_problem
 from theseus_pl.data.text_corpus import text_source
+from theseus_pl.deployment.gguf_export import GGUF_TYPES, gguf_problems, tokenizer_problem
+from theseus_pl.deployment.llama_cpp_speed import llama_cpp_problem
 from theseus_pl.lightning.language_model_harness import harness_problems
 
 
@@ -38,6 +41,7 @@ def language_model_problems(cfg: DictConfig, predecessor_dir: str, tokenizer: Pr
                     f"theseus.successor_layers={cfg.theseus.successor_layers} must be between 1 and {layers - 1} (the "
                     f"predecessor has {layers} layers)."
                 )
+    problems += gguf_deploy_problems(cfg, config.model_type, predecessor_dir)
     problem = window_problem(cfg.data.window, getattr(config, "max_position_embeddings", None))
     if problem:
         problems.append(problem)
@@ -96,3 +100,19 @@ def harness_task_folders(lm_eval: DictConfig, cache_dir: Path) -> list[Path]:
             raise FileNotFoundError(f"evaluation.lm_eval.include_path={folder} is not a folder of task YAMLs.")
         folders.append(folder)
     return folders
+
+
+def gguf_deploy_problems(cfg: DictConfig, model_type: str, predecessor_dir: str) -> list[str]:
+    """What stops the GGUF files asked for (``deploy.gguf``): the family, the tokenizer (copied from a GGUF
+    predecessor, else read from the folder's tokenizer.json), llama.cpp's binding where ``deploy.llama_cpp=true``."""
+    types = cfg.deploy.get("gguf")
+    if not isinstance(types, ListConfig) or not types:  # none asked, or a rule already says what is wrong
+        return []
+    problems = gguf_problems(model_type, [kind for kind in types if kind in GGUF_TYPES])
+    from_gguf = bool(cfg.model.get("gguf")) and not cfg.model.get("predecessor")
+    local = not from_gguf and Path(predecessor_dir).is_dir()
+    if not problems and local and (problem := tokenizer_problem(Path(predecessor_dir))):
+        problems.append(f"deploy.gguf=[{','.join(types)}]: {problem}")
+    if cfg.deploy.get("llama_cpp") is True and (problem := llama_cpp_problem()):
+        problems.append(f"deploy.llama_cpp=true: {problem}")
+    return problems

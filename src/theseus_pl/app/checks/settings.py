@@ -219,6 +219,11 @@ def _task_problems(cfg: DictConfig, theseus: TheseusSettings) -> list[str]:
             f"finetune.steps={cfg.finetune.steps} adapts a decoder LM's predecessor to its text; an encoder's "
             "predecessor is fine-tuned for finetune.epochs. Leave it null."
         )
+    if isinstance(cfg.deploy.get("gguf"), ListConfig) and cfg.deploy.gguf:  # else a rule says
+        problems.append(
+            f"deploy.gguf={list(cfg.deploy.gguf)} writes a decoder LM for llama.cpp; an encoder ships as ONNX "
+            "(deploy.onnx=true, deploy.quantize=int8). Leave it []."
+        )
     if theseus.init == BLOCK_INFLUENCE:
         problems.append(
             f"theseus.init={BLOCK_INFLUENCE} starts successors from the layers of most block influence on "
@@ -246,11 +251,12 @@ def _language_model_problems(cfg: DictConfig, theseus: TheseusSettings, adapts: 
         "copied layers (depth only). Leave it null."
         for name, width in theseus.widths.items()
     ]
-    deploy = _changed_from_defaults(cfg, "deploy")
+    deploy = [setting for setting in _changed_from_defaults(cfg, "deploy") if not setting.startswith(GGUF_SETTINGS)]
     if deploy:
         problems.append(
-            f"{', '.join(deploy)}: the deploy group exports an encoder successor to ONNX; a decoder-LM successor is "
-            "written as a transformers folder (successor/) and not exported further yet. Leave deploy at its defaults."
+            f"{', '.join(deploy)}: the deploy group exports an encoder successor to ONNX; a decoder-LM successor "
+            "ships as GGUF files for llama.cpp (deploy.gguf=[f16,q8_0], deploy.llama_cpp, deploy.repeats, "
+            "deploy.threads). Leave the ONNX settings at their defaults."
         )
     changed = _changed_from_defaults(cfg, "finetune")
     if adapts:
@@ -272,6 +278,8 @@ def _language_model_problems(cfg: DictConfig, theseus: TheseusSettings, adapts: 
     return problems
 
 
+# The deploy group's keys a decoder-LM run reads: its GGUF files and their timing in llama.cpp.
+GGUF_SETTINGS = ("deploy.gguf=", "deploy.llama_cpp=", "deploy.repeats=", "deploy.threads=")
 # The finetune group's keys a decoder-LM run reads when it adapts its predecessor to the text (method.teacher=adapted).
 ADAPTATION_SETTINGS = ("finetune.steps=", "finetune.lr=", "finetune.weight_decay=", "finetune.warmup_ratio=")
 

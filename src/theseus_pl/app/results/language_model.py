@@ -82,6 +82,9 @@ class LanguageModelResults(RunRecord):
     schedule: str | None = None
     speed: dict[str, float] | None = None  # core.timing.generation_speed: prefill and decode tokens/s, speed-ups
     sample: GenerationSample | None = None
+    # The successor as GGUF files (deploy.gguf): a row per type, checked against PyTorch and timed in llama.cpp
+    # (deployment.gguf_stage.deploy_gguf); None where none was asked for.
+    gguf: list[dict[str, Any]] | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
     seed: int
     hardware: Hardware | None = None
     wandb: WandbLink | None = None
@@ -111,6 +114,11 @@ class LanguageModelResults(RunRecord):
                for metric, value in metrics.items() if not metric.endswith("_stderr")},
             **{f"final/{side}_other_{name}": value for side in SIDES
                for name, value in (getattr(self, side).other_text or {}).items() if name != "nll"},
+            **{f"final/gguf_{row['type']}_{name}": row[name] for row in self.gguf or []
+               for name in ("mib", "agreement", "perplexity")},
+            **{f"final/gguf_{row['type']}_llama_cpp_{name}": value for row in self.gguf or []
+               for name, value in (row.get("llama_cpp") or {}).items()
+               if name.endswith("speedup") and row["llama_cpp"].get("other_cores", 0.0) <= BUSY_CORES},
         }  # fmt: skip
         return {key: float(value) for key, value in summary.items() if value is not None}
 
@@ -152,6 +160,7 @@ class LanguageModelResults(RunRecord):
             base_model=read.optional("base_model"),
             data=LanguageModelData(**read.nested("data").pick(LanguageModelData)),
             speed=read.optional("speed"),
+            gguf=read.optional("gguf"),
             sample=GenerationSample(**sample.pick(GenerationSample)) if sample else None,
         )
 

@@ -21,21 +21,23 @@ from datasets import Dataset
 from omegaconf import DictConfig, OmegaConf
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from theseus_pl.app.checks.language_model import harness_task_folders, language_model_problems
+from theseus_pl.app.checks.language_model import gguf_deploy_problems, harness_task_folders, language_model_problems
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.schedule import schedule_problems
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
+from theseus_pl.app.config.resolvers import register_resolvers
 from theseus_pl.app.methods.method import Method, MethodInputs, SoftTargets
 from theseus_pl.app.predecessors.adapted import adapted_predecessor
 from theseus_pl.app.predecessors.gguf import converted_gguf
 from theseus_pl.app.predecessors.harness_scores import cached_harness_scores
-from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
+from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink, write_results
 from theseus_pl.app.results.language_model import (
     GenerationSample,
     LanguageModelData,
     LanguageModelResults,
     LanguageModelSide,
 )
+from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run.kind import RunKind
 from theseus_pl.app.run.stages import hub_id, rows_per_step
 from theseus_pl.app.ship.model_card import write_model_card
@@ -49,10 +51,15 @@ from theseus_pl.data.language_model import (
     window_loader,
 )
 from theseus_pl.data.text_corpus import TextSource, text_source
+from theseus_pl.deployment.gguf_stage import deploy_gguf
+from theseus_pl.deployment.llama_cpp_speed import llama_cpp_problem
+from theseus_pl.deployment.record import DeploySettings
 from theseus_pl.lightning.language_model_evaluation import evaluate_language_model
 from theseus_pl.lightning.language_model_harness import harness_scores
 
 log = logging.getLogger(__name__)
+DECODE_TOKENS = 64  # tokens each decode timing generates, in PyTorch and in llama.cpp
+GGUF_CHECK_WINDOWS = 4  # held-out windows a GGUF file's logits are checked on
 
 PROMPT = "The president said in his speech that the economy"  # every run's generation sample continues this
 SAMPLE_TOKENS = 20
@@ -237,14 +244,107 @@ class LanguageModelRun(RunKind):
         steps.append(("sample", sample))
         if self.cfg.evaluation.lm_eval.tasks:
             steps.append(("lm_eval", lambda: self._harness_scores(results)))
+        if self.settings.deploy is not None and self.settings.deploy.gguf:
+            steps.append(("gguf", lambda: self._gguf(results)))
         steps.append(("model_card", lambda: write_model_card(Path(results.successor.dir), results)))
         return steps
+
+    def _gguf(self, results: LanguageModelResults) -> None:
+        """The successor as GGUF files (``deploy.gguf``), checked and timed (:func:`shipped_gguf`)."""
+        assert self.settings.deploy is not None
+        results.gguf = shipped_gguf(
+            self.cfg, self.settings.deploy, Path(results.successor.dir), self.successor, self.predecessor_dir,
+            self.origin, self.datamodule,
+        )  # fmt: skip
 
     def publish(self, experiment: Any, results: RunRecord, results_path: Path) -> None:
         assert isinstance(results, LanguageModelResults)
         files = {"results.json": results_path, "config.yaml": self.output_dir / ".hydra" / "config.yaml",
                  "model_card.md": Path(results.successor.dir) / "README.md"}  # fmt: skip
         publish_language_model(experiment, results, files)
+
+
+def shipped_gguf(
+    cfg: DictConfig,
+    deploy: DeploySettings,
+    successor_dir: Path,
+    successor: PreTrainedModel,
+    predecessor: str,
+    origin: str,
+    datamodule: LanguageModelingDataModule,
+) -> list[dict[str, Any]]:
+    """The successor as GGUF files of ``deploy.gguf``'s types, checked on the run's first held-out windows; timed in
+    llama.cpp against the predecessor at the same type where ``deploy.llama_cpp`` asks and its binding is installed.
+    A GGUF predecessor (``origin`` gguf) lends its tokenizer fields exactly."""
+    missing = llama_cpp_problem()
+    timed = deploy.llama_cpp is True or (deploy.llama_cpp == "auto" and missing is None)
+    if deploy.llama_cpp == "auto" and missing:
+        log.info("The GGUF files are not timed in llama.cpp: %s", missing)
+    validation = datamodule.splits["validation"]
+    windows = collate_windows(list(validation.select(range(min(GGUF_CHECK_WINDOWS, len(validation))))))
+    return deploy_gguf(
+        successor_dir, successor, _local_folder(predecessor), list(deploy.gguf), windows["input_ids"],
+        Path(cfg.model.gguf).expanduser() if origin == "gguf" else None,
+        {"repeats": deploy.repeats, "new_tokens": DECODE_TOKENS, "threads": deploy.threads} if timed else None,
+        Path(cfg.paths.cache_dir),
+    )  # fmt: skip
+
+
+def deploy_language_model_run(run_dir: Path, deploy: DeploySettings) -> list[dict[str, Any]]:
+    """``python -m theseus_pl.deploy RUN_DIR --gguf ...`` on a finished decoder-LM run: :func:`shipped_gguf` on the
+    run's own held-out windows and predecessor; its ``results.json`` and model card gain the rows. Refused before
+    any export where the files cannot be made or timed as asked."""
+    results, cfg, successor_dir = _checked_language_model_run(run_dir, deploy)
+    tokenizer = AutoTokenizer.from_pretrained(successor_dir)
+    datamodule = _datamodule(cfg, tokenizer, Path(cfg.paths.cache_dir))
+    datamodule.setup("fit")
+    successor = AutoModelForCausalLM.from_pretrained(successor_dir).eval()
+    origin = results.predecessor.origin or "given"
+    results.gguf = shipped_gguf(cfg, deploy, successor_dir, successor, results.predecessor.dir, origin, datamodule)
+    write_results(run_dir / "results.json", results)
+    write_model_card(successor_dir, results)
+    return results.gguf
+
+
+def planned_language_model_deployment(run_dir: Path, deploy: DeploySettings) -> list[str]:
+    """``--dry-run --gguf``: the checks :func:`deploy_language_model_run` makes first, then what it would write."""
+    results, _, successor_dir = _checked_language_model_run(run_dir, deploy)
+    timed = deploy.llama_cpp is True or (deploy.llama_cpp == "auto" and llama_cpp_problem() is None)
+    return [
+        *(f"write {successor_dir / 'gguf' / f'model.{kind}.gguf'}" for kind in deploy.gguf),
+        f"check each against the PyTorch successor on the run's first {GGUF_CHECK_WINDOWS} held-out windows",
+        f"time each in llama.cpp against {results.predecessor.dir} at the same type, {deploy.repeats} rounds"
+        if timed
+        else f"not time them in llama.cpp ({llama_cpp_problem() or 'deploy.llama_cpp=false'})",
+        f"write the rows to {run_dir / 'results.json'} and {successor_dir / 'README.md'}",
+    ]
+
+
+def _checked_language_model_run(run_dir: Path, deploy: DeploySettings) -> tuple[LanguageModelResults, DictConfig, Path]:
+    """A finished decoder-LM run's record, config (with ``deploy``'s GGUF settings) and successor folder; a
+    ValueError naming every reason its GGUF files cannot be made or timed as asked."""
+    if not (run_dir / "results.json").is_file():
+        raise ValueError(f"{run_dir} has no results.json: --gguf deploys a finished decoder-LM run's folder.")
+    results = read_run(run_dir / "results.json")
+    if not isinstance(results, LanguageModelResults):
+        raise ValueError(f"{run_dir} is an encoder run: --gguf writes decoder LMs; deploy it to ONNX without --gguf.")
+    register_resolvers()
+    cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+    cfg.deploy.gguf, cfg.deploy.llama_cpp = list(deploy.gguf), deploy.llama_cpp
+    successor_dir = run_dir / "successor"
+    problems = gguf_deploy_problems(cfg, AutoConfig.from_pretrained(successor_dir).model_type, results.predecessor.dir)
+    if problems:
+        raise ValueError(" ".join(problems))
+    return results, cfg, successor_dir
+
+
+def _local_folder(model: str) -> Path:
+    """A model's folder on disk: itself, or its hub snapshot (already in the hub cache: the run loaded it)."""
+    if Path(model).is_dir():
+        return Path(model)
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(model))
 
 
 def _predecessor_folder(model: DictConfig, cache_dir: Path) -> tuple[str, str]:
@@ -367,7 +467,7 @@ def _speed(
     rows = list(validation.select(range(min(batch_size, len(validation)))))
     batch = {key: value for key, value in collate_windows(rows).items() if key != "labels"}
     prompt = batch["input_ids"][:1, :16]
-    return generation_speed(predecessor, successor, batch, prompt, new_tokens=64, repeats=repeats)
+    return generation_speed(predecessor, successor, batch, prompt, new_tokens=DECODE_TOKENS, repeats=repeats)
 
 
 def _sample(

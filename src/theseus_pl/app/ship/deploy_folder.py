@@ -53,8 +53,8 @@ def finished_run(run_dir: Path) -> RunResults:
     if isinstance(results, LanguageModelResults):
         raise DeploymentError(
             f"{run_dir} is a decoder-LM run: its successor is the causal-LM folder {successor_dir} (transformers "
-            "safetensors, with its model card); ONNX and int8 deployment are built for encoder runs, and no GGUF "
-            "export exists yet."
+            "safetensors, with its model card); ONNX and int8 deployment are built for encoder runs. Ship it to "
+            "llama.cpp as GGUF: --gguf f16 q8_0."
         )
     assert isinstance(results, RunResults)
     return results

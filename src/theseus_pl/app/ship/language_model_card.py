@@ -8,6 +8,7 @@ from huggingface_hub import ModelCard, ModelCardData
 
 from theseus_pl.app.results.language_model import LanguageModelResults
 from theseus_pl.app.ship.card_text import number, quoted
+from theseus_pl.core.timing import BUSY_CORES
 
 TAGS = ["bert-of-theseus", "model-compression", "layer-pruning", "theseus_pl"]
 
@@ -70,7 +71,7 @@ same source, documents the run never trained on.
 {other_rows}{harness}| layers | {predecessor.layers} | {successor.layers} |
 | parameters | {predecessor.params:,} | {successor.params:,} |
 
-{_speed(results)}{_sample(results)}
+{_speed(results)}{_gguf(results)}{_sample(results)}
 ## How to use
 
 ```python
@@ -111,6 +112,40 @@ def _speed(results: LanguageModelResults) -> str:
         f"({number(speed.get('decode_speedup'), 2)}x); prefill of a batch of held-out windows is "
         f"{number(speed.get('prefill_speedup'), 2)}x faster.\n"
     )
+
+
+def _gguf(results: LanguageModelResults) -> str:
+    """The GGUF files for llama.cpp: their check against PyTorch and their llama.cpp speed beside the predecessor's
+    at the same type (left out where the machine was busy)."""
+    if not results.gguf:
+        return ""
+    rows = []
+    for row in results.gguf:
+        speed = row.get("llama_cpp") or {}
+        if speed.get("other_cores", 0.0) > BUSY_CORES:
+            timed = "timed on a busy machine: left out"
+        elif speed:
+            timed = (
+                f"{number(speed['successor_decode_tokens_per_second'], 1)} against "
+                f"{number(speed['predecessor_decode_tokens_per_second'], 1)} "
+                f"({number(speed['decode_speedup'], 2)}x; prefill {number(speed['prefill_speedup'], 2)}x)"
+            )
+        else:
+            timed = "not timed"
+        rows.append(
+            f"| `{row['file']}` | {row['type']} | {number(row['mib'], 1)} | "
+            f"{number(_percent(row['agreement']), 1)} | {number(row['perplexity'], 2)} "
+            f"({number(row.get('reference_perplexity'), 2)}) | {timed} |\n"
+        )
+    return f"""
+## GGUF files for llama.cpp
+
+Read back by transformers and compared with this model on held-out windows (top-1 agreement, perplexity, this
+PyTorch model's in brackets); decoding timed in llama.cpp at batch 1 against the predecessor written at the same type.
+
+| file | type | MiB | agreement with PyTorch (%) | perplexity (PyTorch) | llama.cpp decode, tokens/s |
+|---|---|---|---|---|---|
+{"".join(rows)}"""
 
 
 def _sample(results: LanguageModelResults) -> str:

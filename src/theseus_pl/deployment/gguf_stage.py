@@ -1,0 +1,81 @@
+"""The decoder deploy stage: the successor as GGUF files for llama.cpp, checked against PyTorch and timed there.
+
+For each type asked (``deploy.gguf``), the successor is written to ``successor/gguf/model.<type>.gguf``, read back by
+transformers and compared with the PyTorch successor on held-out windows (top-1 agreement against the type's floor,
+the largest logit difference, the perplexity the file gives). Where llama.cpp's binding is installed and asked for
+(``deploy.llama_cpp``), the predecessor is written at the same type (once, into the cache) and both files are timed
+in llama.cpp at batch 1. The rows go into ``results.json`` (``gguf``) and the model card.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import PreTrainedModel
+
+from theseus_pl.core.timing import BUSY_CORES
+from theseus_pl.data.cache_entry import content_digest, load_or_build
+from theseus_pl.deployment.gguf_export import AGREEMENT_FLOORS, export_gguf, gguf_logit_check
+from theseus_pl.deployment.llama_cpp_speed import llama_cpp_speed
+
+log = logging.getLogger(__name__)
+
+
+def deploy_gguf(
+    successor_dir: Path,
+    successor: PreTrainedModel,
+    predecessor_dir: Path,
+    types: list[str],
+    windows: torch.Tensor,
+    tokenizer_gguf: Path | None = None,
+    timing: dict[str, Any] | None = None,
+    cache_dir: Path | None = None,
+) -> list[dict[str, Any]]:
+    """A row per type: ``type``, ``file`` (relative to the successor's folder), ``mib``, the check's
+    ``max_logit_diff``, ``agreement`` and ``perplexity``, ``agreement_floor``, and ``llama_cpp`` (tokens per second
+    and speed-ups, or None where not timed). ``windows``: held-out token ids (rows x length), the first row also the
+    timing's prefill and its first 16 tokens the decode prompt. ``timing``: ``repeats``, ``new_tokens``,
+    ``threads``, or None for no llama.cpp timing."""
+    rows = []
+    for kind in types:
+        path = export_gguf(successor_dir, successor_dir / "gguf" / f"model.{kind}.gguf", kind, tokenizer_gguf)
+        check = gguf_logit_check(successor, path, windows)
+        floor = AGREEMENT_FLOORS[kind]
+        if check.agreement < floor:
+            log.warning(
+                "GGUF %s agrees with the PyTorch successor on %.1f%% of next tokens, below this type's %.1f%%: check "
+                "the file before shipping it.", kind, 100 * check.agreement, 100 * floor,
+            )  # fmt: skip
+        speed = None
+        if timing is not None:
+            reference = _predecessor_gguf(predecessor_dir, kind, tokenizer_gguf, cache_dir or successor_dir.parent)
+            ids = windows[0].tolist()
+            speed = llama_cpp_speed(reference, path, ids, ids[:16], timing["new_tokens"], timing["repeats"],
+                                    timing.get("threads"))  # fmt: skip
+            if speed.get("other_cores", 0.0) > BUSY_CORES:
+                log.warning("llama.cpp timed %s beside other processes (%.2f cores): its speed-ups are not the "
+                            "model's.", kind, speed["other_cores"])  # fmt: skip
+        rows.append({"type": kind, "file": str(path.relative_to(successor_dir)), "mib": path.stat().st_size / 2**20,
+                     **asdict(check), "agreement_floor": floor, "llama_cpp": speed})  # fmt: skip
+    return rows
+
+
+def _predecessor_gguf(predecessor_dir: Path, kind: str, tokenizer_gguf: Path | None, cache_dir: Path) -> Path:
+    """The predecessor written at ``kind`` for the timing's ratios, once per weights and type (cached)."""
+    weights = sorted(predecessor_dir.glob("*.safetensors"))
+    key = content_digest(weights[0]).replace(":", "-")[:40] if len(weights) == 1 else predecessor_dir.name
+    folder, _ = load_or_build(
+        cache_dir / "gguf-export" / f"{predecessor_dir.name}-{key}-{kind}",
+        lambda found: found if (found / "model.gguf").is_file() else _missing(found),
+        lambda staging: export_gguf(predecessor_dir, staging / "model.gguf", kind, tokenizer_gguf) and None,
+        f"the predecessor as GGUF {kind}",
+    )
+    return folder / "model.gguf"
+
+
+def _missing(folder: Path) -> Path:
+    raise FileNotFoundError(f"{folder / 'model.gguf'} is missing.")

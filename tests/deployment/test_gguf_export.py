@@ -1,0 +1,81 @@
+"""A decoder successor as GGUF for llama.cpp: written, read back by transformers with its logits and tokenizer, the
+tokenizer of a GGUF predecessor copied exactly, and the exports that cannot be made refused in words."""
+
+import pytest
+import torch
+from decoder_models import tiny_bpe_tokenizer, tiny_decoder, tiny_lm_tokenizer
+from transformers import AutoTokenizer
+
+from theseus_pl.deployment.gguf_export import GGUFExportError, export_gguf, gguf_logit_check, gguf_problems
+
+gguf = pytest.importorskip("gguf", reason="the lm extra (gguf) is part of the dev install")
+
+
+@pytest.fixture
+def tiny_bpe_llama(tmp_path):
+    """A tiny Llama with untied output (both output paths of the writer are covered by the families' configs)
+    and a byte-level BPE tokenizer, saved as a successor folder is."""
+    tokenizer = tiny_bpe_tokenizer()
+    model = tiny_decoder("llama", vocab_size=len(tokenizer), tie_word_embeddings=False)
+    folder = tmp_path / "successor"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder, model, tokenizer
+
+
+@pytest.mark.parametrize(("kind", "largest_diff"), [("f32", 1e-5), ("f16", 2e-3), ("q8_0", 5e-2)])
+def test_a_tiny_llama_written_as_gguf_loads_back_with_its_logits_within_the_types_tolerance(
+    tiny_bpe_llama, kind, largest_diff
+):
+    folder, model, tokenizer = tiny_bpe_llama
+    path = export_gguf(folder, folder / "gguf" / f"model.{kind}.gguf", kind)
+    windows = torch.tensor([tokenizer("the president said the economy and the jobs")["input_ids"][:12]] * 2)
+    check = gguf_logit_check(model, path, windows)
+    assert check.max_logit_diff < largest_diff  # the query/key rows reordered as transformers' reader undoes
+    assert check.agreement == 1.0 and check.perplexity == pytest.approx(check.reference_perplexity, rel=1e-2)
+
+
+def test_the_smaller_types_write_smaller_files(tiny_bpe_llama):
+    folder, _, _ = tiny_bpe_llama
+    sizes = [export_gguf(folder, folder / f"{kind}.gguf", kind).stat().st_size for kind in ("f32", "f16", "q8_0")]
+    assert sizes[0] > sizes[1] > sizes[2]
+
+
+def test_the_tokenizer_and_chat_template_travel_with_the_weights(tiny_bpe_llama):
+    folder, _, tokenizer = tiny_bpe_llama
+    path = export_gguf(folder, folder / "gguf" / "model.f16.gguf", "f16")
+    back = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    text = "the nation said: jobs, 2020 school!"
+    assert back(text)["input_ids"] == tokenizer(text)["input_ids"]
+    assert back.decode(back(text)["input_ids"]) == text
+    assert back.eos_token == "<|endoftext|>"
+    fields = gguf.GGUFReader(path).fields
+    assert fields["tokenizer.chat_template"].contents() == tokenizer.chat_template
+
+
+def test_the_tokenizer_of_a_gguf_predecessor_is_copied_field_by_field(tiny_bpe_llama, tmp_path):
+    folder, _, _ = tiny_bpe_llama
+    source = export_gguf(folder, tmp_path / "predecessor.gguf", "f32")
+    copied = export_gguf(folder, tmp_path / "successor.gguf", "q8_0", tokenizer_gguf=source)
+
+    def tokenizer_fields(path):
+        return {name: field.contents() for name, field in gguf.GGUFReader(path).fields.items()
+                if name.startswith("tokenizer.")}  # fmt: skip
+
+    assert tokenizer_fields(copied) == tokenizer_fields(source) and "tokenizer.ggml.merges" in tokenizer_fields(source)
+
+
+def test_an_export_that_cannot_be_made_is_refused_in_words(tmp_path):
+    assert gguf_problems("llama", ["f16", "q8_0"]) == []
+    family, kind = gguf_problems("qwen2", ["f16", "q3_k"])
+    assert "knows the llama family, not 'qwen2'" in family and "convert_hf_to_gguf.py" in family
+    assert kind.startswith("deploy.gguf: q3_k is not a type") and "q8_0" in kind
+    folder = tmp_path / "word_level"
+    tiny_decoder("llama").save_pretrained(folder)
+    tiny_lm_tokenizer().save_pretrained(folder)
+    with pytest.raises(GGUFExportError, match=r"not a byte-level BPE tokenizer\.json"):
+        export_gguf(folder, tmp_path / "model.gguf", "f16")
+    qwen = tmp_path / "qwen"
+    tiny_decoder("qwen2").save_pretrained(qwen)
+    with pytest.raises(GGUFExportError, match="not 'qwen2'"):
+        export_gguf(qwen, tmp_path / "qwen.gguf", "f16")

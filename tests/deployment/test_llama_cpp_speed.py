@@ -1,0 +1,50 @@
+"""GGUF files as llama.cpp runs them: the logits it computes from an exported file and its timing of two files.
+
+llama.cpp's binding is an optional extra built from source (a C++ compiler, about 12 minutes on 2 cores), so
+these tests skip where it is not installed: ``pip install "theseus_pl[llama-cpp]"`` runs them.
+"""
+
+import numpy as np
+import pytest
+import torch
+from decoder_models import tiny_bpe_tokenizer, tiny_decoder
+
+from theseus_pl.deployment.gguf_export import export_gguf
+from theseus_pl.deployment.llama_cpp_speed import llama_cpp_problem, llama_cpp_speed
+
+llama_cpp = pytest.importorskip("llama_cpp", reason='llama.cpp\'s binding: pip install "theseus_pl[llama-cpp]"')
+
+
+def _saved(folder, layers):
+    tokenizer = tiny_bpe_tokenizer()
+    model = tiny_decoder("llama", vocab_size=len(tokenizer), num_hidden_layers=layers)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return model, tokenizer
+
+
+def test_llama_cpp_computes_the_pytorch_models_logits_from_the_exported_file(tmp_path):
+    model, tokenizer = _saved(tmp_path / "model", 4)
+    path = export_gguf(tmp_path / "model", tmp_path / "model.f32.gguf", "f32")
+    ids = tokenizer("the president said the economy and the jobs of the nation")["input_ids"]
+    runner = llama_cpp.Llama(model_path=str(path), n_ctx=64, logits_all=True, verbose=False)
+    try:
+        runner.eval(ids)
+        logits = np.array(runner.scores[: len(ids)])
+    finally:
+        runner.close()
+    with torch.no_grad():
+        reference = model(torch.tensor([ids])).logits[0].numpy()
+    assert np.abs(logits - reference).max() < 1e-3  # the rotary rows in llama.cpp's layout
+
+
+def test_two_gguf_files_are_timed_in_turn_at_prefill_and_decode(tmp_path):
+    assert llama_cpp_problem() is None
+    _saved(tmp_path / "predecessor", 4)
+    _, tokenizer = _saved(tmp_path / "successor", 2)
+    files = [export_gguf(tmp_path / name, tmp_path / f"{name}.gguf", "f16") for name in ("predecessor", "successor")]
+    window = tokenizer("the president said the economy and the jobs of the nation")["input_ids"]
+    speed = llama_cpp_speed(*files, window, window[:4], new_tokens=8, repeats=2, threads=1)
+    for stage in ("prefill", "decode"):
+        assert speed[f"predecessor_{stage}_tokens_per_second"] > 0 and speed[f"successor_{stage}_tokens_per_second"] > 0
+        assert speed[f"{stage}_speedup"] > 0
