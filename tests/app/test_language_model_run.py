@@ -2,6 +2,7 @@
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,11 +11,13 @@ from decoder_models import tiny_bpe_tokenizer, tiny_decoder, tiny_documents, tin
 from glue_files import write_tsv
 from huggingface_hub import ModelCard
 from omegaconf import OmegaConf
+from test_wandb_runs import app
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from wandb_records import read_offline_run
 
 from theseus_pl.app.checks import language_model as language_model_checks
 from theseus_pl.app.checks.refused import RunRefused
+from theseus_pl.app.checks.run import device_problems
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run import language_model as language_model_run
 from theseus_pl.app.run.pipeline import plan, run
@@ -94,14 +97,12 @@ def test_the_seed_varies_the_training_order_not_the_held_out_windows(tiny_lm, tm
 
 
 def test_a_run_names_every_problem_before_any_compute(tiny_lm, tmp_path):
-    cfg = compose_config(*_overrides(tiny_lm, tmp_path, "data.window=128", "theseus.successor_layers=4",
-                                     "trainer.devices=2"))  # fmt: skip
+    cfg = compose_config(*_overrides(tiny_lm, tmp_path, "data.window=128", "theseus.successor_layers=4"))
     with pytest.raises(RunRefused) as refused:
         run(cfg)
     problems = refused.value.problems
     assert any("data.window=128 is longer than the model's 64 positions" in p for p in problems)
     assert any("theseus.successor_layers=4 must be between 1 and 3" in p for p in problems)
-    assert any("trainer.devices=2: decoder-LM runs train on one device" in p for p in problems)
     assert not (tmp_path / "run" / "results.json").exists()
 
 
@@ -492,3 +493,38 @@ def test_a_finished_lm_run_is_shipped_as_gguf_from_the_command_line(tiny_bpe_lm,
     assert "| `gguf/model.q8_0.gguf` | q8_0 |" in (run_dir / "successor" / "README.md").read_text()
     with pytest.raises(SystemExit, match=r"deploy\.gguf=\['q3_k'\] must be a list of GGUF types"):
         deploy_main([str(run_dir), "--gguf", "q3_k"])
+
+
+@pytest.mark.slow
+def test_a_two_process_cpu_ddp_lm_run_trains_each_rank_on_its_share_and_reports_once(tiny_lm, tmp_path):
+    folder = tmp_path / "ddp"
+    overrides = [o for o in _overrides(tiny_lm, tmp_path, "logger=default") if not o.startswith("paths.output_dir")]
+    completed = app(
+        *overrides, "data.batch_size=2", "trainer.strategy=ddp_find_unused_parameters_true", "trainer.devices=2",
+        f"hydra.run.dir={folder}", cwd=tmp_path,
+    )  # fmt: skip
+    output = completed.stdout + completed.stderr
+    assert completed.returncode == 0, output[-3000:]
+    assert "Traceback" not in output and "Rank 1 is done; rank 0 evaluates, exports and writes the results." in output
+    written_files = [p.relative_to(tmp_path) for p in tmp_path.rglob("results.json") if "wandb" not in p.parts]
+    assert written_files == [Path("ddp/results.json")]  # (and its copy in rank 0's W&B run)
+    written = json.loads((folder / "results.json").read_text())
+    # 6 steps of 2 windows on each of 2 processes: the one-process run's budget at data.batch_size=4
+    assert written["steps"] == 6 and written["data"]["train_tokens"] == 6 * 2 * 2 * 8
+    assert len(list(tmp_path.rglob("offline-run-*"))) == 1  # one W&B run, rank 0's
+    assert AutoModelForCausalLM.from_pretrained(folder / "successor").config.num_hidden_layers == 2
+
+
+def test_gpus_a_machine_does_not_have_are_refused_before_any_compute(tiny_lm, tmp_path, monkeypatch):
+    with pytest.raises(RunRefused) as no_gpu:
+        run(compose_config(*_overrides(tiny_lm, tmp_path, "trainer=gpu")))
+    assert [p for p in no_gpu.value.problems if "CUDA" in p] == [
+        "trainer.accelerator=gpu (trainer=gpu, trainer=ddp) needs a CUDA GPU, and torch sees none on this machine. "
+        "Fix: trainer=cpu, or trainer=default (a GPU when there is one, else the CPU)."
+    ]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # what the check sees on a machine with one GPU
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert device_problems(compose_config(*_overrides(tiny_lm, tmp_path, "trainer=gpu", "trainer.devices=4"))) == [
+        "trainer.devices=4 asks for more GPUs than the 1 torch sees on this machine. Fix: trainer.devices=1 (or -1: "
+        "every GPU)."
+    ]

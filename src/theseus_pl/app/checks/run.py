@@ -66,13 +66,19 @@ def checked_datamodule(cfg: DictConfig, settings: RunSettings) -> TextTaskDataMo
 
 
 def device_problems(cfg: DictConfig) -> list[str]:
-    """A GPU asked for on a machine without one (Lightning would say so only after the data is tokenised, under a
-    traceback), and bf16 asked for on a CPU where this torch build has no bf16 autocast."""
+    """A GPU asked for on a machine without one, or more GPUs than it has (Lightning would say so only after the data
+    is tokenised, under a traceback), and bf16 asked for on a CPU where this torch build has no bf16 autocast."""
     accelerator = str(cfg.trainer.get("accelerator", "auto"))
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         return [
             f"trainer.accelerator={accelerator} (trainer=gpu, trainer=ddp) needs a CUDA GPU, and torch sees none on "
             "this machine. Fix: trainer=cpu, or trainer=default (a GPU when there is one, else the CPU)."
+        ]
+    devices, available = cfg.trainer.get("devices", 1), torch.cuda.device_count()
+    if accelerator in ("gpu", "cuda") and isinstance(devices, int) and devices > available:
+        return [
+            f"trainer.devices={devices} asks for more GPUs than the {available} torch sees on this machine. Fix: "
+            f"trainer.devices={available} (or -1: every GPU)."
         ]
     precision = resolve_precision(str(cfg.trainer.get("precision", AUTO)), accelerator).precision
     if precision.startswith("bf16") and not uses_gpu(accelerator) and (problem := cpu_bf16_problem()):

@@ -272,9 +272,6 @@ def _language_model_problems(cfg: DictConfig, theseus: TheseusSettings, adapts: 
             "model.predecessor) and fine-tunes it first only as a teacher (method.teacher=adapted, with "
             "finetune.steps, lr, weight_decay, warmup_ratio). Leave the finetune group at its defaults."
         )
-    devices = cfg.trainer.get("devices", 1)
-    if devices not in (1, "1") and not (isinstance(devices, list | ListConfig) and len(devices) == 1):
-        problems.append(f"trainer.devices={devices}: decoder-LM runs train on one device; give trainer.devices=1.")
     return problems
 
 

@@ -23,6 +23,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTra
 
 from theseus_pl.app.checks.language_model import gguf_deploy_problems, harness_task_folders, language_model_problems
 from theseus_pl.app.checks.refused import RunRefused
+from theseus_pl.app.checks.run import device_problems
 from theseus_pl.app.checks.schedule import schedule_problems
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.config.resolvers import register_resolvers
@@ -82,7 +83,7 @@ class LanguageModelRun(RunKind):
         except RunRefused as refused:
             raise RunRefused(problems + refused.problems) from None
         self.tokenizer = AutoTokenizer.from_pretrained(self.predecessor_dir)
-        problems = problems + language_model_problems(cfg, self.predecessor_dir, self.tokenizer)
+        problems = problems + device_problems(cfg) + language_model_problems(cfg, self.predecessor_dir, self.tokenizer)
         problems += schedule_problems(cfg, self.settings, train_rows=None)  # the windows are counted only later
         if problems:
             raise RunRefused(problems)
@@ -178,7 +179,7 @@ class LanguageModelRun(RunKind):
                             other_text=_successor_side(other) if other else None),
             base_model=hub_id(cfg.model),
             teacher=self._teacher_side(teacher, predecessor, evaluation) if teacher is not None else None,
-            data=_data_facts(cfg, datamodule, steps, self.other_windows),
+            data=_data_facts(cfg, datamodule, steps, self.other_windows, trainer.world_size if trainer else 1),
             steps=steps,
             resumed_from=resumed_from,
             schedule=method.schedule.describe() if method.schedule else None,
@@ -435,14 +436,18 @@ def _reference_side(metrics: dict[str, float]) -> dict[str, float]:
 
 
 def _data_facts(
-    cfg: DictConfig, datamodule: LanguageModelingDataModule, steps: int, other_windows: Dataset | None
+    cfg: DictConfig,
+    datamodule: LanguageModelingDataModule,
+    steps: int,
+    other_windows: Dataset | None,
+    world_size: int,
 ) -> LanguageModelData:
     validation = datamodule.splits["validation"]
     other = _other_source(cfg) if other_windows is not None else None
     return LanguageModelData(
         source=datamodule.source.describe(), window=datamodule.window, train_windows=len(datamodule.splits["train"]),
         eval_windows=len(validation), eval_tokens=_predicted_tokens(validation),
-        train_tokens=steps * rows_per_step(cfg) * datamodule.window,  # a step may accumulate several batches
+        train_tokens=steps * rows_per_step(cfg, world_size) * datamodule.window,  # accumulated, on every process
         other_source=other.describe() if other else None,
         other_eval_windows=len(other_windows) if other_windows is not None else None,
         other_eval_tokens=_predicted_tokens(other_windows) if other_windows is not None else None,

@@ -118,6 +118,7 @@ def hub_id(model: DictConfig) -> str | None:
     return model.get("hub_id") or (None if not named or looks_like_path(named) else named)
 
 
-def rows_per_step(cfg: DictConfig) -> int:
-    """The training rows (or windows) one optimizer step sees: the batch times the batches it accumulates."""
-    return cfg.data.batch_size * cfg.trainer.get("accumulate_grad_batches", 1)
+def rows_per_step(cfg: DictConfig, world_size: int = 1) -> int:
+    """The training rows (or windows) one optimizer step sees: the batch times the batches it accumulates, times the
+    processes training together (DDP: each its own batch of ``data.batch_size``)."""
+    return cfg.data.batch_size * cfg.trainer.get("accumulate_grad_batches", 1) * world_size
