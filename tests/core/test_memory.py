@@ -24,3 +24,25 @@ def test_where_the_peak_cannot_be_reset_the_record_says_it_is_the_processs(monke
     monkeypatch.setattr(memory, "CLEAR_REFS", tmp_path / "no" / "clear_refs")
     since = start_peak_memory()
     assert since == "process" and peak_memory(since).cpu_since == "process" and peak_memory(since).cpu_mb > 0
+
+
+GIB = 2**30
+LAYER, TOTAL, VOCAB, HIDDEN = 3_540_096, 134_515_008, 49_152, 576  # SmolLM2-135M: a layer's parameters, all of them
+
+
+@pytest.mark.parametrize(
+    ("trained", "frozen", "tokens", "layers", "distils", "measured_gib"),
+    [
+        (TOTAL - 15 * LAYER, 0, 8 * 128, 15, False, 2.34),  # ShortGPT healed on the LM loss
+        (TOTAL - 15 * LAYER, TOTAL, 8 * 128, 15, True, 3.80),  # ShortGPT distilled from the predecessor
+        (15 * LAYER, TOTAL, 8 * 128, 22, False, 2.65),  # Theseus: its successor modules beside the predecessor
+        (TOTAL - 15 * LAYER, 0, 8 * 256, 15, False, 3.84),  # ShortGPT healed, windows of 256
+        (TOTAL - 15 * LAYER, TOTAL, 8 * 256, 15, True, 5.96),  # ShortGPT distilled, windows of 256
+    ],
+)
+def test_the_memory_formula_meets_the_peaks_measured_on_smollm2_within_a_fifth(
+    trained, frozen, tokens, layers, distils, measured_gib
+):
+    """Against the GPU peaks recorded for SmolLM2-135M 30 -> 15 layers on an H200 (docs/results/decoder-lms.md)."""
+    estimate = memory.training_memory_bytes(trained, frozen, tokens, VOCAB, HIDDEN, layers, distils) / GIB
+    assert abs(estimate / measured_gib - 1) < 0.2

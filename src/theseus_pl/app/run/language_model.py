@@ -43,6 +43,8 @@ from theseus_pl.app.run.kind import RunKind
 from theseus_pl.app.run.stages import hub_id, rows_per_step
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.app.tracking.wandb_run import publish_language_model
+from theseus_pl.core.families import find_layer_stack
+from theseus_pl.core.memory import training_memory_bytes
 from theseus_pl.core.timing import generation_speed
 from theseus_pl.data.language_model import (
     IGNORED,
@@ -117,13 +119,42 @@ class LanguageModelRun(RunKind):
         if lm_eval.tasks:
             limit = f", at most {lm_eval.limit} examples a task" if lm_eval.limit else ""
             other.append(f"lm-eval: {', '.join(lm_eval.tasks)} on both models, {lm_eval.num_fewshot}-shot, fp32{limit}")
+        memory = (
+            [f"memory: about {self._memory_estimate() / 2**30:.1f} GiB at the training step's peak (the decoder "
+             "guide's formula)"]
+            if method is not None and method.trains
+            else []
+        )  # fmt: skip
         return [
             f"data: {datamodule.source.describe()}: {train:,} training windows of {window} tokens; scored on "
             f"{held_out:,} held-out windows",
             *other,
             f"predecessor: {named} ({made}), {layers} layers",
             f"training: {steps} optimizer steps of {batch} windows ({tokens:,} tokens)",
+            *memory,
         ]
+
+    def _memory_estimate(self) -> int:
+        """:func:`training_memory_bytes` for this run's model, method and batch, from the model's structure alone
+        (the meta device: no weights). Theseus trains its successor modules beside the whole frozen predecessor,
+        running between the successor's and the predecessor's depth (counted halfway); the other methods train the
+        kept model, beside the predecessor as a frozen teacher when they distil."""
+        cfg, method = self.cfg, self.settings.method
+        config = AutoConfig.from_pretrained(self.predecessor_dir)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+        stack = find_layer_stack(model, cfg.theseus.get("layers_path")).layers
+        total, layer = model.num_parameters(), sum(p.numel() for p in stack[0].parameters())
+        depth, kept = len(stack), cfg.theseus.successor_layers
+        distils = isinstance(method, SoftTargets) and method.alpha > 0
+        teacher = total if isinstance(method, SoftTargets) and method.adapted_teacher else 0
+        if method.replaces_modules:
+            trained, frozen, layers = kept * layer, total + teacher, (depth + kept) / 2
+        else:
+            trained, frozen, layers = total - (depth - kept) * layer, (total if distils else 0) + teacher, kept
+        tokens = self.datamodule.batch_size * self.datamodule.window
+        return training_memory_bytes(trained, frozen, tokens, config.vocab_size, config.hidden_size, int(layers),
+                                     distils)  # fmt: skip
 
     def prepare_predecessor(self, evaluation: dict[str, Any]) -> None:
         """The predecessor adapted to the training text, where the method distils from it (from the cache, or
