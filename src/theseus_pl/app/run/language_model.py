@@ -19,15 +19,23 @@ import lightning.pytorch as pl
 import torch
 from datasets import Dataset
 from omegaconf import DictConfig, OmegaConf
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PretrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
 from theseus_pl.app.checks.language_model import gguf_deploy_problems, harness_task_folders, language_model_problems
 from theseus_pl.app.checks.refused import RunRefused
+from theseus_pl.app.checks.resources import language_model_resource_problems
 from theseus_pl.app.checks.run import device_problems
 from theseus_pl.app.checks.schedule import schedule_problems
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.config.resolvers import register_resolvers
-from theseus_pl.app.methods.method import Method, MethodInputs, SoftTargets
+from theseus_pl.app.methods.method import CompressionMethod, Method, MethodInputs, SoftTargets
 from theseus_pl.app.predecessors.adapted import adapted_predecessor
 from theseus_pl.app.predecessors.gguf import converted_gguf
 from theseus_pl.app.predecessors.harness_scores import cached_harness_scores
@@ -80,6 +88,8 @@ class LanguageModelRun(RunKind):
 
     def check(self) -> None:
         cfg, problems = self.cfg, self.settings.problems
+        if missing := language_model_resource_problems(cfg):  # nothing further can be read without them
+            raise RunRefused(problems + device_problems(cfg) + missing)
         try:
             self.predecessor_dir, self.origin = _predecessor_folder(cfg.model, Path(cfg.paths.cache_dir))
         except RunRefused as refused:
@@ -119,12 +129,11 @@ class LanguageModelRun(RunKind):
         if lm_eval.tasks:
             limit = f", at most {lm_eval.limit} examples a task" if lm_eval.limit else ""
             other.append(f"lm-eval: {', '.join(lm_eval.tasks)} on both models, {lm_eval.num_fewshot}-shot, fp32{limit}")
-        memory = (
-            [f"memory: about {self._memory_estimate() / 2**30:.1f} GiB at the training step's peak (the decoder "
-             "guide's formula)"]
-            if method is not None and method.trains
-            else []
-        )  # fmt: skip
+        memory = []
+        if method is not None and method.trains:
+            peak = peak_memory_estimate(cfg, method, AutoConfig.from_pretrained(self.predecessor_dir))
+            memory.append(f"memory: about {peak / 2**30:.1f} GiB at the training step's peak (the decoder guide's "
+                          "formula)")  # fmt: skip
         return [
             f"data: {datamodule.source.describe()}: {train:,} training windows of {window} tokens; scored on "
             f"{held_out:,} held-out windows",
@@ -133,28 +142,6 @@ class LanguageModelRun(RunKind):
             f"training: {steps} optimizer steps of {batch} windows ({tokens:,} tokens)",
             *memory,
         ]
-
-    def _memory_estimate(self) -> int:
-        """:func:`training_memory_bytes` for this run's model, method and batch, from the model's structure alone
-        (the meta device: no weights). Theseus trains its successor modules beside the whole frozen predecessor,
-        running between the successor's and the predecessor's depth (counted halfway); the other methods train the
-        kept model, beside the predecessor as a frozen teacher when they distil."""
-        cfg, method = self.cfg, self.settings.method
-        config = AutoConfig.from_pretrained(self.predecessor_dir)
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config)
-        stack = find_layer_stack(model, cfg.theseus.get("layers_path")).layers
-        total, layer = model.num_parameters(), sum(p.numel() for p in stack[0].parameters())
-        depth, kept = len(stack), cfg.theseus.successor_layers
-        distils = isinstance(method, SoftTargets) and method.alpha > 0
-        teacher = total if isinstance(method, SoftTargets) and method.adapted_teacher else 0
-        if method.replaces_modules:
-            trained, frozen, layers = kept * layer, total + teacher, (depth + kept) / 2
-        else:
-            trained, frozen, layers = total - (depth - kept) * layer, (total if distils else 0) + teacher, kept
-        tokens = self.datamodule.batch_size * self.datamodule.window
-        return training_memory_bytes(trained, frozen, tokens, config.vocab_size, config.hidden_size, int(layers),
-                                     distils)  # fmt: skip
 
     def prepare_predecessor(self, evaluation: dict[str, Any]) -> None:
         """The predecessor adapted to the training text, where the method distils from it (from the cache, or
@@ -294,6 +281,27 @@ class LanguageModelRun(RunKind):
         files = {"results.json": results_path, "config.yaml": self.output_dir / ".hydra" / "config.yaml",
                  "model_card.md": Path(results.successor.dir) / "README.md"}  # fmt: skip
         publish_language_model(experiment, results, files)
+
+
+def peak_memory_estimate(cfg: DictConfig, method: CompressionMethod, config: PretrainedConfig) -> int:
+    """:func:`training_memory_bytes` for a run's model (its config alone, on the meta device: no weights), method and
+    batch. Theseus trains its successor modules beside the whole frozen predecessor, running between the successor's
+    and the predecessor's depth (counted halfway); the other methods train the kept model, beside the predecessor as
+    a frozen teacher when they distil."""
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    stack = find_layer_stack(model, cfg.theseus.get("layers_path")).layers
+    total, layer = model.num_parameters(), sum(p.numel() for p in stack[0].parameters())
+    depth, kept = len(stack), cfg.theseus.successor_layers
+    soft = isinstance(method, SoftTargets)
+    distils = soft and method.alpha > 0
+    teacher = total if soft and method.adapted_teacher else 0
+    if method.replaces_modules:
+        trained, frozen, layers = kept * layer, total + teacher, (depth + kept) // 2
+    else:
+        trained, frozen, layers = total - (depth - kept) * layer, (total if distils else 0) + teacher, kept
+    tokens = cfg.data.batch_size * cfg.data.window
+    return training_memory_bytes(trained, frozen, tokens, config.vocab_size, config.hidden_size, layers, distils)
 
 
 def shipped_gguf(
