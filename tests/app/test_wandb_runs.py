@@ -144,6 +144,18 @@ def test_a_failing_optional_step_keeps_the_scores_on_disk(tiny_base, glue_dir, t
     assert (tmp_path / "run" / "successor" / "README.md").is_file()
 
 
+def test_a_speedup_timed_on_a_busy_machine_is_left_out_with_the_cores_it_saw(
+    tiny_base, glue_dir, tmp_path, monkeypatch
+):
+    from theseus_pl.app.run import task_model
+
+    monkeypatch.setattr(task_model, "inference_speedup", lambda *args: (3.0, 1.4))  # as timed beside another job
+    results = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path)))
+    written = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert written["speedup"] is None and written["speedup_busy_cores"] == 1.4 and written["failed_steps"] == {}
+    assert results.speedup is None and "final/speedup" not in results.summary()
+
+
 @pytest.mark.slow
 def test_a_two_process_cpu_ddp_run_reports_once(tiny_base, glue_dir, tmp_path):
     folder = tmp_path / "ddp"

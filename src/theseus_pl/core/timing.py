@@ -111,11 +111,14 @@ def forward_call(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> Callabl
 
 def inference_speedup(
     predecessor: nn.Module, successor: nn.Module, batch: Mapping[str, torch.Tensor], repeats: int = 5
-) -> float:
-    """Predecessor time over successor time on the same batch: the median of the ratios of ``repeats`` rounds."""
+) -> tuple[float, float | None]:
+    """Predecessor time over successor time on the same batch, the median of the ratios of ``repeats`` rounds, and
+    the cores other processes used meanwhile (None where that cannot be read): above :data:`BUSY_CORES` the ratio
+    is not the model's."""
     times = interleaved_seconds({"predecessor": forward_call(predecessor, batch),
                                  "successor": forward_call(successor, batch)}, repeats)  # fmt: skip
-    return statistics.median(p / s for p, s in zip(times["predecessor"], times["successor"], strict=True))
+    ratio = statistics.median(p / s for p, s in zip(times["predecessor"], times["successor"], strict=True))
+    return ratio, times.other_cores
 
 
 def decode_call(model: nn.Module, prompt: torch.Tensor, new_tokens: int) -> Callable[[], object]:

@@ -115,6 +115,8 @@ class RunResults(RunRecord):
     layers: LayerCounts
     params: ParamCounts
     speedup: float | None = None  # predecessor / successor inference time on one dev batch
+    # The cores other processes used while it was timed, where that left it out (speedup null); None otherwise.
+    speedup_busy_cores: float | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
     deployment: Deployment | None = None
     # The replacement schedule in words (theseus methods only), as schedule.describe() gives it: "curriculum: p = 0.3
     # at step 0, 1 from step 150". Text for people, parsed by nothing; files written before it hold the schedule's
@@ -231,6 +233,7 @@ class RunResults(RunRecord):
             layers=LayerCounts(**read.nested("layers").pick(LayerCounts)),
             params=ParamCounts(**read.nested("params").pick(ParamCounts)),
             speedup=read.optional("speedup"),
+            speedup_busy_cores=read.optional("speedup_busy_cores"),
             deployment=_deployment(deployment) if (deployment := read.nested_if_given("deployment")) else None,
             switch_step=read.optional("switch_step"),
             successor_finetuning_steps=read.optional("successor_finetuning_steps"),

@@ -7,6 +7,7 @@ best checkpoint on the dev score, scored as exported; the inference speed-up, ON
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -37,11 +38,13 @@ from theseus_pl.core.families import find_layer_stack, shape_of
 from theseus_pl.core.io import is_pickled, load_successor, save_successor
 from theseus_pl.core.precision import uses_gpu
 from theseus_pl.core.replacing import TheseusModel
-from theseus_pl.core.timing import inference_speedup
+from theseus_pl.core.timing import BUSY_CORES, inference_speedup
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.record import wanted
 from theseus_pl.deployment.stage import deploy
 from theseus_pl.lightning.evaluation import evaluate
+
+log = logging.getLogger(__name__)
 
 
 class TaskModelRun(RunKind):
@@ -161,7 +164,13 @@ class TaskModelRun(RunKind):
         steps: list[tuple[str, Callable[[], object]]] = []
 
         def measure_speedup() -> None:
-            results.speedup = _speedup(self.predecessor_model, self.successor, self.datamodule, cfg)
+            speedup, other_cores = _speedup(self.predecessor_model, self.successor, self.datamodule, cfg)
+            if other_cores is not None and other_cores > BUSY_CORES:  # timed beside other work: not the model's
+                log.warning("The speed-up was timed while other processes used %.2f cores, twice: not recorded.",
+                            other_cores)  # fmt: skip
+                results.speedup, results.speedup_busy_cores = None, other_cores
+            else:
+                results.speedup = speedup
 
         def deployment() -> None:
             directory = Path(self.predecessor.directory)
@@ -252,7 +261,7 @@ def _count(model: torch.nn.Module) -> int:
 
 def _speedup(
     predecessor: torch.nn.Module, successor: torch.nn.Module, datamodule: TextTaskDataModule, cfg: DictConfig
-) -> float:
+) -> tuple[float, float | None]:
     device = "cuda" if uses_gpu(str(cfg.trainer.get("accelerator", "auto"))) else "cpu"
     split = datamodule.splits[datamodule.task.eval_splits[0]]
     rows = split.select(range(min(cfg.benchmark.batch_size, len(split))))
