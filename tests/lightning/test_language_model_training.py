@@ -13,6 +13,7 @@ from theseus_pl.core.layer_removal import keep_layers
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.schedules import ConstantSchedule
 from theseus_pl.data.language_model import LanguageModelingDataModule
+from theseus_pl.lightning.baselines import DistillationModule
 from theseus_pl.lightning.callbacks import replacement_callbacks
 from theseus_pl.lightning.language_model_metrics import LanguageModelMetrics
 from theseus_pl.lightning.modules import FineTuningModule, TheseusModule
@@ -77,3 +78,23 @@ def test_an_interrupted_lm_run_resumed_from_its_checkpoint_ends_bit_identical(tm
     )
     expected = _parameters(straight)
     assert all(torch.equal(p, expected[name]) for name, p in _parameters(resumed).items())
+
+
+@pytest.mark.parametrize(("precision", "frozen_dtype"), [("bf16-mixed", torch.bfloat16), ("32-true", torch.float32)])
+def test_frozen_decoder_layers_are_kept_in_bf16_under_bf16_autocast_and_the_trained_in_fp32(
+    tmp_path, precision, frozen_dtype
+):
+    theseus = _theseus()
+    teacher = tiny_decoder("llama", seed=5)
+    healing = DistillationModule(keep_layers(tiny_decoder("llama"), [0, 3]), teacher, LanguageModelMetrics(),
+                                 alpha=1.0, temperature=1.0)  # fmt: skip
+    for module in (theseus, healing):
+        trainer = make_trainer(tmp_path, 2, replacement_callbacks(ConstantSchedule(p=0.5, switch_step=1)),
+                               precision=precision)  # fmt: skip
+        trainer.fit(module, datamodule=_windows(tmp_path))
+    blocks = theseus.model.blocks
+    assert {p.dtype for block in blocks for p in block.predecessor.parameters()} == {frozen_dtype}
+    assert {p.dtype for p in teacher.model.layers.parameters()} == {frozen_dtype}
+    trained = [*(p for block in blocks for p in block.successor.parameters()), *healing.model.parameters()]
+    assert {p.dtype for p in trained} == {torch.float32}  # what is exported, and AdamW's master weights
+    assert teacher.model.embed_tokens.weight.dtype == torch.float32  # the residual stream stays in fp32

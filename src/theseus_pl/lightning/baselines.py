@@ -13,10 +13,11 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
 
+from theseus_pl.core.decoders import is_decoder
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.replacing import module_layer_ranges
 from theseus_pl.core.settings import Rule, check_fields, number
-from theseus_pl.lightning.distillation import SOFT_TARGET_RULES, TeacherLogits, distillation_loss
+from theseus_pl.lightning.distillation import SOFT_TARGET_RULES, TeacherLogits, distillation_loss, keep_frozen_in_bf16
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.modules import Batch, ClassifierModule
 from theseus_pl.lightning.step_logging import log_training_loss
@@ -72,6 +73,11 @@ class DistillationModule(ClassifierModule):
         super().train(mode)
         self.teacher.eval()  # the teacher's dropout stays off: its soft targets are fixed
         return self
+
+    def on_fit_start(self) -> None:
+        super().on_fit_start()
+        if is_decoder(self.teacher):
+            keep_frozen_in_bf16(self.trainer, [find_layer_stack(self.teacher).layers])
 
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         patient = self.hparams.beta > 0

@@ -7,11 +7,13 @@ next-token distribution per predicted position).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.settings import Rule, number, positive_number
@@ -52,6 +54,16 @@ def distillation_loss(
         )
         * temperature**2
     )
+
+
+def keep_frozen_in_bf16(trainer: pl.Trainer, frozen: Iterable[nn.Module]) -> None:
+    """Store a decoder's frozen layers in bf16 where the run trains under bf16 autocast, which casts their weights to
+    bf16 on every call anyway: half their memory, and no cast a step. Only the layers: the embeddings keep the
+    residual stream in fp32 (a layer adds its bf16 output to it in fp32), so the results are autocast's, bar the
+    norms' scales rounded to bf16."""
+    if str(trainer.precision).startswith("bf16"):
+        for module in frozen:
+            module.to(torch.bfloat16)
 
 
 class TeacherLogits:

@@ -9,12 +9,19 @@ import lightning.pytorch as pl
 import torch
 from torch import nn
 
+from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.schedules import ReplacementSchedule
 from theseus_pl.core.settings import check_fields
 from theseus_pl.data.tasks import TaskSpec, head_label_problem
 from theseus_pl.lightning.callbacks import replacement_callbacks
-from theseus_pl.lightning.distillation import SOFT_TARGET_RULES, PredecessorTeacher, TeacherLogits, distillation_loss
+from theseus_pl.lightning.distillation import (
+    SOFT_TARGET_RULES,
+    PredecessorTeacher,
+    TeacherLogits,
+    distillation_loss,
+    keep_frozen_in_bf16,
+)
 from theseus_pl.lightning.language_model_metrics import LanguageModelMetrics
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.optim import adamw_with_linear_schedule
@@ -212,6 +219,14 @@ class TheseusModule(ClassifierModule):
 
     def configure_callbacks(self) -> list[pl.Callback]:
         return replacement_callbacks(self.schedule) if self.schedule is not None else []
+
+    def on_fit_start(self) -> None:
+        super().on_fit_start()
+        if self.model.decoder and not self.reference_mode:  # the predecessor's layers and any teacher's, frozen
+            frozen = [block.predecessor for block in self.model.blocks]
+            if self.teacher is not None:
+                frozen.append(find_layer_stack(self.teacher).layers)
+            keep_frozen_in_bf16(self.trainer, frozen)
 
     def train(self, mode: bool = True) -> TheseusModule:
         super().train(mode)
