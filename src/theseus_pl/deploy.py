@@ -32,7 +32,7 @@ from typing import Any
 
 from theseus_pl.app.config.side_commands import command_parser
 from theseus_pl.app.results.task_model import deployment_dict
-from theseus_pl.app.run.language_model import deploy_language_model_run, planned_language_model_deployment
+from theseus_pl.app.run.language_model_shipping import deploy_language_model_run, planned_language_model_deployment
 from theseus_pl.app.ship.deploy_folder import deploy_model, deploy_run, is_run_folder, planned_deployment
 from theseus_pl.deployment.gguf_export import GGUF_TYPES, GGUFExportError
 from theseus_pl.deployment.onnx_export import DeploymentError

@@ -288,12 +288,18 @@ def test_a_hub_dataset_is_read_with_its_configuration_and_column():
     assert "wikitext-2-raw-v1" in source.fingerprint()  # another configuration is another cache entry
 
 
-def test_a_language_model_run_publishes_its_card_and_weights_and_refuses_onnx_deployment(tiny_lm, tmp_path, capsys):
-    cfg = compose_config(*_overrides(tiny_lm, tmp_path, "method=shortgpt"))
+def _finished_run(model_and_texts, tmp_path):
+    """A ShortGPT run's folder as the command line leaves it (its composed config in .hydra/)."""
+    cfg = compose_config(*_overrides(model_and_texts, tmp_path, "method=shortgpt"))
     run(cfg)
     run_dir = tmp_path / "run"
     (run_dir / ".hydra").mkdir()
-    OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")  # the run folder as the command line leaves it
+    OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
+    return run_dir
+
+
+def test_a_language_model_run_publishes_its_card_and_weights_and_refuses_onnx_deployment(tiny_lm, tmp_path, capsys):
+    run_dir = _finished_run(tiny_lm, tmp_path)
     publish_main([str(run_dir), "--repo-id", "me/tiny-lm", "--dry-run"])
     out = capsys.readouterr().out
     listed = set(re.findall(r"^ +[\d,]+  (\S+)", out, re.M))
@@ -479,11 +485,7 @@ def test_gguf_files_that_cannot_be_made_or_timed_are_refused_before_any_compute(
 
 
 def test_a_finished_lm_run_is_shipped_as_gguf_from_the_command_line(tiny_bpe_lm, tmp_path, capsys):
-    cfg = compose_config(*_overrides(tiny_bpe_lm, tmp_path, "method=shortgpt"))
-    run(cfg)
-    run_dir = tmp_path / "run"
-    (run_dir / ".hydra").mkdir()
-    OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")  # the run folder as the command line leaves it
+    run_dir = _finished_run(tiny_bpe_lm, tmp_path)
     assert deploy_main([str(run_dir), "--gguf", "q8_0", "--llama-cpp", "false", "--dry-run"]) is None
     plan = capsys.readouterr().out
     assert f"write {run_dir / 'successor' / 'gguf' / 'model.q8_0.gguf'}" in plan and "not time them" in plan

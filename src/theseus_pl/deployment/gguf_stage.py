@@ -68,14 +68,15 @@ def _predecessor_gguf(predecessor_dir: Path, kind: str, tokenizer_gguf: Path | N
     """The predecessor written at ``kind`` for the timing's ratios, once per weights and type (cached)."""
     weights = sorted(predecessor_dir.glob("*.safetensors"))
     key = content_digest(weights[0]).replace(":", "-")[:40] if len(weights) == 1 else predecessor_dir.name
-    folder, _ = load_or_build(
-        cache_dir / "gguf-export" / f"{predecessor_dir.name}-{key}-{kind}",
-        lambda found: found if (found / "model.gguf").is_file() else _missing(found),
-        lambda staging: export_gguf(predecessor_dir, staging / "model.gguf", kind, tokenizer_gguf) and None,
-        f"the predecessor as GGUF {kind}",
-    )
-    return folder / "model.gguf"
 
+    def load(folder: Path) -> Path:
+        if not (folder / "model.gguf").is_file():
+            raise FileNotFoundError(f"{folder / 'model.gguf'} is missing.")
+        return folder / "model.gguf"
 
-def _missing(folder: Path) -> Path:
-    raise FileNotFoundError(f"{folder / 'model.gguf'} is missing.")
+    def build(staging: Path) -> None:
+        export_gguf(predecessor_dir, staging / "model.gguf", kind, tokenizer_gguf)
+
+    path, _ = load_or_build(cache_dir / "gguf-export" / f"{predecessor_dir.name}-{key}-{kind}", load, build,
+                            f"the predecessor as GGUF {kind}")  # fmt: skip
+    return path

@@ -88,11 +88,6 @@ class DeploySettings:
         return built
 
 
-def gguf_wanted(settings: Mapping[str, Any]) -> bool:
-    """Whether a run's ``deploy`` group asks for GGUF files (decoder LMs)."""
-    return bool(settings.get("gguf"))
-
-
 def wanted(settings: Mapping[str, Any]) -> bool:
     """Whether a run's ``deploy`` group asks for deployment: ``onnx=true``, or a quantisation (which needs ONNX)."""
     return bool(settings.get("onnx")) or settings.get("quantize") is not None

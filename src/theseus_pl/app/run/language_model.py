@@ -28,26 +28,26 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from theseus_pl.app.checks.language_model import gguf_deploy_problems, harness_task_folders, language_model_problems
+from theseus_pl.app.checks.language_model import harness_task_folders, language_model_problems
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.resources import language_model_resource_problems
 from theseus_pl.app.checks.run import device_problems
 from theseus_pl.app.checks.schedule import schedule_problems
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
-from theseus_pl.app.config.resolvers import register_resolvers
 from theseus_pl.app.methods.method import CompressionMethod, Method, MethodInputs, SoftTargets
 from theseus_pl.app.predecessors.adapted import adapted_predecessor
 from theseus_pl.app.predecessors.gguf import converted_gguf
 from theseus_pl.app.predecessors.harness_scores import cached_harness_scores
-from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink, write_results
+from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
 from theseus_pl.app.results.language_model import (
     GenerationSample,
     LanguageModelData,
     LanguageModelResults,
     LanguageModelSide,
 )
-from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run.kind import RunKind
+from theseus_pl.app.run.language_model_data import language_model_datamodule
+from theseus_pl.app.run.language_model_shipping import DECODE_TOKENS, shipped_gguf
 from theseus_pl.app.run.stages import hub_id, rows_per_step
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.app.tracking.wandb_run import publish_language_model
@@ -62,15 +62,10 @@ from theseus_pl.data.language_model import (
     window_loader,
 )
 from theseus_pl.data.text_corpus import TextSource, text_source
-from theseus_pl.deployment.gguf_stage import deploy_gguf
-from theseus_pl.deployment.llama_cpp_speed import llama_cpp_problem
-from theseus_pl.deployment.record import DeploySettings
 from theseus_pl.lightning.language_model_evaluation import evaluate_language_model
 from theseus_pl.lightning.language_model_harness import harness_scores
 
 log = logging.getLogger(__name__)
-DECODE_TOKENS = 64  # tokens each decode timing generates, in PyTorch and in llama.cpp
-GGUF_CHECK_WINDOWS = 4  # held-out windows a GGUF file's logits are checked on
 
 PROMPT = "The president said in his speech that the economy"  # every run's generation sample continues this
 SAMPLE_TOKENS = 20
@@ -102,7 +97,7 @@ class LanguageModelRun(RunKind):
 
     def prepare_data(self) -> None:
         cache_dir = Path(self.cfg.paths.cache_dir)
-        self.datamodule = _datamodule(self.cfg, self.tokenizer, cache_dir)
+        self.datamodule = language_model_datamodule(self.cfg, self.tokenizer, cache_dir)
         self.datamodule.setup("fit")
         self.other_windows = _other_windows(self.cfg, self.tokenizer, cache_dir)
 
@@ -304,89 +299,6 @@ def peak_memory_estimate(cfg: DictConfig, method: CompressionMethod, config: Pre
     return training_memory_bytes(trained, frozen, tokens, config.vocab_size, config.hidden_size, layers, distils)
 
 
-def shipped_gguf(
-    cfg: DictConfig,
-    deploy: DeploySettings,
-    successor_dir: Path,
-    successor: PreTrainedModel,
-    predecessor: str,
-    origin: str,
-    datamodule: LanguageModelingDataModule,
-) -> list[dict[str, Any]]:
-    """The successor as GGUF files of ``deploy.gguf``'s types, checked on the run's first held-out windows; timed in
-    llama.cpp against the predecessor at the same type where ``deploy.llama_cpp`` asks and its binding is installed.
-    A GGUF predecessor (``origin`` gguf) lends its tokenizer fields exactly."""
-    missing = llama_cpp_problem()
-    timed = deploy.llama_cpp is True or (deploy.llama_cpp == "auto" and missing is None)
-    if deploy.llama_cpp == "auto" and missing:
-        log.info("The GGUF files are not timed in llama.cpp: %s", missing)
-    validation = datamodule.splits["validation"]
-    windows = collate_windows(list(validation.select(range(min(GGUF_CHECK_WINDOWS, len(validation))))))
-    return deploy_gguf(
-        successor_dir, successor, _local_folder(predecessor), list(deploy.gguf), windows["input_ids"],
-        Path(cfg.model.gguf).expanduser() if origin == "gguf" else None,
-        {"repeats": deploy.repeats, "new_tokens": DECODE_TOKENS, "threads": deploy.threads} if timed else None,
-        Path(cfg.paths.cache_dir),
-    )  # fmt: skip
-
-
-def deploy_language_model_run(run_dir: Path, deploy: DeploySettings) -> list[dict[str, Any]]:
-    """``python -m theseus_pl.deploy RUN_DIR --gguf ...`` on a finished decoder-LM run: :func:`shipped_gguf` on the
-    run's own held-out windows and predecessor; its ``results.json`` and model card gain the rows. Refused before
-    any export where the files cannot be made or timed as asked."""
-    results, cfg, successor_dir = _checked_language_model_run(run_dir, deploy)
-    tokenizer = AutoTokenizer.from_pretrained(successor_dir)
-    datamodule = _datamodule(cfg, tokenizer, Path(cfg.paths.cache_dir))
-    datamodule.setup("fit")
-    successor = AutoModelForCausalLM.from_pretrained(successor_dir).eval()
-    origin = results.predecessor.origin or "given"
-    results.gguf = shipped_gguf(cfg, deploy, successor_dir, successor, results.predecessor.dir, origin, datamodule)
-    write_results(run_dir / "results.json", results)
-    write_model_card(successor_dir, results)
-    return results.gguf
-
-
-def planned_language_model_deployment(run_dir: Path, deploy: DeploySettings) -> list[str]:
-    """``--dry-run --gguf``: the checks :func:`deploy_language_model_run` makes first, then what it would write."""
-    results, _, successor_dir = _checked_language_model_run(run_dir, deploy)
-    timed = deploy.llama_cpp is True or (deploy.llama_cpp == "auto" and llama_cpp_problem() is None)
-    return [
-        *(f"write {successor_dir / 'gguf' / f'model.{kind}.gguf'}" for kind in deploy.gguf),
-        f"check each against the PyTorch successor on the run's first {GGUF_CHECK_WINDOWS} held-out windows",
-        f"time each in llama.cpp against {results.predecessor.dir} at the same type, {deploy.repeats} rounds"
-        if timed
-        else f"not time them in llama.cpp ({llama_cpp_problem() or 'deploy.llama_cpp=false'})",
-        f"write the rows to {run_dir / 'results.json'} and {successor_dir / 'README.md'}",
-    ]
-
-
-def _checked_language_model_run(run_dir: Path, deploy: DeploySettings) -> tuple[LanguageModelResults, DictConfig, Path]:
-    """A finished decoder-LM run's record, config (with ``deploy``'s GGUF settings) and successor folder; a
-    ValueError naming every reason its GGUF files cannot be made or timed as asked."""
-    if not (run_dir / "results.json").is_file():
-        raise ValueError(f"{run_dir} has no results.json: --gguf deploys a finished decoder-LM run's folder.")
-    results = read_run(run_dir / "results.json")
-    if not isinstance(results, LanguageModelResults):
-        raise ValueError(f"{run_dir} is an encoder run: --gguf writes decoder LMs; deploy it to ONNX without --gguf.")
-    register_resolvers()
-    cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
-    cfg.deploy.gguf, cfg.deploy.llama_cpp = list(deploy.gguf), deploy.llama_cpp
-    successor_dir = run_dir / "successor"
-    problems = gguf_deploy_problems(cfg, AutoConfig.from_pretrained(successor_dir).model_type, results.predecessor.dir)
-    if problems:
-        raise ValueError(" ".join(problems))
-    return results, cfg, successor_dir
-
-
-def _local_folder(model: str) -> Path:
-    """A model's folder on disk: itself, or its hub snapshot (already in the hub cache: the run loaded it)."""
-    if Path(model).is_dir():
-        return Path(model)
-    from huggingface_hub import snapshot_download
-
-    return Path(snapshot_download(model))
-
-
 def _predecessor_folder(model: DictConfig, cache_dir: Path) -> tuple[str, str]:
     """The predecessor as a folder or hub id ``from_pretrained`` reads, and where it came from."""
     if model.get("predecessor"):
@@ -399,28 +311,6 @@ def _predecessor_folder(model: DictConfig, cache_dir: Path) -> tuple[str, str]:
     if model.get("base"):
         return str(model.base), "given"
     raise RunRefused(["model: give model.gguf (a GGUF file), model.base or model.predecessor (a causal LM)."])
-
-
-def _datamodule(cfg: DictConfig, tokenizer: PreTrainedTokenizerBase, cache_dir: Path) -> LanguageModelingDataModule:
-    data = cfg.data
-    try:
-        datamodule = LanguageModelingDataModule(
-            tokenizer, _training_source(data), window=data.window, batch_size=data.batch_size,
-            eval_batch_size=data.get("eval_batch_size"), held_out=data.held_out, seed=cfg.seed,
-            split_seed=data.get("split_seed", 0),
-            max_eval_windows=data.get("max_eval_windows"), cache_dir=cache_dir / "tokenized",
-        )  # fmt: skip
-        datamodule.prepare_data()
-    except (ValueError, FileNotFoundError) as error:
-        raise RunRefused([str(error)]) from None
-    return datamodule
-
-
-def _training_source(data: DictConfig) -> TextSource:
-    source = text_source(data)
-    if source is None:
-        raise ValueError("data: name the text to train on: data.files, data.hub_dataset or data.corpus.")
-    return source
 
 
 def _other_source(cfg: DictConfig) -> TextSource | None:

@@ -1,0 +1,111 @@
+"""A decoder-LM successor shipped as GGUF files for llama.cpp: inside a run (``deploy.gguf``) and on a finished run's
+folder (``python -m theseus_pl.deploy RUN_DIR --gguf ...``), checked on the run's own held-out windows and timed in
+llama.cpp against its predecessor (:mod:`theseus_pl.deployment.gguf_stage`)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+
+from theseus_pl.app.checks.language_model import gguf_deploy_problems
+from theseus_pl.app.config.resolvers import register_resolvers
+from theseus_pl.app.results.envelope import write_results
+from theseus_pl.app.results.language_model import LanguageModelResults
+from theseus_pl.app.results.reading import read_run
+from theseus_pl.app.run.language_model_data import language_model_datamodule
+from theseus_pl.app.ship.model_card import write_model_card
+from theseus_pl.data.language_model import LanguageModelingDataModule, collate_windows
+from theseus_pl.deployment.gguf_stage import deploy_gguf
+from theseus_pl.deployment.llama_cpp_speed import llama_cpp_problem
+from theseus_pl.deployment.record import DeploySettings
+
+log = logging.getLogger(__name__)
+DECODE_TOKENS = 64  # tokens each decode timing generates, in PyTorch and in llama.cpp
+GGUF_CHECK_WINDOWS = 4  # held-out windows a GGUF file's logits are checked on
+
+
+def shipped_gguf(
+    cfg: DictConfig,
+    deploy: DeploySettings,
+    successor_dir: Path,
+    successor: PreTrainedModel,
+    predecessor: str,
+    origin: str,
+    datamodule: LanguageModelingDataModule,
+) -> list[dict[str, Any]]:
+    """The successor as GGUF files of ``deploy.gguf``'s types, checked on the run's first held-out windows; timed in
+    llama.cpp against the predecessor at the same type where ``deploy.llama_cpp`` asks and its binding is installed.
+    A GGUF predecessor (``origin`` gguf) lends its tokenizer fields exactly."""
+    missing = llama_cpp_problem()
+    timed = deploy.llama_cpp is True or (deploy.llama_cpp == "auto" and missing is None)
+    if deploy.llama_cpp == "auto" and missing:
+        log.info("The GGUF files are not timed in llama.cpp: %s", missing)
+    validation = datamodule.splits["validation"]
+    windows = collate_windows(list(validation.select(range(min(GGUF_CHECK_WINDOWS, len(validation))))))
+    return deploy_gguf(
+        successor_dir, successor, _local_folder(predecessor), list(deploy.gguf), windows["input_ids"],
+        Path(cfg.model.gguf).expanduser() if origin == "gguf" else None,
+        {"repeats": deploy.repeats, "new_tokens": DECODE_TOKENS, "threads": deploy.threads} if timed else None,
+        Path(cfg.paths.cache_dir),
+    )  # fmt: skip
+
+
+def deploy_language_model_run(run_dir: Path, deploy: DeploySettings) -> list[dict[str, Any]]:
+    """``python -m theseus_pl.deploy RUN_DIR --gguf ...`` on a finished decoder-LM run: :func:`shipped_gguf` on the
+    run's own held-out windows and predecessor; its ``results.json`` and model card gain the rows. Refused before
+    any export where the files cannot be made or timed as asked."""
+    results, cfg, successor_dir = _checked_language_model_run(run_dir, deploy)
+    tokenizer = AutoTokenizer.from_pretrained(successor_dir)
+    datamodule = language_model_datamodule(cfg, tokenizer, Path(cfg.paths.cache_dir))
+    datamodule.setup("fit")
+    successor = AutoModelForCausalLM.from_pretrained(successor_dir).eval()
+    origin = results.predecessor.origin or "given"
+    results.gguf = shipped_gguf(cfg, deploy, successor_dir, successor, results.predecessor.dir, origin, datamodule)
+    write_results(run_dir / "results.json", results)
+    write_model_card(successor_dir, results)
+    return results.gguf
+
+
+def planned_language_model_deployment(run_dir: Path, deploy: DeploySettings) -> list[str]:
+    """``--dry-run --gguf``: the checks :func:`deploy_language_model_run` makes first, then what it would write."""
+    results, _, successor_dir = _checked_language_model_run(run_dir, deploy)
+    timed = deploy.llama_cpp is True or (deploy.llama_cpp == "auto" and llama_cpp_problem() is None)
+    return [
+        *(f"write {successor_dir / 'gguf' / f'model.{kind}.gguf'}" for kind in deploy.gguf),
+        f"check each against the PyTorch successor on the run's first {GGUF_CHECK_WINDOWS} held-out windows",
+        f"time each in llama.cpp against {results.predecessor.dir} at the same type, {deploy.repeats} rounds"
+        if timed
+        else f"not time them in llama.cpp ({llama_cpp_problem() or 'deploy.llama_cpp=false'})",
+        f"write the rows to {run_dir / 'results.json'} and {successor_dir / 'README.md'}",
+    ]
+
+
+def _checked_language_model_run(run_dir: Path, deploy: DeploySettings) -> tuple[LanguageModelResults, DictConfig, Path]:
+    """A finished decoder-LM run's record, config (with ``deploy``'s GGUF settings) and successor folder; a
+    ValueError naming every reason its GGUF files cannot be made or timed as asked."""
+    if not (run_dir / "results.json").is_file():
+        raise ValueError(f"{run_dir} has no results.json: --gguf deploys a finished decoder-LM run's folder.")
+    results = read_run(run_dir / "results.json")
+    if not isinstance(results, LanguageModelResults):
+        raise ValueError(f"{run_dir} is an encoder run: --gguf writes decoder LMs; deploy it to ONNX without --gguf.")
+    register_resolvers()
+    cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+    cfg.deploy.gguf, cfg.deploy.llama_cpp = list(deploy.gguf), deploy.llama_cpp
+    successor_dir = run_dir / "successor"
+    problems = gguf_deploy_problems(cfg, AutoConfig.from_pretrained(successor_dir).model_type, results.predecessor.dir)
+    if problems:
+        raise ValueError(" ".join(problems))
+    return results, cfg, successor_dir
+
+
+def _local_folder(model: str) -> Path:
+    """A model's folder on disk: itself, or its hub snapshot (already in the hub cache: the run loaded it)."""
+    if Path(model).is_dir():
+        return Path(model)
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(model))
