@@ -111,6 +111,7 @@ def language_model_overrides(tmp_path) -> list[str]:
         "data.max_eval_windows=8", "theseus.successor_layers=2", "schedule_steps=3", "trainer.max_steps=6",
         "trainer.val_check_interval=2", "logger=csv", "benchmark.repeats=1", "optimizer.lr=1e-3",
         f"paths.cache_dir={tmp_path / 'cache'}", f"paths.output_dir={tmp_path / 'run'}",
+        "trainer.accelerator=cpu",  # the GPU experiments' settings, read on this machine's CPU
     ]  # fmt: skip
 
 
