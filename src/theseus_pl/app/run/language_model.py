@@ -279,10 +279,10 @@ class LanguageModelRun(RunKind):
 
 
 def peak_memory_estimate(cfg: DictConfig, method: CompressionMethod, config: PretrainedConfig) -> int:
-    """:func:`training_memory_bytes` for a run's model (its config alone, on the meta device: no weights), method and
-    batch. Theseus trains its successor modules beside the whole frozen predecessor, running between the successor's
-    and the predecessor's depth (counted halfway); the other methods train the kept model, beside the predecessor as
-    a frozen teacher when they distil."""
+    """``core.memory.training_memory_bytes`` for a run's model (its config alone, on the meta device: no weights),
+    method and batch. Theseus trains its successor modules beside the whole frozen predecessor, running between the
+    successor's and the predecessor's depth (counted halfway); the other methods train the kept model, beside the
+    predecessor as a frozen teacher when they distil."""
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     stack = find_layer_stack(model, cfg.theseus.get("layers_path")).layers
