@@ -1,6 +1,6 @@
 """GGUF files as llama.cpp runs them: the logits it computes from an exported file and its timing of two files.
 
-llama.cpp's binding is an optional extra built from source (a C++ compiler, about 12 minutes on 2 cores), so
+llama.cpp's binding is an optional extra built from source (a C++ compiler, about 6 minutes on 2 cores), so
 these tests skip where it is not installed: ``pip install "theseus_pl[llama-cpp]"`` runs them.
 """
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from theseus_pl.core.timing import interleaved_seconds, token_speeds
 
-EXTRA = 'pip install "theseus_pl[llama-cpp]"'  # builds llama.cpp from source: a C++ compiler and about 12 minutes
+EXTRA = 'pip install "theseus_pl[llama-cpp]"'  # builds llama.cpp from source: a C++ compiler and about 6 minutes
 
 
 def llama_cpp_problem() -> str | None:
