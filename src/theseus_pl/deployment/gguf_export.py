@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 # llama.cpp's file type. Those gguf's numpy quantisers write; the k-quants need llama.cpp's own quantize tool.
 GGUF_TYPES = {"f32": "F32", "f16": "F16", "bf16": "BF16", "q8_0": "Q8_0", "q5_1": "Q5_1", "q5_0": "Q5_0",
               "q4_1": "Q4_1", "q4_0": "Q4_0"}  # fmt: skip
-# The largest top-1 disagreement with the PyTorch successor a type may show on the check's tokens: fp copies keep
+# The least top-1 agreement with the PyTorch successor a type may show on the check's tokens: fp copies keep
 # the argmax; 8-bit blocks flip near-ties only; 4- and 5-bit ones lose more (llama.cpp's own perplexity tables).
 AGREEMENT_FLOORS = {"f32": 0.999, "f16": 0.99, "bf16": 0.97, "q8_0": 0.95, "q5_1": 0.85, "q5_0": 0.85, "q4_1": 0.8,
                     "q4_0": 0.8}  # fmt: skip
@@ -204,11 +204,10 @@ def load_gguf(path: Path) -> PreTrainedModel:
 
 
 @torch.no_grad()
-def gguf_logit_check(model: PreTrainedModel, path: Path, windows: torch.Tensor) -> GGUFCheck:
-    """Compare the GGUF file's logits with ``model``'s on ``windows`` (token ids, batch x length)."""
-    exported = load_gguf(path)
-    reference = model.float().eval()(windows).logits
-    logits = exported(windows).logits
+def gguf_logit_check(reference: torch.Tensor, path: Path, windows: torch.Tensor) -> GGUFCheck:
+    """Compare the GGUF file's logits on ``windows`` (token ids, batch x length) with ``reference``, the PyTorch
+    model's logits there (computed once by the caller for every file it checks)."""
+    logits = load_gguf(path)(windows).logits
     return GGUFCheck(
         max_logit_diff=float((logits - reference).abs().max()),
         agreement=float((logits.argmax(-1) == reference.argmax(-1)).float().mean()),

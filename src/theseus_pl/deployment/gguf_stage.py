@@ -40,10 +40,12 @@ def deploy_gguf(
     and speed-ups, or None where not timed). ``windows``: held-out token ids (rows x length), the first row also the
     timing's prefill and its first 16 tokens the decode prompt. ``timing``: ``repeats``, ``new_tokens``,
     ``threads``, or None for no llama.cpp timing."""
+    with torch.no_grad():
+        reference = successor.float().eval()(windows).logits  # once, for every file
     rows = []
     for kind in types:
         path = export_gguf(successor_dir, successor_dir / "gguf" / f"model.{kind}.gguf", kind, tokenizer_gguf)
-        check = gguf_logit_check(successor, path, windows)
+        check = gguf_logit_check(reference, path, windows)
         floor = AGREEMENT_FLOORS[kind]
         if check.agreement < floor:
             log.warning(

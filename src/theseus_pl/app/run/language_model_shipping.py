@@ -40,10 +40,9 @@ def shipped_gguf(
     """The successor as GGUF files of ``deploy.gguf``'s types, checked on the run's first held-out windows; timed in
     llama.cpp against the predecessor at the same type where ``deploy.llama_cpp`` asks and its binding is installed.
     A GGUF predecessor (``origin`` gguf) lends its tokenizer fields exactly."""
-    missing = llama_cpp_problem()
-    timed = deploy.llama_cpp is True or (deploy.llama_cpp == "auto" and missing is None)
-    if deploy.llama_cpp == "auto" and missing:
-        log.info("The GGUF files are not timed in llama.cpp: %s", missing)
+    timed = timed_in_llama_cpp(deploy)
+    if not timed and deploy.llama_cpp == "auto":
+        log.info("The GGUF files are not timed in llama.cpp: %s", llama_cpp_problem())
     validation = datamodule.splits["validation"]
     windows = collate_windows(list(validation.select(range(min(GGUF_CHECK_WINDOWS, len(validation))))))
     return deploy_gguf(
@@ -73,7 +72,7 @@ def deploy_language_model_run(run_dir: Path, deploy: DeploySettings) -> list[dic
 def planned_language_model_deployment(run_dir: Path, deploy: DeploySettings) -> list[str]:
     """``--dry-run --gguf``: the checks :func:`deploy_language_model_run` makes first, then what it would write."""
     results, _, successor_dir = _checked_language_model_run(run_dir, deploy)
-    timed = deploy.llama_cpp is True or (deploy.llama_cpp == "auto" and llama_cpp_problem() is None)
+    timed = timed_in_llama_cpp(deploy)
     return [
         *(f"write {successor_dir / 'gguf' / f'model.{kind}.gguf'}" for kind in deploy.gguf),
         f"check each against the PyTorch successor on the run's first {GGUF_CHECK_WINDOWS} held-out windows",
@@ -82,6 +81,12 @@ def planned_language_model_deployment(run_dir: Path, deploy: DeploySettings) -> 
         else f"not time them in llama.cpp ({llama_cpp_problem() or 'deploy.llama_cpp=false'})",
         f"write the rows to {run_dir / 'results.json'} and {successor_dir / 'README.md'}",
     ]
+
+
+def timed_in_llama_cpp(deploy: DeploySettings) -> bool:
+    """Whether the GGUF files are timed in llama.cpp: asked (``true``; the checks refused a run without the binding),
+    or ``auto`` where llama-cpp-python is installed."""
+    return deploy.llama_cpp is True or (deploy.llama_cpp == "auto" and llama_cpp_problem() is None)
 
 
 def _checked_language_model_run(run_dir: Path, deploy: DeploySettings) -> tuple[LanguageModelResults, DictConfig, Path]:
