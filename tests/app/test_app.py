@@ -52,7 +52,9 @@ def test_every_experiment_composes_and_instantiates(experiment, tiny_tokenizer, 
     for callback in cfg.callbacks.values():
         instantiate(callback)
     if cfg.trainer.accelerator in ("auto", "cpu"):
-        precision = run_hardware(cfg.trainer).precision  # trainer.precision=auto, as the run resolves it
+        precision = run_hardware(
+            cfg.trainer, Path(cfg.paths.cache_dir)
+        ).precision  # trainer.precision=auto, as the run resolves it
         instantiate(cfg.trainer, logger=False, enable_checkpointing=False, precision=precision)
 
 

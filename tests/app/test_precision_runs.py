@@ -5,7 +5,8 @@ from app_runs import compose_config, tiny_run_overrides
 
 from theseus_pl.app.results.reading import read_results
 from theseus_pl.app.run.pipeline import run
-from theseus_pl.core.precision import RELEVANT_FLAGS, resolve_precision, this_cpu
+from theseus_pl.core.precision import RELEVANT_FLAGS, this_cpu
+from theseus_pl.lightning.precision import run_precision
 
 METHODS = ["theseus", "theseus_kd", "fine_tuning", "kd", "pkd", "layerdrop"]
 
@@ -25,7 +26,7 @@ def test_auto_resolves_by_this_cpu_and_is_recorded(tiny_base, glue_dir, tmp_path
     results = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path)))
     cpu = this_cpu()
     assert results.hardware.precision_requested == "auto"
-    choice = resolve_precision("auto", "cpu")
+    choice = run_precision("auto", "cpu", tmp_path / "cache")  # the measurement the run kept, where it needed one
     assert (results.hardware.precision, results.hardware.precision_reason) == (choice.precision, choice.reason)
     assert results.hardware.cpu == cpu.model and set(results.hardware.cpu_flags) <= set(RELEVANT_FLAGS)
     assert results.hardware.accelerator == "cpu"

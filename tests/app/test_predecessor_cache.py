@@ -29,7 +29,9 @@ def key_of(*overrides: str) -> str:
     cfg = compose_config(*overrides)
     datamodule = instantiate(cfg.data, tokenizer=cfg.model.base)
     finetune = OmegaConf.to_container(cfg.finetune)
-    return cache_key(cfg.model.base, datamodule, finetune, cfg.seed, run_hardware(cfg.trainer).precision)
+    return cache_key(
+        cfg.model.base, datamodule, finetune, cfg.seed, run_hardware(cfg.trainer, Path(cfg.paths.cache_dir)).precision
+    )
 
 
 @pytest.fixture
@@ -135,7 +137,7 @@ def test_a_cached_predecessor_brings_the_dev_metrics_measured_when_it_was_made(b
     now = evaluate(
         load_classifier(str(folder), datamodule.task),
         datamodule,
-        evaluation_settings(cfg.trainer, run_hardware(cfg.trainer).precision),
+        evaluation_settings(cfg.trainer, run_hardware(cfg.trainer, Path(cfg.paths.cache_dir)).precision),
     )
     assert made["dev_metrics"] == pytest.approx(now, abs=1e-6)
     assert first.predecessor.score == pytest.approx(now["score"], abs=1e-6)

@@ -6,9 +6,11 @@ import torch
 
 from theseus_pl.core.precision import (
     BF16_AT_MOST,
-    bf16_time_ratio,
+    BUSY_CORES,
+    Bf16Measurement,
     choose_precision,
     cpu_bf16_problem,
+    measure_bf16,
     parse_cpuinfo,
 )
 
@@ -16,8 +18,8 @@ AMX = frozenset({"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "a
 AVX512_BF16 = frozenset({"avx2", "avx512f", "avx512_vnni", "avx512_bf16"})  # bf16 faster on some, slower on others
 
 
-def measured(ratio):
-    return lambda: ratio
+def measured(ratio, other_cores=0.0):
+    return lambda: Bf16Measurement(ratio, other_cores)
 
 
 def never_measured():
@@ -25,13 +27,13 @@ def never_measured():
 
 
 def test_auto_is_bf16_on_a_cpu_with_amx_without_measuring():
-    choice = choose_precision("auto", False, AMX, bf16_ratio=never_measured)
+    choice = choose_precision("auto", False, AMX, bf16_measurement=never_measured)
     assert choice.precision == "bf16-mixed"
     assert "AMX" in choice.reason
 
 
 def test_auto_is_fp32_on_a_cpu_without_bf16_instructions_without_measuring():
-    choice = choose_precision("auto", False, frozenset({"avx2", "avx512_vnni"}), bf16_ratio=never_measured)
+    choice = choose_precision("auto", False, frozenset({"avx2", "avx512_vnni"}), bf16_measurement=never_measured)
     assert choice.precision == "32-true"
     assert "neither AMX nor AVX-512 BF16" in choice.reason
 
@@ -39,15 +41,15 @@ def test_auto_is_fp32_on_a_cpu_without_bf16_instructions_without_measuring():
 @pytest.mark.parametrize(("ratio", "precision"), [(0.46, "bf16-mixed"), (BF16_AT_MOST, "bf16-mixed"),
                                                   (0.81, "32-true"), (1.4, "32-true")])  # fmt: skip
 def test_auto_on_avx512_bf16_without_amx_follows_the_measurement(ratio, precision):
-    choice = choose_precision("auto", False, AVX512_BF16, bf16_ratio=measured(ratio))
+    choice = choose_precision("auto", False, AVX512_BF16, bf16_measurement=measured(ratio))
     assert choice.precision == precision
     assert f"{ratio:.2f}x" in choice.reason
 
 
 def test_auto_on_a_gpu_follows_its_bf16_support_and_a_given_precision_always_wins():
     assert choose_precision("auto", True, frozenset(), gpu_bf16=True).precision == "bf16-mixed"
-    assert choose_precision("auto", True, AMX, gpu_bf16=False, bf16_ratio=never_measured).precision == "32-true"
-    given = choose_precision("32-true", False, AVX512_BF16, bf16_ratio=never_measured)
+    assert choose_precision("auto", True, AMX, gpu_bf16=False, bf16_measurement=never_measured).precision == "32-true"
+    given = choose_precision("32-true", False, AVX512_BF16, bf16_measurement=never_measured)
     assert given.precision == "32-true"
     assert given.reason == "set by trainer.precision"
     assert choose_precision("bf16-mixed", False, frozenset()).precision == "bf16-mixed"
@@ -57,11 +59,18 @@ def test_the_measurement_is_a_positive_ratio_and_leaves_the_seeded_random_state_
     torch.manual_seed(3)
     expected = torch.rand(4)
     torch.manual_seed(3)
-    bf16_time_ratio.cache_clear()
-    ratio = bf16_time_ratio()
+    measure_bf16.cache_clear()
+    measurement = measure_bf16()
     assert torch.equal(torch.rand(4), expected)
-    assert 0 < ratio < 100
-    assert bf16_time_ratio() == ratio  # once per process
+    assert 0 < measurement.ratio < 100
+    assert measure_bf16() == measurement  # once per process
+
+
+def test_a_measurement_taken_on_a_busy_machine_says_so_in_the_reason():
+    busy = choose_precision("auto", False, AVX512_BF16, bf16_measurement=measured(0.5, other_cores=BUSY_CORES + 1))
+    assert busy.precision == "bf16-mixed"
+    assert f"while other processes kept {BUSY_CORES + 1:.1f} cores busy" in busy.reason
+    assert "busy" not in choose_precision("auto", False, AVX512_BF16, bf16_measurement=measured(0.5)).reason
 
 
 def test_the_cpu_is_read_from_cpuinfo():

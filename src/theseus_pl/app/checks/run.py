@@ -11,6 +11,8 @@ needs the tokenizer can still refuse the run.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
@@ -23,13 +25,14 @@ from theseus_pl.app.checks.settings import RunSettings
 from theseus_pl.app.config.terms import SUCCESSOR_SETTINGS, in_config_terms, naming_group
 from theseus_pl.app.methods.method import TheseusSettings
 from theseus_pl.app.predecessors.classifier import check_fits_task
-from theseus_pl.core.precision import AUTO, cpu_bf16_problem, resolve_precision, uses_gpu
+from theseus_pl.core.precision import AUTO, cpu_bf16_problem, uses_gpu
 from theseus_pl.core.replacing import module_sizes
 from theseus_pl.core.settings import positive_int
 from theseus_pl.core.successors.copied import intermediate_size_problem
 from theseus_pl.core.successors.narrow_width import hidden_size_problem
 from theseus_pl.data.datamodule import TextTaskDataModule, resolve_source, resolve_task, sample_rows
 from theseus_pl.data.tasks import TaskSpec
+from theseus_pl.lightning.precision import run_precision
 
 
 def checked_datamodule(cfg: DictConfig, settings: RunSettings) -> TextTaskDataModule:
@@ -80,7 +83,8 @@ def device_problems(cfg: DictConfig) -> list[str]:
             f"trainer.devices={devices} asks for more GPUs than the {available} torch sees on this machine. Fix: "
             f"trainer.devices={available} (or -1: every GPU)."
         ]
-    precision = resolve_precision(str(cfg.trainer.get("precision", AUTO)), accelerator).precision
+    requested = str(cfg.trainer.get("precision", AUTO))
+    precision = run_precision(requested, accelerator, Path(cfg.paths.cache_dir)).precision
     if precision.startswith("bf16") and not uses_gpu(accelerator) and (problem := cpu_bf16_problem()):
         return [
             f"trainer.precision={precision} trains under bf16 autocast on the CPU, which this torch build cannot do "

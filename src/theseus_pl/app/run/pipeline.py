@@ -64,7 +64,7 @@ def run(cfg: DictConfig) -> RunRecord | None:
         torch.set_num_threads(cfg.threads)
     pl.seed_everything(cfg.seed, workers=True)
     kind.prepare_data()
-    hardware = run_hardware(cfg.trainer)
+    hardware = run_hardware(cfg.trainer, Path(cfg.paths.cache_dir))
     log.info("Training in %s: %s.", hardware.precision, hardware.precision_reason)
     evaluation = evaluation_settings(cfg.trainer, hardware.precision)
     kind.prepare_predecessor(evaluation)
@@ -109,7 +109,7 @@ def plan(cfg: DictConfig) -> list[str]:
     method, theseus, schedule = settings.method, settings.theseus, settings.schedule
     assert method is not None and theseus is not None and schedule is not None  # the checks passed
     steps = total_steps(cfg, None) if method.trains else 0
-    hardware = run_hardware(cfg.trainer)
+    hardware = run_hardware(cfg.trainer, Path(cfg.paths.cache_dir))
     return [
         f"kind: {kind.description}",
         *kind.plan(steps),

@@ -19,17 +19,18 @@ from theseus_pl.app.methods.method import Method
 from theseus_pl.app.predecessors.classifier import looks_like_path
 from theseus_pl.app.results.envelope import Hardware, RunRecord
 from theseus_pl.app.results.reading import read_run
-from theseus_pl.core.precision import AUTO, resolve_precision, this_cpu, uses_gpu
+from theseus_pl.core.precision import AUTO, this_cpu, uses_gpu
 from theseus_pl.lightning.callbacks import StepSeed
+from theseus_pl.lightning.precision import run_precision
 
 log = logging.getLogger(__name__)
 
 
-def run_hardware(trainer_cfg: DictConfig) -> Hardware:
+def run_hardware(trainer_cfg: DictConfig, cache_dir: Path) -> Hardware:
     """The machine the run trains on and the precision ``trainer.precision`` means on it (``auto``: see
-    :mod:`theseus_pl.core.precision`)."""
+    :mod:`theseus_pl.core.precision`; its measurement kept in ``cache_dir``)."""
     requested, accelerator = str(trainer_cfg.get("precision", AUTO)), str(trainer_cfg.get("accelerator", "auto"))
-    cpu, choice = this_cpu(), resolve_precision(requested, accelerator)
+    cpu, choice = this_cpu(), run_precision(requested, accelerator, cache_dir)
     return Hardware(
         precision=choice.precision, precision_requested=requested, precision_reason=choice.reason,
         accelerator="gpu" if uses_gpu(accelerator) else "cpu", cpu=cpu.model, cpu_flags=cpu.relevant_flags,

@@ -1,0 +1,76 @@
+"""The precision a run's Trainer gets: :mod:`theseus_pl.core.precision`'s rule, with its bf16 measurement taken once
+per machine and kept in the cache.
+
+Measured in each process, ``trainer.precision=auto`` let the jobs of one sweep disagree: started together, each timed
+bf16 against fp32 while the others were starting up, and one chose fp32 (0.82x, over the 0.8x line) beside another's
+bf16 (0.44x). They then fine-tuned two predecessors (the precision is part of a predecessor's cache key) and trained in
+two precisions, which a sweep's comparison must not mix. The first job now measures under the cache's file lock while
+the others wait, idle, and every later run on the machine reads what it found. The entry is keyed by what decides the
+ratio: the CPU's model and flags, the torch version and the torch threads. A measurement that stayed busy (another
+program kept the cores) serves its own run but is not kept: the next run measures again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from theseus_pl.core.precision import Bf16Measurement, PrecisionChoice, measure_bf16, resolve_precision, this_cpu
+from theseus_pl.data.cache_entry import load_or_build
+
+log = logging.getLogger(__name__)
+
+MEASUREMENT = "measurement.json"
+
+
+class _BusyMeasurement(Exception):
+    """Raised inside the cache entry's build so that a busy measurement is not kept."""
+
+    def __init__(self, measurement: Bf16Measurement) -> None:
+        super().__init__("the machine stayed busy while measuring")
+        self.measurement = measurement
+
+
+def run_precision(requested: str, accelerator: str, cache_dir: Path) -> PrecisionChoice:
+    """What ``trainer.precision`` means for a run on this machine, its bf16 measurement (where the rule needs one)
+    kept under ``cache_dir``."""
+    return resolve_precision(requested, accelerator, lambda: machine_bf16_measurement(cache_dir))
+
+
+def machine_bf16_measurement(cache_dir: Path) -> Bf16Measurement:
+    """:func:`~theseus_pl.core.precision.measure_bf16` for this machine: read from ``cache_dir/machine/`` when a run
+    measured it before, else measured (one job of a sweep; the others wait for it) and kept there."""
+    cpu = this_cpu()
+    identity = [cpu.model, cpu.relevant_flags, torch.__version__, torch.get_num_threads()]
+    key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
+    path = cache_dir / "machine" / f"bf16-{key}"
+
+    def build(staging: Path) -> None:
+        measurement = measure_bf16()
+        if measurement.busy:
+            raise _BusyMeasurement(measurement)
+        measured_at = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        record = {"ratio": measurement.ratio, "other_cores": measurement.other_cores, "measured_at": measured_at,
+                  "cpu": cpu.model, "cpu_flags": cpu.relevant_flags, "torch": torch.__version__,
+                  "threads": torch.get_num_threads()}  # fmt: skip
+        (staging / MEASUREMENT).write_text(json.dumps(record, indent=1))
+
+    def load(folder: Path) -> Bf16Measurement:
+        record = json.loads((folder / MEASUREMENT).read_text())
+        when = f"when first measured on this machine ({record['measured_at']}, kept in {folder})"
+        return Bf16Measurement(float(record["ratio"]), record["other_cores"], when)
+
+    try:
+        return load_or_build(path, load, build, "this machine's bf16 measurement")[0]
+    except _BusyMeasurement as busy:
+        log.warning(
+            "Other processes kept %.1f cores busy while bf16 was timed against fp32; this run uses that measurement "
+            "and does not keep it (trainer.precision=32-true or bf16-mixed decides without measuring).",
+            busy.measurement.other_cores,
+        )
+        return Bf16Measurement(busy.measurement.ratio, busy.measurement.other_cores, "at start (not kept: busy)")

@@ -1,0 +1,52 @@
+"""``trainer.precision=auto``'s bf16 measurement is taken once per machine and kept in the cache: the jobs of a sweep,
+started together, train in one precision."""
+
+import subprocess
+import sys
+
+from theseus_pl.core.precision import BUSY_CORES, Bf16Measurement
+from theseus_pl.lightning import precision
+from theseus_pl.lightning.precision import machine_bf16_measurement
+
+# A job whose measurement is slow and random: two of them at once agree only if one measured and the other read it.
+JOB = """
+import random, sys, time
+from pathlib import Path
+from theseus_pl.core.precision import Bf16Measurement
+from theseus_pl.lightning import precision
+
+def slow_random_measurement():
+    time.sleep(1.0)
+    print("MEASURING-NOW", file=sys.stderr)
+    return Bf16Measurement(random.random(), 0.0)
+
+precision.measure_bf16 = slow_random_measurement
+print(precision.machine_bf16_measurement(Path(sys.argv[1])).ratio)
+"""
+
+
+def test_two_jobs_started_together_measure_once_and_read_the_same_ratio(tmp_path):
+    command = [sys.executable, "-c", JOB, str(tmp_path)]
+    jobs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [job.communicate(timeout=120) for job in jobs]
+    assert all(job.returncode == 0 for job in jobs), outputs
+    assert outputs[0][0] == outputs[1][0]
+    assert sum(err.count("MEASURING-NOW") for _, err in outputs) == 1
+    assert len(list((tmp_path / "machine").glob("bf16-*"))) == 1
+
+
+def test_a_later_run_reads_the_kept_measurement_and_says_when_it_was_taken(tmp_path, monkeypatch):
+    monkeypatch.setattr(precision, "measure_bf16", lambda: Bf16Measurement(0.5, 0.0))
+    first = machine_bf16_measurement(tmp_path)
+    monkeypatch.setattr(precision, "measure_bf16", lambda: Bf16Measurement(0.9, 0.0))
+    again = machine_bf16_measurement(tmp_path)
+    assert first == again and again.ratio == 0.5
+    assert "when first measured on this machine" in again.when and str(tmp_path) in again.when
+
+
+def test_a_busy_measurement_serves_its_run_and_is_not_kept(tmp_path, monkeypatch):
+    monkeypatch.setattr(precision, "measure_bf16", lambda: Bf16Measurement(0.9, BUSY_CORES + 1))
+    busy = machine_bf16_measurement(tmp_path)
+    assert busy.ratio == 0.9 and busy.busy and "not kept" in busy.when
+    monkeypatch.setattr(precision, "measure_bf16", lambda: Bf16Measurement(0.5, 0.0))
+    assert machine_bf16_measurement(tmp_path).ratio == 0.5  # measured again
