@@ -16,6 +16,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from wandb_records import read_offline_run
 
 from theseus_pl.app.checks import language_model as language_model_checks
+from theseus_pl.app.checks import run as run_checks
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.run import device_problems
 from theseus_pl.app.results.reading import read_run
@@ -430,6 +431,37 @@ def test_the_check_plan_names_the_other_text_the_lm_eval_tasks_and_the_adapted_t
     assert re.fullmatch(r"about \d+\.\d GiB at the training step's peak \(the decoder guide's formula\)",
                         lines["memory"])  # fmt: skip
     assert not (tmp_path / "cache" / "adapted").exists() and not (tmp_path / "run").exists()
+
+
+def test_the_check_plan_counts_every_ddp_process_in_the_token_budget(tiny_lm, tmp_path):
+    ddp = ("trainer.devices=2", "trainer.strategy=ddp_find_unused_parameters_true")
+    one, two = (dict(line.split(": ", 1) for line in plan(compose_config(*_overrides(tiny_lm, tmp_path, *extra))))
+                for extra in ((), ddp))  # fmt: skip
+    assert one["training"] == "6 optimizer steps of 4 windows (192 tokens)"
+    assert two["training"] == "6 optimizer steps of 4 windows on each of 2 processes (384 tokens)"
+    assert "on each device" in two["memory"] and "on each device" not in one["memory"]
+
+
+def test_fsdp_where_lightning_refuses_it_is_refused_before_any_compute(tiny_lm, tmp_path):
+    with pytest.raises(RunRefused) as refused:
+        run(compose_config(*_overrides(tiny_lm, tmp_path, "trainer.strategy=fsdp", "trainer.devices=2")))
+    [problem] = [p for p in refused.value.problems if "Lightning refuses" in p]
+    assert problem.startswith(
+        "Lightning refuses the trainer settings (trainer.accelerator=cpu, trainer.strategy=fsdp, trainer.devices=2): "
+        "The strategy `fsdp` requires a GPU accelerator"
+    )
+    assert "Fix: a strategy Lightning offers on this accelerator" in problem
+    assert not (tmp_path / "run").exists() and not (tmp_path / "cache" / "tokenized").exists()
+
+
+def test_bf16_on_a_cpu_whose_torch_build_cannot_autocast_is_refused_before_any_compute(tiny_lm, tmp_path, monkeypatch):
+    monkeypatch.setattr(run_checks, "cpu_bf16_problem", lambda: "RuntimeError: no bf16 kernels")
+    assert device_problems(compose_config(*_overrides(tiny_lm, tmp_path, "trainer.precision=bf16-mixed"))) == [
+        "trainer.precision=bf16-mixed trains under bf16 autocast on this CPU, which this torch build cannot do "
+        "(RuntimeError: no bf16 kernels). Fix: trainer.precision=32-true."
+    ]
+    assert device_problems(compose_config(*_overrides(tiny_lm, tmp_path, "trainer.precision=32-true"))) == []
+    assert not (tmp_path / "cache").exists()  # auto was not measured by the check
 
 
 @pytest.fixture

@@ -37,6 +37,7 @@ RELEVANT_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "
 # over 1.0, because a step has parts the measurement leaves out (embeddings, softmax, the optimizer) that bf16 speeds
 # up less. The AMD EPYC measured 0.46 here for training steps of 0.68-0.85x.
 BF16_AT_MOST = 0.8
+CPU_BF16_FLAGS = frozenset({"amx_bf16", "avx512_bf16"})  # the flags under which auto may choose bf16 on a CPU
 BUSY_RETRIES = 5  # further measurements, a second apart, while other processes keep the machine busy
 
 

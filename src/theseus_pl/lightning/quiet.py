@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 VERBOSE_VARIABLE = "THESEUS_PL_VERBOSE"
 # Lightning's own use of a torch pytree class that torch deprecated (printed on every fit and validate).
@@ -45,3 +47,16 @@ def install_filters() -> None:
     rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     if not any(isinstance(f, _DropMessage) for f in rank_zero.filters):
         rank_zero.addFilter(_DropMessage(LITLOGGER_TIP))
+
+
+@contextmanager
+def quiet_trainer_construction() -> Iterator[None]:
+    """A Trainer built only to read what Lightning makes of its settings (the run's checks) prints none of the lines
+    ("GPU available: ...") that the run's own Trainer prints again."""
+    rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    level = rank_zero.level
+    rank_zero.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        rank_zero.setLevel(level)

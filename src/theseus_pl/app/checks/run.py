@@ -11,10 +11,11 @@ needs the tokenizer can still refuse the run.
 
 from __future__ import annotations
 
-from pathlib import Path
-
+import lightning.pytorch as pl
 import torch
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from omegaconf import DictConfig
 from transformers import AutoConfig, PretrainedConfig
 
@@ -25,14 +26,14 @@ from theseus_pl.app.checks.settings import RunSettings
 from theseus_pl.app.config.terms import SUCCESSOR_SETTINGS, in_config_terms, naming_group
 from theseus_pl.app.methods.method import TheseusSettings
 from theseus_pl.app.predecessors.classifier import check_fits_task
-from theseus_pl.core.precision import AUTO, cpu_bf16_problem, uses_gpu
+from theseus_pl.core.precision import AUTO, CPU_BF16_FLAGS, cpu_bf16_problem, this_cpu, uses_gpu
 from theseus_pl.core.replacing import module_sizes
 from theseus_pl.core.settings import positive_int
 from theseus_pl.core.successors.copied import intermediate_size_problem
 from theseus_pl.core.successors.narrow_width import hidden_size_problem
 from theseus_pl.data.datamodule import TextTaskDataModule, resolve_source, resolve_task, sample_rows
 from theseus_pl.data.tasks import TaskSpec
-from theseus_pl.lightning.precision import run_precision
+from theseus_pl.lightning.quiet import quiet_trainer_construction
 
 
 def checked_datamodule(cfg: DictConfig, settings: RunSettings) -> TextTaskDataModule:
@@ -83,14 +84,36 @@ def device_problems(cfg: DictConfig) -> list[str]:
             f"trainer.devices={devices} asks for more GPUs than the {available} torch sees on this machine. Fix: "
             f"trainer.devices={available} (or -1: every GPU)."
         ]
+    # auto is resolved when the run starts (on some CPUs by a measurement, which a refused run must not make); on a
+    # CPU it can mean bf16 only where the CPU has bf16 instructions
     requested = str(cfg.trainer.get("precision", AUTO))
-    precision = run_precision(requested, accelerator, Path(cfg.paths.cache_dir)).precision
-    if precision.startswith("bf16") and not uses_gpu(accelerator) and (problem := cpu_bf16_problem()):
+    bf16_on_cpu = requested.startswith("bf16") or (requested == AUTO and bool(this_cpu().flags & CPU_BF16_FLAGS))
+    if bf16_on_cpu and not uses_gpu(accelerator) and (problem := cpu_bf16_problem()):
         return [
-            f"trainer.precision={precision} trains under bf16 autocast on the CPU, which this torch build cannot do "
-            f"({problem}). Fix: trainer.precision=auto (fp32 on this machine) or 32-true."
+            f"trainer.precision={requested} trains under bf16 autocast on this CPU, which this torch build cannot do "
+            f"({problem}). Fix: trainer.precision=32-true."
+        ]
+    try:
+        planned_trainer(cfg, "32-true" if requested == AUTO else requested)
+    except InstantiationException as wrapped:  # Hydra's, around Lightning's own refusal
+        error = wrapped.__cause__
+        if not isinstance(error, ValueError | MisconfigurationException):
+            raise
+        given = ", ".join(f"trainer.{key}={cfg.trainer.get(key)}" for key in ("accelerator", "strategy", "devices"))
+        return [
+            f"Lightning refuses the trainer settings ({given}): {error} Fix: a strategy Lightning offers on this "
+            "accelerator: trainer=ddp on GPUs, or trainer=cpu trainer.devices=2 "
+            "trainer.strategy=ddp_find_unused_parameters_true for processes on the CPU."
         ]
     return []
+
+
+def planned_trainer(cfg: DictConfig, precision: str) -> pl.Trainer:
+    """The Trainer the run would build, without its loggers and callbacks: what Lightning makes of the trainer
+    settings (whether it refuses them: FSDP on a CPU, an unknown strategy; how many processes train), by Lightning's
+    own rules, before any compute. Nothing is launched before ``fit``."""
+    with quiet_trainer_construction():
+        return instantiate(cfg.trainer, logger=False, enable_checkpointing=False, precision=precision)
 
 
 def _task(cfg: DictConfig) -> TaskSpec | None:

@@ -38,9 +38,10 @@ class RunKind:
     def prepare_predecessor(self, evaluation: dict[str, Any]) -> None:
         """What the predecessor needs before a method is built from it (a task model: fine-tuning, or the cache)."""
 
-    def plan(self, steps: int | None) -> list[str]:
+    def plan(self, steps: int | None, world_size: int) -> list[str]:
         """What this kind's run would read and train on, in lines (``--check``), once :meth:`check` passed and the
-        data is prepared; ``steps``: the run's optimizer steps (None where an epoch count leaves them unknown)."""
+        data is prepared; ``steps``: the run's optimizer steps (None where an epoch count leaves them unknown);
+        ``world_size``: the processes that train together, each on its own batches (DDP)."""
         raise NotImplementedError
 
     def method_inputs(self, optimizer: dict[str, Any]) -> MethodInputs:

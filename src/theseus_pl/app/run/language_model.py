@@ -48,7 +48,7 @@ from theseus_pl.app.results.language_model import (
 from theseus_pl.app.run.kind import RunKind
 from theseus_pl.app.run.language_model_data import language_model_datamodule
 from theseus_pl.app.run.language_model_shipping import DECODE_TOKENS, shipped_gguf
-from theseus_pl.app.run.stages import hub_id, rows_per_step
+from theseus_pl.app.run.stages import each_process, hub_id, rows_per_step
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.app.tracking.wandb_run import publish_language_model
 from theseus_pl.core.families import find_layer_stack
@@ -101,11 +101,11 @@ class LanguageModelRun(RunKind):
         self.datamodule.setup("fit")
         self.other_windows = _other_windows(self.cfg, self.tokenizer, cache_dir)
 
-    def plan(self, steps: int | None) -> list[str]:
+    def plan(self, steps: int | None, world_size: int) -> list[str]:
         cfg, datamodule = self.cfg, self.datamodule
         train, held_out = len(datamodule.splits["train"]), len(datamodule.splits["validation"])
         window, batch = datamodule.window, datamodule.batch_size
-        tokens = (steps or 0) * rows_per_step(cfg) * window
+        tokens = (steps or 0) * rows_per_step(cfg, world_size) * window
         layers = AutoConfig.from_pretrained(self.predecessor_dir).num_hidden_layers
         named = hub_id(cfg.model) or cfg.model.get("gguf") or cfg.model.get("base") or cfg.model.get("predecessor")
         made = "converted from its GGUF file, cached" if self.origin == "gguf" else "given"
@@ -127,14 +127,15 @@ class LanguageModelRun(RunKind):
         memory = []
         if method is not None and method.trains:
             peak = peak_memory_estimate(cfg, method, AutoConfig.from_pretrained(self.predecessor_dir))
-            memory.append(f"memory: about {peak / 2**30:.1f} GiB at the training step's peak (the decoder guide's "
-                          "formula)")  # fmt: skip
+            where = " on each device" if world_size > 1 else ""
+            memory.append(f"memory: about {peak / 2**30:.1f} GiB at the training step's peak{where} (the decoder "
+                          "guide's formula)")  # fmt: skip
         return [
             f"data: {datamodule.source.describe()}: {train:,} training windows of {window} tokens; scored on "
             f"{held_out:,} held-out windows",
             *other,
             f"predecessor: {named} ({made}), {layers} layers",
-            f"training: {steps} optimizer steps of {batch} windows ({tokens:,} tokens)",
+            f"training: {steps} optimizer steps of {batch} windows{each_process(world_size)} ({tokens:,} tokens)",
             *memory,
         ]
 

@@ -19,6 +19,7 @@ import torch
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf
 
+from theseus_pl.app.checks.run import planned_trainer
 from theseus_pl.app.checks.schedule import total_steps
 from theseus_pl.app.checks.settings import RunSettings, checked_settings
 from theseus_pl.app.config.resolvers import is_language_model_run
@@ -110,9 +111,10 @@ def plan(cfg: DictConfig) -> list[str]:
     assert method is not None and theseus is not None and schedule is not None  # the checks passed
     steps = total_steps(cfg, None) if method.trains else 0
     hardware = run_hardware(cfg.trainer, Path(cfg.paths.cache_dir))
+    world_size = planned_trainer(cfg, hardware.precision).world_size
     return [
         f"kind: {kind.description}",
-        *kind.plan(steps),
+        *kind.plan(steps, world_size),
         f"method: {method.name}, {theseus.successor_layers} layers kept"
         + ("" if method.trains else ", trains nothing"),
         *([f"loss: {method.loss_in_words()}"] if isinstance(method, SoftTargets) and method.trains else []),

@@ -119,6 +119,11 @@ def hub_id(model: DictConfig) -> str | None:
     return model.get("hub_id") or (None if not named or looks_like_path(named) else named)
 
 
+def each_process(world_size: int) -> str:
+    """What a batch size means under DDP, in words for a plan line: each process trains on batches of its own."""
+    return f" on each of {world_size} processes" if world_size > 1 else ""
+
+
 def rows_per_step(cfg: DictConfig, world_size: int = 1) -> int:
     """The training rows (or windows) one optimizer step sees: the batch times the batches it accumulates, times the
     processes training together (DDP: each its own batch of ``data.batch_size``)."""

@@ -31,7 +31,7 @@ from theseus_pl.app.results.task_model import (
     SuccessorResult,
 )
 from theseus_pl.app.run.kind import RunKind
-from theseus_pl.app.run.stages import hub_id, rows_per_step
+from theseus_pl.app.run.stages import each_process, hub_id, rows_per_step
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.app.tracking.wandb_run import publish
 from theseus_pl.core.families import find_layer_stack, shape_of
@@ -67,7 +67,7 @@ class TaskModelRun(RunKind):
             evaluation,
         )  # fmt: skip
 
-    def plan(self, steps: int | None) -> list[str]:
+    def plan(self, steps: int | None, world_size: int) -> list[str]:
         cfg, datamodule = self.cfg, self.datamodule
         task = datamodule.task
         datamodule.setup("fit")  # the splits the check tokenised, from the cache
@@ -77,12 +77,13 @@ class TaskModelRun(RunKind):
         made = (
             "given, fine-tuned already" if cfg.model.predecessor else "fine-tuned on the task first, or from the cache"
         )
-        seen = (steps or 0) * rows_per_step(cfg)
+        seen = (steps or 0) * rows_per_step(cfg, world_size)
         rows = f"{seen:,} rows, {seen / train:.1f} epochs" if steps else ""
         return [
             f"data: {task.name}, {datamodule.source.describe(task)}: {train:,} training rows; scored on {scored} rows",
             f"predecessor: {named} ({made}), {AutoConfig.from_pretrained(named).num_hidden_layers} layers",
             f"training: {steps or 'up to trainer.max_epochs'} optimizer steps of {cfg.data.batch_size} rows"
+            + each_process(world_size)
             + (f" ({rows})" if rows else ""),
         ]
 
