@@ -20,7 +20,7 @@ from transformers import PreTrainedModel
 from theseus_pl.core.timing import BUSY_CORES
 from theseus_pl.data.cache_entry import content_digest, load_or_build
 from theseus_pl.deployment.gguf_export import AGREEMENT_FLOORS, export_gguf, gguf_logit_check
-from theseus_pl.deployment.llama_cpp_speed import llama_cpp_speed
+from theseus_pl.deployment.llama_cpp_runtime import llama_cpp_speed
 
 log = logging.getLogger(__name__)
 

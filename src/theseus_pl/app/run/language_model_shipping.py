@@ -20,7 +20,7 @@ from theseus_pl.app.run.language_model_data import language_model_datamodule
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.data.language_model import LanguageModelingDataModule, collate_windows
 from theseus_pl.deployment.gguf_stage import deploy_gguf
-from theseus_pl.deployment.llama_cpp_speed import llama_cpp_problem
+from theseus_pl.deployment.llama_cpp_runtime import llama_cpp_problem
 from theseus_pl.deployment.record import DeploySettings
 
 log = logging.getLogger(__name__)

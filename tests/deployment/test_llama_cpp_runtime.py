@@ -10,7 +10,7 @@ import torch
 from decoder_models import tiny_bpe_tokenizer, tiny_decoder
 
 from theseus_pl.deployment.gguf_export import export_gguf
-from theseus_pl.deployment.llama_cpp_speed import llama_cpp_problem, llama_cpp_speed
+from theseus_pl.deployment.llama_cpp_runtime import llama_cpp_problem, llama_cpp_speed
 
 llama_cpp = pytest.importorskip("llama_cpp", reason='llama.cpp\'s binding: pip install "theseus_pl[llama-cpp]"')
 
