@@ -136,3 +136,25 @@ def test_a_decoder_lm_card_gives_the_other_held_out_text_where_the_run_scored_on
     text = ModelCard(str(model_card(results))).text
     assert "| perplexity on Guardian headlines of 2017-2020 (never trained on) | 61.20 | 140.50 |" in text
     assert "| KL(predecessor ‖ successor) there | | 0.930 |" in text
+
+
+def test_a_decoder_lm_card_gives_each_gguf_file_its_llama_cpp_perplexity_and_leaves_out_a_busy_timing():
+    speeds = {"predecessor_decode_tokens_per_second": 89.5, "successor_decode_tokens_per_second": 152.1,
+              "decode_speedup": 1.71, "prefill_speedup": 1.99, "predecessor_perplexity": 25.6,
+              "successor_perplexity": 32.4, "other_cores": 0.05}  # fmt: skip
+    check = {"mib": 157.3, "max_logit_diff": 0.02, "agreement": 1.0, "perplexity": 32.38, "reference_perplexity": 32.37}
+    rows = [
+        {"type": "f16", "file": "gguf/model.f16.gguf", **check, "agreement_floor": 0.99, "llama_cpp": speeds},
+        {"type": "q8_0", "file": "gguf/model.q8_0.gguf", **check, "agreement_floor": 0.95,
+         "llama_cpp": {**speeds, "successor_perplexity": 32.5, "other_cores": 1.2}},
+        {"type": "q4_0", "file": "gguf/model.q4_0.gguf", **check, "agreement_floor": 0.6, "llama_cpp": None},
+    ]  # fmt: skip
+    results = replace(read_run(V2_LANGUAGE_MODEL), gguf=rows)
+    text = ModelCard(str(model_card(results))).text
+    assert "| `gguf/model.f16.gguf` | f16 | 157.3 | 100.0 | 32.38 (32.37) | 32.40 (25.60) | 152.1 against 89.5" in text
+    assert "| 32.50 (25.60) | timed on a busy machine: left out |" in text
+    assert "| `gguf/model.q4_0.gguf` | q4_0 | 157.3 | 100.0 | 32.38 (32.37) | not run | not timed |" in text
+    summary = results.summary()
+    assert summary["final/gguf_q8_0_llama_cpp_successor_perplexity"] == 32.5
+    assert "final/gguf_q8_0_llama_cpp_decode_speedup" not in summary  # busy: not the model's speed-up
+    assert summary["final/gguf_f16_llama_cpp_decode_speedup"] == 1.71

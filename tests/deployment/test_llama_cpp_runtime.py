@@ -10,7 +10,8 @@ import torch
 from decoder_models import tiny_bpe_tokenizer, tiny_decoder
 
 from theseus_pl.deployment.gguf_export import export_gguf
-from theseus_pl.deployment.llama_cpp_runtime import llama_cpp_problem, llama_cpp_speed
+from theseus_pl.deployment.gguf_stage import deploy_gguf
+from theseus_pl.deployment.llama_cpp_runtime import llama_cpp_perplexity, llama_cpp_problem, llama_cpp_speed
 
 llama_cpp = pytest.importorskip("llama_cpp", reason='llama.cpp\'s binding: pip install "theseus_pl[llama-cpp]"')
 
@@ -48,3 +49,28 @@ def test_two_gguf_files_are_timed_in_turn_at_prefill_and_decode(tmp_path):
     for stage in ("prefill", "decode"):
         assert speed[f"predecessor_{stage}_tokens_per_second"] > 0 and speed[f"successor_{stage}_tokens_per_second"] > 0
         assert speed[f"{stage}_speedup"] > 0
+
+
+def test_llama_cpp_scores_a_float_file_as_pytorch_does(tmp_path):
+    model, tokenizer = _saved(tmp_path / "model", 4)
+    path = export_gguf(tmp_path / "model", tmp_path / "model.f32.gguf", "f32")
+    windows = torch.tensor([tokenizer("the president said the economy and the jobs of the nation")["input_ids"]] * 2)
+    with torch.no_grad():
+        loss = torch.nn.functional.cross_entropy(model(windows).logits[:, :-1].flatten(0, 1), windows[:, 1:].flatten())
+    assert llama_cpp_perplexity(path, windows, threads=1) == pytest.approx(float(torch.exp(loss)), rel=1e-4)
+
+
+def test_the_deploy_stage_times_and_scores_every_type_against_the_predecessor_at_that_type(tmp_path):
+    _saved(tmp_path / "predecessor", 4)
+    model, tokenizer = _saved(tmp_path / "successor", 2)
+    windows = torch.tensor([tokenizer("the president said the economy and the jobs of the nation")["input_ids"]] * 2)
+    timing = {"repeats": 1, "new_tokens": 4, "threads": 1}
+    rows = deploy_gguf(tmp_path / "successor", model, tmp_path / "predecessor", ["f32", "q8_0"], windows,
+                       timing=timing, cache_dir=tmp_path / "cache")  # fmt: skip
+    assert [row["type"] for row in rows] == ["f32", "q8_0"]
+    for row in rows:
+        in_llama_cpp = row["llama_cpp"]
+        assert in_llama_cpp["decode_speedup"] > 0 and in_llama_cpp["predecessor_perplexity"] > 1
+        assert in_llama_cpp["successor_perplexity"] == pytest.approx(row["perplexity"], rel=0.05)
+    assert rows[0]["llama_cpp"]["successor_perplexity"] == pytest.approx(rows[0]["perplexity"], rel=1e-4)
+    assert len(list((tmp_path / "cache" / "gguf-export").iterdir())) == 2 + 2  # a predecessor file a type (+ locks)

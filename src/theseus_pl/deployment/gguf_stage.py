@@ -4,7 +4,8 @@ For each type asked (``deploy.gguf``), the successor is written to ``successor/g
 transformers and compared with the PyTorch successor on held-out windows (top-1 agreement against the type's floor,
 the largest logit difference, the perplexity the file gives). Where llama.cpp's binding is installed and asked for
 (``deploy.llama_cpp``), the predecessor is written at the same type (once, into the cache) and both files are timed
-in llama.cpp at batch 1. The rows go into ``results.json`` (``gguf``) and the model card.
+in llama.cpp at batch 1 and scored there (their perplexity on the same windows, from llama.cpp's own logits). The
+rows go into ``results.json`` (``gguf``) and the model card.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from transformers import PreTrainedModel
 from theseus_pl.core.timing import BUSY_CORES
 from theseus_pl.data.cache_entry import content_digest, load_or_build
 from theseus_pl.deployment.gguf_export import AGREEMENT_FLOORS, export_gguf, gguf_logit_check
-from theseus_pl.deployment.llama_cpp_runtime import llama_cpp_speed
+from theseus_pl.deployment.llama_cpp_runtime import llama_cpp_perplexity, llama_cpp_speed
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +37,10 @@ def deploy_gguf(
     cache_dir: Path | None = None,
 ) -> list[dict[str, Any]]:
     """A row per type: ``type``, ``file`` (relative to the successor's folder), ``mib``, the check's
-    ``max_logit_diff``, ``agreement`` and ``perplexity``, ``agreement_floor``, and ``llama_cpp`` (tokens per second
-    and speed-ups, or None where not timed). ``windows``: held-out token ids (rows x length), the first row also the
-    timing's prefill and its first 16 tokens the decode prompt. ``timing``: ``repeats``, ``new_tokens``,
-    ``threads``, or None for no llama.cpp timing."""
+    ``max_logit_diff``, ``agreement`` and ``perplexity``, ``agreement_floor``, and ``llama_cpp`` (tokens per second,
+    speed-ups and both files' perplexity there; None where llama.cpp was not asked for or is not installed).
+    ``windows``: held-out token ids (rows x length), the first row also the timing's prefill and its first 16 tokens
+    the decode prompt. ``timing``: ``repeats``, ``new_tokens``, ``threads``, or None for no llama.cpp timing."""
     with torch.no_grad():
         reference = successor.float().eval()(windows).logits  # once, for every file
     rows = []
@@ -52,18 +53,28 @@ def deploy_gguf(
                 "GGUF %s agrees with the PyTorch successor on %.1f%% of next tokens, below this type's %.1f%%: check "
                 "the file before shipping it.", kind, 100 * check.agreement, 100 * floor,
             )  # fmt: skip
-        speed = None
+        in_llama_cpp = None
         if timing is not None:
-            reference = _predecessor_gguf(predecessor_dir, kind, tokenizer_gguf, cache_dir or successor_dir.parent)
-            ids = windows[0].tolist()
-            speed = llama_cpp_speed(reference, path, ids, ids[:16], timing["new_tokens"], timing["repeats"],
-                                    timing.get("threads"))  # fmt: skip
-            if speed.get("other_cores", 0.0) > BUSY_CORES:
+            predecessor = _predecessor_gguf(predecessor_dir, kind, tokenizer_gguf, cache_dir or successor_dir.parent)
+            in_llama_cpp = _in_llama_cpp(predecessor, path, windows, timing)
+            if in_llama_cpp.get("other_cores", 0.0) > BUSY_CORES:
                 log.warning("llama.cpp timed %s beside other processes (%.2f cores): its speed-ups are not the "
-                            "model's.", kind, speed["other_cores"])  # fmt: skip
+                            "model's.", kind, in_llama_cpp["other_cores"])  # fmt: skip
         rows.append({"type": kind, "file": str(path.relative_to(successor_dir)), "mib": path.stat().st_size / 2**20,
-                     **asdict(check), "agreement_floor": floor, "llama_cpp": speed})  # fmt: skip
+                     **asdict(check), "agreement_floor": floor, "llama_cpp": in_llama_cpp})  # fmt: skip
     return rows
+
+
+def _in_llama_cpp(
+    predecessor: Path, successor: Path, windows: torch.Tensor, timing: dict[str, Any]
+) -> dict[str, float]:
+    """Both files in llama.cpp: their speeds and the successor's speed-ups (:func:`llama_cpp_speed`), and each one's
+    perplexity on ``windows`` as llama.cpp computes it (``predecessor_perplexity``, ``successor_perplexity``)."""
+    ids, threads = windows[0].tolist(), timing.get("threads")
+    speed = llama_cpp_speed(predecessor, successor, ids, ids[:16], timing["new_tokens"], timing["repeats"], threads)
+    scores = {f"{name}_perplexity": llama_cpp_perplexity(file, windows, threads)
+              for name, file in (("predecessor", predecessor), ("successor", successor))}  # fmt: skip
+    return {**speed, **scores}
 
 
 def _predecessor_gguf(predecessor_dir: Path, kind: str, tokenizer_gguf: Path | None, cache_dir: Path) -> Path:

@@ -1,16 +1,24 @@
-"""Decoder models timed where their users run them: llama.cpp, through its Python binding ``llama-cpp-python``.
+"""Decoder models run where their users run them: llama.cpp, through its Python binding ``llama-cpp-python``.
 
-The predecessor's and the successor's GGUF files at the same type take turns (:func:`interleaved_seconds`, which
-notices a busy machine), at batch 1 as a local chat or completion runs: prefill of one held-out window, and decode of
-``new_tokens`` tokens after a short prompt (each fed back greedily, one ``eval`` a token).
+Timed (:func:`llama_cpp_speed`): the predecessor's and the successor's GGUF files at the same type take turns
+(:func:`interleaved_seconds`, which notices a busy machine), at batch 1 as a local chat or completion runs: prefill of
+one held-out window, and decode of ``new_tokens`` tokens after a short prompt (each fed back greedily, one ``eval`` a
+token). Scored (:func:`llama_cpp_perplexity`): the perplexity llama.cpp's own kernels give a file on held-out windows.
+That is the figure a user of the file gets: for a quantised type llama.cpp also quantises the activations its matrix
+products read, which transformers' read-back of the file (its weights dequantised to float) does not.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import torch
+from torch.nn.functional import cross_entropy
 
 from theseus_pl.core.timing import interleaved_seconds, token_speeds
 
@@ -49,10 +57,27 @@ def llama_cpp_speed(
     return token_speeds(times, {"prefill": len(window), "decode": new_tokens})
 
 
-def _load(path: Path, context: int, threads: int | None) -> Any:
+def llama_cpp_perplexity(path: Path, windows: torch.Tensor, threads: int | None = None) -> float:
+    """exp of the mean next-token cross-entropy of the GGUF file at ``path`` over ``windows`` (token ids, rows x
+    length), from the logits llama.cpp computes, one window at a time."""
+    model = _load(path, windows.shape[1], threads, logits_all=True)
+    try:
+        losses = []
+        for window in windows.tolist():
+            model.reset()
+            model.eval(window)
+            logits = torch.from_numpy(np.asarray(model.scores[: len(window) - 1]))
+            losses.append(cross_entropy(logits, torch.tensor(window[1:]), reduction="none"))
+    finally:
+        model.close()
+    return math.exp(float(torch.cat(losses).mean()))
+
+
+def _load(path: Path, context: int, threads: int | None, logits_all: bool = False) -> Any:
     from llama_cpp import Llama
 
-    return Llama(model_path=str(path), n_ctx=context, n_batch=context, n_threads=threads, verbose=False)
+    return Llama(model_path=str(path), n_ctx=context, n_batch=context, n_threads=threads, logits_all=logits_all,
+                 verbose=False)  # fmt: skip
 
 
 def _prefill_call(model: Any, window: Sequence[int]) -> Callable[[], object]:

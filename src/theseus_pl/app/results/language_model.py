@@ -118,7 +118,8 @@ class LanguageModelResults(RunRecord):
                for name in ("mib", "agreement", "perplexity")},
             **{f"final/gguf_{row['type']}_llama_cpp_{name}": value for row in self.gguf or []
                for name, value in (row.get("llama_cpp") or {}).items()
-               if name.endswith("speedup") and row["llama_cpp"].get("other_cores", 0.0) <= BUSY_CORES},
+               if name.endswith("perplexity")
+               or (name.endswith("speedup") and row["llama_cpp"].get("other_cores", 0.0) <= BUSY_CORES)},
         }  # fmt: skip
         return {key: float(value) for key, value in summary.items() if value is not None}
 

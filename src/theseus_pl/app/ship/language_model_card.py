@@ -114,37 +114,49 @@ def _speed(results: LanguageModelResults) -> str:
     )
 
 
+GGUF_HEADER = (
+    "| file | type | MiB | agreement with PyTorch (%) | perplexity (PyTorch) | perplexity in llama.cpp (predecessor) "
+    "| llama.cpp decode, tokens/s |"
+)
+
+
 def _gguf(results: LanguageModelResults) -> str:
-    """The GGUF files for llama.cpp: their check against PyTorch and their llama.cpp speed beside the predecessor's
-    at the same type (left out where the machine was busy)."""
+    """The GGUF files for llama.cpp: their check against PyTorch, their perplexity in llama.cpp beside the
+    predecessor's file at the same type, and their llama.cpp speed (left out where the machine was busy)."""
     if not results.gguf:
         return ""
     rows = []
     for row in results.gguf:
-        speed = row.get("llama_cpp") or {}
-        if speed.get("other_cores", 0.0) > BUSY_CORES:
+        in_llama_cpp = row.get("llama_cpp") or {}
+        if in_llama_cpp.get("other_cores", 0.0) > BUSY_CORES:
             timed = "timed on a busy machine: left out"
-        elif speed:
+        elif in_llama_cpp:
             timed = (
-                f"{number(speed['successor_decode_tokens_per_second'], 1)} against "
-                f"{number(speed['predecessor_decode_tokens_per_second'], 1)} "
-                f"({number(speed['decode_speedup'], 2)}x; prefill {number(speed['prefill_speedup'], 2)}x)"
+                f"{number(in_llama_cpp['successor_decode_tokens_per_second'], 1)} against "
+                f"{number(in_llama_cpp['predecessor_decode_tokens_per_second'], 1)} "
+                f"({number(in_llama_cpp['decode_speedup'], 2)}x; prefill {number(in_llama_cpp['prefill_speedup'], 2)}x)"
             )
         else:
             timed = "not timed"
+        scored = (
+            f"{number(in_llama_cpp['successor_perplexity'], 2)} ({number(in_llama_cpp['predecessor_perplexity'], 2)})"
+            if "successor_perplexity" in in_llama_cpp
+            else "not run"
+        )
         rows.append(
             f"| `{row['file']}` | {row['type']} | {number(row['mib'], 1)} | "
             f"{number(_percent(row['agreement']), 1)} | {number(row['perplexity'], 2)} "
-            f"({number(row.get('reference_perplexity'), 2)}) | {timed} |\n"
+            f"({number(row.get('reference_perplexity'), 2)}) | {scored} | {timed} |\n"
         )
     return f"""
 ## GGUF files for llama.cpp
 
 Read back by transformers and compared with this model on held-out windows (top-1 agreement, perplexity, this
-PyTorch model's in brackets); decoding timed in llama.cpp at batch 1 against the predecessor written at the same type.
+PyTorch model's in brackets); run in llama.cpp on the same windows (perplexity from its own kernels, the predecessor
+written at the same type in brackets) and its decoding timed at batch 1 against that predecessor file.
 
-| file | type | MiB | agreement with PyTorch (%) | perplexity (PyTorch) | llama.cpp decode, tokens/s |
-|---|---|---|---|---|---|
+{GGUF_HEADER}
+|---|---|---|---|---|---|---|
 {"".join(rows)}"""
 
 
