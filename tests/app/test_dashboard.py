@@ -154,7 +154,8 @@ def test_the_workspace_of_decoder_lm_runs_shows_perplexity_speed_and_the_sample(
     view = dashboard.main(["--entity", "team", "--project", "proj", "--sweep", str(sweep), "--dry-run"])
     sections = {section.name: panels_of(section) for section in view.sections}
     assert list(sections) == ["Decoder LMs: held-out perplexity during training", "Replacing",
-                              "Decoder LMs: perplexity against decode speed-up"]  # fmt: skip
+                              "Decoder LMs: perplexity against decode speed-up",
+                              "Decoder LMs: shipped as GGUF for llama.cpp"]  # fmt: skip
     perplexity = sections["Decoder LMs: held-out perplexity during training"][
         ("LinePlot", "Held-out perplexity by method")
     ]
@@ -164,11 +165,21 @@ def test_the_workspace_of_decoder_lm_runs_shows_perplexity_speed_and_the_sample(
     scatter = tradeoff[("ScatterPlot", "Successor perplexity against decode speed-up")]
     assert (scatter.x.name, scatter.y.name) == ("final/decode_speedup", "final/successor_perplexity")
     assert ("WeavePanelSummaryTable", "generation_sample") in tradeoff
+    gguf = sections["Decoder LMs: shipped as GGUF for llama.cpp"]
+    speedups = gguf[("BarPlot", "llama.cpp decode speed-up by GGUF type")]
+    # the keys the run's summary writes for the types a run ships by default
+    assert {"final/gguf_f16_llama_cpp_decode_speedup", "final/gguf_q8_0_llama_cpp_decode_speedup"} <= set(
+        speedups.metrics
+    )
+    assert (
+        "final/gguf_q8_0_llama_cpp_successor_perplexity"
+        in gguf[("BarPlot", "Perplexity in llama.cpp by GGUF type")].metrics
+    )
     assert "summary:final/successor_perplexity" in view.runset_settings.pinned_columns
     assert "lm_2026" in str(view.runset_settings.filters)
     both = workspace("team", "proj", kinds=("task_model", LANGUAGE_MODEL))
     assert [section.name for section in both.sections][:2] == ["Dev score during training", "Replacing"]
-    assert len(both.sections) == 6  # the encoders' four, the decoders' two: one Replacing section serves both
+    assert len(both.sections) == 7  # the encoders' four, the decoders' three: one Replacing section serves both
 
 
 def test_the_sweep_report_of_decoder_lm_runs_holds_the_lm_table_and_their_plots(tmp_path):

@@ -25,6 +25,7 @@ from theseus_pl.app.report.tables import best_settings, build_table, varied_keys
 from theseus_pl.app.results.envelope import RunRecord
 from theseus_pl.app.results.language_model import LanguageModelResults
 from theseus_pl.app.results.task_model import RunResults
+from theseus_pl.deployment.gguf_export import GGUF_TYPES
 
 STEP = "trainer/global_step"
 METHOD = "JobType"  # each run's job type is its method (theseus_curriculum, kd, ...)
@@ -91,6 +92,22 @@ def language_model_tradeoff_panels() -> list[Any]:
     ]  # fmt: skip
 
 
+def gguf_panels() -> list[Any]:
+    """The successors as GGUF files (``deploy.gguf``), a bar per type a run wrote: each file's decode speed-up over the
+    predecessor's file in llama.cpp (left out of the summary where the machine was busy), its perplexity there, and
+    its size."""
+
+    def by_type(title: str, name: str) -> Any:
+        return wr.BarPlot(title=title, metrics=[f"final/gguf_{kind}_{name}" for kind in GGUF_TYPES], groupby=METHOD,
+                          groupby_aggfunc="median", groupby_rangefunc="minmax")  # fmt: skip
+
+    return [
+        by_type("llama.cpp decode speed-up by GGUF type", "llama_cpp_decode_speedup"),
+        by_type("Perplexity in llama.cpp by GGUF type", "llama_cpp_successor_perplexity"),
+        by_type("GGUF file size (MiB) by type", "mib"),
+    ]
+
+
 def config_column(key: str) -> str:
     """The run table's column of a dotted config key: W&B stores a nested config under ``<first>.value``."""
     first, _, rest = key.partition(".")
@@ -109,7 +126,8 @@ def workspace(
 
     Task-model runs get four sections (training, replacing, score against speed-up, compression card), the best
     successor first; decoder-LM runs get theirs (held-out perplexity over steps, replacing, perplexity against decode
-    speed-up and the generation sample), the lowest perplexity first where they are the only kind."""
+    speed-up and the generation sample, their GGUF files in llama.cpp), the lowest perplexity first where they are the
+    only kind."""
     replacing = ws.Section(name="Replacing", is_open=True, panels=replacing_panels())
     sections = []
     if TASK_MODEL in kinds:
@@ -127,6 +145,7 @@ def workspace(
             *([] if TASK_MODEL in kinds else [replacing]),
             ws.Section(name="Decoder LMs: perplexity against decode speed-up", is_open=True,
                        panels=language_model_tradeoff_panels()),
+            ws.Section(name="Decoder LMs: shipped as GGUF for llama.cpp", is_open=True, panels=gguf_panels()),
         ]  # fmt: skip
     headline = (
         ws.Ordering(ws.Summary(SCORE), ascending=False)
