@@ -442,6 +442,22 @@ def test_the_check_plan_counts_every_ddp_process_in_the_token_budget(tiny_lm, tm
     assert "on each device" in two["memory"] and "on each device" not in one["memory"]
 
 
+def test_activation_checkpointing_trains_the_same_successor_and_is_refused_where_nothing_trains(tiny_lm, tmp_path):
+    successors = []
+    for checkpointed in ("false", "true"):
+        folder = tmp_path / checkpointed
+        overrides = _overrides(tiny_lm, folder, f"activation_checkpointing={checkpointed}", "trainer.precision=32-true")
+        run(compose_config(*overrides))
+        successors.append(AutoModelForCausalLM.from_pretrained(folder / "run" / "successor").state_dict())
+    plain, checkpointed = successors
+    assert all(torch.allclose(plain[name], checkpointed[name], atol=1e-5) for name in plain)
+    lines = dict(line.split(": ", 1) for line in plan(compose_config(
+        *_overrides(tiny_lm, tmp_path / "plan", "activation_checkpointing=true"))))  # fmt: skip
+    assert "activations checkpointed" in lines["memory"]
+    with pytest.raises(RunRefused, match="activation_checkpointing=true saves memory while training; method=shortgpt"):
+        run(compose_config(*_overrides(tiny_lm, tmp_path / "c", "method=shortgpt", "activation_checkpointing=true")))
+
+
 def test_fsdp_where_lightning_refuses_it_is_refused_before_any_compute(tiny_lm, tmp_path):
     with pytest.raises(RunRefused) as refused:
         run(compose_config(*_overrides(tiny_lm, tmp_path, "trainer.strategy=fsdp", "trainer.devices=2")))

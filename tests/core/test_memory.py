@@ -4,9 +4,12 @@ import sys
 
 import numpy as np
 import pytest
+import torch
+from decoder_models import tiny_decoder, tiny_token_ids
 
 from theseus_pl.core import memory
-from theseus_pl.core.memory import peak_memory, start_peak_memory
+from theseus_pl.core.memory import checkpoint_activations, peak_memory, start_peak_memory
+from theseus_pl.core.replacing import SuccessorInit, TheseusModel
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the resident-set peak is reset through /proc")
@@ -46,3 +49,36 @@ def test_the_memory_formula_meets_the_peaks_measured_on_smollm2_within_a_fifth(
     """Against the GPU peaks recorded for SmolLM2-135M 30 -> 15 layers on an H200 (docs/results/decoder-lms.md)."""
     estimate = memory.training_memory_bytes(trained, frozen, tokens, VOCAB, HIDDEN, layers, distils) / GIB
     assert abs(estimate / measured_gib - 1) < 0.2
+
+
+def _theseus_step(checkpointed: bool) -> tuple[dict[str, torch.Tensor], int, list[str]]:
+    """One training step of a tiny Theseus decoder (every module on its successor): the trained parameters'
+    gradients, how often the lowest successor layer ran forward, and the models switched to checkpointing."""
+    model = TheseusModel(tiny_decoder("llama", num_hidden_layers=4), 2, init=SuccessorInit.BOTTOM).train()
+    switched = checkpoint_activations(model) if checkpointed else []
+    calls = []
+    # inside the layer (transformers checkpoints its forward, so the layer's own hooks run once either way), and early
+    # in it (the recompute stops once it has every tensor the backward pass needs)
+    model.blocks[0].successor.self_attn.q_proj.register_forward_hook(lambda *_: calls.append(1))
+    ids = tiny_token_ids()
+    model(gate=[True, True], input_ids=ids, labels=ids).loss.backward()
+    grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.requires_grad}
+    return grads, len(calls), switched
+
+
+def test_activation_checkpointing_recomputes_the_trained_layers_and_changes_no_gradient():
+    plain, plain_calls, _ = _theseus_step(checkpointed=False)
+    checkpointed, checkpointed_calls, switched = _theseus_step(checkpointed=True)
+    assert switched == ["model"]  # the wrapped decoder: its layers hold the successor modules
+    assert (plain_calls, checkpointed_calls) == (1, 2)  # run again in the backward pass
+    assert plain.keys() == checkpointed.keys() and len(plain) > 0
+    assert all(torch.allclose(plain[name], checkpointed[name], atol=1e-6) for name in plain)
+
+
+def test_a_frozen_teacher_is_left_alone_and_the_formula_counts_one_layers_activations():
+    teacher = tiny_decoder("llama").requires_grad_(False)
+    assert checkpoint_activations(torch.nn.ModuleDict({"teacher": teacher})) == []
+    plain = memory.training_memory_bytes(10, 20, tokens=100, vocab=50, hidden=8, layers=30, distils=False)
+    checkpointed = memory.training_memory_bytes(10, 20, tokens=100, vocab=50, hidden=8, layers=30, distils=False,
+                                                checkpointed=True)  # fmt: skip
+    assert plain - checkpointed == 100 * 8 * (100 * 30 - (4 * 30 + 100))

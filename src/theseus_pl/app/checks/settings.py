@@ -65,6 +65,7 @@ def validation_interval(value: Any) -> bool:
 RULES: dict[str, Rule] = {
     "seed": Rule(lambda v: whole_number(v) and 0 <= v <= MAX_SEED, f"a whole number from 0 to {MAX_SEED}"),
     "threads": Rule(optional_positive_int, "null (torch's default) or a whole number of threads, at least 1"),
+    "activation_checkpointing": Rule(boolean, "true or false"),
     "optimizer.lr": Rule(positive_number, "a number above 0, e.g. 2e-5"),
     "finetune.lr": Rule(positive_number, "a number above 0, e.g. 2e-5"),
     "finetune.epochs": Rule(positive_int, "a whole number of epochs, at least 1"),
@@ -177,6 +178,11 @@ def _method_problems(cfg: DictConfig, method: CompressionMethod, theseus: Theseu
     kind = LANGUAGE_MODEL if is_language_model_run(cfg) else TASK_MODEL
     if kind not in method.kinds:
         return [_wrong_kind(method, kind)]
+    if cfg.get("activation_checkpointing") is True and not method.trains:
+        return [
+            f"activation_checkpointing=true saves memory while training; method={method.name} trains nothing. Leave "
+            "it false."
+        ]
     teacher = method.teacher if isinstance(method, SoftTargets) else PREDECESSOR_TEACHER
     if teacher == ADAPTED_TEACHER and kind == TASK_MODEL:
         return [

@@ -127,7 +127,9 @@ class LanguageModelRun(RunKind):
         memory = []
         if method is not None and method.trains:
             peak = peak_memory_estimate(cfg, method, AutoConfig.from_pretrained(self.predecessor_dir))
-            where = " on each device" if world_size > 1 else ""
+            where = (" on each device" if world_size > 1 else "") + (
+                ", activations checkpointed" if cfg.activation_checkpointing else ""
+            )
             memory.append(f"memory: about {peak / 2**30:.1f} GiB at the training step's peak{where} (the decoder "
                           "guide's formula)")  # fmt: skip
         return [
@@ -297,7 +299,8 @@ def peak_memory_estimate(cfg: DictConfig, method: CompressionMethod, config: Pre
     else:
         trained, frozen, layers = total - (depth - kept) * layer, (total if distils else 0) + teacher, kept
     tokens = cfg.data.batch_size * cfg.data.window
-    return training_memory_bytes(trained, frozen, tokens, config.vocab_size, config.hidden_size, layers, distils)
+    return training_memory_bytes(trained, frozen, tokens, config.vocab_size, config.hidden_size, layers, distils,
+                                 checkpointed=bool(cfg.get("activation_checkpointing")))  # fmt: skip
 
 
 def _predecessor_folder(model: DictConfig, cache_dir: Path) -> tuple[str, str]:

@@ -39,7 +39,7 @@ from theseus_pl.app.run.task_model import TaskModelRun
 from theseus_pl.app.tracking.loggers import build_loggers, log_summary_row
 from theseus_pl.app.tracking.run_identity import run_identity
 from theseus_pl.app.tracking.wandb_run import finish, run_link, wandb_run
-from theseus_pl.core.memory import peak_memory, start_peak_memory
+from theseus_pl.core.memory import checkpoint_activations, peak_memory, start_peak_memory
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,9 @@ def run(cfg: DictConfig) -> RunRecord | None:
     kind.prepare_predecessor(evaluation)
     # Resolved: sweeps set values by interpolation (rates_equivalent_lr's lr = lr'/p, the protocol's grid points).
     method = settings.method.build(kind.method_inputs(OmegaConf.to_container(cfg.optimizer, resolve=True)))
+    if cfg.activation_checkpointing and method.module is not None:
+        switched = checkpoint_activations(method.module)
+        log.info("Activation checkpointing: %s.", ", ".join(switched) or "no transformers model trains here, none")
     identity = run_identity(cfg, kind.name, method.name)
     resume_from, resume_step = resume_point(output_dir, cfg.resume)
     logged_config = {**OmegaConf.to_container(cfg, resolve=True), "hardware": asdict(hardware)}  # type: ignore[dict-item]
