@@ -39,6 +39,16 @@ def test_the_memory_formula_sizes_it_for_one_gpu_of_48_gb(protocol, low, high):
     assert low < gib < high  # the figures its config's comment states: about 35 GiB, 25 healed, 34 distilled
 
 
+@pytest.mark.parametrize(
+    ("protocol", "low", "high"),
+    [("theseus_curriculum", 20, 23), ("shortgpt_healed", 15, 19), ("shortgpt_distilled", 23, 28)],
+)
+def test_with_activation_checkpointing_the_healed_and_theseus_runs_fit_a_24_gb_gpu(protocol, low, high):
+    cfg = compose_config(EXPERIMENT, f"+lm_protocol={protocol}", "activation_checkpointing=true")
+    gib = peak_memory_estimate(cfg, checked_settings(cfg).method, SMOLLM2_1B7) / 2**30
+    assert low < gib < high  # the decoder guide's figures: about 22, 17 and 26 GiB
+
+
 def test_offline_it_is_refused_before_any_compute_naming_the_model_and_the_text(monkeypatch):
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(RunRefused) as refused:

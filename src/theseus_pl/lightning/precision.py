@@ -62,7 +62,7 @@ def machine_bf16_measurement(cache_dir: Path) -> Bf16Measurement:
 
     def load(folder: Path) -> Bf16Measurement:
         record = json.loads((folder / MEASUREMENT).read_text())
-        when = f"when first measured on this machine ({record['measured_at']}, kept in {folder})"
+        when = f"when first measured on this machine, {record['measured_at']}, kept in {folder}"
         return Bf16Measurement(float(record["ratio"]), record["other_cores"], when)
 
     try:
