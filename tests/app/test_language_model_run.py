@@ -547,6 +547,18 @@ def test_a_finished_lm_run_is_shipped_as_gguf_from_the_command_line(tiny_bpe_lm,
         deploy_main([str(run_dir), "--gguf", "q3_k"])
 
 
+def test_a_run_saved_before_a_setting_existed_deploys_with_that_settings_value_from_its_own_overrides(
+    tiny_bpe_lm, tmp_path
+):
+    run_dir = _finished_run(tiny_bpe_lm, tmp_path)
+    saved = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+    OmegaConf.save(_overrides(tiny_bpe_lm, tmp_path, "method=shortgpt"), run_dir / ".hydra" / "overrides.yaml")
+    del saved.data["window"]  # as if the run predated data.window: its overrides set it to 8
+    OmegaConf.save(saved, run_dir / ".hydra" / "config.yaml")
+    (row,) = deploy_main([str(run_dir), "--gguf", "f16", "--llama-cpp", "false"])
+    assert row["agreement"] == 1.0  # checked on the run's own 8-token held-out windows
+
+
 @pytest.mark.slow
 def test_a_two_process_cpu_ddp_lm_run_trains_each_rank_on_its_share_and_reports_once(tiny_lm, tmp_path):
     folder = tmp_path / "ddp"

@@ -8,10 +8,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from hydra import compose, initialize_config_module
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from theseus_pl.app.checks.language_model import gguf_deploy_problems
+from theseus_pl.app.checks.multirun import CONFIG
 from theseus_pl.app.config.resolvers import register_resolvers
 from theseus_pl.app.results.envelope import write_results
 from theseus_pl.app.results.language_model import LanguageModelResults
@@ -98,13 +101,31 @@ def _checked_language_model_run(run_dir: Path, deploy: DeploySettings) -> tuple[
     if not isinstance(results, LanguageModelResults):
         raise ValueError(f"{run_dir} is an encoder run: --gguf writes decoder LMs; deploy it to ONNX without --gguf.")
     register_resolvers()
-    cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+    cfg = _run_config(run_dir)
     cfg.deploy.gguf, cfg.deploy.llama_cpp = list(deploy.gguf), deploy.llama_cpp
     successor_dir = run_dir / "successor"
     problems = gguf_deploy_problems(cfg, AutoConfig.from_pretrained(successor_dir).model_type, results.predecessor.dir)
     if problems:
         raise ValueError(" ".join(problems))
     return results, cfg, successor_dir
+
+
+def _run_config(run_dir: Path) -> DictConfig:
+    """The run's config as it ran, any key added to the configs since taken from today's composition of the run's own
+    overrides: a decoder run from before ``data.corpus`` existed (its ``data.files: null`` then meant the convention
+    speeches, today's default corpus) deploys on the text it trained on instead of being refused for naming none."""
+    saved = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+    overrides = run_dir / ".hydra" / "overrides.yaml"
+    if not overrides.is_file():
+        return saved
+    try:
+        with initialize_config_module(CONFIG[0], version_base="1.3"):
+            today = compose(CONFIG[1], overrides=[*OmegaConf.load(overrides), "paths.output_dir=unused"])
+    except HydraException as error:  # an experiment renamed since: the saved config alone
+        log.info("The run's overrides no longer compose (%s); reading its saved config alone.", error)
+        return saved
+    OmegaConf.set_struct(today, False)  # keys the configs have dropped since stay
+    return OmegaConf.merge(today, saved)
 
 
 def _local_folder(model: str) -> Path:
