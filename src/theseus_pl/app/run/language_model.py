@@ -128,7 +128,7 @@ class LanguageModelRun(RunKind):
         if method is not None and method.trains:
             peak = peak_memory_estimate(cfg, method, AutoConfig.from_pretrained(self.predecessor_dir))
             where = (" on each device" if world_size > 1 else "") + (
-                ", activations checkpointed" if cfg.activation_checkpointing else ""
+                ", activations checkpointed" if cfg.get("activation_checkpointing") else ""
             )
             memory.append(f"memory: about {peak / 2**30:.1f} GiB at the training step's peak{where} (the decoder "
                           "guide's formula)")  # fmt: skip

@@ -71,7 +71,7 @@ def run(cfg: DictConfig) -> RunRecord | None:
     kind.prepare_predecessor(evaluation)
     # Resolved: sweeps set values by interpolation (rates_equivalent_lr's lr = lr'/p, the protocol's grid points).
     method = settings.method.build(kind.method_inputs(OmegaConf.to_container(cfg.optimizer, resolve=True)))
-    if cfg.activation_checkpointing and method.module is not None:
+    if cfg.get("activation_checkpointing") and method.module is not None:
         switched = checkpoint_activations(method.module)
         log.info("Activation checkpointing: %s.", ", ".join(switched) or "no transformers model trains here, none")
     identity = run_identity(cfg, kind.name, method.name)

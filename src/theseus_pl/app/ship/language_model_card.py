@@ -141,7 +141,7 @@ def _gguf(results: LanguageModelResults) -> str:
         scored = (
             f"{number(in_llama_cpp['successor_perplexity'], 2)} ({number(in_llama_cpp['predecessor_perplexity'], 2)})"
             if "successor_perplexity" in in_llama_cpp
-            else "not run"
+            else ("not recorded" if in_llama_cpp else "not run")  # timed by a version that did not score
         )
         rows.append(
             f"| `{row['file']}` | {row['type']} | {number(row['mib'], 1)} | "
