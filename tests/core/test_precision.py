@@ -6,13 +6,13 @@ import torch
 
 from theseus_pl.core.precision import (
     BF16_AT_MOST,
-    BUSY_CORES,
     Bf16Measurement,
     choose_precision,
     cpu_bf16_problem,
     measure_bf16,
     parse_cpuinfo,
 )
+from theseus_pl.core.timing import BUSY_CORES
 
 AMX = frozenset({"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"})
 AVX512_BF16 = frozenset({"avx2", "avx512f", "avx512_vnni", "avx512_bf16"})  # bf16 faster on some, slower on others

@@ -4,7 +4,8 @@ started together, train in one precision."""
 import subprocess
 import sys
 
-from theseus_pl.core.precision import BUSY_CORES, Bf16Measurement
+from theseus_pl.core.precision import Bf16Measurement
+from theseus_pl.core.timing import BUSY_CORES
 from theseus_pl.lightning import precision
 from theseus_pl.lightning.precision import machine_bf16_measurement
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 from torch.nn import functional
 
-from theseus_pl.core.timing import BUSY_CORES, interleaved_seconds
+from theseus_pl.core.timing import interleaved_seconds, was_busy
 
 AUTO = "auto"
 # The instruction-set flags that decide how fast bf16 and int8 run: recorded with every run and deployment.
@@ -80,7 +80,7 @@ class Bf16Measurement:
 
     @property
     def busy(self) -> bool:
-        return self.other_cores is not None and self.other_cores > BUSY_CORES
+        return was_busy(self.other_cores)
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def choose_precision(
         return PrecisionChoice("32-true", "the GPU has no bf16")
     if "amx_bf16" in cpu_flags:
         return PrecisionChoice("bf16-mixed", "the CPU has AMX (amx_bf16)")
-    if "avx512_bf16" not in cpu_flags:
+    if not cpu_flags & CPU_BF16_FLAGS:
         return PrecisionChoice("32-true", "the CPU has neither AMX nor AVX-512 BF16")
     measurement = (bf16_measurement or measure_bf16)()
     ratio = measurement.ratio

@@ -36,7 +36,12 @@ class Timings(dict[str, list[float]]):
 
     @property
     def busy(self) -> bool:
-        return self.other_cores is not None and self.other_cores > BUSY_CORES
+        return was_busy(self.other_cores)
+
+
+def was_busy(other_cores: float | None) -> bool:
+    """Whether a timing taken while other processes used ``other_cores`` cores (None: unknown) is not to be trusted."""
+    return other_cores is not None and other_cores > BUSY_CORES
 
 
 def interleaved_seconds(

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel
 
-from theseus_pl.core.timing import BUSY_CORES
+from theseus_pl.core.timing import was_busy
 from theseus_pl.data.cache_entry import content_digest, load_or_build
 from theseus_pl.deployment.gguf_export import AGREEMENT_FLOORS, export_gguf, gguf_logit_check
 from theseus_pl.deployment.llama_cpp_runtime import llama_cpp_perplexity, llama_cpp_speed
@@ -57,7 +57,7 @@ def deploy_gguf(
         if timing is not None:
             predecessor = _predecessor_gguf(predecessor_dir, kind, tokenizer_gguf, cache_dir or successor_dir.parent)
             in_llama_cpp = _in_llama_cpp(predecessor, path, windows, timing)
-            if in_llama_cpp.get("other_cores", 0.0) > BUSY_CORES:
+            if was_busy(in_llama_cpp.get("other_cores")):
                 log.warning("llama.cpp timed %s beside other processes (%.2f cores): its speed-ups are not the "
                             "model's.", kind, in_llama_cpp["other_cores"])  # fmt: skip
         rows.append({"type": kind, "file": str(path.relative_to(successor_dir)), "mib": path.stat().st_size / 2**20,

@@ -22,7 +22,7 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedT
 
 from theseus_pl.core.io import PICKLED, is_sequence_classifier, load_successor
 from theseus_pl.core.precision import cpu_bf16_problem, this_cpu
-from theseus_pl.core.timing import BUSY_CORES, forward_call, p50_milliseconds
+from theseus_pl.core.timing import forward_call, p50_milliseconds, was_busy
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.onnx_export import (
     DeploymentError,
@@ -112,7 +112,7 @@ def deploy(
         batch = _batch(rows, tokenizer, size, settings.sequence_length)
         calls = {name: timer(batch) for name, timer in timers.items()}
         latency[f"batch_{size}"], other_cores = p50_milliseconds(calls, settings.repeats)
-        if other_cores is not None and other_cores > BUSY_CORES:
+        if was_busy(other_cores):
             log.warning("Batch %d was timed while other processes kept %.1f cores busy: no speed-up is recorded for "
                         "it. Time it again alone: python -m theseus_pl.deploy RUN_DIR", size, other_cores)  # fmt: skip
             busy[f"batch_{size}"] = other_cores

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.results.envelope import Hardware, Keys, RunRecord, WandbLink, envelope_fields
 from theseus_pl.core.memory import PeakMemory
-from theseus_pl.core.timing import BUSY_CORES
+from theseus_pl.core.timing import was_busy
 from theseus_pl.deployment.record import LEFT_OUT_AT_DEFAULT
 
 SIDES = ("predecessor", "successor")
@@ -119,14 +119,14 @@ class LanguageModelResults(RunRecord):
             **{f"final/gguf_{row['type']}_llama_cpp_{name}": value for row in self.gguf or []
                for name, value in (row.get("llama_cpp") or {}).items()
                if name.endswith("perplexity")
-               or (name.endswith("speedup") and row["llama_cpp"].get("other_cores", 0.0) <= BUSY_CORES)},
+               or (name.endswith("speedup") and not was_busy(row["llama_cpp"].get("other_cores")))},
         }  # fmt: skip
         return {key: float(value) for key, value in summary.items() if value is not None}
 
     @property
     def trusted_speed(self) -> dict[str, float] | None:
         """The speed figures, where they were timed on a machine no other process kept busy (None otherwise)."""
-        if self.speed is None or self.speed.get("other_cores", 0.0) > BUSY_CORES:
+        if self.speed is None or was_busy(self.speed.get("other_cores")):
             return None
         return self.speed
 

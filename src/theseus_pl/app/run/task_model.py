@@ -38,7 +38,7 @@ from theseus_pl.core.families import find_layer_stack, shape_of
 from theseus_pl.core.io import is_pickled, load_successor, save_successor
 from theseus_pl.core.precision import uses_gpu
 from theseus_pl.core.replacing import TheseusModel
-from theseus_pl.core.timing import BUSY_CORES, inference_speedup
+from theseus_pl.core.timing import inference_speedup, was_busy
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.record import wanted
 from theseus_pl.deployment.stage import deploy
@@ -166,7 +166,7 @@ class TaskModelRun(RunKind):
 
         def measure_speedup() -> None:
             speedup, other_cores = _speedup(self.predecessor_model, self.successor, self.datamodule, cfg)
-            if other_cores is not None and other_cores > BUSY_CORES:  # timed beside other work: not the model's
+            if was_busy(other_cores):  # timed beside other work: not the model's
                 log.warning("The speed-up was timed while other processes used %.2f cores, twice: not recorded.",
                             other_cores)  # fmt: skip
                 results.speedup, results.speedup_busy_cores = None, other_cores

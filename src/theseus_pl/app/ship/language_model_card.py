@@ -8,7 +8,7 @@ from huggingface_hub import ModelCard, ModelCardData
 
 from theseus_pl.app.results.language_model import LanguageModelResults
 from theseus_pl.app.ship.card_text import number, quoted
-from theseus_pl.core.timing import BUSY_CORES
+from theseus_pl.core.timing import was_busy
 
 TAGS = ["bert-of-theseus", "model-compression", "layer-pruning", "theseus_pl"]
 
@@ -128,7 +128,7 @@ def _gguf(results: LanguageModelResults) -> str:
     rows = []
     for row in results.gguf:
         in_llama_cpp = row.get("llama_cpp") or {}
-        if in_llama_cpp.get("other_cores", 0.0) > BUSY_CORES:
+        if was_busy(in_llama_cpp.get("other_cores")):
             timed = "timed on a busy machine: left out"
         elif in_llama_cpp:
             timed = (
