@@ -5,7 +5,7 @@ import torch
 from decoder_models import DECODER_FAMILIES, tiny_decoder, tiny_token_ids
 from transformers import AutoModelForCausalLM
 
-from theseus_pl.core.decoders import is_decoder
+from theseus_pl.core.decoders import is_decoder, new_token_room
 from theseus_pl.core.families import FAMILIES
 from theseus_pl.core.replacing import TheseusModel
 
@@ -135,3 +135,13 @@ def test_an_unregistered_decoder_named_by_its_layers_path_runs_without_the_cache
     theseus = TheseusModel(model, 2, layers_path="model.layers").eval()
     with torch.no_grad():
         assert torch.equal(theseus([False, False], **inputs).logits, expected)
+
+
+def test_generation_is_kept_within_the_positions_of_a_model_with_learned_position_embeddings():
+    gpt2 = tiny_decoder("gpt2")  # 64 learned positions: a token past them is an IndexError
+    room = new_token_room(gpt2.config, prompt_tokens=16, wanted=64)
+    assert room == 48 and new_token_room(gpt2.config, 16, 20) == 20
+    prompt = tiny_token_ids(batch_size=1, length=16)
+    with torch.no_grad():
+        generated = gpt2.generate(prompt, max_new_tokens=room, min_new_tokens=room, do_sample=False, pad_token_id=0)
+    assert generated.shape[1] == 64

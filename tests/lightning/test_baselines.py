@@ -106,10 +106,18 @@ def test_pkd_runs_the_teacher_on_every_batch():
     assert module.teacher_logits is None and rows == [3, 3]
 
 
-def test_the_teacher_stays_frozen_and_in_eval_mode():
-    module = distiller()
+@pytest.mark.parametrize("beta", [0.0, 1.0])  # KD (logits remembered per row) and PKD (the teacher every batch)
+def test_the_teacher_runs_frozen_in_eval_mode_and_no_module_is_left_in_eval_mode(beta):
+    module = distiller(beta=beta)
     module.on_fit_start()
-    assert not module.teacher.training and module.model.training
+    calls = []
+    module.teacher.register_forward_pre_hook(
+        lambda teacher, _: calls.append((teacher.training, torch.is_grad_enabled()))
+    )
+    module.training_step(tiny_inputs() | {"labels": LABELS}, 0)
+    assert calls == [(False, False)]  # no dropout (fixed soft targets), no gradients
+    # Lightning warns at the start of every fit about each module it finds in eval mode
+    assert all(submodule.training for submodule in module.modules())
     assert not any(p.requires_grad for p in module.teacher.parameters())
 
 

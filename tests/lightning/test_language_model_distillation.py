@@ -108,10 +108,13 @@ def test_theseus_given_a_teacher_of_its_own_distils_from_it_and_never_trains_it(
     teacher = tiny_decoder("llama", seed=5)  # another model than the predecessor inside: the adapted one, say
     module = TheseusModule(model, LanguageModelMetrics(), alpha=1.0, temperature=2.0, teacher=teacher)
     module.train()
-    assert not teacher.training and not any(parameter.requires_grad for parameter in teacher.parameters())
+    modes = []
+    teacher.register_forward_pre_hook(lambda _, args: modes.append((teacher.training, torch.is_grad_enabled())))
     module.replacement_rate = 1.0
     batch = _batch()
     loss = module.training_step(batch, 0)
+    assert modes == [(False, False)] and teacher.training  # called in eval mode, never left there (Lightning warns)
+    assert not any(parameter.requires_grad for parameter in teacher.parameters())
     with torch.no_grad():
         output = model(module.last_gate, **batch)
         soft = teacher(**{key: value for key, value in batch.items() if key != "labels"}).logits

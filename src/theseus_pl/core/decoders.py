@@ -76,3 +76,11 @@ def decoder_inputs(inputs: dict[str, Any], training: bool) -> dict[str, Any]:
             "Generate with the compact model (TheseusModel.to_compact_model()), which uses the cache."
         )
     return {**inputs, "use_cache": False}
+
+
+def new_token_room(config: PretrainedConfig, prompt_tokens: int, wanted: int) -> int:
+    """At most ``wanted`` tokens to generate after a prompt of ``prompt_tokens``, within the model's positions
+    (``max_position_embeddings``, GPT-2's ``n_positions``): learned position embeddings (GPT-2's) end there, and a
+    token past them is an IndexError; rotary models only degrade there (transformers warns)."""
+    limit = getattr(config, "max_position_embeddings", None)
+    return wanted if not limit else max(0, min(wanted, limit - prompt_tokens))

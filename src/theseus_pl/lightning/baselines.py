@@ -17,7 +17,13 @@ from theseus_pl.core.decoders import is_decoder
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.replacing import module_layer_ranges
 from theseus_pl.core.settings import Rule, check_fields, number
-from theseus_pl.lightning.distillation import SOFT_TARGET_RULES, TeacherLogits, distillation_loss, keep_frozen_in_bf16
+from theseus_pl.lightning.distillation import (
+    SOFT_TARGET_RULES,
+    FrozenTeacher,
+    TeacherLogits,
+    distillation_loss,
+    keep_frozen_in_bf16,
+)
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.modules import Batch, ClassifierModule
 from theseus_pl.lightning.step_logging import log_training_loss
@@ -61,18 +67,13 @@ class DistillationModule(ClassifierModule):
         super().__init__(student, metrics, lr=lr, weight_decay=weight_decay, warmup_ratio=warmup_ratio)
         check_fields({"alpha": alpha, "temperature": temperature, "beta": beta}, PATIENT_RULES)
         self.save_hyperparameters("alpha", "temperature", "beta")
-        self.teacher = teacher.eval().requires_grad_(False)
+        self.teacher = teacher.requires_grad_(False)  # called through frozen_call: in eval mode, no gradients
         student_layers = len(find_layer_stack(student).layers)
         teacher_layers = len(find_layer_stack(teacher).layers)
         self.teacher_layers = [r.stop for r in module_layer_ranges(teacher_layers, student_layers)][:-1]
         # Vanilla KD needs only the teacher's logits, remembered per row; PKD also needs its hidden states, which
         # would cost hidden_size floats per matched layer and row to keep, so it runs the teacher on every batch.
-        self.teacher_logits = TeacherLogits(self.teacher) if beta == 0 else None
-
-    def train(self, mode: bool = True) -> DistillationModule:
-        super().train(mode)
-        self.teacher.eval()  # the teacher's dropout stays off: its soft targets are fixed
-        return self
+        self.teacher_logits = TeacherLogits(FrozenTeacher(self.teacher)) if beta == 0 else None
 
     def on_fit_start(self) -> None:
         super().on_fit_start()
@@ -86,8 +87,7 @@ class DistillationModule(ClassifierModule):
         if self.teacher_logits is not None:
             teacher_logits = self.teacher_logits(inputs)
         else:
-            with torch.no_grad():
-                teacher = self.teacher(**inputs, output_hidden_states=patient)
+            teacher = FrozenTeacher(self.teacher)(**inputs, output_hidden_states=patient)
             teacher_logits = teacher.logits
         soft = distillation_loss(student.logits, teacher_logits, self.hparams.temperature, batch["labels"])
         loss = self.hparams.alpha * soft

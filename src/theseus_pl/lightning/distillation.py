@@ -7,13 +7,15 @@ next-token distribution per predicted position).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers.pytorch_utils import Conv1D
 
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.settings import Rule, number, positive_number
@@ -24,6 +26,8 @@ SOFT_TARGET_RULES = {
     "alpha": Rule(lambda v: number(v) and 0 <= v <= 1, "a number in [0, 1]"),
     "temperature": Rule(positive_number, "a number above 0"),
 }
+# The layers whose weights bf16 autocast casts on every call (linear, addmm), so may be stored in bf16.
+AUTOCAST_MATRIX_PRODUCTS = (nn.Linear, Conv1D)
 
 
 def distillation_loss(
@@ -57,13 +61,18 @@ def distillation_loss(
 
 
 def keep_frozen_in_bf16(trainer: pl.Trainer, frozen: Iterable[nn.Module]) -> None:
-    """Store a decoder's frozen layers in bf16 where the run trains under bf16 autocast, which casts their weights to
-    bf16 on every call anyway: half their memory, and no cast a step. Only the layers: the embeddings keep the
-    residual stream in fp32 (a layer adds its bf16 output to it in fp32), so the results are autocast's, bar the
-    norms' scales rounded to bf16."""
+    """Store the matrix products of a decoder's frozen layers in bf16 where the run trains under bf16 autocast, which
+    casts their weights to bf16 on every call anyway: half their memory, and no cast a step.
+
+    Only what autocast casts: ``nn.Linear`` and GPT-2's ``Conv1D`` (an ``addmm``). Norms keep fp32 weights, as
+    autocast runs them in fp32: a LayerNorm given fp32 input and bf16 weights fails on the CPU ("mixed dtype"), so
+    GPT-2 could not train. The embeddings keep the residual stream in fp32 (a layer adds its bf16 output to it in
+    fp32), so the results are autocast's own."""
     if str(trainer.precision).startswith("bf16"):
-        for module in frozen:
-            module.to(torch.bfloat16)
+        for layers in frozen:
+            for module in layers.modules():
+                if isinstance(module, AUTOCAST_MATRIX_PRODUCTS):
+                    module.to(torch.bfloat16)
 
 
 class TeacherLogits:
@@ -104,20 +113,40 @@ def row_keys(inputs: Mapping[str, torch.Tensor]) -> list[bytes]:
     ]
 
 
-class PredecessorTeacher:
-    """The predecessor inside a :class:`~theseus_pl.core.replacing.TheseusModel` as a teacher: every module runs its
-    predecessor layers, in eval mode (no dropout: fixed soft targets), without gradients. Each submodule's train or
-    eval mode is restored afterwards, exactly as it was."""
+@contextmanager
+def frozen_call(model: nn.Module) -> Iterator[None]:
+    """Run ``model`` as a teacher: in eval mode (no dropout: fixed soft targets) and without gradients, each
+    submodule's train or eval mode restored afterwards, exactly as it was.
 
-    def __init__(self, model: TheseusModel) -> None:
+    A teacher is put in eval mode only for its calls, never kept there: Lightning warns at the start of every fit
+    about each module it finds in eval mode (hundreds for a decoder teacher), which a frozen teacher is on purpose."""
+    modes = [(module, module.training) for module in model.modules()]
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        for module, training in modes:
+            module.training = training
+
+
+class FrozenTeacher:
+    """A frozen model's outputs, called as a teacher (:func:`frozen_call`)."""
+
+    def __init__(self, model: nn.Module) -> None:
         self.model = model
 
     def __call__(self, **inputs: torch.Tensor) -> Any:
-        modes = [(module, module.training) for module in self.model.modules()]
-        self.model.eval()
-        try:
-            with torch.no_grad():
-                return self.model([False] * self.model.num_modules, **inputs)
-        finally:
-            for module, training in modes:
-                module.training = training
+        with frozen_call(self.model):
+            return self.model(**inputs)
+
+
+class PredecessorTeacher(FrozenTeacher):
+    """The predecessor inside a :class:`~theseus_pl.core.replacing.TheseusModel` as a teacher: every module runs its
+    predecessor layers (:func:`frozen_call`)."""
+
+    model: TheseusModel
+
+    def __call__(self, **inputs: torch.Tensor) -> Any:
+        with frozen_call(self.model):
+            return self.model([False] * self.model.num_modules, **inputs)

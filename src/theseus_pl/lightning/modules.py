@@ -17,6 +17,7 @@ from theseus_pl.data.tasks import TaskSpec, head_label_problem
 from theseus_pl.lightning.callbacks import replacement_callbacks
 from theseus_pl.lightning.distillation import (
     SOFT_TARGET_RULES,
+    FrozenTeacher,
     PredecessorTeacher,
     TeacherLogits,
     distillation_loss,
@@ -210,8 +211,8 @@ class TheseusModule(ClassifierModule):
         if reference_mode:
             model.requires_grad_(True)
         self.gate_generator = torch.Generator().manual_seed(seed)
-        self.teacher = teacher.eval().requires_grad_(False) if teacher is not None and alpha > 0 else None
-        soft_targets = self.teacher if self.teacher is not None else PredecessorTeacher(model)
+        self.teacher = teacher.requires_grad_(False) if teacher is not None and alpha > 0 else None
+        soft_targets = FrozenTeacher(self.teacher) if self.teacher is not None else PredecessorTeacher(model)
         self.teacher_logits = TeacherLogits(soft_targets) if alpha > 0 else None
         self.replacement_rate: float | None = None
         self.last_gate: torch.Tensor | None = None
@@ -227,12 +228,6 @@ class TheseusModule(ClassifierModule):
             if self.teacher is not None:
                 frozen.append(find_layer_stack(self.teacher).layers)
             keep_frozen_in_bf16(self.trainer, frozen)
-
-    def train(self, mode: bool = True) -> TheseusModule:
-        super().train(mode)
-        if self.teacher is not None:
-            self.teacher.eval()  # the teacher's dropout stays off: its soft targets are fixed
-        return self
 
     def draw_gate(self, p: float) -> torch.Tensor:
         """One independent Bernoulli(p) draw per module (True = successor), on the CPU: no device sync."""

@@ -51,6 +51,7 @@ from theseus_pl.app.run.language_model_shipping import DECODE_TOKENS, shipped_gg
 from theseus_pl.app.run.stages import each_process, hub_id, rows_per_step
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.app.tracking.wandb_run import publish_language_model
+from theseus_pl.core.decoders import new_token_room
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.memory import training_memory_bytes
 from theseus_pl.core.timing import generation_speed
@@ -400,22 +401,24 @@ def _speed(
     repeats: int,
 ) -> dict[str, float]:
     """Prefill of one batch of ``batch_size`` held-out windows (``benchmark.batch_size``) and decode of 64 tokens
-    after the prompt of its first window's start."""
+    (fewer where the model has fewer positions) after the prompt of its first window's start."""
     validation = datamodule.splits["validation"]
     rows = list(validation.select(range(min(batch_size, len(validation)))))
     batch = {key: value for key, value in collate_windows(rows).items() if key != "labels"}
     prompt = batch["input_ids"][:1, :16]
-    return generation_speed(predecessor, successor, batch, prompt, new_tokens=DECODE_TOKENS, repeats=repeats)
+    new_tokens = new_token_room(successor.config, prompt.shape[1], DECODE_TOKENS)
+    return generation_speed(predecessor, successor, batch, prompt, new_tokens=new_tokens, repeats=repeats)
 
 
 def _sample(
     predecessor: PreTrainedModel, successor: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
 ) -> GenerationSample:
     prompt = tokenizer(PROMPT, return_tensors="pt")
+    new_tokens = new_token_room(successor.config, prompt["input_ids"].shape[1], SAMPLE_TOKENS)
 
     def continuation(model: PreTrainedModel) -> str:
         with torch.no_grad():
-            ids = model.generate(**prompt, max_new_tokens=SAMPLE_TOKENS, do_sample=False,
+            ids = model.generate(**prompt, max_new_tokens=new_tokens, do_sample=False,
                                  pad_token_id=tokenizer.eos_token_id)  # fmt: skip
         return tokenizer.decode(ids[0, prompt["input_ids"].shape[1] :], skip_special_tokens=True)
 
