@@ -52,6 +52,10 @@ def main(cfg: DictConfig) -> float | None:
             _remove_run_folder(output_dir)
         print(refused, file=sys.stderr)
         raise SystemExit(2) from None
+    except BaseException:
+        if check_only and fresh:  # --check leaves no folder behind, even where it fails unforeseen
+            _remove_run_folder(output_dir)
+        raise
     if check_only:
         if fresh:
             _remove_run_folder(output_dir)

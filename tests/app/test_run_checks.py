@@ -36,8 +36,8 @@ def test_bad_rows_in_every_split_are_reported_together_by_file_and_line(tiny_bas
     problems = refusal(tiny_run_overrides(tiny_base, glue_dir, tmp_path))
     assert problems == [
         f"data: {train}, line 3: label 'maybe' is not one of the task's labels ['entailment', 'not_entailment'].",
-        f"data: {dev} is not UTF-8 text (invalid start byte at byte 0). Save it as UTF-8; a file that starts with "
-        "the bytes FF FE is UTF-16.",
+        f"data: {dev} is not UTF-8 text (invalid start byte at byte 0, line 1). Save it as UTF-8; a file that starts "
+        "with the bytes FF FE is UTF-16.",
     ]
     assert not (tmp_path / "run").exists()
 

@@ -188,3 +188,65 @@ def test_bad_own_task_settings_are_refused(tmp_path, kwargs, message):
 def test_own_files_without_text_columns_are_refused(tiny_tokenizer):
     with pytest.raises(ValueError, match=r"with data\.files, also give data\.text_columns"):
         TextTaskDataModule("mine", tiny_tokenizer, files={"train": "x.csv"})
+
+
+def _write_rows(path, rows):
+    """``rows`` (dicts) as a file of ``path``'s format, as a user's tool writes it: a missing value is an absent key
+    in JSON, a null in parquet."""
+    if path.suffix == ".csv":
+        pd.DataFrame(rows).to_csv(path, index=False)
+    elif path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    elif path.suffix == ".json":
+        path.write_text(json.dumps(rows))
+    else:
+        pd.DataFrame(rows).to_parquet(path)
+    return path
+
+
+# Where the row at index 7 (the eighth) is in each format: a CSV's header is line 1; parquet and a JSON array have
+# no lines.
+EIGHTH_ROW = {"csv": "line 9", "jsonl": "line 8", "json": "record 8", "parquet": "row 8"}
+
+
+@pytest.mark.parametrize("suffix", list(EIGHTH_ROW))
+def test_a_bad_label_is_named_where_the_format_puts_its_row(tmp_path, suffix):
+    rows = [{"text": f"row {i}", "label": "pos"} for i in range(10)]
+    rows[7]["label"] = "maybe"
+    path = _write_rows(tmp_path / f"train.{suffix}", rows)
+    task = resolve_task("reviews", files={"train": str(path)}, text_columns=["text"], labels=["neg", "pos"])
+    message = _error(lambda: FilesSource({"train": path}).read(task, "train"))
+    assert f"{path}, {EIGHTH_ROW[suffix]}: label 'maybe' is not one of the task's labels" in message
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "json", "parquet"])
+def test_a_row_without_text_is_refused_where_it_is(tmp_path, suffix):
+    rows = [{"text": f"row {i}", "label": "pos"} for i in range(10)]
+    rows[7] = {"label": "neg"}  # no text: an absent key in JSON, a null in parquet
+    rows[9]["text"] = None
+    path = _write_rows(tmp_path / f"train.{suffix}", rows)
+    task = resolve_task("reviews", files={"train": str(path)}, text_columns=["text"], labels=["neg", "pos"])
+    message = _error(lambda: FilesSource({"train": path}).read(task, "train"))
+    assert message == f"{path}, {EIGHTH_ROW[suffix]}: no text in column 'text' (and 1 more rows)."
+
+
+@pytest.mark.parametrize("suffix", ["csv", "tsv"])
+def test_a_header_naming_a_read_column_twice_is_refused(tmp_path, suffix):
+    separator = "," if suffix == "csv" else "\t"
+    path = tmp_path / f"train.{suffix}"
+    path.write_text(separator.join(["text", "text", "label"]) + "\n" + separator.join(["a", "b", "pos"]) + "\n")
+    task = resolve_task("reviews", files={"train": str(path)}, text_columns=["text"], labels=["neg", "pos"])
+    message = _error(lambda: FilesSource({"train": path}).read(task, "train"))
+    assert message == f"{path}: its header names the column 'text' 2 times (columns 1, 2). Name each column once."
+
+
+def test_a_bad_byte_is_named_at_its_offset_in_the_file_and_its_line(tmp_path):
+    path = tmp_path / "train.csv"
+    lines = ["text,label", *(f"sentence number {i},pos" for i in range(40))]
+    content = bytearray("\n".join(lines).encode())
+    content[430] = 0xFF  # far past the first chunk pandas decodes
+    path.write_bytes(bytes(content))
+    task = resolve_task("reviews", files={"train": str(path)}, text_columns=["text"], labels=["neg", "pos"])
+    message = _error(lambda: FilesSource({"train": path}).read(task, "train"))
+    line = content[:430].count(b"\n") + 1
+    assert f"{path} is not UTF-8 text (invalid start byte at byte 430, line {line})." in message

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import math
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
@@ -130,7 +130,7 @@ class GlueDirSource:
             for name, position in zip(task.text_columns, positions, strict=False):
                 columns[name].append(row[position])
             if labelled:
-                columns["label"].append(_parse_label(row[positions[-1]], layout.label_values, path, number))
+                columns["label"].append(_parse_label(row[positions[-1]], layout.label_values, path, f"line {number}"))
             else:
                 columns["idx"].append(int(row[index_position]) if index_position is not None else number - first_line)
         return _require_rows(Dataset.from_dict(columns), task, split, str(path))
@@ -167,26 +167,75 @@ class FilesSource:
             frame = _read_frame(path)
         header = [str(column) for column in frame.columns]
         labelled = self.label_column in header or not is_test_split(split)
-        _require_columns([*task.text_columns, *([self.label_column] if labelled else [])], header, path)
-        columns: dict[str, list] = {name: frame[name].astype(str).tolist() for name in task.text_columns}
+        wanted = [*task.text_columns, *([self.label_column] if labelled else [])]
+        _require_columns(wanted, header, path)
+        _refuse_repeated_columns(wanted, path)
+        columns: dict[str, list] = {name: _texts(frame[name], path) for name in task.text_columns}
         if labelled:
             values = ["" if pd.isna(v) else str(v) for v in frame[self.label_column]]
             label_values = task.label_names
-            columns["label"] = [_parse_label(v, label_values, path, n) for n, v in enumerate(values, start=2)]
+            where = row_position(path)
+            columns["label"] = [_parse_label(v, label_values, path, where(n)) for n, v in enumerate(values)]
         else:
             columns["idx"] = list(range(len(frame)))
         return _require_rows(Dataset.from_dict(columns), task, split, str(path))
 
 
+def row_position(path: Path) -> Callable[[int], str]:
+    """How a row of ``path`` is found in it by the row's index, in words: "line 9" in a CSV/TSV file (the header is
+    line 1), "line 8" in JSON lines, "record 8" of a JSON array, "row 8" of a parquet file (neither has lines)."""
+    suffix = path.suffix.lower()
+    if suffix in (".csv", ".tsv"):
+        return lambda index: f"line {index + 2}"
+    if suffix == ".jsonl" or (suffix == ".json" and not path.read_bytes().lstrip().startswith(b"[")):
+        return lambda index: f"line {index + 1}"
+    return lambda index: f"{'record' if suffix == '.json' else 'row'} {index + 1}"
+
+
+def _texts(column: pd.Series, path: Path) -> list[str]:
+    """A text column as strings; a row without text (a JSON row without the key, a null in JSON or parquet) is
+    refused with where it is, as a training row made of the string "nan" would be silently wrong."""
+    missing = column.isna().to_numpy().nonzero()[0]
+    if len(missing):
+        where = row_position(path)
+        more = f" (and {len(missing) - 1} more rows)" if len(missing) > 1 else ""
+        raise ValueError(f"{path}, {where(int(missing[0]))}: no text in column {column.name!r}{more}.")
+    return column.astype(str).tolist()
+
+
+def _refuse_repeated_columns(wanted: list[str], path: Path) -> None:
+    """A CSV/TSV header naming a column the task reads twice: pandas would rename the second (``text.1``) and the
+    run would read the first without a word."""
+    if path.suffix.lower() not in (".csv", ".tsv"):
+        return  # JSON keys and parquet columns are unique by the time pandas has them
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        header = next(csv.reader(handle, delimiter="\t" if path.suffix.lower() == ".tsv" else ","), [])
+    repeated = [name for name in wanted if header.count(name) > 1]
+    if repeated:
+        positions = [str(i + 1) for i, name in enumerate(header) if name == repeated[0]]
+        raise ValueError(
+            f"{path}: its header names the column {repeated[0]!r} {len(positions)} times (columns "
+            f"{', '.join(positions)}). Name each column once."
+        )
+
+
 @contextmanager
 def _utf8(path: Path) -> Iterator[None]:
-    """A decoding error names the file (Python's names only the codec and the byte)."""
+    """A decoding error names the file and where in it the first bad byte is (Python's names only the codec, and a
+    position within whatever chunk the reader was decoding)."""
     try:
         yield
     except UnicodeDecodeError as error:
+        content = path.read_bytes()
+        start, reason = error.start, error.reason  # within the chunk being decoded: the file's own position below
+        try:
+            content.decode("utf-8")
+        except UnicodeDecodeError as whole:
+            start, reason = whole.start, whole.reason
+        line = content.count(b"\n", 0, start) + 1
         raise ValueError(
-            f"{path} is not UTF-8 text ({error.reason} at byte {error.start}). Save it as UTF-8; a file that starts "
-            "with the bytes FF FE is UTF-16."
+            f"{path} is not UTF-8 text ({reason} at byte {start}, line {line}). Save it as UTF-8; a file "
+            "that starts with the bytes FF FE is UTF-16."
         ) from None
 
 
@@ -206,20 +255,21 @@ def _read_frame(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, sep=separator, quoting=quoting, keep_default_na=False, dtype=str)
 
 
-def _parse_label(value: str, label_values: tuple[str, ...], path: Path, line: int) -> int | float:
+def _parse_label(value: str, label_values: tuple[str, ...], path: Path, where: str) -> int | float:
+    """A label or score, ``where`` its row is (``line 9``)."""
     if not label_values:
         try:
             score = float(value)
         except ValueError:
-            raise ValueError(f"{path}, line {line}: score {value!r} is not a number.") from None
+            raise ValueError(f"{path}, {where}: score {value!r} is not a number.") from None
         if not math.isfinite(score):  # a NaN label trains a NaN model, which would then be cached
-            raise ValueError(f"{path}, line {line}: score {value!r} is not a finite number.")
+            raise ValueError(f"{path}, {where}: score {value!r} is not a finite number.")
         return score
     try:
         return label_values.index(value)
     except ValueError:
         raise ValueError(
-            f"{path}, line {line}: label {value!r} is not one of the task's labels {list(label_values)}."
+            f"{path}, {where}: label {value!r} is not one of the task's labels {list(label_values)}."
         ) from None
 
 
