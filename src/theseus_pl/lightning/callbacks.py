@@ -5,6 +5,7 @@ that a failed run closes."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,22 @@ class StepSeed(Callback):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
         torch.manual_seed(int(np.random.SeedSequence([self.seed, trainer.global_step]).generate_state(1)[0]))
+
+
+SETTINGS_KEY = "theseus_pl_settings"  # where a checkpoint keeps the settings of the run that wrote it
+
+
+class SettingsInCheckpoint(Callback):
+    """Writes the run's settings into every checkpoint it saves (under :data:`SETTINGS_KEY`), so that a rerun can be
+    compared with the run it would resume before a step is taken (``theseus_pl.app.checks.resume``)."""
+
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        self.settings = dict(settings)
+
+    def on_save_checkpoint(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        checkpoint[SETTINGS_KEY] = self.settings
 
 
 class ResumeCheckpoint(Checkpoint):

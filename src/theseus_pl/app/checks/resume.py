@@ -1,0 +1,106 @@
+"""Resuming an interrupted run, checked before any compute: its ``checkpoints/last.ckpt`` read, and the settings that
+trained it compared with the command's.
+
+Every checkpoint a run writes carries the run's settings (:class:`~theseus_pl.lightning.callbacks.SettingsInCheckpoint`)
+but those that cannot change what a training step computes (:data:`FREE_TO_CHANGE`: where things are written, what is
+logged, and what runs after training). A rerun into the folder resumes only when every other setting is the same:
+otherwise the run would go on under settings that did not produce its first steps, and its ``results.json`` would
+record them as if they had (a run resumed with another ``theseus.successor_layers`` would not even load its weights).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from theseus_pl.lightning.callbacks import SETTINGS_KEY
+
+log = logging.getLogger(__name__)
+
+# Settings a resumed run may change: where it writes, what it logs, and what it does once training is over (timing,
+# deployment, evaluation beyond the dev score); threads, activation checkpointing (the same gradients), the
+# checkpoint's own cadence, and callbacks that only watch (a progress bar, the learning rate's log, one of your own).
+# Each key covers the keys below it.
+FREE_TO_CHANGE = (
+    "hydra", "paths", "logger", "resume", "checkpoint", "benchmark", "deploy", "evaluation", "threads",
+    "activation_checkpointing", "callbacks", "trainer.enable_progress_bar", "trainer.enable_model_summary",
+    "trainer.log_every_n_steps", "trainer.default_root_dir",
+)  # fmt: skip
+# ... but for the callbacks that choose the model the run scores and when it stops.
+SHAPING_CALLBACKS = (
+    "callbacks.early_stopping",
+    "callbacks.model_checkpoint.monitor",
+    "callbacks.model_checkpoint.mode",
+)
+NOT_SET = "(not set)"
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """The checkpoint a run resumes from and the optimizer step it was saved at."""
+
+    path: Path
+    step: int
+
+
+def training_settings(cfg: DictConfig) -> dict[str, Any]:
+    """The run's settings that shape its training, flat (``optimizer.lr``) and resolved: what its checkpoints record
+    and a resume must repeat."""
+    flat = _flat(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
+    return {key: value for key, value in flat.items() if not _free_to_change(key)}
+
+
+def resume_problems(output_dir: Path, cfg: DictConfig) -> tuple[ResumePoint | None, list[str]]:
+    """Where a rerun of ``cfg`` into ``output_dir`` resumes (None: it starts afresh), or what stops it: a checkpoint
+    that cannot be read, or one trained with other settings than the command's, each key named with both values
+    (those set by interpolation, ``data.seed: ${seed}``, only where nothing else differs)."""
+    last = output_dir / "checkpoints" / "last.ckpt"
+    if cfg.resume is not True or not last.is_file():
+        return None, []
+    try:  # memory-mapped: the weights are not read
+        checkpoint = torch.load(last, map_location="cpu", weights_only=False, mmap=True)
+        step = int(checkpoint["global_step"])
+    except Exception as error:  # a file cut short, or not a checkpoint: torch's reasons are many and unnamed
+        return None, [
+            f"{last} cannot be read ({type(error).__name__}: {error}); it was cut short or is not a checkpoint. Start "
+            f"over with resume=false (the run trains from step 0 in this folder), or delete {last.parent}."
+        ]
+    recorded = checkpoint.get(SETTINGS_KEY)
+    if recorded is None:
+        log.warning("%s records no settings (an earlier theseus_pl wrote it): resuming without comparing them.", last)
+        return ResumePoint(last, step), []
+    settings = training_settings(cfg)
+    differ = [key for key in sorted({*recorded, *settings}) if recorded.get(key, NOT_SET) != settings.get(key, NOT_SET)]
+    if not differ:
+        return ResumePoint(last, step), []
+    interpolated = {key for key, value in _flat(OmegaConf.to_container(cfg)).items() if "${" in str(value)}
+    named = [key for key in differ if key not in interpolated] or differ
+    both = "; ".join(f"{key}={recorded.get(key, NOT_SET)} there, {settings.get(key, NOT_SET)} here" for key in named)
+    return None, [
+        f"{last} (step {step}) was trained with other settings than this command's: {both}. Rerun with its settings "
+        "to resume, resume=false to start over in this folder, or hydra.run.dir=ANOTHER_FOLDER for a new run."
+    ]
+
+
+def _free_to_change(key: str) -> bool:
+    return _under(key, FREE_TO_CHANGE) and not _under(key, SHAPING_CALLBACKS)
+
+
+def _under(key: str, prefixes: tuple[str, ...]) -> bool:
+    return any(key == prefix or key.startswith(f"{prefix}.") for prefix in prefixes)
+
+
+def _flat(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, Mapping) and value:
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat

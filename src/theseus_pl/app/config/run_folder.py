@@ -1,0 +1,66 @@
+"""The run folder as Hydra makes it: refused in one line when it cannot be made, and a finished run's record kept.
+
+Hydra makes the run folder (``hydra.run.dir``; a sweep's ``hydra.sweep.dir``) and writes the command's config,
+overrides and its own settings into ``.hydra/`` before the app is called. Two things follow, each handled here:
+
+- A folder that cannot be made (a parent nobody may write, a file in the way) ends in a ``PermissionError``
+  traceback from Hydra; :class:`RunFolderCheck`, a Hydra callback, says so in one line first, with exit status 2.
+- A rerun into a folder that holds a run would overwrite that run's record with a command that never ran (or that
+  the resume check then refuses); :func:`record_subdir`, ``hydra.output_subdir``, keeps Hydra from writing there.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+RECORD_SUBDIR = ".hydra"
+
+
+def record_subdir(output_dir: str, resume: bool | str) -> str | None:
+    """``hydra.output_subdir``: where Hydra records the command that runs in ``output_dir``, or None (it records
+    nothing) where the folder holds a run the command will not redo: a finished one (``results.json``) unless
+    ``resume=force``, or an interrupted one that it resumes (``checkpoints/last.ckpt``), whose record stays the
+    command that started it: a resume repeats every setting that shapes training, or is refused."""
+    folder = Path(output_dir)
+    finished = (folder / "results.json").is_file() and resume != "force"
+    resumed = (folder / "checkpoints" / "last.ckpt").is_file() and resume is True
+    return None if finished or resumed else RECORD_SUBDIR
+
+
+def folder_problem(folder: Path, key: str) -> str | None:
+    """Why ``folder`` (the value of ``key``) cannot be made, tried in its nearest existing parent; None if it can."""
+    existing = folder.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{key}={folder} cannot be made: {existing} is a file, not a folder. Fix: {key}=ANOTHER_FOLDER."
+    try:
+        Path(tempfile.mkdtemp(dir=existing, prefix=".theseus_pl-")).rmdir()
+    except OSError as error:
+        return (
+            f"{key}={folder} cannot be made: {existing} cannot be written ({error.strerror}). Fix: run from a folder "
+            f"you can write, or {key}=ANOTHER_FOLDER."
+        )
+    return None
+
+
+class RunFolderCheck(Callback):
+    """Refuses a run (or sweep) whose folder cannot be made, before Hydra tries to make it."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _refuse(folder_problem(Path(config.hydra.run.dir), "hydra.run.dir"))
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _refuse(folder_problem(Path(config.hydra.sweep.dir), "hydra.sweep.dir"))
+
+
+def _refuse(problem: str | None) -> None:
+    if problem:
+        print(f"The run cannot start (nothing was trained or logged):\n- {problem}", file=sys.stderr)
+        raise SystemExit(2)

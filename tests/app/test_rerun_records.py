@@ -1,0 +1,124 @@
+"""A rerun into a run's folder keeps the record true: an interrupted run resumes only under the settings that trained
+it, a checkpoint that cannot be read is named with how to start over, and a finished run's record is never
+rewritten by a command that did not run."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from app_runs import compose_config, tiny_run_overrides
+
+from theseus_pl.app.checks.refused import RunRefused
+from theseus_pl.app.checks.resume import training_settings
+from theseus_pl.app.config.run_folder import folder_problem, record_subdir
+from theseus_pl.app.run.pipeline import plan, run
+from theseus_pl.lightning.callbacks import SETTINGS_KEY
+
+KILLED_AT_5 = ["+callbacks.fail._target_=raise_at_step.RaiseAtStep", "+callbacks.fail.step=5"]
+
+
+@pytest.fixture
+def interrupted(tiny_base, glue_dir, tmp_path):
+    """The tiny run's overrides, and its folder holding ``checkpoints/last.ckpt`` of step 4 (it failed at step 5)."""
+    overrides = tiny_run_overrides(tiny_base, glue_dir, tmp_path)
+    with pytest.raises(RuntimeError, match="planned failure at step 5"):
+        run(compose_config(*overrides, *KILLED_AT_5))
+    return overrides, tmp_path / "run"
+
+
+def test_a_resume_under_other_settings_is_refused_with_both_values_and_the_way_to_start_over(interrupted):
+    overrides, folder = interrupted
+    last = folder / "checkpoints" / "last.ckpt"
+    recorded = torch.load(last, map_location="cpu", weights_only=False)[SETTINGS_KEY]
+    assert recorded == training_settings(compose_config(*overrides))
+    changed = ["optimizer.lr=0.5", "seed=7", "theseus.successor_layers=1"]
+    with pytest.raises(RunRefused) as refused:
+        run(compose_config(*overrides, *changed))
+    (problem,) = refused.value.problems
+    assert problem == (
+        f"{last} (step 4) was trained with other settings than this command's: optimizer.lr=0.001 there, 0.5 here; "
+        "seed=42 there, 7 here; theseus.successor_layers=2 there, 1 here. Rerun with its settings to resume, "
+        "resume=false to start over in this folder, or hydra.run.dir=ANOTHER_FOLDER for a new run."
+    )  # data.seed and the other keys set from ${seed} are not named beside it
+    with pytest.raises(RunRefused, match=r"\(step 4\) was trained with other settings"):
+        plan(compose_config(*overrides, "seed=7"))  # --check says so too
+    # what only watches or comes after training may change: the run resumes
+    resumed = run(compose_config(*overrides, "benchmark.repeats=0", "logger=csv", "callbacks.progress_bar=null"))
+    assert resumed.resumed_from == str(last) and resumed.steps == 6
+    assert resumed.settings["optimizer.lr"] == 0.001 and resumed.settings["seed"] == 42
+
+
+def test_a_checkpoint_cut_short_is_named_with_how_to_start_over(interrupted):
+    overrides, folder = interrupted
+    last = folder / "checkpoints" / "last.ckpt"
+    last.write_bytes(last.read_bytes()[:1000])  # a copy or a disk that ran out mid-file
+    with pytest.raises(RunRefused) as refused:
+        run(compose_config(*overrides))
+    (problem,) = refused.value.problems
+    assert problem.startswith(f"{last} cannot be read (RuntimeError: PytorchStreamReader failed")
+    assert problem.endswith(
+        "it was cut short or is not a checkpoint. Start over with resume=false (the run trains from step 0 in this "
+        f"folder), or delete {last.parent}."
+    )
+    afresh = run(compose_config(*overrides, "resume=false"))
+    assert afresh.resumed_from is None and afresh.steps == 6
+
+
+def test_hydra_records_a_command_only_into_a_folder_it_runs_in(tmp_path):
+    assert record_subdir(str(tmp_path / "new"), True) == ".hydra"
+    (tmp_path / "results.json").write_text("{}")
+    assert record_subdir(str(tmp_path), True) is None and record_subdir(str(tmp_path), False) is None
+    assert record_subdir(str(tmp_path), "force") == ".hydra"  # redone in place: the new command is its record
+    (tmp_path / "results.json").unlink()
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"")
+    assert record_subdir(str(tmp_path), True) is None  # resumed: the command that started it stays its record
+    assert record_subdir(str(tmp_path), False) == ".hydra"  # started over
+
+
+def test_a_run_folder_that_cannot_be_made_is_named_with_why(tmp_path):
+    (tmp_path / "a_file").write_text("")
+    assert folder_problem(tmp_path / "a_file" / "run", "hydra.run.dir") == (
+        f"hydra.run.dir={tmp_path / 'a_file' / 'run'} cannot be made: {tmp_path / 'a_file'} is a file, not a folder. "
+        "Fix: hydra.run.dir=ANOTHER_FOLDER."
+    )
+    assert folder_problem(tmp_path / "new" / "run", "hydra.run.dir") is None
+    assert list(tmp_path.iterdir()) == [tmp_path / "a_file"]  # trying leaves nothing behind
+    # a folder nobody may write, root included (a read-only folder does not stop root)
+    problem = folder_problem(Path("/sys/no_run"), "hydra.run.dir")
+    assert problem is not None and problem.startswith(
+        "hydra.run.dir=/sys/no_run cannot be made: /sys cannot be written ("
+    )
+
+
+def _app(*arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "theseus_pl", *arguments], capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_command_line_keeps_a_finished_runs_record_and_refuses_what_it_cannot_run(tiny_base, glue_dir, tmp_path):
+    overrides = [o for o in tiny_run_overrides(tiny_base, glue_dir, tmp_path) if not o.startswith("paths.output_dir")]
+    folder = tmp_path / "cli"
+    assert _app(*overrides, f"hydra.run.dir={folder}").returncode == 0
+    record = {path.name: path.read_bytes() for path in (folder / ".hydra").iterdir()}
+    again = _app(*overrides, f"hydra.run.dir={folder}", "optimizer.lr=0.5", "seed=7")
+    assert again.returncode == 0 and "holds a finished run (results.json); nothing was changed" in again.stdout
+    assert {path.name: path.read_bytes() for path in (folder / ".hydra").iterdir()} == record
+    checked = _app(*overrides, f"hydra.run.dir={folder}", "--check")
+    assert f"outputs: {folder} holds a finished run, which the run would leave as it is" in checked.stdout
+    # refused in one line, exit 2, no traceback, no folder: a run folder behind a file, and a Trainer key mistyped
+    (tmp_path / "a_file").write_text("")
+    behind = _app(*overrides, f"hydra.run.dir={tmp_path / 'a_file' / 'run'}")
+    typo = _app(*overrides, f"hydra.run.dir={tmp_path / 'typo'}", "+trainer.max_step=5", "--check")
+    assert (behind.returncode, typo.returncode) == (2, 2)
+    assert behind.stderr.splitlines()[1] == (
+        f"- hydra.run.dir={tmp_path / 'a_file' / 'run'} cannot be made: {tmp_path / 'a_file'} is a file, not a "
+        "folder. Fix: hydra.run.dir=ANOTHER_FOLDER."
+    )
+    assert typo.stderr.splitlines()[1:] == [
+        "- trainer.max_step is no setting of Lightning's Trainer: did you mean trainer.max_steps or trainer.max_time?"
+    ]
+    assert "Traceback" not in behind.stderr + typo.stderr and not (tmp_path / "typo").exists()
