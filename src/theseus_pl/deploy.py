@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from theseus_pl.app.config.side_commands import command_parser
+from theseus_pl.app.config.side_commands import command_parser, refuse
 from theseus_pl.app.results.task_model import deployment_dict
 from theseus_pl.app.run.language_model_shipping import deploy_language_model_run, planned_language_model_deployment
 from theseus_pl.app.ship.deploy_folder import deploy_model, deploy_run, is_run_folder, planned_deployment
@@ -93,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
         else:
             block = deploy_model(args.folder, settings, args.task, args.glue_dir, args.predecessor)
     except (DeploymentError, ValueError) as error:
-        raise SystemExit(f"error: {error}") from error
+        refuse(str(error))
     print(json.dumps(deployment_dict(block), indent=2))
     return block
 
@@ -110,7 +110,7 @@ def _deploy_gguf(args: argparse.Namespace) -> list[dict[str, Any]] | None:
             return None
         rows = deploy_language_model_run(args.folder, settings)
     except (GGUFExportError, ValueError) as error:
-        raise SystemExit(f"error: {error}") from error
+        refuse(str(error))
     print(json.dumps(rows, indent=2))
     return rows
 

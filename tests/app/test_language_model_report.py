@@ -217,3 +217,34 @@ def test_a_mixed_distillation_loss_is_a_row_of_its_own(tmp_path):
     table = language_model_table(language_model_frame(language_model_runs(tmp_path)))
     assert dict(zip(table["method"], table["median"], strict=True))["shortgpt_distilled (alpha 0.5)"] == 30.0
     assert dict(zip(table["method"], table["median"], strict=True))["shortgpt_distilled"] == 40.0
+
+
+def test_a_report_into_a_folder_of_an_earlier_report_leaves_only_its_own_files(tmp_path, capsys):
+    plant_lm_protocol(tmp_path / "lm")
+    plant(tmp_path / "encoders" / "sst2", a_run("SST-2", "theseus_curriculum", 84.0, 82.0))
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.txt").write_text("mine")  # not a report's: left alone
+    main([str(tmp_path / "lm"), "--output", str(tmp_path / "out")])
+    report = main([str(tmp_path / "encoders"), "--output", str(tmp_path / "out")])
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == sorted(
+        [*(path.name for path in report["written"]), "notes.txt"]
+    )  # no lm_table.md from the earlier report beside this one's table.md
+    assert "Removed what an earlier report left there: lm_runs.csv, lm_runs.md, lm_table.csv" in capsys.readouterr().out
+
+
+def test_a_damaged_run_is_skipped_in_one_line_and_the_others_are_reported(tmp_path, caplog):
+    plant(tmp_path / "runs" / "a", a_run("SST-2", "theseus_curriculum", 84.0, 82.0))
+    plant(tmp_path / "runs" / "b", a_run("SST-2", "kd", 84.0, 81.0))
+    damaged = tmp_path / "runs" / "a" / "results.json"
+    damaged.write_text(damaged.read_text()[:300])  # cut short
+    report = main([str(tmp_path / "runs"), "--output", str(tmp_path / "out")])
+    assert report["table"]["kd"] and "theseus_curriculum" not in report["table"]
+    (skipped,) = [message for message in caplog.messages if "Skipped" in message]
+    assert skipped.startswith(f"Skipped {damaged.parent}: {damaged} cannot be read (JSONDecodeError: ")
+
+
+def test_a_report_of_a_folder_that_is_not_there_is_refused_in_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as refused:
+        main([str(tmp_path / "nowhere")])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(f"error: {tmp_path / 'nowhere'} is not a folder.")

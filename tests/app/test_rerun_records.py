@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 from app_runs import compose_config, tiny_run_overrides
+from omegaconf import OmegaConf
 
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.resume import training_settings
 from theseus_pl.app.config.run_folder import folder_problem, record_subdir
 from theseus_pl.app.run.pipeline import plan, run
+from theseus_pl.deploy import main as deploy_main
 from theseus_pl.lightning.callbacks import SETTINGS_KEY
 
 KILLED_AT_5 = ["+callbacks.fail._target_=raise_at_step.RaiseAtStep", "+callbacks.fail.step=5"]
@@ -122,3 +124,26 @@ def test_the_command_line_keeps_a_finished_runs_record_and_refuses_what_it_canno
         "- trainer.max_step is no setting of Lightning's Trainer: did you mean trainer.max_steps or trainer.max_time?"
     ]
     assert "Traceback" not in behind.stderr + typo.stderr and not (tmp_path / "typo").exists()
+
+
+def test_a_finished_run_whose_record_is_damaged_is_named_by_every_command_that_reads_it(
+    tiny_base, glue_dir, tmp_path, capsys
+):
+    overrides = tiny_run_overrides(tiny_base, glue_dir, tmp_path)
+    run(compose_config(*overrides))
+    results = tmp_path / "run" / "results.json"
+    results.write_text(results.read_text()[:300])  # cut short
+    with pytest.raises(RunRefused) as refused:
+        run(compose_config(*overrides))
+    (problem,) = refused.value.problems
+    assert problem.startswith(f"{results} cannot be read (JSONDecodeError: ")
+    assert problem.endswith("This folder's run finished, but its record is damaged: resume=force redoes the run in "
+                            "place, or hydra.run.dir=ANOTHER_FOLDER runs it anew elsewhere.")  # fmt: skip
+    (tmp_path / "run" / ".hydra").mkdir()
+    OmegaConf.save(compose_config(*overrides), tmp_path / "run" / ".hydra" / "config.yaml")  # as Hydra records it
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as deploying:
+        deploy_main([str(tmp_path / "run"), "--dry-run"])
+    assert deploying.value.code == 2
+    assert capsys.readouterr().err.startswith(f"error: {results} cannot be read (JSONDecodeError: ")
+    assert run(compose_config(*overrides, "resume=force")).steps == 6

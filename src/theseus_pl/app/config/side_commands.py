@@ -12,6 +12,7 @@ import argparse
 import re
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 PACKAGE = "theseus_pl"
 ROLE = re.compile(r":(?:py:)?[a-z]+:`~?([^`]+)`")  # :mod:`x`, :class:`~x.Y`, :func:`f` -> their target
@@ -50,3 +51,21 @@ def command_parser(command: str, description: str | None, dry_run: str) -> argpa
     )
     parser.add_argument("--dry-run", action="store_true", help=dry_run)
     return parser
+
+
+class CommandRefused(SystemExit):
+    """A side command's refusal: its message on stderr and exit status 2, as argparse's for a bad option, with no
+    traceback. ``str()`` is the message (``SystemExit``'s would be the status)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def refuse(message: str) -> NoReturn:
+    """Print ``error: <message>`` on stderr and exit with status 2."""
+    print(f"error: {message}", file=sys.stderr)
+    raise CommandRefused(message)

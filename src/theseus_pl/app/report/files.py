@@ -8,6 +8,21 @@ from typing import Any
 import pandas as pd
 
 PREDECESSOR = "predecessor"  # the predecessor's row in every report table, beside the methods' rows
+# Every file a report may write into its folder (which ones depends on the runs: shapes, budgets, decoder LMs).
+REPORT_FILES = (
+    *(f"{stem}.{suffix}" for stem in ("table", "best_settings", "runs", "shapes", "budget", "lm_table", "lm_runs")
+      for suffix in ("md", "csv")),
+    "budget_*.png", "p_over_steps.png", "score_vs_rate.png", "perplexity_vs_layers.png", "score_vs_tokens.png",
+)  # fmt: skip
+
+
+def remove_stale_files(output: Path, written: list[Path]) -> list[Path]:
+    """The files an earlier report left in ``output`` that this one did not write (a decoder-LM table beside a
+    report of task-model runs, say), removed so that the folder holds one report; the files removed."""
+    stale = {path for pattern in REPORT_FILES for path in output.glob(pattern)} - set(written)
+    for path in stale:
+        path.unlink()
+    return sorted(stale)
 
 
 def write_markdown_and_csv(table: pd.DataFrame, output: Path, stem: str) -> list[Path]:

@@ -30,6 +30,7 @@ import contextlib
 import csv
 import io
 import json
+import logging
 import statistics
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -39,13 +40,15 @@ from typing import Any
 import pandas as pd
 
 from theseus_pl.app.config.side_commands import command_parser
-from theseus_pl.app.report.files import PREDECESSOR, write_markdown_and_csv
+from theseus_pl.app.report.files import PREDECESSOR, remove_stale_files, write_markdown_and_csv
 from theseus_pl.app.report.language_model import write_language_model_report
 from theseus_pl.app.report.shape_table import shape_table
-from theseus_pl.app.results.envelope import RunRecord
+from theseus_pl.app.results.envelope import ResultsError, RunRecord
 from theseus_pl.app.results.language_model import LanguageModelResults
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.task_model import RunResults
+
+log = logging.getLogger(__name__)
 
 
 def find_runs(folders: Sequence[Path]) -> tuple[list[RunResults], list[str]]:
@@ -59,8 +62,14 @@ def find_runs(folders: Sequence[Path]) -> tuple[list[RunResults], list[str]]:
 
 
 def find_records(folders: Sequence[Path]) -> tuple[list[RunRecord], list[str]]:
-    """Every run's record, of either kind (each with its ``folder``), and the Hydra jobs that have none yet."""
-    records = [read_run(path) for path in results_files(folders)]
+    """Every run's record, of either kind (each with its ``folder``), and the Hydra jobs that have none yet. A record
+    that cannot be read (cut short, a newer schema) is skipped with a warning naming it: the other runs are reported."""
+    records = []
+    for path in results_files(folders):
+        try:
+            records.append(read_run(path))
+        except ResultsError as error:
+            log.warning("Skipped %s: %s", path.parent, error)
     missing = []
     for folder in folders:
         for job in sorted(folder.rglob(".hydra")):
@@ -310,10 +319,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rows", default="method", help="results field or setting per row, e.g. theseus.init")
     parser.add_argument("--output", type=Path, default=Path("report"), help="the folder the tables and plots go into")
     args = parser.parse_args(argv)
-
-    records, missing = find_records(args.folders)  # one pass over the runs of both kinds
-    if not records:
-        _no_results(args.folders)
+    logging.basicConfig(level=logging.WARNING, format="Warning: %(message)s")  # a run skipped, in one line
+    try:
+        records, missing = find_records(args.folders)  # one pass over the runs of both kinds
+        if not records:
+            _no_results(args.folders)
+    except FileNotFoundError as error:
+        parser.error(str(error))
     if args.dry_run:
         report = planned_report(records, args.rows, args.output)
     else:
@@ -349,6 +361,8 @@ def write_report(records: list[RunRecord], rows: str, output: Path) -> dict[str,
         written, warnings = written + lm_written, warnings + lm_warnings
         print((output / "lm_table.md").read_text())
     print(f"{len(runs) + len(language_models)} finished runs; wrote {', '.join(str(p) for p in written)}")
+    if stale := remove_stale_files(output, written):
+        print(f"Removed what an earlier report left there: {', '.join(path.name for path in stale)}")
     return {"tasks": tasks, "table": table, "warnings": warnings, "written": written}
 
 

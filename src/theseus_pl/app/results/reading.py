@@ -18,7 +18,10 @@ def read_run(path: Path) -> RunRecord:
 
     Files of schema version 1, and task-model files of version 2, carry no ``kind``: they are task-model runs.
     """
-    data = json.loads(Path(path).read_text())
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:  # cut short, not JSON, not UTF-8, unreadable
+        raise ResultsError(f"{path} cannot be read ({type(error).__name__}: {error}).") from None
     version = data.get("schema_version", 1) if isinstance(data, dict) else 1
     if not isinstance(version, int) or version > SCHEMA_VERSION:
         raise ResultsError(

@@ -15,9 +15,10 @@ from hydra.utils import instantiate
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig
 
+from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.methods.method import Method
 from theseus_pl.app.predecessors.classifier import looks_like_path
-from theseus_pl.app.results.envelope import Hardware, RunRecord
+from theseus_pl.app.results.envelope import Hardware, ResultsError, RunRecord
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.core.precision import AUTO, this_cpu, uses_gpu
 from theseus_pl.lightning.callbacks import SettingsInCheckpoint, StepSeed
@@ -62,11 +63,18 @@ def finished_run(output_dir: Path, resume: bool | str) -> RunRecord | None:
         results.unlink()
         shutil.rmtree(output_dir / "checkpoints", ignore_errors=True)
         return None
+    try:
+        record = read_run(results)
+    except ResultsError as error:
+        raise RunRefused([
+            f"{error} This folder's run finished, but its record is damaged: resume=force redoes the run in place, "
+            "or hydra.run.dir=ANOTHER_FOLDER runs it anew elsewhere."
+        ]) from None  # fmt: skip
     log.warning(
         "%s holds a finished run (results.json); nothing was changed. To redo it, rerun with resume=force (in place) "
         "or into another folder (hydra.run.dir=DIR).", output_dir,
     )  # fmt: skip
-    return read_run(results)
+    return record
 
 
 def train(
