@@ -2,7 +2,9 @@
 
     python -m theseus_pl.submit MODEL_DIR --task RTE [--glue-dir PATH] [--output submission] [--dry-run]
 
-``MODEL_DIR`` is any sequence-classification checkpoint with its tokenizer, such as an exported successor.
+``MODEL_DIR`` is any sequence-classification checkpoint with its tokenizer, such as an exported successor, or a
+finished run's folder (its ``successor/``); a model that cannot predict the task (no classification head, a head of
+other labels, no tokenizer, weights it lacks) is refused before anything is predicted.
 Writes ``<output>/<Task>.tsv`` (``MNLI-m.tsv`` and ``MNLI-mm.tsv`` for MNLI): a header ``index\tprediction``
 and one row per test example, with label strings where the task's files use them (``entailment``, …),
 class indices for the others and a score in [0, 5] for STS-B. ``--dry-run`` checks the model, the task and its
@@ -14,10 +16,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from theseus_pl.app.config.side_commands import command_parser
-from theseus_pl.app.ship.submission import check_labels, predict_and_write, submission_path, test_files
-from theseus_pl.core.io import load_successor
+from theseus_pl.app.config.side_commands import command_parser, refuse
+from theseus_pl.app.ship.submission import (
+    load_submission_model,
+    predict_and_write,
+    submission_model,
+    submission_path,
+    test_files,
+)
 from theseus_pl.data.datamodule import TextTaskDataModule
+from theseus_pl.data.tasks import glue_task
 
 
 def main(argv: Sequence[str] | None = None) -> list[Path]:
@@ -31,18 +39,22 @@ def main(argv: Sequence[str] | None = None) -> list[Path]:
     parser.add_argument("--batch-size", type=int, default=64, help="test rows per prediction batch")
     parser.add_argument("--cache-dir", help="tokenisation cache (default: ~/.cache/theseus_pl)")
     args = parser.parse_args(argv)
-
-    datamodule = TextTaskDataModule(
-        args.task, args.model_dir, glue_dir=args.glue_dir, batch_size=args.batch_size, cache_dir=args.cache_dir
-    )
-    check_labels(args.model_dir, datamodule.task)
-    if args.dry_run:
-        sources = test_files(datamodule)
-        planned = [submission_path(datamodule.task, split, args.output) for split in datamodule.task.test_splits]
-        print(f"Dry run: nothing was predicted. {args.model_dir} would predict {', '.join(sources)} and write:")
-        print("\n".join(f"  {path}" for path in planned))
-        return planned
-    written = predict_and_write(load_successor(args.model_dir), datamodule, args.output)
+    try:
+        task = glue_task(args.task)
+        model = submission_model(args.model_dir, task)
+        datamodule = TextTaskDataModule(
+            task.name, model, glue_dir=args.glue_dir, batch_size=args.batch_size, cache_dir=args.cache_dir
+        )
+        if args.dry_run:
+            load_submission_model(model)
+            sources = test_files(datamodule)
+            planned = [submission_path(task, split, args.output) for split in task.test_splits]
+            print(f"Dry run: nothing was predicted. {model} would predict {', '.join(sources)} and write:")
+            print("\n".join(f"  {path}" for path in planned))
+            return planned
+        written = predict_and_write(load_submission_model(model), datamodule, args.output)
+    except (OSError, ValueError) as error:
+        refuse(str(error))
     for path in written:
         print(f"wrote {path}")
     return written

@@ -1,6 +1,10 @@
+import json
+import shutil
+
 import pytest
 import torch
 from conftest import tiny_model
+from decoder_models import tiny_decoder
 from glue_files import make_glue_dir
 
 from theseus_pl.app.ship.submission import prediction_strings
@@ -53,10 +57,78 @@ def test_mnli_writes_matched_and_mismatched_files(model_dir, tmp_path):
         assert len(path.read_text().splitlines()) == 3
 
 
+def refusal(model, task, tmp_path, capsys, *more) -> str:
+    """The one-line refusal ``submit`` prints (exit status 2), nothing predicted or written."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as refused:
+        run(model, task, tmp_path, *more)
+    assert refused.value.code == 2 and not (tmp_path / "submission").exists()
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    return line.removeprefix("error: ")
+
+
 @pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["submit", "dry run"])
-def test_a_model_for_another_task_is_refused(model_dir, tmp_path, dry_run):
-    with pytest.raises(ValueError, match="predicts 3 labels but RTE has 2"):
-        run(model_dir(3), "RTE", tmp_path, *dry_run)
+def test_a_model_for_another_task_is_refused(model_dir, tmp_path, capsys, dry_run):
+    model = model_dir(3)
+    assert refusal(model, "RTE", tmp_path, capsys, *dry_run) == (
+        f"{model} does not fit RTE: its head predicts 3 labels ['LABEL_0', 'LABEL_1', 'LABEL_2'], the data RTE has 2: "
+        "['entailment', 'not_entailment']."
+    )
+    classifier = model_dir(2)
+    assert refusal(classifier, "STS-B", tmp_path, capsys, *dry_run) == (
+        f"{classifier} does not fit STS-B: its head predicts 2 labels ['LABEL_0', 'LABEL_1'], the data STS-B has one "
+        "score (a regression)."
+    )
+
+
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["submit", "dry run"])
+def test_a_model_that_would_predict_from_a_random_head_is_refused(tmp_path, tiny_tokenizer, capsys, dry_run):
+    causal = tmp_path / "causal"
+    tiny_decoder("gpt2").save_pretrained(causal)
+    tiny_tokenizer.save_pretrained(causal)
+    assert refusal(str(causal), "SST-2", tmp_path, capsys, *dry_run, "--batch-size", "1") == (
+        f"{causal} is a GPT2LMHeadModel, not a sequence classifier: a submission predicts SST-2's labels with a "
+        "classification head fine-tuned on it."
+    )
+    headless = tmp_path / "headless"  # a bare encoder whose config claims a head it has no weights for
+    tiny_model("bert", num_labels=2).bert.save_pretrained(headless)
+    config = json.loads((headless / "config.json").read_text())
+    (headless / "config.json").write_text(json.dumps(config | {"architectures": ["BertForSequenceClassification"]}))
+    tiny_tokenizer.save_pretrained(headless)
+    assert refusal(str(headless), "SST-2", tmp_path, capsys, *dry_run) == (
+        f"{headless} lacks the weights of classifier.bias, classifier.weight: they would be random, and so would its "
+        "predictions."
+    )
+
+
+def test_folders_that_hold_no_model_are_refused_in_one_line(model_dir, tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    unfinished = tmp_path / "unfinished"
+    (unfinished / ".hydra").mkdir(parents=True)
+    (unfinished / "checkpoints").mkdir()
+    without_tokenizer = tmp_path / "no_tokenizer"
+    tiny_model("bert", num_labels=2).save_pretrained(without_tokenizer)
+    assert refusal(str(tmp_path / "empty"), "RTE", tmp_path, capsys, "--dry-run") == (
+        f"{tmp_path / 'empty'} holds no config.json: it is not a Hugging Face checkpoint folder."
+    )
+    assert refusal(str(unfinished), "RTE", tmp_path, capsys, "--dry-run") == (
+        f"{unfinished} is a run folder whose run has not finished (no results.json and successor/)."
+    )
+    assert refusal(str(tmp_path / "nowhere"), "RTE", tmp_path, capsys, "--dry-run") == (
+        f"{tmp_path / 'nowhere'}: no such folder."
+    )
+    assert refusal(str(without_tokenizer), "RTE", tmp_path, capsys, "--dry-run") == (
+        f"{without_tokenizer} holds no tokenizer (tokenizer.json, tokenizer_config.json or a vocabulary): save the "
+        "model's tokenizer beside it (tokenizer.save_pretrained(folder))."
+    )
+
+
+def test_a_finished_runs_folder_submits_its_successor(model_dir, tmp_path):
+    run_folder = tmp_path / "run"
+    shutil.copytree(model_dir(2), run_folder / "successor")
+    (run_folder / "results.json").write_text("{}")
+    (path,) = run(str(run_folder), "RTE", tmp_path)
+    assert len(path.read_text().splitlines()) == 4  # the header and the three test rows
 
 
 def test_a_dry_run_lists_the_files_it_would_write_and_predicts_nothing(model_dir, tmp_path, capsys):
@@ -71,6 +143,6 @@ def test_a_dry_run_lists_the_files_it_would_write_and_predicts_nothing(model_dir
 @pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["submit", "dry run"])
 def test_a_missing_test_file_is_refused(model_dir, tmp_path, dry_run):
     (make_glue_dir(tmp_path / "glue") / "RTE" / "test.tsv").unlink()
-    with pytest.raises(FileNotFoundError, match=r"Missing .*RTE/test\.tsv"):
+    with pytest.raises(SystemExit, match=r"Missing .*RTE/test\.tsv"):
         run(model_dir(2), "RTE", tmp_path, *dry_run)
     assert not (tmp_path / "submission").exists()

@@ -7,14 +7,25 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 import torch
-from transformers import AutoConfig
+from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
 
+from theseus_pl.app.predecessors.classifier import looks_like_path
+from theseus_pl.core.io import is_pickled, is_sequence_classifier, load_successor
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.sources import GlueDirSource
-from theseus_pl.data.tasks import TaskSpec
+from theseus_pl.data.tasks import TaskSpec, head_label_problem
 from theseus_pl.lightning.modules import ClassifierModule
 
 STSB_RANGE = (0.0, 5.0)
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "vocab.json",
+    "spiece.model",
+    "tokenizer.model",
+)
+RUN_FOLDER_PARTS = ("results.json", "successor", ".hydra", "checkpoints")  # what says a folder is a run's
 
 
 def prediction_strings(task: TaskSpec, logits: torch.Tensor) -> list[str]:
@@ -25,14 +36,54 @@ def prediction_strings(task: TaskSpec, logits: torch.Tensor) -> list[str]:
     return [values[index] for index in logits.argmax(-1).tolist()]
 
 
-def check_labels(model_dir: str, task: TaskSpec) -> None:
-    """Refuse a model for another task before anything is loaded or predicted: its config names its labels."""
-    num_labels = AutoConfig.from_pretrained(model_dir).num_labels
-    if num_labels != task.num_labels:
+def submission_model(name: str, task: TaskSpec) -> str:
+    """The checkpoint ``name`` gives (a finished run's folder gives its ``successor/``), checked to predict ``task``
+    before anything is loaded or predicted; a ValueError listing every problem otherwise: no such folder (or, offline,
+    no such hub model), no sequence classifier (a causal LM or a bare encoder would predict from a random head), a
+    head of other labels, no tokenizer beside it."""
+    folder = Path(name).expanduser()
+    if folder.is_dir() and not (folder / "config.json").is_file():
+        if not any((folder / part).exists() for part in RUN_FOLDER_PARTS):
+            raise ValueError(f"{name} holds no config.json: it is not a Hugging Face checkpoint folder.")
+        if not (folder / "results.json").is_file() or not (folder / "successor").is_dir():
+            raise ValueError(f"{name} is a run folder whose run has not finished (no results.json and successor/).")
+        return submission_model(str(folder / "successor"), task)
+    if looks_like_path(name) and not folder.exists():
+        raise ValueError(f"{name}: no such folder.")
+    try:
+        config = AutoConfig.from_pretrained(name)
+    except (OSError, ValueError) as error:  # offline and not in the cache, or not a model
+        first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(f"{name}: no such folder, nor a hub model that can be read here ({first_line})") from None
+    if not is_sequence_classifier(config):
         raise ValueError(
-            f"{model_dir} predicts {num_labels} labels but {task.name} has {task.num_labels}; is it a model for "
-            "another task?"
+            f"{name} is a {', '.join(config.architectures or []) or 'model of no architecture'}, not a sequence "
+            f"classifier: a submission predicts {task.name}'s labels with a classification head fine-tuned on it."
         )
+    problems = []
+    if problem := head_label_problem(config.id2label, task):
+        problems.append(f"{name} does not fit {task.name}: {problem}.")
+    if folder.is_dir() and not any((folder / file).is_file() for file in TOKENIZER_FILES):
+        problems.append(  # transformers would make up an empty tokenizer from the config's model type
+            f"{name} holds no tokenizer ({', '.join(TOKENIZER_FILES[:2])} or a vocabulary): save the model's tokenizer "
+            "beside it (tokenizer.save_pretrained(folder))."
+        )
+    if problems:
+        raise ValueError(" ".join(problems))
+    return name
+
+
+def load_submission_model(name: str) -> PreTrainedModel:
+    """The checked checkpoint, refused where its weights leave any part to a random start (a head it lacks)."""
+    if is_pickled(name):
+        return load_successor(name)
+    model, loading = AutoModelForSequenceClassification.from_pretrained(name, output_loading_info=True)
+    if loading["missing_keys"]:
+        raise ValueError(
+            f"{name} lacks the weights of {', '.join(sorted(loading['missing_keys']))}: they would be random, and so "
+            "would its predictions."
+        )
+    return model.eval()
 
 
 def test_files(datamodule: TextTaskDataModule) -> list[str]:
