@@ -103,9 +103,10 @@ def cli() -> None:
         arguments.remove(CHECK_FLAG)
     if MULTIRUN_FLAGS & set(arguments):
         from theseus_pl.app.checks.multirun import multirun_jobs, multirun_refusals  # torch, Lightning: multirun only
+        from theseus_pl.app.run.pipeline import refusal_problems
 
         overrides = [argument for argument in arguments if not argument.startswith("-")]
-        refusals = multirun_refusals(overrides)
+        refusals = multirun_refusals(overrides, refusal_problems)
         if refusals:
             print("The sweep cannot start (no job was run); these jobs would be refused:\n"
                   + "\n".join(f"- {refusal}" for refusal in refusals), file=sys.stderr)  # fmt: skip
@@ -113,8 +114,8 @@ def cli() -> None:
         if check_only:
             jobs = multirun_jobs(overrides)
             count = "its jobs cannot be listed before it starts" if jobs is None else f"{len(jobs)} jobs"
-            print(f"The sweep passes every job's settings checks ({count}); each job checks its models and data as "
-                  "it starts (nothing was run).")  # fmt: skip
+            print(f"The sweep passes every job's checks of its settings, models and data ({count}; nothing was "
+                  "run).")  # fmt: skip
             return
     main()
 

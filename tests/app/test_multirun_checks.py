@@ -1,10 +1,14 @@
-"""A multirun checks every job's settings before its first job starts, and names each job that would be refused."""
+"""A multirun checks every job (its settings, models and data) before its first job starts, and names each job that
+would be refused."""
 
 import os
 import subprocess
 import sys
 
+from app_runs import tiny_run_overrides
+
 from theseus_pl.app.checks.multirun import multirun_jobs, multirun_refusals
+from theseus_pl.app.run.pipeline import refusal_problems
 
 
 def test_a_sweep_with_one_bad_job_is_refused_before_any_job_runs_naming_that_job(tmp_path):
@@ -34,3 +38,13 @@ def test_every_job_of_a_mixed_sweep_is_checked_by_its_own_kind():
         "job 3 (method=pkd deploy.quantize=int8)",
     ]  # fmt: skip
     assert "method=pkd compresses encoders" in refusals[1]
+
+
+def test_a_job_refused_by_what_its_predecessor_says_is_named_before_any_job_runs(tiny_base, glue_dir, tmp_path):
+    overrides = [o for o in tiny_run_overrides(tiny_base, glue_dir, tmp_path) if not o.startswith("paths.output_dir")]
+    sweep = [*(o for o in overrides if not o.startswith("theseus.successor_layers")), "theseus.successor_layers=99,2"]
+    assert multirun_refusals(sweep) == []  # the settings alone are fine: 99 layers is a number of layers
+    assert multirun_refusals(sweep, refusal_problems) == [  # the tiny predecessor has 4
+        "job 0 (theseus.successor_layers=99): theseus.successor_layers=99 must be between 1 and the predecessor's 4 "
+        "layers."
+    ]

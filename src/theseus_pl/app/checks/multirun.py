@@ -1,25 +1,26 @@
-"""A multirun's jobs checked before its first job starts: each job's settings, as the run itself checks them.
+"""A multirun's jobs checked before its first job starts, each as the run itself checks it.
 
 Hydra's basic sweeper makes one job per combination of the sweep's values: those on the command line
 (``optimizer.lr=1e-4,2e-4``) and those a sweep config sets in ``hydra.sweeper.params`` (``+sweep=lm_protocol``),
 the command line's winning for the same key. Each job's config is composed here as the job will compose it, and
-checked by :func:`~theseus_pl.app.checks.settings.checked_settings`; a refusal names the job by its overrides, so a
-sweep with one bad job stops before any job runs instead of at that job. What needs the models or the data is still
-checked by each job as it starts. The jobs are listed and numbered as ``BasicSweeper.split_arguments`` does (one
-list of values per key, at the key's first position, their product); that method lives in ``hydra._internal``, so
-its few lines are mirrored here on Hydra's public override parser rather than called.
+checked by :func:`~theseus_pl.app.checks.settings.checked_settings` and, where its settings pass, by the run's own
+checks of its models and data (the predecessor's config against the successor's depth, the files); a refusal names
+the job by its overrides, so a sweep with one bad job stops before any job runs instead of at that job. The jobs are
+listed and numbered as ``BasicSweeper.split_arguments`` does (one list of values per key, at the key's first
+position, their product); that method lives in ``hydra._internal``, so its few lines are mirrored here on Hydra's
+public override parser rather than called.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from hydra import compose, initialize_config_module
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from theseus_pl.app.checks.settings import checked_settings
 
@@ -52,9 +53,12 @@ def multirun_jobs(overrides: Sequence[str]) -> list[list[str]] | None:
     return [list(job) for job in itertools.product(*choices)]
 
 
-def multirun_refusals(overrides: Sequence[str]) -> list[str]:
+def multirun_refusals(
+    overrides: Sequence[str], job_problems: Callable[[DictConfig], list[str]] | None = None
+) -> list[str]:
     """``job i (overrides): problem`` for every problem of every job the sweep would run; none when every job's
-    settings pass (or the jobs cannot be listed here)."""
+    settings pass (or the jobs cannot be listed here). ``job_problems``: what else refuses a job whose settings pass
+    (the run's own checks of its models and data, which this floor cannot import)."""
     try:
         jobs = multirun_jobs(overrides)
     except (HydraException, ValueError) as error:  # the sweep itself is malformed: Hydra says so when it starts
@@ -66,5 +70,8 @@ def multirun_refusals(overrides: Sequence[str]) -> list[str]:
             cfg = compose(CONFIG[1], overrides=[*job, "paths.output_dir=unused"])
             swept = " ".join(override for override in job if override not in overrides)  # what varies between jobs
             named = f"job {number} ({swept or 'as given'})"
-            refusals += [f"{named}: {problem}" for problem in checked_settings(cfg).problems]
+            problems = checked_settings(cfg).problems
+            if not problems and job_problems is not None:
+                problems = job_problems(cfg)
+            refusals += [f"{named}: {problem}" for problem in problems]
     return refusals

@@ -105,6 +105,17 @@ def run_kind(cfg: DictConfig, settings: RunSettings) -> RunKind:
     return (LanguageModelRun if is_language_model_run(cfg) else TaskModelRun)(cfg, settings)
 
 
+def refusal_problems(cfg: DictConfig) -> list[str]:
+    """Every problem the run would be refused for before compute (its settings, models and data); none when it would
+    start. What a sweep asks of each job before the first one runs (the data it reads is tokenised into the cache, as
+    the job itself would)."""
+    try:
+        run_kind(cfg, checked_settings(cfg)).check()
+    except RunRefused as refused:
+        return refused.problems
+    return []
+
+
 def _check(kind: RunKind, problems: list[str]) -> None:
     """The kind's checks, with ``problems`` found before them (a resume refused) in the same message."""
     try:
