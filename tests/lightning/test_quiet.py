@@ -29,6 +29,19 @@ def test_lightnings_mid_epoch_resume_warning_is_silenced_only_from_its_epoch_loo
     assert [w.filename for w in caught] == ["mine.py"]
 
 
+def test_the_model_summarys_bf16_size_notice_is_silenced_only_from_the_summary():
+    notice = (
+        "Precision bf16-mixed is not supported by the model summary.  Estimated model size in MB will not be accurate."
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        install_filters()
+        summary = "lightning.pytorch.utilities.model_summary.model_summary"
+        warnings.warn_explicit(notice, UserWarning, "model_summary.py", 242, module=summary)
+        warnings.warn_explicit(notice, UserWarning, "mine.py", 1, module="my_code")
+    assert [w.filename for w in caught] == ["mine.py"]
+
+
 def test_the_litlogger_tip_is_dropped_and_other_lightning_info_kept(caplog):
     install_filters()
     rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")

@@ -17,7 +17,12 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from transformers import PreTrainedModel
+from transformers import (
+    MODEL_FOR_CAUSAL_LM_MAPPING,
+    MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING,
+    PretrainedConfig,
+    PreTrainedModel,
+)
 
 CLEAR_REFS = Path("/proc/self/clear_refs")
 STATUS = Path("/proc/self/status")
@@ -88,6 +93,19 @@ def training_memory_bytes(
     if checkpointed:
         return 16 * trained + 4 * frozen + tokens * (logits + hidden * (CHECKPOINTED_BYTES * layers + ACTIVATION_BYTES))
     return 16 * trained + 4 * frozen + tokens * (logits + ACTIVATION_BYTES * hidden * layers)
+
+
+def checkpointing_problem(config: PretrainedConfig, causal_lm: bool) -> str | None:
+    """Why transformers cannot checkpoint the activations of the model this config makes (a sequence classifier, or a
+    causal LM); None where it can. Said before compute: transformers raises only once the model is built."""
+    mapping = MODEL_FOR_CAUSAL_LM_MAPPING if causal_lm else MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING
+    model_class = mapping.get(type(config), None)
+    if model_class is None or model_class.supports_gradient_checkpointing:
+        return None
+    return (
+        f"activation_checkpointing=true: transformers' {model_class.__name__} has no activation checkpointing. Leave "
+        "it false."
+    )
 
 
 def checkpoint_activations(module: nn.Module) -> list[str]:

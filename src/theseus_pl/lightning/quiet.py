@@ -22,6 +22,8 @@ LITLOGGER_TIP = "💡 Tip: For seamless cloud logging and experiment tracking"
 MID_EPOCH_RESUME = "You're resuming from a checkpoint that ended before the epoch ended"
 # TheseusModule skips a batch that replaces no module (nothing to train) by returning None, on purpose.
 SKIPPED_STEP = r"`training_step` returned `None`"
+# Lightning's model summary cannot size a bf16-mixed model's parameters (printed by every bf16 fit).
+SUMMARY_PRECISION = r"Precision bf16-mixed is not supported by the model summary"
 
 
 def verbose() -> bool:
@@ -44,6 +46,9 @@ def install_filters() -> None:
         "ignore", message=MID_EPOCH_RESUME, module=r"lightning\.pytorch\.loops\.training_epoch_loop"
     )
     warnings.filterwarnings("ignore", message=SKIPPED_STEP)
+    warnings.filterwarnings(
+        "ignore", message=SUMMARY_PRECISION, module=r"lightning\.pytorch\.utilities\.model_summary\.model_summary"
+    )
     rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     if not any(isinstance(f, _DropMessage) for f in rank_zero.filters):
         rank_zero.addFilter(_DropMessage(LITLOGGER_TIP))

@@ -12,8 +12,9 @@ import torch
 from omegaconf import DictConfig, ListConfig
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerBase
 
-from theseus_pl.core.decoders import is_decoder
+from theseus_pl.core.decoders import check_decoder_fits, is_decoder
 from theseus_pl.core.families import find_layer_stack
+from theseus_pl.core.memory import checkpointing_problem
 from theseus_pl.data.harness_tasks import LOCAL_TASKS, local_task_folder
 from theseus_pl.data.language_model import window_problem
 from theseus_pl.data.text_corpus import text_source
@@ -22,10 +23,19 @@ from theseus_pl.deployment.llama_cpp_runtime import llama_cpp_problem
 from theseus_pl.lightning.language_model_harness import harness_problems
 
 
-def language_model_problems(cfg: DictConfig, predecessor_dir: str, tokenizer: PreTrainedTokenizerBase) -> list[str]:
-    """Every reason the run cannot work with this predecessor and tokenizer."""
+def language_model_problems(
+    cfg: DictConfig, predecessor_dir: str, tokenizer: PreTrainedTokenizerBase, replaces_modules: bool
+) -> list[str]:
+    """Every reason the run cannot work with this predecessor and tokenizer; ``replaces_modules``: the method wraps
+    the predecessor's layers in modules (Theseus), which some decoders' layers do not allow (removal methods keep
+    each kept layer as it was)."""
     problems = []
     config = AutoConfig.from_pretrained(predecessor_dir)
+    if replaces_modules:
+        try:
+            check_decoder_fits(config)
+        except ValueError as error:
+            problems.append(f"method={cfg.method.name}: {error}")
     with torch.device("meta"):  # the model's structure, without its weights
         model = AutoModelForCausalLM.from_config(config)
     if not is_decoder(model):
@@ -41,6 +51,8 @@ def language_model_problems(cfg: DictConfig, predecessor_dir: str, tokenizer: Pr
                     f"theseus.successor_layers={cfg.theseus.successor_layers} must be between 1 and {layers - 1} (the "
                     f"predecessor has {layers} layers)."
                 )
+    if cfg.get("activation_checkpointing") is True and (problem := checkpointing_problem(config, causal_lm=True)):
+        problems.append(problem)
     problems += gguf_deploy_problems(cfg, config.model_type, predecessor_dir)
     problem = window_problem(cfg.data.window, getattr(config, "max_position_embeddings", None))
     if problem:

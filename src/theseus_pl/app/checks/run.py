@@ -29,6 +29,7 @@ from theseus_pl.app.checks.settings import RunSettings
 from theseus_pl.app.config.terms import SUCCESSOR_SETTINGS, in_config_terms, naming_group
 from theseus_pl.app.methods.method import TheseusSettings
 from theseus_pl.app.predecessors.classifier import check_fits_task
+from theseus_pl.core.memory import checkpointing_problem
 from theseus_pl.core.precision import AUTO, CPU_BF16_FLAGS, cpu_bf16_problem, this_cpu, uses_gpu
 from theseus_pl.core.replacing import module_sizes
 from theseus_pl.core.settings import positive_int
@@ -164,6 +165,8 @@ def model_fit_problems(
             problems.append(f"model.predecessor: {error}")
     if settings.method is not None and settings.theseus is not None and settings.method.takes_successor_settings:
         problems += successor_problems(settings.theseus, config)
+    if cfg.get("activation_checkpointing") is True and (problem := checkpointing_problem(config, causal_lm=False)):
+        problems.append(problem)
     return problems
 
 

@@ -91,7 +91,9 @@ class LanguageModelRun(RunKind):
         except RunRefused as refused:
             raise RunRefused(problems + refused.problems) from None
         self.tokenizer = AutoTokenizer.from_pretrained(self.predecessor_dir)
-        problems = problems + device_problems(cfg) + language_model_problems(cfg, self.predecessor_dir, self.tokenizer)
+        replaces_modules = self.settings.method is not None and self.settings.method.needs_schedule
+        problems = problems + device_problems(cfg) + language_model_problems(cfg, self.predecessor_dir, self.tokenizer,
+                                                                             replaces_modules)  # fmt: skip
         problems += schedule_problems(cfg, self.settings, train_rows=None)  # the windows are counted only later
         if problems:
             raise RunRefused(problems)
