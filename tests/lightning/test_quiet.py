@@ -3,6 +3,8 @@
 import logging
 import warnings
 
+import pytest
+
 from theseus_pl.lightning.quiet import install_filters
 
 PYTREE = "`isinstance(treespec, LeafSpec)` is deprecated, use `isinstance(treespec, TreeSpec)` instead."
@@ -18,26 +20,20 @@ def test_the_pytree_deprecation_is_silenced_only_where_lightning_raises_it():
     assert [str(w.message) for w in caught] == [PYTREE, "another"]
 
 
-def test_lightnings_mid_epoch_resume_warning_is_silenced_only_from_its_epoch_loop():
-    resume = "You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable."
+@pytest.mark.parametrize(
+    ("notice", "module"),
+    [
+        ("You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable.",
+         "lightning.pytorch.loops.training_epoch_loop"),  # the data module restores the order mid-epoch itself
+        ("Precision bf16-mixed is not supported by the model summary.  Estimated model size in MB will not be accurate",
+         "lightning.pytorch.utilities.model_summary.model_summary"),  # every bf16 fit
+    ],
+)  # fmt: skip
+def test_lightnings_notice_is_silenced_only_from_the_module_that_gives_it(notice, module):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         install_filters()
-        loop = "lightning.pytorch.loops.training_epoch_loop"
-        warnings.warn_explicit(resume, UserWarning, "loop.py", 224, module=loop)
-        warnings.warn_explicit(resume, UserWarning, "mine.py", 1, module="my_code")
-    assert [w.filename for w in caught] == ["mine.py"]
-
-
-def test_the_model_summarys_bf16_size_notice_is_silenced_only_from_the_summary():
-    notice = (
-        "Precision bf16-mixed is not supported by the model summary.  Estimated model size in MB will not be accurate."
-    )
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        install_filters()
-        summary = "lightning.pytorch.utilities.model_summary.model_summary"
-        warnings.warn_explicit(notice, UserWarning, "model_summary.py", 242, module=summary)
+        warnings.warn_explicit(notice, UserWarning, "lightning.py", 224, module=module)
         warnings.warn_explicit(notice, UserWarning, "mine.py", 1, module="my_code")
     assert [w.filename for w in caught] == ["mine.py"]
 
