@@ -308,8 +308,9 @@ def test_a_language_model_run_publishes_its_card_and_weights_and_refuses_onnx_de
     assert "pipeline_tag: text-generation" in out and "Dry run: nothing was uploaded" in out
     with pytest.raises(SystemExit) as refused:
         deploy_main([str(run_dir)])
+    assert refused.value.code == 2 and capsys.readouterr().err.startswith("error: ")
     (line,) = str(refused.value).splitlines()
-    assert line.startswith(f"error: {run_dir} is a decoder-LM run: its successor is the causal-LM folder")
+    assert line.startswith(f"{run_dir} is a decoder-LM run: its successor is the causal-LM folder")
     assert line.endswith("--gguf f16 q8_0.") and not (run_dir / "successor" / "onnx").exists()
 
 
