@@ -131,9 +131,11 @@ def test_a_half_finished_sweep_names_what_is_missing(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["report", "dry run"])
-def test_a_report_over_folders_without_results_says_so(tmp_path, dry_run):
-    with pytest.raises(FileNotFoundError, match=r"No results\.json under .*give the folders of finished runs"):
+def test_a_report_over_folders_without_results_says_so(tmp_path, dry_run, capsys):
+    with pytest.raises(SystemExit) as refused:
         main([str(tmp_path), "--output", str(tmp_path / "out"), *dry_run])
+    assert refused.value.code == 2
+    assert re.search(r"error: No results\.json under .*give the folders of finished runs", capsys.readouterr().err)
     assert not (tmp_path / "out").exists()
 
 

@@ -117,11 +117,14 @@ def refusal_problems(cfg: DictConfig) -> list[str]:
 
 
 def _check(kind: RunKind, problems: list[str]) -> None:
-    """The kind's checks, with ``problems`` found before them (a resume refused) in the same message."""
+    """The kind's checks, with ``problems`` found before them (a resume refused) in the same message; raised afresh,
+    so the refusal carries no traceback of another."""
     try:
         kind.check()
     except RunRefused as refused:
-        raise RunRefused([*problems, *refused.problems]) from None
+        if not problems:
+            raise
+        problems = [*problems, *refused.problems]
     if problems:
         raise RunRefused(problems)
 
