@@ -9,9 +9,11 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError
 
 from theseus_pl.app.config.command_line import (
     VERBOSE_FLAG,
@@ -39,19 +41,21 @@ def main(cfg: DictConfig) -> float | None:
     from theseus_pl.lightning.quiet import verbose
 
     configure_console(verbose())
-    log.debug("Composed config:\n%s", OmegaConf.to_yaml(cfg, resolve=True))
     output_dir = Path(cfg.paths.output_dir)
     fresh = _only_hydra_files(output_dir)  # made by Hydra for this job, not a folder resumed into
+    try:
+        log.debug("Composed config:\n%s", OmegaConf.to_yaml(cfg, resolve=True))
+    except InterpolationResolutionError as error:  # a resolver's refusal: a packaged model's wheels not installed
+        cause = error.__cause__ or error.__context__  # the resolver's own exception, whose message says the fix
+        cfg_problem = f"{error.full_key}: {cause if cause is not None else error.msg}"
+        _refuse(RunRefused([cfg_problem]), output_dir if fresh else None)
     try:
         if check_only:
             lines = plan(cfg)
         else:
             results = run(cfg)
     except RunRefused as refused:  # refused before the run writes anything
-        if fresh:
-            _remove_run_folder(output_dir)
-        print(refused, file=sys.stderr)
-        raise SystemExit(2) from None
+        _refuse(refused, output_dir if fresh else None)
     except BaseException:
         if check_only and fresh:  # --check leaves no folder behind, even where it fails unforeseen
             _remove_run_folder(output_dir)
@@ -68,6 +72,15 @@ def main(cfg: DictConfig) -> float | None:
     for step, error in results.failed_steps.items():
         log.warning("Step %r did not complete: %s", step, error)
     return results.objective()
+
+
+def _refuse(refused: Exception, fresh_folder: Path | None) -> NoReturn:
+    """Print the refusal alone, remove the folder Hydra made for this job (None: a folder resumed into stays) and
+    exit with status 2."""
+    if fresh_folder is not None:
+        _remove_run_folder(fresh_folder)
+    print(refused, file=sys.stderr)
+    raise SystemExit(2) from None
 
 
 def _only_hydra_files(folder: Path) -> bool:

