@@ -10,9 +10,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 from app_runs import compose_config, tiny_run_overrides
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from theseus_pl.app.predecessors.classifier import cache_key, load_classifier
 from theseus_pl.app.results.reading import read_results
@@ -21,6 +23,7 @@ from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.run.stages import evaluation_settings, run_hardware
 from theseus_pl.core.precision import resolve_precision
 from theseus_pl.data.cache_entry import MANIFEST, write_manifest
+from theseus_pl.data.tasks import glue_task
 from theseus_pl.lightning.evaluation import evaluate
 
 
@@ -156,3 +159,13 @@ def test_a_cached_predecessor_brings_the_dev_metrics_measured_when_it_was_made(b
     older = run(compose_config(*base_overrides, f"paths.output_dir={tmp_path / 'older'}"))
     assert older.predecessor.origin == "cache" and len(evaluated) == 3
     assert older.predecessor.score == pytest.approx(now["score"], abs=1e-6)
+
+
+def test_a_base_saved_in_half_precision_is_fine_tuned_in_fp32(tiny_base, tmp_path):
+    """transformers 5 loads a checkpoint in the dtype it was saved in: an fp16 base (the offline pack's, or a hub
+    model stored so) would train fp16 weights, which AdamW's small steps leave unchanged."""
+    half = tmp_path / "half"
+    AutoModelForSequenceClassification.from_pretrained(tiny_base).half().save_pretrained(half)
+    AutoTokenizer.from_pretrained(tiny_base).save_pretrained(half)
+    model = load_classifier(str(half), glue_task("RTE"), new_head=True)
+    assert {parameter.dtype for parameter in model.parameters()} == {torch.float32}

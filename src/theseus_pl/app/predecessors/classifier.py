@@ -76,7 +76,7 @@ def load_classifier(name: str, task: TaskSpec, new_head: bool = False) -> PreTra
     try:
         return AutoModelForSequenceClassification.from_pretrained(
             name, num_labels=task.num_labels, id2label=id2label, label2id={v: k for k, v in id2label.items()},
-            ignore_mismatched_sizes=new_head,
+            ignore_mismatched_sizes=new_head, dtype=torch.float32,  # fp16/bf16 files too: fp32 weights train
         )  # fmt: skip
     finally:
         transformers.logging.set_verbosity(verbosity)
