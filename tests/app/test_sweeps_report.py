@@ -119,6 +119,12 @@ def test_a_report_over_a_version_1_and_a_version_2_run_gives_one_table(tmp_path)
     ]
     by_layers = main([str(tmp_path), "--rows", "layers.successor", "--output", str(tmp_path / "by_layers")])
     assert by_layers["table"] == {"predecessor": {"RTE": 65.0}, "3": {"RTE": 70.0}, "2": {"RTE": 50.0}}
+    by_two = main([str(tmp_path), "--rows", "method,layers.successor", "--output", str(tmp_path / "by_two")])
+    assert by_two["table"] == {
+        "predecessor": {"RTE": 65.0},
+        "kd 3": {"RTE": 70.0},
+        "theseus_curriculum 2": {"RTE": 50.0},
+    }
 
 
 def test_a_half_finished_sweep_names_what_is_missing(tmp_path, capsys):

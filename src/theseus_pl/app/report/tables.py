@@ -2,7 +2,8 @@
 
 Reads every ``results.json`` below the folders and writes, into ``--output``:
 
-- ``table.md`` and ``table.csv``: one row per value of ``--rows`` (default ``method``), one column per task, and
+- ``table.md`` and ``table.csv``: one row per value of ``--rows`` (default ``method``; ``method,theseus.init``:
+  a row per method and start), one column per task, and
   the macro average over tasks. A cell is the best dev score over the settings a sweep varied, each setting first
   reduced to its median over seeds (as the paper reports). The predecessor gets a row of its own.
 - ``best_settings.md`` and ``best_settings.csv``: for each cell, the grid point chosen, its median, min and max
@@ -105,10 +106,13 @@ def _is_wandb_copy(results: Path) -> bool:
 
 
 def _row_key(run: RunResults, rows: str) -> str:
-    value = run.lookup(rows)
-    if value is None:
-        value = run.settings.get(rows)
-    return str(value)
+    """The run's row: the value of ``rows``, a results field or setting, or of each of several joined by commas
+    (``method,theseus.init``: ``fine_tuning every_other``)."""
+    values = []
+    for name in rows.split(","):
+        value = run.lookup(name)
+        values.append(run.settings.get(name) if value is None else value)
+    return " ".join(map(str, values))
 
 
 def run_frame(runs: list[RunResults], rows: str = "method") -> pd.DataFrame:
@@ -316,7 +320,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     dry_run = "list the runs found and the files the report would write into --output; write nothing there"
     parser = command_parser("report", __doc__, dry_run)
     parser.add_argument("folders", nargs="+", type=Path, metavar="RUN_DIR", help="run or multirun folders")
-    parser.add_argument("--rows", default="method", help="results field or setting per row, e.g. theseus.init")
+    rows_help = "results field or setting per row, e.g. theseus.init; several joined by commas: method,theseus.init"
+    parser.add_argument("--rows", default="method", help=rows_help)
     parser.add_argument("--output", type=Path, default=Path("report"), help="the folder the tables and plots go into")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="Warning: %(message)s")  # a run skipped, in one line

@@ -1,0 +1,118 @@
+"""The paper's Table 2 runs on one machine: for each task, Theseus on the paper's grid and the baselines at the same
+steps and seeds, as Hydra multiruns whose jobs share the machine through Hydra's joblib launcher.
+
+Two multiruns a task, run side by side: Theseus (the curriculum, ``optimizer.lr`` x ``replacement.b`` x
+``schedule_steps``) and the baselines (fine-tuning and vanilla KD of the truncated predecessor, from its bottom
+layers as the paper does and from every other layer, Sajjad et al.'s stronger start, x ``optimizer.lr`` x
+``schedule_steps``). Every run trains twice its replacing steps (the paper's successor fine-tuning after p reaches
+1; the baselines the same number of steps). The first job of a task fine-tunes the predecessor (the paper's batch
+32, lr 2e-5, 4 epochs); the others wait for it and share it (the cache's lock).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+EXPERIMENTS = {"CoLA": "cola_curriculum", "RTE": "rte_curriculum", "STS-B": "stsb_curriculum",
+               "SST-2": "sst2_curriculum", "MRPC": "mrpc_curriculum", "QNLI": "qnli_curriculum",
+               "QQP": "qqp_curriculum", "MNLI": "mnli_curriculum"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The values each multirun sweeps; the paper's, or a part of it."""
+
+    lr: tuple[str, ...]
+    b: tuple[str, ...]
+    steps_to_full: tuple[str, ...]
+
+
+GRIDS = {
+    "paper": Grid(lr=("1e-5", "2e-5"), b=("0.1", "0.3"), steps_to_full=("1000", "5000", "10000", "30000")),
+    "first": Grid(lr=("2e-5",), b=("0.3",), steps_to_full=("1000",)),  # one point of it: a GPU hour's tenth
+}
+BASELINES = ("fine_tuning", "kd")
+BASELINE_INITS = ("bottom", "every_other")  # the paper's start, and Sajjad et al.'s
+MAX_STEPS = "trainer.max_steps='${mul:2,${schedule_steps}}'"  # quoted: Hydra keeps the interpolation
+
+
+def multirun_commands(
+    model: Path,
+    glue_dir: Path,
+    output: Path,
+    tasks: Sequence[str],
+    seeds: Sequence[int],
+    grid: Grid,
+    jobs: int,
+    overrides: Sequence[str] = (),
+    successor_layers: int = 6,
+) -> dict[str, list[str]]:
+    """Each multirun's command line, by the folder its jobs write (``<output>/<task>/theseus`` and ``…/baselines``);
+    ``jobs`` is split evenly over them (at least one each)."""
+    unknown = [task for task in tasks if task not in EXPERIMENTS]
+    if unknown:
+        raise ValueError(f"No paper experiment for {', '.join(unknown)}: the tasks are {', '.join(EXPERIMENTS)}.")
+    runs = len(grid.lr) * len(grid.steps_to_full) * len(seeds)
+    theseus_runs, baseline_runs = runs * len(grid.b), runs * len(BASELINES) * len(BASELINE_INITS)
+    share = jobs / (len(tasks) * (theseus_runs + baseline_runs))  # jobs at once for each run a multirun holds
+    theseus_jobs, baseline_jobs = (min(count, max(1, round(count * share))) for count in (theseus_runs, baseline_runs))
+    commands = {}
+    for task in tasks:
+        common = [
+            sys.executable, "-m", "theseus_pl", "-m", f"+experiment={EXPERIMENTS[task]}", f"model.base={model}",
+            f"data.glue_dir={glue_dir}", f"theseus.successor_layers={successor_layers}", "logger=csv", "threads=1",
+            "benchmark.repeats=0", "hydra/launcher=local_parallel", f"seed={_values(seeds)}",
+            f"optimizer.lr={_values(grid.lr)}", f"schedule_steps={_values(grid.steps_to_full)}", MAX_STEPS, *overrides,
+        ]  # fmt: skip
+        theseus, baselines = output / task / "theseus", output / task / "baselines"
+        commands[str(theseus)] = [
+            *common, "method=theseus", "replacement=curriculum", f"replacement.b={_values(grid.b)}",
+            f"hydra.launcher.n_jobs={theseus_jobs}", f"hydra.sweep.dir={theseus}",
+        ]  # fmt: skip
+        commands[str(baselines)] = [
+            *common, f"method={_values(BASELINES)}", f"theseus.init={_values(BASELINE_INITS)}",
+            f"hydra.launcher.n_jobs={baseline_jobs}", f"hydra.sweep.dir={baselines}",
+        ]  # fmt: skip
+    return commands
+
+
+def _values(values: Sequence[object]) -> str:
+    """A sweep's values as Hydra's command line takes them: ``1e-5,2e-5``."""
+    return ",".join(map(str, values))
+
+
+def run_side_by_side(commands: dict[str, list[str]], deadline_s: float | None) -> dict[str, int | None]:
+    """Run every multirun at once, each logging to ``<its folder>.log``; stop those still running at the deadline
+    (their finished jobs keep their results). Each one's exit status, None where it was stopped."""
+    processes = {}
+    for folder, command in commands.items():
+        Path(folder).parent.mkdir(parents=True, exist_ok=True)
+        with Path(f"{folder}.log").open("w") as log_file:  # the child keeps its own copy of the descriptor
+            processes[folder] = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT,
+                                                 start_new_session=True)  # fmt: skip
+        log.info("Started %s", folder)
+    started, statuses = time.monotonic(), {}
+    while len(statuses) < len(processes):
+        for folder, process in processes.items():
+            if folder not in statuses and process.poll() is not None:
+                statuses[folder] = process.returncode
+                log.info("%s ended with status %d after %.0f s", folder, process.returncode, time.monotonic() - started)
+        if deadline_s is not None and time.monotonic() - started > deadline_s:
+            for folder, process in processes.items():
+                if folder not in statuses:
+                    os.killpg(process.pid, signal.SIGTERM)  # the launcher's workers too
+                    process.wait()
+                    statuses[folder] = None
+                    log.warning("Stopped %s at the deadline (%.0f s)", folder, deadline_s)
+        time.sleep(1)
+    return statuses

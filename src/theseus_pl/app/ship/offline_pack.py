@@ -1,0 +1,153 @@
+"""What a GPU node without network needs to run the paper's grid, packed on a connected machine as pieces of a chosen
+size: such nodes take files only by copy, often in pieces of limited size.
+
+The pack holds the wheels the node lacks (downloaded for its Python, or built here where a package ships only as a
+source archive), this project as a wheel, the base model's weights in fp16 (half the bytes; every run fine-tunes with
+fp32 weights, :func:`~theseus_pl.app.predecessors.classifier.load_classifier`) and the GLUE task folders. It is one
+tar file cut into ``pack.tar.000``, ``.001``, … beside ``pieces.sha256`` and ``unpack.sh``, a shell script (the node
+has no theseus_pl until it runs) that checks the pieces, joins and unpacks them, and installs the wheels offline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import subprocess
+import sys
+import tarfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+log = logging.getLogger(__name__)
+
+# What a node with PyTorch, transformers, Lightning, pandas and pyarrow still lacks to run this project: this
+# workplace's GPU image (torch 2.11, transformers 5.17, lightning 2.6.6, huggingface_hub 1.33, Python 3.12) lacks
+# these. Versions that install beside that image; W&B is left out (runs log to CSV without it).
+NODE_WHEELS = (
+    "hydra-core==1.3.8",
+    "omegaconf==2.3.1",
+    "antlr4-python3-runtime==4.9.3",  # a source archive only: built here into a pure-Python wheel
+    "hydra-joblib-launcher==1.2.0",
+    "datasets==5.2.0",
+    "dill==0.4.1",
+    "multiprocess==0.70.19",
+)
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
+PIECE_PREFIX = "pack.tar."
+CHECKSUMS = "pieces.sha256"
+UNPACK_SCRIPT = """#!/usr/bin/env bash
+# Check the pieces beside this script, join and unpack them into DEST (default: ./unpacked beside it), and install
+# the wheels offline (into $PIP_TARGET when set: then put it on PYTHONPATH). Then run the grid:
+#   python3 -m theseus_pl.offline run DEST --output DEST/runs
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+dest=${1:-$here/unpacked}
+(cd "$here" && sha256sum --check --quiet pieces.sha256)
+mkdir -p "$dest"
+cat "$here"/pack.tar.* | tar -x -C "$dest"
+python3 -m pip install --quiet --no-index --no-deps --no-compile ${PIP_TARGET:+--target "$PIP_TARGET"} \\
+    "$dest"/wheels/*.whl
+echo "Unpacked into $dest and installed $(ls "$dest"/wheels | wc -l) wheels."
+"""
+
+
+def half_precision_copy(model_dir: Path, destination: Path) -> None:
+    """``model_dir``'s files in ``destination``, its fp32 safetensors tensors stored as fp16."""
+    destination.mkdir(parents=True)
+    for file in sorted(model_dir.iterdir()):
+        if file.suffix == ".safetensors":
+            tensors = load_file(file)
+            halved = {name: t.half() if t.dtype == torch.float32 else t for name, t in tensors.items()}
+            save_file(halved, destination / file.name, metadata={"format": "pt"})
+        elif file.is_file() and file.name != "manifest.json":  # a cache entry's own record, not the model's
+            shutil.copy2(file, destination / file.name)
+        elif file.is_dir():
+            shutil.copytree(file, destination / file.name)
+
+
+def copy_glue_tasks(glue_dir: Path, tasks: Sequence[str], destination: Path) -> None:
+    """Each task's folder of ``glue_dir`` (its TSV files) in ``destination``; a missing one is refused by name."""
+    missing = [task for task in tasks if not (glue_dir / task).is_dir()]
+    if missing:
+        raise ValueError(f"{glue_dir} has no folder {', '.join(missing)}: give --glue-dir the GLUE folder.")
+    for task in tasks:
+        (destination / task).mkdir(parents=True)
+        for file in (glue_dir / task).glob("*.tsv"):
+            shutil.copy2(file, destination / task / file.name)
+
+
+def fetch_wheels(specs: Sequence[str], python: str, project_root: Path, destination: Path) -> None:
+    """Wheels of ``specs`` for CPython ``python`` on x86-64 Linux, and of this project, into ``destination``. A
+    package with no wheel on the index is built here (pure-Python source archives build for any Python 3)."""
+    destination.mkdir(parents=True, exist_ok=True)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
+    platforms = [argument for platform in PLATFORMS for argument in ("--platform", platform)]
+    for spec in specs:
+        download = [*pip, "download", "--no-deps", "--only-binary=:all:", "--python-version", python,
+                    "--implementation", "cp", *platforms, "--dest", str(destination), spec]  # fmt: skip
+        if subprocess.run(download, capture_output=True, check=False).returncode != 0:
+            log.info("%s has no wheel for Python %s on the index: building one here", spec, python)
+            _pip(pip, ["wheel", "--no-deps", "--wheel-dir", str(destination), spec], spec)
+    _pip(pip, ["wheel", "--no-deps", "--wheel-dir", str(destination), str(project_root)], "theseus_pl")
+
+
+def _pip(pip: list[str], arguments: list[str], what: str) -> None:
+    done = subprocess.run([*pip, *arguments], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ValueError(f"pip could not fetch or build {what}: {last}")
+
+
+def cut_into_pieces(staging: Path, output: Path, piece_bytes: int) -> list[Path]:
+    """``staging``'s contents as one tar file cut into pieces of at most ``piece_bytes`` in ``output``, with their
+    SHA-256 sums in ``pieces.sha256`` and ``unpack.sh`` beside them."""
+    tar_path = output / "pack.tar"
+    with tarfile.open(tar_path, "w") as archive:
+        for path in sorted(staging.iterdir()):
+            archive.add(path, arcname=path.name)
+    pieces, sums = [], []
+    with tar_path.open("rb") as whole:
+        while chunk := whole.read(piece_bytes):
+            piece = output / f"{PIECE_PREFIX}{len(pieces):03d}"
+            piece.write_bytes(chunk)
+            pieces.append(piece)
+            sums.append(f"{hashlib.sha256(chunk).hexdigest()}  {piece.name}")
+    tar_path.unlink()
+    (output / CHECKSUMS).write_text("\n".join(sums) + "\n")
+    script = output / "unpack.sh"
+    script.write_text(UNPACK_SCRIPT)
+    script.chmod(0o755)
+    return pieces
+
+
+def build_pack(
+    output: Path,
+    model_dir: Path,
+    glue_dir: Path,
+    tasks: Sequence[str],
+    python: str,
+    wheels: Sequence[str],
+    project_root: Path,
+    piece_mb: float,
+    record: dict[str, Any],
+) -> list[Path]:
+    """The pack in ``output`` (an empty or new folder): its pieces, in order. ``record`` goes in as ``pack.json``."""
+    if output.exists() and any(output.iterdir()):
+        raise ValueError(f"{output} is not empty: give a new folder.")
+    staging = output / ".staging"
+    staging.mkdir(parents=True)
+    try:
+        log.info("Copying the model's weights in fp16, the GLUE tasks and the wheels into %s", staging)
+        half_precision_copy(model_dir, staging / "model")
+        copy_glue_tasks(glue_dir, tasks, staging / "glue")
+        fetch_wheels(wheels, python, project_root, staging / "wheels")
+        (staging / "pack.json").write_text(json.dumps(record, indent=1))
+        return cut_into_pieces(staging, output, int(piece_mb * 1024 * 1024))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,172 @@
+"""The paper's Table 2 runs on a GPU node without network, prepared on a connected machine as one pack.
+
+    python -m theseus_pl.offline pack OUT [--model mpnet_base] [--glue-dir PATH] [--tasks RTE CoLA STS-B SST-2]
+                                      [--python 3.12] [--piece-mb 64] [--wheel SPEC ...]
+    (copy OUT's pieces, pieces.sha256 and unpack.sh to the node; there:)
+    bash unpack.sh DEST
+    python -m theseus_pl.offline run DEST --output DEST/runs [--tasks ...] [--seeds 1 2 3] [--grid paper|first]
+                                     [--steps-to-full N ...] [--jobs 16] [--minutes M] [-- OVERRIDE ...]
+
+``pack`` writes the wheels the node lacks (for its Python; ``--wheel`` replaces the list), this project as a wheel,
+the base model's weights in fp16 and the GLUE task folders, as one tar file cut into pieces of ``--piece-mb``, with
+their checksums and ``unpack.sh``, which checks, joins, unpacks and installs them offline
+(:mod:`~theseus_pl.app.ship.offline_pack`). ``run`` starts, for each task, Theseus on the grid and the baselines at
+the same steps and seeds as Hydra multiruns side by side (:mod:`~theseus_pl.app.run.paper_grid`), each job on the
+GPU (``trainer=gpu``, bf16) or, with ``-- trainer=cpu``, on the CPU; stops what still runs after ``--minutes``; and
+writes the report (``python -m theseus_pl.report``) into ``<output>/report``: ``table.md`` (per method, its start
+and task, the best grid point's median over seeds), ``best_settings.md`` and ``runs.md``.
+``--dry-run`` prints what ``pack`` would put in the pack, or the command lines ``run`` would start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from theseus_pl.app.config.side_commands import command_parser, refuse
+
+log = logging.getLogger("theseus_pl")
+PACK_RECORD = "pack.json"  # what the node's run reads of the pack: the model's hub id, the tasks
+DEFAULT_TASKS = ("RTE", "CoLA", "STS-B", "SST-2")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    overrides = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
+    parser = command_parser("offline", __doc__, "print what would be packed, or the command lines a run starts")
+    commands = parser.add_subparsers(dest="command", required=True)
+    pack = commands.add_parser("pack", help="write the pack for a node without network")
+    pack.add_argument("--dry-run", action="store_true", dest="dry_run_here", help="print what would be packed")
+    pack.add_argument("output", type=Path, help="a new folder for the pieces")
+    pack.add_argument("--model", default="mpnet_base", help="a model option (conf/model/) or a model folder")
+    pack.add_argument("--glue-dir", type=Path, default=Path("../shared/data/glue"), help="the GLUE folder")
+    pack.add_argument("--tasks", nargs="+", default=list(DEFAULT_TASKS), help="GLUE task folders to pack")
+    pack.add_argument("--python", default="3.12", help="the node's Python version (its wheels' tags)")
+    pack.add_argument("--piece-mb", type=float, default=64.0, help="the largest piece, in MiB")
+    pack.add_argument("--wheel", nargs="*", help="the packages the node lacks (default: what a PyTorch image lacks)")
+    run = commands.add_parser("run", help="run the grid on the node, then write the report")
+    run.add_argument("--dry-run", action="store_true", dest="dry_run_here", help="print the command lines")
+    run.add_argument("unpacked", type=Path, help="the folder unpack.sh unpacked into")
+    run.add_argument("--output", type=Path, required=True, help="the folder the multiruns and report go into")
+    run.add_argument("--tasks", nargs="+", help="a part of the pack's tasks (default: all)")
+    run.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="seeds of every grid point")
+    run.add_argument("--grid", choices=("paper", "first"), default="paper", help="the paper's grid, or its first point")
+    run.add_argument("--steps-to-full", nargs="+", help="replacing steps of every run, in place of the grid's")
+    run.add_argument("--jobs", type=int, default=16, help="jobs at once, over every multirun")
+    run.add_argument("--minutes", type=float, help="stop what still runs after this long (its finished jobs count)")
+    args = parser.parse_args(argv)
+    args.dry_run = args.dry_run or args.dry_run_here  # before the command's name or after it
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    if args.command == "pack":
+        _pack(args)
+    else:
+        _run(args, overrides)
+
+
+def _pack(args: argparse.Namespace) -> None:
+    from theseus_pl.app.ship.offline_pack import NODE_WHEELS, build_pack
+
+    model_dir, hub_id = _model_folder(args.model)
+    project_root = Path(__file__).resolve().parents[2]
+    if not (project_root / "pyproject.toml").is_file():
+        refuse("pack builds this project's wheel from its source checkout: run it from a clone of the repository.")
+    wheels = list(NODE_WHEELS) if args.wheel is None else args.wheel  # --wheel alone: none but this project's
+    if args.dry_run:
+        print(f"Would pack into {args.output}, in pieces of {args.piece_mb:g} MiB: {model_dir} in fp16 ({hub_id}), "
+              f"GLUE {', '.join(args.tasks)} from {args.glue_dir}, wheels for Python {args.python}: "
+              f"{', '.join(wheels)} and theseus_pl.")  # fmt: skip
+        return
+    try:
+        pieces = build_pack(args.output, model_dir, args.glue_dir, args.tasks, args.python, wheels,
+                            project_root, args.piece_mb, {"hub_id": hub_id, "tasks": args.tasks})  # fmt: skip
+    except ValueError as error:
+        refuse(str(error))
+    size = sum(piece.stat().st_size for piece in pieces) / 2**20
+    print(f"Packed {len(pieces)} pieces ({size:.0f} MiB) into {args.output}. On the node: "
+          "bash unpack.sh DEST && python3 -m theseus_pl.offline run DEST --output DEST/runs")  # fmt: skip
+
+
+def _model_folder(model: str) -> tuple[Path, str | None]:
+    """The folder of ``model`` (a model option of conf/model/, resolved as a run resolves it, or a folder) and the
+    hub id the model card names."""
+    if Path(model).is_dir():
+        return Path(model), None
+    from hydra import compose, initialize_config_module
+    from omegaconf.errors import InterpolationResolutionError
+
+    from theseus_pl.app.config.resolvers import register_resolvers
+
+    register_resolvers()
+    with initialize_config_module("theseus_pl.conf", version_base="1.3"):
+        try:
+            cfg = compose("train", overrides=[f"model={model}", "paths.output_dir=unused"])
+            folder = Path(cfg.model.predecessor or cfg.model.base)
+        except InterpolationResolutionError as error:
+            refuse(f"--model {model}: {error.__cause__ or error.__context__ or error.msg}")
+        except Exception as error:  # Hydra's missing-option error
+            refuse(f"--model {model}: no model option or folder of that name ({type(error).__name__}).")
+    if not folder.is_dir():
+        refuse(f"--model {model} names {folder}, which is no local folder: pack a model that is on this machine.")
+    return folder, cfg.model.get("hub_id")
+
+
+def _run(args: argparse.Namespace, overrides: list[str]) -> None:
+    from dataclasses import replace
+
+    from theseus_pl.app.run.paper_grid import GRIDS, multirun_commands, run_side_by_side
+
+    try:
+        record = json.loads((args.unpacked / PACK_RECORD).read_text())
+    except (OSError, ValueError) as error:
+        refuse(f"{args.unpacked} holds no readable {PACK_RECORD} ({error}): give the folder unpack.sh unpacked into.")
+    tasks = args.tasks or record["tasks"]
+    missing = [task for task in tasks if task not in record["tasks"]]
+    if missing:
+        refuse(f"--tasks {' '.join(missing)}: the pack holds {', '.join(record['tasks'])} only.")
+    extra = [*(["trainer=gpu"] if not any(o.startswith("trainer=") for o in overrides) else []), *overrides]
+    if record.get("hub_id"):
+        extra.append(f"model.hub_id={record['hub_id']}")
+    grid = GRIDS[args.grid]
+    if args.steps_to_full:
+        grid = replace(grid, steps_to_full=tuple(args.steps_to_full))
+    try:
+        unpacked = args.unpacked.resolve()
+        commands = multirun_commands(unpacked / "model", unpacked / "glue", args.output.resolve(), tasks,
+                                     args.seeds, grid, args.jobs, extra)  # fmt: skip
+    except ValueError as error:
+        refuse(str(error))
+    if args.dry_run:
+        print("\n".join(" ".join(command) for command in commands.values()))
+        return
+    statuses = run_side_by_side(commands, None if args.minutes is None else args.minutes * 60)
+    report = args.output / "report"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "theseus_pl.report",
+            str(args.output),
+            "--output",
+            str(report),
+            "--rows",
+            "method,theseus.init",
+        ],
+        check=False,
+    )  # the baselines from either start, apart
+    failed = {folder: status for folder, status in statuses.items() if status}
+    print(f"Report in {report}." + (f" Multiruns that failed: {failed} (their logs: <folder>.log)." if failed else ""))
+
+
+def cli() -> None:
+    """The ``theseus-pl-offline`` command."""
+    main()
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,110 @@
+"""The paper's grid on a GPU node without network: the pack written here, its pieces checked, joined, unpacked and
+installed by unpack.sh alone, and the grid run from the installed wheel, two multiruns side by side, into the
+report. In miniature, on the CPU: a tiny model, tiny RTE, two replacing steps."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import make_tiny_rte_glue_dir, save_tiny_base
+from safetensors.torch import load_file
+
+from theseus_pl.app.run.paper_grid import GRIDS, multirun_commands
+from theseus_pl.app.ship.offline_pack import cut_into_pieces, half_precision_copy
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+def test_the_weights_travel_in_half_precision(tiny_base: Path, tmp_path: Path) -> None:
+    half_precision_copy(tiny_base, tmp_path / "half")
+    original, halved = load_file(tiny_base / "model.safetensors"), load_file(tmp_path / "half" / "model.safetensors")
+    assert halved.keys() == original.keys()
+    assert {tensor.dtype for tensor in halved.values()} == {torch.float16}
+    assert all(torch.allclose(halved[name].float(), original[name], atol=1e-3, rtol=1e-3) for name in original)
+    assert (tmp_path / "half" / "tokenizer.json").read_text() == (tiny_base / "tokenizer.json").read_text()
+
+
+def test_pieces_are_cut_to_size_and_a_damaged_one_stops_unpacking(tmp_path: Path) -> None:
+    staging = tmp_path / "staging"
+    (staging / "glue").mkdir(parents=True)
+    (staging / "glue" / "data.bin").write_bytes(os.urandom(300_000))
+    (staging / "wheels").mkdir()
+    pieces = cut_into_pieces(staging, tmp_path, 100_000)
+    assert len(pieces) == 4 and all(piece.stat().st_size <= 100_000 for piece in pieces)
+    env = {**os.environ, "PIP_TARGET": str(tmp_path / "site")}
+    unpack = ["bash", str(tmp_path / "unpack.sh"), str(tmp_path / "out")]
+    damaged = bytearray(pieces[1].read_bytes())
+    damaged[10] ^= 1
+    pieces[1].write_bytes(bytes(damaged))
+    done = subprocess.run(unpack, capture_output=True, text=True, env=env, check=False)
+    assert done.returncode != 0 and "pack.tar.001: FAILED" in done.stdout + done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_each_task_gets_theseus_on_the_grid_and_four_baselines_sharing_the_jobs(tmp_path: Path) -> None:
+    commands = multirun_commands(tmp_path / "model", tmp_path / "glue", tmp_path / "runs", ["RTE", "CoLA"], [1, 2, 3],
+                                 GRIDS["paper"], jobs=16)  # fmt: skip
+    assert set(commands) == {str(tmp_path / "runs" / task / kind) for task in ("RTE", "CoLA")
+                             for kind in ("theseus", "baselines")}  # fmt: skip
+    theseus, baselines = commands[str(tmp_path / "runs/RTE/theseus")], commands[str(tmp_path / "runs/RTE/baselines")]
+    assert {"optimizer.lr=1e-5,2e-5", "replacement.b=0.1,0.3", "schedule_steps=1000,5000,10000,30000",
+            "seed=1,2,3", "method=theseus"} <= set(theseus)  # fmt: skip
+    assert {"method=fine_tuning,kd", "theseus.init=bottom,every_other", "seed=1,2,3"} <= set(baselines)
+    jobs = [int(arg.split("=")[1]) for command in commands.values() for arg in command if "n_jobs=" in arg]
+    assert sum(jobs) == 16
+    with pytest.raises(ValueError, match="No paper experiment for BoolQ"):
+        multirun_commands(tmp_path, tmp_path, tmp_path, ["BoolQ"], [1], GRIDS["first"], jobs=2)
+
+
+def test_run_refuses_a_folder_that_is_no_unpacked_pack(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "theseus_pl.offline", "run", str(tmp_path), "--output",
+                           str(tmp_path / "runs")], capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 2 and "holds no readable pack.json" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_pack_unpack_install_and_run_the_grid_in_miniature(tmp_path: Path, tiny_tokenizer) -> None:
+    base = save_tiny_base(tmp_path / "base", tiny_tokenizer)
+    glue = make_tiny_rte_glue_dir(tmp_path / "glue")
+    pack = tmp_path / "pack"
+    done = subprocess.run([sys.executable, "-m", "theseus_pl.offline", "pack", str(pack), "--model", str(base),
+                           "--glue-dir", str(glue), "--tasks", "RTE", "--wheel", "--piece-mb", "0.05",
+                           "--python", f"{sys.version_info.major}.{sys.version_info.minor}"],
+                          capture_output=True, text=True, cwd=PROJECT, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert len(list(pack.glob("pack.tar.*"))) > 1
+    node = tmp_path / "node"  # what the node holds: the pieces, their sums and unpack.sh, nothing else
+    node.mkdir()
+    for file in pack.iterdir():
+        (node / file.name).write_bytes(file.read_bytes())
+    env = {**os.environ, "PIP_TARGET": str(tmp_path / "site"), "THESEUS_PL_CACHE": str(tmp_path / "cache")}
+    done = subprocess.run(["bash", str(node / "unpack.sh"), str(tmp_path / "unpacked")], capture_output=True,
+                          text=True, env=env, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "site" / "theseus_pl" / "conf" / "train.yaml").is_file()  # the wheel, configs and all
+    env["PYTHONPATH"] = str(tmp_path / "site")  # the installed wheel, not the checkout
+    runs = tmp_path / "runs"
+    done = subprocess.run([sys.executable, "-m", "theseus_pl.offline", "run", str(tmp_path / "unpacked"), "--output",
+                           str(runs), "--seeds", "1", "--grid", "first", "--steps-to-full", "2", "--jobs", "2", "--",
+                           "trainer=cpu", "finetune.epochs=1", "data.batch_size=4", "theseus.successor_layers=2",
+                           "trainer.val_check_interval=2", "optimizer.lr=1e-3"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr + (runs / "RTE" / "baselines.log").read_text()
+    results = sorted(runs.glob("RTE/*/*/results.json"))
+    assert len(results) == 5, done.stdout
+    methods = {(record["method"], record["settings"]["theseus.init"]) for record in map(_read, results)}
+    rows = {("theseus_curriculum", "bottom"), ("fine_tuning", "bottom"), ("fine_tuning", "every_other"),
+            ("kd", "bottom"), ("kd", "every_other")}  # fmt: skip
+    assert methods == rows
+    table = (runs / "report" / "table.md").read_text()
+    assert all(f"| {method} {init} " in table for method, init in rows) and "| predecessor " in table, table
+
+
+def _read(path: Path) -> dict:
+    return json.loads(path.read_text())
