@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+import torch
 import yaml
 from app_runs import compose_config, tiny_run_overrides
 from hydra.utils import get_class
@@ -17,20 +18,22 @@ from theseus_pl.app.config.kinds import LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.methods import schedules
 from theseus_pl.app.methods.language_model import ShortGPT, Streamline
 from theseus_pl.app.methods.method import (
+    DEFAULT_SUCCESSOR,
     CompressionMethod,
     Method,
     MethodInputs,
     TheseusSettings,
-    bottom_layers,
     method_from_config,
 )
 from theseus_pl.app.methods.task_model import LayerDrop, PatientDistillation, Transfer
 from theseus_pl.app.methods.theseus import Theseus
 from theseus_pl.app.methods.truncation import FineTuning
+from theseus_pl.app.predecessors.classifier import load_classifier
 from theseus_pl.app.results.task_model import LayerCounts
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.core.schedules import CurriculumSchedule
 from theseus_pl.core.settings import Rule, SettingsError, positive_number
+from theseus_pl.data.tasks import glue_task
 from theseus_pl.lightning.modules import FineTuningModule
 
 CONF = Path(__file__).parents[2] / "conf"
@@ -45,7 +48,7 @@ class Truncation(CompressionMethod):
     RULES: ClassVar[dict[str, Rule]] = {"lr_scale": Rule(positive_number, "a number above 0")}
 
     def build(self, inputs: MethodInputs) -> Method:
-        student = bottom_layers(inputs.predecessor(), inputs.theseus.successor_layers, inputs.theseus.layers_path)
+        student = inputs.truncated(inputs.predecessor())
         optimizer = {**inputs.optimizer, "lr": inputs.optimizer["lr"] * self.lr_scale}
         return Method(self.name, FineTuningModule(student, inputs.metrics(), **optimizer), lambda: student)
 
@@ -184,3 +187,24 @@ def test_a_run_checks_its_settings_and_builds_its_schedule_once(monkeypatch, tin
     results = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path)))
     assert results.method == "theseus_curriculum" and results.switch_step == 3
     assert (len(checks), len(problems), len(builds), len(made)) == (1, 0, 1, 1)
+
+
+@pytest.mark.parametrize(("init", "kept"), [("bottom", [0, 1]), ("every_other", [0, 2]), ("top", [2, 3])])
+def test_the_truncation_baselines_start_from_the_layers_theseus_init_names(init, kept, tiny_base, tmp_path):
+    """Fine-tuning and KD of the truncated predecessor from its bottom layers (the paper) or every other layer
+    (Sajjad et al.'s stronger start): the setting was once read by Theseus alone, and both runs were the same."""
+    task = glue_task("RTE")
+    predecessor = load_classifier(str(tiny_base), task, new_head=True)
+    predecessor.save_pretrained(tmp_path / "predecessor")
+    theseus = TheseusSettings(2, init, successor={"_target_": DEFAULT_SUCCESSOR, "importance": "activation"})
+    inputs = MethodInputs(
+        predecessor_dir=str(tmp_path / "predecessor"), task=task, theseus=theseus, optimizer={"lr": 1e-3},
+        schedule=CurriculumSchedule(b=0.5, k=0.1), replacement="curriculum", seed=1,
+    )  # fmt: skip
+    for name in ("fine_tuning", "kd"):
+        student = FineTuning(name, alpha=0.5 if name == "kd" else 0.0).build(inputs).successor()
+        layers = student.bert.encoder.layer
+        assert len(layers) == 2
+        for layer, index in zip(layers, kept, strict=True):
+            source = predecessor.bert.encoder.layer[index]
+            assert torch.equal(layer.attention.self.query.weight, source.attention.self.query.weight)

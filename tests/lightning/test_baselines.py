@@ -9,9 +9,9 @@ from app_runs import compose_config, tiny_run_overrides
 from conftest import FAMILIES, tiny_inputs, tiny_model
 from transformers import AutoModelForSequenceClassification
 
-from theseus_pl.app.methods.method import bottom_layers
 from theseus_pl.app.results.task_model import LayerCounts
 from theseus_pl.app.run.pipeline import run
+from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.settings import SettingsError
 from theseus_pl.lightning.baselines import DistillationModule, add_layerdrop, patient_loss, remove_layerdrop
 from theseus_pl.lightning.distillation import distillation_loss
@@ -38,7 +38,7 @@ def test_patient_loss_compares_directions_of_cls_states():
 
 def distiller(alpha=0.5, beta=0.0, family="bert"):
     teacher = tiny_model(family).eval()
-    student = bottom_layers(copy.deepcopy(teacher), 2, None).eval()
+    student = TheseusModel(copy.deepcopy(teacher), 2, "bottom").to_compact_model().eval()
     return DistillationModule(student, teacher, alpha=alpha, temperature=2.0, beta=beta).eval()
 
 

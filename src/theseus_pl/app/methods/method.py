@@ -164,11 +164,14 @@ class MethodInputs:
         return self.kept_by_influence(predecessor) if init == BLOCK_INFLUENCE else init
 
     def truncated(self, predecessor: PreTrainedModel) -> PreTrainedModel:
-        """The predecessor's bottom ``successor_layers`` layers with its embeddings and head: the truncation
-        baseline's student. A task model trains every parameter of it (the paper's "Fine-tuning"); a language model
-        only its decoder layers, embeddings, final norm and head staying the predecessor's as Theseus keeps them."""
+        """The predecessor's ``successor_layers`` layers that ``theseus.init`` names (bottom: the paper's;
+        every_other: Sajjad et al.'s stronger start; top), with its embeddings and head: the truncation baseline's
+        student. A task model trains every parameter of it (the paper's "Fine-tuning"). A language model keeps its
+        bottom layers (the layer-choosing methods are ShortGPT's) and trains only its decoder layers, embeddings,
+        final norm and head staying the predecessor's as Theseus keeps them."""
         if self.task is not None:
-            return bottom_layers(predecessor, self.theseus.successor_layers, self.layers_path)
+            return TheseusModel(predecessor, self.theseus.successor_layers, self.theseus.init,
+                                self.layers_path).to_compact_model()  # fmt: skip
         kept = keep_layers(predecessor, list(range(self.theseus.successor_layers)), self.layers_path)
         return layers_only(kept, self.layers_path)
 
@@ -273,11 +276,6 @@ def student_module(
         student, inputs.teacher(), inputs.metrics(), alpha=alpha, temperature=temperature, beta=beta,
         **inputs.optimizer,
     )  # fmt: skip
-
-
-def bottom_layers(predecessor: PreTrainedModel, layers: int, layers_path: str | None) -> PreTrainedModel:
-    """The predecessor cut to its bottom ``layers`` layers, embeddings and head kept: the baselines' student."""
-    return TheseusModel(predecessor, layers, "bottom", layers_path).to_compact_model()
 
 
 def successor_factory(
