@@ -46,8 +46,9 @@ class Transfer(CompressionMethod):
 
 @dataclass(frozen=True)
 class PatientDistillation(FineTuning):
-    """Baseline BERT-PKD (skip): KD into the bottom ``n`` layers plus ``beta ·`` the patient loss on normalised
-    [CLS] states of matched layers (a task model's: a language model has no [CLS] state)."""
+    """Baseline BERT-PKD (skip): KD into the ``n`` layers ``theseus.init`` names (the bottom ones by default) plus
+    ``beta ·`` the patient loss on normalised [CLS] states of matched layers (a task model's: a language model has
+    no [CLS] state)."""
 
     beta: float = 0.0
 
