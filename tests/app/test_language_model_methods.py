@@ -68,3 +68,12 @@ def test_healing_truncation_and_kd_train_with_the_predecessor_as_teacher_when_al
     assert isinstance(plain, FineTuningModule) and not isinstance(plain, DistillationModule)
     theseus = Theseus("lm_theseus", alpha=1.0).build(inputs).module
     assert theseus.hparams.alpha == 1.0 and theseus.teacher_logits is not None
+
+
+def test_a_decoder_stored_in_bf16_trains_and_teaches_in_fp32(tmp_path):
+    """transformers 5 loads a checkpoint in its stored dtype, and hub decoders are mostly bf16: every load a run
+    trains or scores from is fp32 (autocast decides what runs in bf16)."""
+    tiny_decoder("llama").to(torch.bfloat16).save_pretrained(tmp_path)
+    inputs = _inputs(tmp_path, "bottom")
+    for model in (inputs.predecessor(), inputs.teacher(), FineTuning("lm_truncation").build(inputs).successor()):
+        assert {parameter.dtype for parameter in model.parameters()} == {torch.float32}

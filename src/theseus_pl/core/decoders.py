@@ -17,12 +17,22 @@ predecessor and successor layers unchanged.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
-from transformers import PretrainedConfig, PreTrainedModel
+from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
 
 from theseus_pl.core.families import family_of
+
+
+def load_causal_lm(name: str | Path) -> PreTrainedModel:
+    """A causal LM (a folder or hub id) with fp32 weights, whatever dtype its files store. transformers 5 loads a
+    checkpoint in its stored dtype, and decoders on the hub are mostly stored in bf16: trained so, AdamW's small
+    steps would round away, and its scores would be a bf16 model's. The run's precision (autocast) decides what
+    runs in bf16, and the frozen copies are cast where that pays (``lightning.distillation``)."""
+    return AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32)
 
 
 def is_decoder(model: PreTrainedModel) -> bool:

@@ -24,11 +24,12 @@ from typing import Any, ClassVar
 import lightning.pytorch as pl
 import torch
 from hydra.utils import get_class, get_method
-from transformers import AutoModelForCausalLM, PreTrainedModel
+from transformers import PreTrainedModel
 
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.config.terms import SUCCESSOR_SETTINGS, in_config_terms
 from theseus_pl.app.predecessors.classifier import load_classifier
+from theseus_pl.core.decoders import load_causal_lm
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.layer_removal import keep_layers, layers_kept_by_influence
 from theseus_pl.core.replacing import SuccessorInit, TheseusModel
@@ -144,13 +145,13 @@ class MethodInputs:
     def predecessor(self) -> PreTrainedModel:
         if self.task is not None:
             return load_classifier(self.predecessor_dir, self.task)
-        return AutoModelForCausalLM.from_pretrained(self.predecessor_dir).eval()
+        return load_causal_lm(self.predecessor_dir).eval()
 
     def teacher(self) -> PreTrainedModel:
         """The soft targets' source: the predecessor adapted to the training text where the run made one, else the
         predecessor, loaded once more."""
         if self.adapted_dir is not None:
-            return AutoModelForCausalLM.from_pretrained(self.adapted_dir).eval()
+            return load_causal_lm(self.adapted_dir).eval()
         return self.predecessor()
 
     def kept_by_influence(self, predecessor: PreTrainedModel) -> list[int]:

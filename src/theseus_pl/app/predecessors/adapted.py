@@ -19,9 +19,9 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
-from transformers import AutoModelForCausalLM
 
 from theseus_pl.app.predecessors.classifier import model_fingerprint
+from theseus_pl.core.decoders import load_causal_lm
 from theseus_pl.data.cache_entry import load_or_build
 from theseus_pl.data.language_model import LanguageModelingDataModule, window_loader
 from theseus_pl.data.training_order import ShuffledSampler
@@ -77,7 +77,7 @@ def _adapt(
     directory: Path,
     trainer_settings: dict[str, Any],
 ) -> None:
-    model = AutoModelForCausalLM.from_pretrained(predecessor_dir)
+    model = load_causal_lm(predecessor_dir)
     module = FineTuningModule(
         model, LanguageModelMetrics(),
         lr=settings["lr"], weight_decay=settings["weight_decay"], warmup_ratio=settings["warmup_ratio"],

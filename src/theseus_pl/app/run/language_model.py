@@ -51,7 +51,7 @@ from theseus_pl.app.run.language_model_shipping import DECODE_TOKENS, shipped_gg
 from theseus_pl.app.run.stages import each_process, hub_id, rows_per_step
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.app.tracking.wandb_run import publish_language_model
-from theseus_pl.core.decoders import new_token_room
+from theseus_pl.core.decoders import load_causal_lm, new_token_room
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.memory import training_memory_bytes
 from theseus_pl.core.timing import generation_speed
@@ -177,13 +177,11 @@ class LanguageModelRun(RunKind):
         successor_dir = self.output_dir / "successor"
         method.successor().save_pretrained(successor_dir)
         tokenizer.save_pretrained(successor_dir)
-        self.successor = successor = AutoModelForCausalLM.from_pretrained(successor_dir).eval()  # what users ship
-        self.predecessor = predecessor = AutoModelForCausalLM.from_pretrained(self.predecessor_dir).eval()
+        self.successor = successor = load_causal_lm(successor_dir).eval()  # what users ship
+        self.predecessor = predecessor = load_causal_lm(self.predecessor_dir).eval()
         metrics = evaluate_language_model(successor, datamodule, evaluation, reference=predecessor)
         other = self._other_text_metrics(successor, predecessor, evaluation)
-        self.teacher = teacher = (
-            AutoModelForCausalLM.from_pretrained(self.adapted_dir).eval() if self.adapted_dir is not None else None
-        )
+        self.teacher = teacher = load_causal_lm(self.adapted_dir).eval() if self.adapted_dir is not None else None
         return LanguageModelResults(
             method=method.name,
             settings={"optimizer.lr": cfg.optimizer.lr, "trainer.max_steps": cfg.trainer.max_steps,

@@ -11,7 +11,7 @@ from typing import Any
 from hydra import compose, initialize_config_module
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 
 from theseus_pl.app.checks.language_model import gguf_deploy_problems
 from theseus_pl.app.checks.multirun import CONFIG
@@ -21,6 +21,7 @@ from theseus_pl.app.results.language_model import LanguageModelResults
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run.language_model_data import language_model_datamodule
 from theseus_pl.app.ship.model_card import write_model_card
+from theseus_pl.core.decoders import load_causal_lm
 from theseus_pl.data.language_model import LanguageModelingDataModule, collate_windows
 from theseus_pl.deployment.gguf_stage import deploy_gguf
 from theseus_pl.deployment.llama_cpp_runtime import llama_cpp_problem
@@ -64,7 +65,7 @@ def deploy_language_model_run(run_dir: Path, deploy: DeploySettings) -> list[dic
     tokenizer = AutoTokenizer.from_pretrained(successor_dir)
     datamodule = language_model_datamodule(cfg, tokenizer, Path(cfg.paths.cache_dir))
     datamodule.setup("fit")
-    successor = AutoModelForCausalLM.from_pretrained(successor_dir).eval()
+    successor = load_causal_lm(successor_dir).eval()
     origin = results.predecessor.origin or "given"
     results.gguf = shipped_gguf(cfg, deploy, successor_dir, successor, results.predecessor.dir, origin, datamodule)
     write_results(run_dir / "results.json", results)
