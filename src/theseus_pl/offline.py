@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from theseus_pl.app.config.side_commands import command_parser, refuse
+from theseus_pl.app.run.paper_grid import GRIDS
 
-log = logging.getLogger("theseus_pl")
 PACK_RECORD = "pack.json"  # what the node's run reads of the pack: the model's hub id, the tasks
 DEFAULT_TASKS = ("RTE", "CoLA", "STS-B", "SST-2")
 
@@ -56,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     run.add_argument("--output", type=Path, required=True, help="the folder the multiruns and report go into")
     run.add_argument("--tasks", nargs="+", help="a part of the pack's tasks (default: all)")
     run.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="seeds of every grid point")
-    run.add_argument("--grid", choices=("paper", "first"), default="paper", help="the paper's grid, or its first point")
+    run.add_argument("--grid", choices=GRIDS, default="paper", help="the paper's grid, or its first point")
     run.add_argument("--steps-to-full", nargs="+", help="replacing steps of every run, in place of the grid's")
     run.add_argument("--jobs", type=int, default=16, help="jobs at once, over every multirun")
     run.add_argument("--minutes", type=float, help="stop what still runs after this long (its finished jobs count)")
@@ -119,7 +119,7 @@ def _model_folder(model: str) -> tuple[Path, str | None]:
 def _run(args: argparse.Namespace, overrides: list[str]) -> None:
     from dataclasses import replace
 
-    from theseus_pl.app.run.paper_grid import GRIDS, multirun_commands, run_side_by_side
+    from theseus_pl.app.run.paper_grid import grid_named, multirun_commands, run_side_by_side
 
     try:
         record = json.loads((args.unpacked / PACK_RECORD).read_text())
@@ -132,7 +132,7 @@ def _run(args: argparse.Namespace, overrides: list[str]) -> None:
     extra = [*(["trainer=gpu"] if not any(o.startswith("trainer=") for o in overrides) else []), *overrides]
     if record.get("hub_id"):
         extra.append(f"model.hub_id={record['hub_id']}")
-    grid = GRIDS[args.grid]
+    grid = grid_named(args.grid)
     if args.steps_to_full:
         grid = replace(grid, steps_to_full=tuple(args.steps_to_full))
     try:
@@ -146,19 +146,9 @@ def _run(args: argparse.Namespace, overrides: list[str]) -> None:
         return
     statuses = run_side_by_side(commands, None if args.minutes is None else args.minutes * 60)
     report = args.output / "report"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "theseus_pl.report",
-            str(args.output),
-            "--output",
-            str(report),
-            "--rows",
-            "method,theseus.init",
-        ],
-        check=False,
-    )  # the baselines from either start, apart
+    report_command = [sys.executable, "-m", "theseus_pl.report", str(args.output), "--output", str(report),
+                      "--rows", "method,theseus.init"]  # fmt: skip  # the baselines from either start, apart
+    subprocess.run(report_command, check=False)  # its own logging, and no results is its refusal to print
     failed = {folder: status for folder, status in statuses.items() if status}
     print(f"Report in {report}." + (f" Multiruns that failed: {failed} (their logs: <folder>.log)." if failed else ""))
 

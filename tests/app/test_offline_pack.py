@@ -15,7 +15,7 @@ import torch
 from conftest import make_tiny_rte_glue_dir, save_tiny_base
 from safetensors.torch import load_file
 
-from theseus_pl.app.run.paper_grid import GRIDS, multirun_commands
+from theseus_pl.app.run.paper_grid import grid_named, multirun_commands
 from theseus_pl.app.ship.offline_pack import cut_into_pieces, half_precision_copy
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -49,7 +49,7 @@ def test_pieces_are_cut_to_size_and_a_damaged_one_stops_unpacking(tmp_path: Path
 
 def test_each_task_gets_theseus_on_the_grid_and_four_baselines_sharing_the_jobs(tmp_path: Path) -> None:
     commands = multirun_commands(tmp_path / "model", tmp_path / "glue", tmp_path / "runs", ["RTE", "CoLA"], [1, 2, 3],
-                                 GRIDS["paper"], jobs=16)  # fmt: skip
+                                 grid_named("paper"), jobs=16)  # fmt: skip
     assert set(commands) == {str(tmp_path / "runs" / task / kind) for task in ("RTE", "CoLA")
                              for kind in ("theseus", "baselines")}  # fmt: skip
     theseus, baselines = commands[str(tmp_path / "runs/RTE/theseus")], commands[str(tmp_path / "runs/RTE/baselines")]
@@ -59,7 +59,7 @@ def test_each_task_gets_theseus_on_the_grid_and_four_baselines_sharing_the_jobs(
     jobs = [int(arg.split("=")[1]) for command in commands.values() for arg in command if "n_jobs=" in arg]
     assert sum(jobs) == 16
     with pytest.raises(ValueError, match="No paper experiment for BoolQ"):
-        multirun_commands(tmp_path, tmp_path, tmp_path, ["BoolQ"], [1], GRIDS["first"], jobs=2)
+        multirun_commands(tmp_path, tmp_path, tmp_path, ["BoolQ"], [1], grid_named("first"), jobs=2)
 
 
 def test_run_refuses_a_folder_that_is_no_unpacked_pack(tmp_path: Path) -> None:

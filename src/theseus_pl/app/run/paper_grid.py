@@ -19,7 +19,10 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
+
+import yaml
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +40,23 @@ class Grid:
     steps_to_full: tuple[str, ...]
 
 
-GRIDS = {
-    "paper": Grid(lr=("1e-5", "2e-5"), b=("0.1", "0.3"), steps_to_full=("1000", "5000", "10000", "30000")),
-    "first": Grid(lr=("2e-5",), b=("0.3",), steps_to_full=("1000",)),  # one point of it: a GPU hour's tenth
-}
+def paper_grid() -> Grid:
+    """The paper's grid as ``+sweep=paper_grid`` states it (conf/sweep/paper_grid.yaml: one place for its values)."""
+    sweep = yaml.safe_load((files("theseus_pl.conf") / "sweep" / "paper_grid.yaml").read_text())
+    params = {key: tuple(str(values).split(",")) for key, values in sweep["hydra"]["sweeper"]["params"].items()}
+    return Grid(lr=params["optimizer.lr"], b=params["replacement.b"], steps_to_full=params["replacement.steps_to_full"])
+
+
+def grid_named(name: str) -> Grid:
+    """``paper``: the whole grid; ``first``: its point of the highest learning rate and b at the fewest steps, the
+    one a first table is made of (15 runs a task and seed: 8 minutes of one H100 for three tasks)."""
+    grid = paper_grid()
+    if name == "paper":
+        return grid
+    return Grid(lr=grid.lr[-1:], b=grid.b[-1:], steps_to_full=grid.steps_to_full[:1])
+
+
+GRIDS = ("paper", "first")
 BASELINES = ("fine_tuning", "kd")
 BASELINE_INITS = ("bottom", "every_other")  # the paper's start, and Sajjad et al.'s
 MAX_STEPS = "trainer.max_steps='${mul:2,${schedule_steps}}'"  # quoted: Hydra keeps the interpolation
@@ -58,7 +74,7 @@ def multirun_commands(
     successor_layers: int = 6,
 ) -> dict[str, list[str]]:
     """Each multirun's command line, by the folder its jobs write (``<output>/<task>/theseus`` and ``…/baselines``);
-    ``jobs`` is split evenly over them (at least one each)."""
+    ``jobs`` is shared between them by how many runs each holds (at least one each)."""
     unknown = [task for task in tasks if task not in EXPERIMENTS]
     if unknown:
         raise ValueError(f"No paper experiment for {', '.join(unknown)}: the tasks are {', '.join(EXPERIMENTS)}.")
