@@ -21,7 +21,7 @@ from theseus_pl.app.config.command_line import (
     check_launcher_plugin,
     refuse_home_shorthand,
 )
-from theseus_pl.app.config.resolvers import register_resolvers
+from theseus_pl.app.config.resolvers import register_resolvers, resolution_problem
 
 log = logging.getLogger("theseus_pl")
 MULTIRUN_FLAGS = {"-m", "--multirun"}
@@ -46,9 +46,7 @@ def main(cfg: DictConfig) -> float | None:
     try:
         log.debug("Composed config:\n%s", OmegaConf.to_yaml(cfg, resolve=True))
     except InterpolationResolutionError as error:  # a resolver's refusal: a packaged model's wheels not installed
-        cause = error.__cause__ or error.__context__  # the resolver's own exception, whose message says the fix
-        cfg_problem = f"{error.full_key}: {cause if cause is not None else error.msg}"
-        _refuse(RunRefused([cfg_problem]), output_dir if fresh else None)
+        _refuse(RunRefused([resolution_problem(error)]), output_dir if fresh else None)
     try:
         if check_only:
             lines = plan(cfg)

@@ -100,7 +100,7 @@ def _model_folder(model: str) -> tuple[Path, str | None]:
     from hydra import compose, initialize_config_module
     from omegaconf.errors import InterpolationResolutionError
 
-    from theseus_pl.app.config.resolvers import register_resolvers
+    from theseus_pl.app.config.resolvers import register_resolvers, resolution_problem
 
     register_resolvers()
     with initialize_config_module("theseus_pl.conf", version_base="1.3"):
@@ -108,7 +108,7 @@ def _model_folder(model: str) -> tuple[Path, str | None]:
             cfg = compose("train", overrides=[f"model={model}", "paths.output_dir=unused"])
             folder = Path(cfg.model.predecessor or cfg.model.base)
         except InterpolationResolutionError as error:
-            refuse(f"--model {model}: {error.__cause__ or error.__context__ or error.msg}")
+            refuse(f"--model {model}: {resolution_problem(error)}")
         except Exception as error:  # Hydra's missing-option error
             refuse(f"--model {model}: no model option or folder of that name ({type(error).__name__}).")
     if not folder.is_dir():

@@ -58,7 +58,7 @@ def test_each_task_gets_theseus_on_the_grid_and_four_baselines_sharing_the_jobs(
     assert {"method=fine_tuning,kd", "theseus.init=bottom,every_other", "seed=1,2,3"} <= set(baselines)
     jobs = [int(arg.split("=")[1]) for command in commands.values() for arg in command if "n_jobs=" in arg]
     assert sum(jobs) == 16
-    with pytest.raises(ValueError, match="No paper experiment for BoolQ"):
+    with pytest.raises(ValueError, match="No paper experiment for BoolQ: the tasks are CoLA, SST-2, MRPC, "):
         multirun_commands(tmp_path, tmp_path, tmp_path, ["BoolQ"], [1], grid_named("first"), jobs=2)
 
 

@@ -22,6 +22,14 @@ def package_path(spec: str) -> str:
     return str(packaged_file(package, inside))
 
 
+def resolution_problem(error: Exception) -> str:
+    """What a config value that cannot be resolved says (``InterpolationResolutionError``): its key and the
+    resolver's own message, which names the fix (the pip command of a packaged model that is not installed)."""
+    cause = error.__cause__ or error.__context__
+    message = str(cause) if cause is not None else getattr(error, "msg", str(error))
+    return f"{getattr(error, 'full_key', None) or 'config'}: {message}"
+
+
 def is_language_model_run(cfg: DictConfig) -> bool:
     """Whether the run compresses a decoder LM on text (``data=lm_text``) rather than an encoder on a task."""
     return cfg.data.get("kind") == LANGUAGE_MODEL

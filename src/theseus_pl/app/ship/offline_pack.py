@@ -24,6 +24,8 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from theseus_pl.data.cache_entry import MANIFEST
+
 log = logging.getLogger(__name__)
 
 # What a node with PyTorch, transformers, Lightning, pandas and pyarrow still lacks to run this project: this
@@ -65,7 +67,7 @@ def half_precision_copy(model_dir: Path, destination: Path) -> None:
             tensors = load_file(file)
             halved = {name: t.half() if t.dtype == torch.float32 else t for name, t in tensors.items()}
             save_file(halved, destination / file.name, metadata={"format": "pt"})
-        elif file.is_file() and file.name != "manifest.json":  # a cache entry's own record, not the model's
+        elif file.is_file() and file.name != MANIFEST:  # a cache entry's own record, not the model's
             shutil.copy2(file, destination / file.name)
         elif file.is_dir():
             shutil.copytree(file, destination / file.name)
