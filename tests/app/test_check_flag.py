@@ -1,14 +1,20 @@
 """``python -m theseus_pl ... --check``: every check a run makes before compute, and its plan, without running it."""
 
 import os
+import re
 import subprocess
 import sys
 
 import pytest
-from app_runs import tiny_run_overrides
+from app_runs import compose_config, tiny_run_overrides
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 from test_app import EXPERIMENTS
+
+from theseus_pl.app.run.pipeline import plan
+from theseus_pl.app.run.projection import projection_line, sampled_rates
+from theseus_pl.core.schedules import CurriculumSchedule
+from theseus_pl.core.timing import Timings
 
 
 def app(cwd, *arguments: str) -> subprocess.CompletedProcess:
@@ -32,8 +38,18 @@ def test_check_prints_the_plan_and_writes_no_run_folder(tiny_base, glue_dir, tmp
     assert plan["method"] == "theseus, 2 layers kept"
     assert plan["schedule"].startswith("curriculum: p = ") and plan["precision"]
     assert plan["outputs"].startswith(f"would be written to {tmp_path / 'outputs' / 'RTE'}")
+    # The projected times: 3 steps of each timed (the predecessor is still to be fine-tuned: its epochs too).
+    epochs, batches_an_epoch = 1, -(-24 // 4)  # tiny_run_overrides: 24 training rows, batches of 4
+    fine_tuning = re.fullmatch(r"about \d+ s \(([\d,]+) batches at ([\d.e-]+) s; 3 timed on the run's own batches, "
+                               r"[\d.e-]+-[\d.e-]+ s; validation and export not counted\)",
+                               plan["time of the predecessor's fine-tuning"])  # fmt: skip
+    assert fine_tuning and int(fine_tuning[1]) == epochs * batches_an_epoch and float(fine_tuning[2]) > 0
+    assert plan["time of training"].startswith("about ") and "(6 batches at " in plan["time of training"]
     assert not (tmp_path / "outputs").exists()  # nothing of the run is left: no folder, no log
     assert not (tmp_path / "cache" / "predecessors").exists()  # the predecessor was not fine-tuned
+    assert not list((tmp_path / "cache").glob("theseus-pl-stand-in-*"))  # its stand-in is gone
+    untimed = app(tmp_path, *overrides, "check_steps=0", "--check")
+    assert untimed.returncode == 0 and "time of" not in untimed.stdout
 
 
 @pytest.mark.slow
@@ -64,3 +80,39 @@ def test_every_experiment_names_its_run_folder(experiment):
     folder = OmegaConf.select(cfg, "hydra.run.dir").split("/")
     assert folder[0] == "outputs" and folder[1] == ("language_model" if experiment.startswith("smollm2") else
                                                     cfg.data.get("task") or "rotten_tomatoes")  # fmt: skip
+
+
+def test_a_theseus_run_is_timed_at_rates_spread_over_its_phases():
+    """A replacing step costs more than a successor-alone step: the timed steps take the rates of the midpoints of
+    equal stretches of the run, phase 2's included."""
+    schedule = CurriculumSchedule.from_steps_to_full(b=0.3, steps_to_full=200)  # p = 1 from step 200 of 400
+    rates = sampled_rates(schedule, steps=400, timed=4)
+    assert rates == [schedule.rate(50), schedule.rate(150), 1.0, 1.0] and 0.3 < rates[0] < rates[1] < 1
+    assert sampled_rates(None, steps=400, timed=4) is None  # a method without a schedule: the rate is not set
+
+
+def test_the_projection_is_the_mean_step_times_the_batches_and_says_when_the_machine_was_busy():
+    alone = projection_line("training", 2_000, Timings({"step": [2.0, 3.0, 4.0]}, other_cores=0.05))
+    assert alone == ("time of training: about 1 h 40 min (2,000 batches at 3 s; 3 timed on the run's own batches, "
+                     "2-4 s; validation and export not counted)")  # fmt: skip
+    assert projection_line("training", 10, Timings({"step": [0.5]}, None)).startswith("time of training: about 5 s (")
+    busy = projection_line("training", 100, Timings({"step": [1.0]}, other_cores=1.4))
+    assert busy.endswith("other processes kept 1.4 cores busy meanwhile: the time is not this run's alone)")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "method", [("method=theseus",), ("method=fine_tuning", "theseus.init=every_other"), ("method=kd",)]
+)
+def test_the_paper_protocols_runs_print_their_projected_time(method, tiny_base, glue_dir, tmp_path):
+    """``rte_curriculum`` and its baselines (a tiny stand-in for BERT-base): the plan times the predecessor's
+    fine-tuning and the method's steps, and leaves neither a predecessor nor its stand-in in the cache."""
+    cfg = compose_config("+experiment=rte_curriculum", *tiny_run_overrides(tiny_base, glue_dir, tmp_path),
+                         "model.predecessor=null", "check_steps=2", *method)  # fmt: skip
+    lines = dict(line.split(": ", 1) for line in plan(cfg))
+    assert re.match(
+        r"about \d+ s \(6 batches at [\d.e-]+ s; 2 timed on the run's own batches, ", lines["time of training"]
+    )
+    assert lines["time of the predecessor's fine-tuning"].startswith("about ")
+    assert not (tmp_path / "cache" / "predecessors").exists()
+    assert not list((tmp_path / "cache").glob("theseus-pl-stand-in-*"))

@@ -429,6 +429,7 @@ def test_the_check_plan_names_the_other_text_the_lm_eval_tasks_and_the_adapted_t
     )
     assert lines["loss"].startswith("1 x KL to the predecessor adapted to the text's soft targets")
     assert lines["lm-eval"] == "sst2_local on both models, 0-shot, fp32"
+    assert lines["time of training"].startswith("about ") and "(6 batches at " in lines["time of training"]
     assert re.fullmatch(r"about \d+\.\d GiB at the training step's peak \(the decoder guide's formula\)",
                         lines["memory"])  # fmt: skip
     assert not (tmp_path / "cache" / "adapted").exists() and not (tmp_path / "run").exists()

@@ -113,6 +113,8 @@ def test_the_command_line_keeps_a_finished_runs_record_and_refuses_what_it_canno
     assert {path.name: path.read_bytes() for path in (folder / ".hydra").iterdir()} == record
     checked = _app(*overrides, f"hydra.run.dir={folder}", "--check")
     assert f"outputs: {folder} holds a finished run, which the run would leave as it is" in checked.stdout
+    # The predecessor is in the cache now: only the method's training is timed.
+    assert "time of training: about " in checked.stdout and "predecessor's fine-tuning" not in checked.stdout
     # refused in one line, exit 2, no traceback, no folder: a run folder behind a file, and a Trainer key mistyped
     (tmp_path / "a_file").write_text("")
     behind = _app(*overrides, f"hydra.run.dir={tmp_path / 'a_file' / 'run'}")

@@ -18,12 +18,14 @@ import statistics
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 from torch import nn
 
 BUSY_CORES = 0.25  # other processes' mean CPU use while timing, in cores, above which a timing is not trusted
 PROC_STAT = Path("/proc/stat")
+T = TypeVar("T")
 
 
 class Timings(dict[str, list[float]]):
@@ -64,17 +66,27 @@ def interleaved_seconds(
 
 def _rounds(calls: Mapping[str, Callable[[], object]], repeats: int, warmup: int) -> Timings:
     times: dict[str, list[float]] = {name: [] for name in calls}
-    others_before, wall_before = _others_cpu_seconds(), time.perf_counter()
-    for round_index in range(warmup + repeats):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            call()
-            elapsed = time.perf_counter() - start
-            if round_index >= warmup:
-                times[name].append(elapsed)
-    others_after, wall = _others_cpu_seconds(), time.perf_counter() - wall_before
-    other_cores = None if others_before is None or others_after is None else (others_after - others_before) / wall
+
+    def take_rounds() -> None:
+        for round_index in range(warmup + repeats):
+            for name, call in calls.items():
+                start = time.perf_counter()
+                call()
+                elapsed = time.perf_counter() - start
+                if round_index >= warmup:
+                    times[name].append(elapsed)
+
+    _, other_cores = other_cores_while(take_rounds)
     return Timings(times, other_cores)
+
+
+def other_cores_while(call: Callable[[], T]) -> tuple[T, float | None]:
+    """``call``'s result, and the mean number of cores other processes kept busy while it ran (None where the
+    machine's CPU time cannot be read): what says whether a time taken meanwhile is this process's own."""
+    others_before, wall_before = _others_cpu_seconds(), time.perf_counter()
+    result = call()
+    others_after, wall = _others_cpu_seconds(), time.perf_counter() - wall_before
+    return result, None if others_before is None or others_after is None else (others_after - others_before) / wall
 
 
 def _others_cpu_seconds() -> float | None:

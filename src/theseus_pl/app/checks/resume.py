@@ -29,8 +29,8 @@ log = logging.getLogger(__name__)
 # Each key covers the keys below it.
 FREE_TO_CHANGE = (
     "hydra", "paths", "logger", "resume", "checkpoint", "benchmark", "deploy", "evaluation", "threads",
-    "activation_checkpointing", "callbacks", "trainer.enable_progress_bar", "trainer.enable_model_summary",
-    "trainer.log_every_n_steps", "trainer.default_root_dir",
+    "check_steps", "activation_checkpointing", "callbacks", "trainer.enable_progress_bar",
+    "trainer.enable_model_summary", "trainer.log_every_n_steps", "trainer.default_root_dir",
 )  # fmt: skip
 # ... but for the callbacks that choose the model the run scores and when it stops.
 SHAPING_CALLBACKS = (

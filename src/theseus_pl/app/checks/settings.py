@@ -66,6 +66,7 @@ RULES: dict[str, Rule] = {
     "seed": Rule(lambda v: whole_number(v) and 0 <= v <= MAX_SEED, f"a whole number from 0 to {MAX_SEED}"),
     "threads": Rule(optional_positive_int, "null (torch's default) or a whole number of threads, at least 1"),
     "activation_checkpointing": Rule(boolean, "true or false"),
+    "check_steps": Rule(lambda v: whole_number(v) and v >= 0, "0 (no timing) or a whole number of steps to time"),
     "optimizer.lr": Rule(positive_number, "a number above 0, e.g. 2e-5"),
     "finetune.lr": Rule(positive_number, "a number above 0, e.g. 2e-5"),
     "finetune.epochs": Rule(positive_int, "a whole number of epochs, at least 1"),

@@ -23,7 +23,7 @@ from safetensors import safe_open
 from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
 
 from theseus_pl.core.io import is_sequence_classifier
-from theseus_pl.data.cache_entry import content_digest, load_or_build
+from theseus_pl.data.cache_entry import content_digest, load_or_build, manifest_problem
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.tasks import TaskSpec, head_label_problem
 from theseus_pl.lightning.evaluation import evaluate
@@ -125,8 +125,7 @@ def prepare_predecessor(
 ) -> Predecessor:
     if given:
         return Predecessor(str(Path(given).expanduser()) if looks_like_path(given) else given, "given")
-    key = cache_key(base, datamodule, finetune, seed, trainer_settings["precision"])
-    directory = cache_dir / "predecessors" / f"{datamodule.task.name}-{key}"
+    directory = cached_predecessor_folder(base, datamodule, finetune, seed, cache_dir, trainer_settings["precision"])
 
     def build(staging: Path) -> None:
         log.info("Fine-tuning %s on %s into the predecessor (cached as %s)", base, datamodule.task.name, directory)
@@ -136,6 +135,29 @@ def prepare_predecessor(
     if not built:
         log.info("Reusing the cached predecessor %s", directory)
     return Predecessor(str(directory), "fine-tuned" if built else "cache", dev_metrics)
+
+
+def cached_predecessor_folder(
+    base: str, datamodule: TextTaskDataModule, finetune: dict[str, Any], seed: int, cache_dir: Path, precision: str
+) -> Path:
+    """Where the predecessor fine-tuned from ``base`` with these settings is cached (made or not yet)."""
+    return (
+        cache_dir / "predecessors" / f"{datamodule.task.name}-{cache_key(base, datamodule, finetune, seed, precision)}"
+    )
+
+
+def is_cached(folder: Path) -> bool:
+    """Whether the cache holds a whole predecessor at ``folder`` (one that would be loaded, not made again)."""
+    return folder.is_dir() and manifest_problem(folder) is None
+
+
+def fine_tuning_module(model: PreTrainedModel, task: TaskSpec, finetune: dict[str, Any]) -> FineTuningModule:
+    """Every parameter of ``model`` trained on the task loss with the fine-tuning settings: how a base becomes the
+    predecessor (and what ``--check`` times of it)."""
+    return FineTuningModule(
+        model, TaskMetrics.for_task(task),
+        lr=finetune["lr"], weight_decay=finetune["weight_decay"], warmup_ratio=finetune["warmup_ratio"],
+    )  # fmt: skip
 
 
 def load_checked(folder: Path) -> dict[str, float] | None:
@@ -159,10 +181,7 @@ def fine_tune(
     dev epoch. The directory then holds the model, its tokenizer and ``predecessor.json`` (how it was made, and the
     dev metrics of the kept model)."""
     model = load_classifier(base, datamodule.task, new_head=True)
-    module = FineTuningModule(
-        model, TaskMetrics.for_task(datamodule.task),
-        lr=finetune["lr"], weight_decay=finetune["weight_decay"], warmup_ratio=finetune["warmup_ratio"],
-    )  # fmt: skip
+    module = fine_tuning_module(model, datamodule.task, finetune)
     with tempfile.TemporaryDirectory(prefix="theseus-pl-finetune-") as work:
         checkpoint = ModelCheckpoint(dirpath=work, monitor="val/score", mode="max", save_weights_only=True)
         trainer = pl.Trainer(

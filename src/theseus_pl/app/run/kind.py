@@ -38,6 +38,12 @@ class RunKind:
     def prepare_predecessor(self, evaluation: dict[str, Any]) -> None:
         """What the predecessor needs before a method is built from it (a task model: fine-tuning, or the cache)."""
 
+    def stand_in_predecessor(self, folder: Path, evaluation: dict[str, Any]) -> tuple[pl.LightningModule, int] | None:
+        """Ready :meth:`method_inputs` for ``--check``'s timing without training anything: where the predecessor is
+        still to be made, a model of its shapes saved into ``folder`` stands in, and the module that would make it
+        is returned with its batch count (to be timed too); None where the predecessor needs no training."""
+        return None
+
     def plan(self, steps: int | None, world_size: int) -> list[str]:
         """What this kind's run would read and train on, in lines (``--check``), once :meth:`check` passed and the
         data is prepared; ``steps``: the run's optimizer steps (None where an epoch count leaves them unknown);

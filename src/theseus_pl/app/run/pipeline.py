@@ -29,6 +29,7 @@ from theseus_pl.app.methods.method import SoftTargets
 from theseus_pl.app.results.envelope import RunRecord, write_results
 from theseus_pl.app.run.kind import RunKind
 from theseus_pl.app.run.language_model import LanguageModelRun
+from theseus_pl.app.run.projection import projected_time
 from theseus_pl.app.run.stages import (
     evaluation_settings,
     finished_run,
@@ -152,6 +153,7 @@ def plan(cfg: DictConfig) -> list[str]:
         *([f"loss: {method.loss_in_words()}"] if isinstance(method, SoftTargets) and method.trains else []),
         f"schedule: {schedule.describe() if method.needs_schedule else 'none (the method replaces no modules)'}",
         f"precision: {hardware.precision} ({hardware.precision_reason})",
+        *(projected_time(cfg, kind, steps, hardware.precision) if method.trains and cfg.check_steps else []),
         _outputs_line(output_dir, cfg.resume, resumed),
     ]
 

@@ -19,7 +19,14 @@ from transformers import AutoConfig
 
 from theseus_pl.app.checks.run import checked_datamodule
 from theseus_pl.app.methods.method import Method, MethodInputs
-from theseus_pl.app.predecessors.classifier import Predecessor, load_classifier, prepare_predecessor
+from theseus_pl.app.predecessors.classifier import (
+    Predecessor,
+    cached_predecessor_folder,
+    fine_tuning_module,
+    is_cached,
+    load_classifier,
+    prepare_predecessor,
+)
 from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
 from theseus_pl.app.results.task_model import (
     DataFacts,
@@ -66,6 +73,21 @@ class TaskModelRun(RunKind):
             cfg.model.base, cfg.model.predecessor, self.datamodule, finetune, cfg.seed, Path(cfg.paths.cache_dir),
             evaluation,
         )  # fmt: skip
+
+    def stand_in_predecessor(self, folder: Path, evaluation: dict[str, Any]) -> tuple[pl.LightningModule, int] | None:
+        cfg, datamodule = self.cfg, self.datamodule
+        finetune = OmegaConf.to_container(cfg.finetune, resolve=True)
+        cache_dir, precision = Path(cfg.paths.cache_dir), evaluation["precision"]
+        if cfg.model.predecessor or is_cached(
+            cached_predecessor_folder(cfg.model.base, datamodule, finetune, cfg.seed, cache_dir, precision)
+        ):
+            self.prepare_predecessor(evaluation)  # given, or from the cache: nothing is trained
+            return None
+        model = load_classifier(cfg.model.base, datamodule.task, new_head=True)
+        model.save_pretrained(folder)
+        self.predecessor = Predecessor(str(folder), "stand-in")
+        batches = finetune["epochs"] * len(datamodule.train_dataloader())
+        return fine_tuning_module(model, datamodule.task, finetune), batches
 
     def plan(self, steps: int | None, world_size: int) -> list[str]:
         cfg, datamodule = self.cfg, self.datamodule

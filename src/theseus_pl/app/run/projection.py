@@ -1,0 +1,144 @@
+"""``--check``'s projected training time: a few steps of the run's own training timed on its own batches.
+
+A plan that says "2,000 steps" does not say whether that is ten minutes or a day: a base-size encoder takes 3 s a
+step on one 2-core CPU and 11 s on another. So the check builds the run's method, as the run would, and times
+``check_steps`` optimizer steps (forward, backward, optimizer) on the first batches of the run's training order,
+after one untimed step; the projection is their mean times the run's steps. A Theseus step costs more the fewer
+modules are replaced (a predecessor module in the path runs backward through it to the successor modules below), so
+the timed steps take the replacement rates of points spread evenly over the run, and the mean is a sum over the
+run's phases. Where the predecessor is still to be fine-tuned, its fine-tuning is timed the same way, and the
+method is timed on the base with a fresh head in its place (the same shapes: the same time a step).
+
+Validation, export and the optional steps are not counted: the lines say so.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from theseus_pl.app.run.kind import RunKind
+from theseus_pl.app.run.stages import evaluation_settings
+from theseus_pl.core.schedules import ReplacementSchedule
+from theseus_pl.core.timing import Timings, other_cores_while
+
+
+class StepClock(Callback):
+    """The seconds of each training batch (from its start to the end of its optimizer step), and, for a method that
+    replaces modules, the replacement rate each batch runs at (``rates``, one a batch; the schedule's callbacks are
+    left out, which would set the rate of the timing's own step count)."""
+
+    def __init__(self, rates: list[float] | None) -> None:
+        self.rates = rates
+        self.seconds: list[float] = []
+        self._started = 0.0
+
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        if self.rates is not None:
+            pl_module.replacement_rate = self.rates[batch_idx]
+        _synchronize()
+        self._started = time.perf_counter()
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        _synchronize()
+        self.seconds.append(time.perf_counter() - self._started)
+
+
+def _synchronize() -> None:
+    """Wait for the GPU's queued work, so that a step's time is its own (a no-op on the CPU)."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def sampled_rates(schedule: ReplacementSchedule | None, steps: int, timed: int) -> list[float] | None:
+    """The replacement rates at the midpoints of ``timed`` equal stretches of a run of ``steps`` steps (None for a
+    method without a schedule)."""
+    if schedule is None:
+        return None
+    return [schedule.rate(int((i + 0.5) * steps / timed)) for i in range(timed)]
+
+
+def timed_steps(
+    module: pl.LightningModule,
+    datamodule: pl.LightningDataModule,
+    trainer_settings: dict[str, Any],
+    timed: int,
+    rates: list[float] | None,
+) -> Timings:
+    """The seconds of ``timed`` training steps of ``module`` on the first batches of ``datamodule``'s training
+    order, after one untimed step (which pays for first calls: allocation, kernel choice), as :class:`Timings`
+    (which say whether other processes kept the machine busy meanwhile)."""
+    clock = StepClock(None if rates is None else [rates[0], *rates])
+    with tempfile.TemporaryDirectory(prefix="theseus-pl-check-") as work:
+        trainer = pl.Trainer(
+            **trainer_settings, max_steps=timed + 1, limit_val_batches=0, num_sanity_val_steps=0, logger=False,
+            enable_checkpointing=False, enable_progress_bar=False, callbacks=[clock], default_root_dir=work,
+        )  # fmt: skip
+        _, other_cores = other_cores_while(lambda: trainer.fit(module, datamodule=datamodule))
+    return Timings({"step": clock.seconds[1:]}, other_cores)
+
+
+def projection_line(what: str, batches: int, timings: Timings) -> str:
+    """One plan line: the projected time of ``batches`` training batches from the timed ones."""
+    seconds = timings["step"]
+    mean = statistics.fmean(seconds)
+    spread = f", {min(seconds):.3g}-{max(seconds):.3g} s" if len(seconds) > 1 else ""
+    busy = (
+        f"; other processes kept {timings.other_cores:.1f} cores busy meanwhile: the time is not this run's alone"
+        if timings.busy
+        else ""
+    )
+    return (
+        f"time of {what}: about {_duration(mean * batches)} ({batches:,} batches at {mean:.3g} s; {len(seconds)} "
+        f"timed on the run's own batches{spread}; validation and export not counted{busy})"
+    )
+
+
+def _duration(seconds: float) -> str:
+    """A duration in the units a reader plans with: seconds, minutes, or hours and minutes."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 90 else f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def projected_time(cfg: DictConfig, kind: RunKind, steps: int | None, precision: str) -> list[str]:
+    """The plan's lines of projected time: the predecessor's fine-tuning where it is still to be made, and the
+    method's training (``steps`` optimizer steps; None: one epoch, for a run bounded by epochs)."""
+    timed = cfg.check_steps
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)  # as the run would: the timing is the run's
+    evaluation = evaluation_settings(cfg.trainer, precision)
+    settings = {**evaluation, "gradient_clip_val": cfg.trainer.get("gradient_clip_val")}
+    lines = []
+    with tempfile.TemporaryDirectory(prefix="theseus-pl-stand-in-", dir=_made(Path(cfg.paths.cache_dir))) as stand_in:
+        fine_tuning = kind.stand_in_predecessor(Path(stand_in), evaluation)
+        if fine_tuning is not None:
+            module, fine_tuning_batches = fine_tuning
+            lines.append(projection_line("the predecessor's fine-tuning", fine_tuning_batches,
+                                         timed_steps(module, kind.datamodule, settings, timed, None)))  # fmt: skip
+        method = kind.settings.method.build(kind.method_inputs(OmegaConf.to_container(cfg.optimizer, resolve=True)))
+        assert method.module is not None  # the caller times methods that train
+        accumulated = cfg.trainer.get("accumulate_grad_batches", 1)
+        batches = steps * accumulated if steps else len(kind.datamodule.train_dataloader())
+        timings = timed_steps(method.module, kind.datamodule, settings, timed,
+                              sampled_rates(method.schedule, steps or batches, timed))  # fmt: skip
+        lines.append(projection_line("training" if steps else "one epoch of training", batches, timings))
+    return lines
+
+
+def _made(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
