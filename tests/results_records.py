@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from theseus_pl.app.results.envelope import write_results
+import pytest
+
+from theseus_pl.app.results.envelope import RunRecord, write_results
+from theseus_pl.app.results.reading import KINDS
 from theseus_pl.app.results.task_model import (
     DataFacts,
     LayerCounts,
@@ -78,3 +83,22 @@ def plant(folder: Path, record: RunResults) -> Path:
     """``folder/results.json`` holding ``record``, as a finished run leaves it."""
     folder.mkdir(parents=True, exist_ok=True)
     return write_results(folder / "results.json", record)
+
+
+class NewKindResults(RunRecord):
+    """A record of a kind that the reader of files has been taught (``reading.KINDS``) and no reader of records has:
+    what a new kind's record is until its card, deployment and report tables are registered."""
+
+    kind = "sentence_embedding"
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> NewKindResults:
+        return cls()
+
+
+def plant_new_kind(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``folder/results.json`` of :class:`NewKindResults`, which ``read_run`` reads for the test's length."""
+    monkeypatch.setitem(KINDS, NewKindResults.kind, NewKindResults)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "results.json").write_text(json.dumps({"schema_version": 3, "kind": NewKindResults.kind}))
+    return folder / "results.json"

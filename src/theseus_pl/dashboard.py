@@ -25,6 +25,7 @@ from typing import Any
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.config.side_commands import command_parser
 from theseus_pl.app.report.tables import find_records
+from theseus_pl.app.results.envelope import UnknownKind
 from theseus_pl.app.tracking.dashboard import describe, sweep_groups, sweep_report, swept_settings, workspace
 from theseus_pl.app.tracking.loggers import wandb_mode
 
@@ -53,7 +54,10 @@ def main(argv: Sequence[str] | None = None) -> Any:
         if not runs:
             parser.error(f"No results.json under {folder}: give the folder of a finished sweep (a multirun folder).")
     if args.report is not None:
-        item = sweep_report(args.entity, args.project, args.report, runs)
+        try:
+            item = sweep_report(args.entity, args.project, args.report, runs)
+        except UnknownKind as error:  # a kind the report has no tables for
+            parser.error(str(error))
     else:
         groups = sweep_groups(runs)
         if args.group is None and len(groups) > 1:

@@ -13,7 +13,7 @@ from conftest import make_tiny_rte_glue_dir, make_tiny_tokenizer, save_tiny_base
 from huggingface_hub import constants
 from huggingface_hub.errors import HTTPError
 from huggingface_hub.utils import filter_repo_objects
-from results_records import a_run, plant
+from results_records import a_run, plant, plant_new_kind
 
 from theseus_pl.app.results.reading import read_results
 from theseus_pl.app.run.pipeline import run
@@ -236,6 +236,16 @@ def test_a_folder_that_is_not_a_finished_run_is_refused_saying_what_was_looked_f
     make(run_dir)
     problems = refusal([str(run_dir / given), "--repo-id", REPO, "--dry-run"], capsys)
     assert problems == [problem.format(run=run_dir)]
+
+
+def test_a_run_of_a_kind_with_no_card_writer_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    run_dir = plant_run(tmp_path / "run")
+    plant_new_kind(run_dir, monkeypatch)  # read as a run of a new kind, which the card writer has not been given
+    problems = refusal([str(run_dir), "--repo-id", REPO, "--dry-run"], capsys)
+    assert problems == [
+        f"{run_dir} is a run of kind 'sentence_embedding'; the model card knows runs of kind 'task_model', "
+        "'language_model' only."
+    ]
 
 
 @pytest.mark.parametrize(

@@ -193,7 +193,7 @@ def test_both_kinds_share_the_envelope_and_name_their_own_headline():
 
 
 def test_a_reader_of_one_kind_refuses_the_other_and_an_unknown_kind_is_named(tmp_path):
-    with pytest.raises(ResultsError, match=r"is a decoder-LM run's results.json \(kind 'language_model'\)"):
+    with pytest.raises(ResultsError, match=r"kind 'language_model'; this reads task-model runs \('task_model'\) only"):
         read_results(V2_LANGUAGE_MODEL)
     path = tmp_path / "results.json"
     path.write_text(json.dumps({**json.loads(V2_LANGUAGE_MODEL.read_text()), "schema_version": 3, "kind": "vision"}))

@@ -15,7 +15,7 @@ import torch
 import yaml
 from app_runs import compose_config, tiny_run_overrides
 from hydra import compose, initialize_config_module
-from results_records import V1_RESULTS, a_run, plant
+from results_records import V1_RESULTS, a_run, plant, plant_new_kind
 from test_app import EXPERIMENTS
 from transformers import AutoConfig
 from transformers.models.bert.modeling_bert import BertLayer
@@ -325,3 +325,16 @@ def test_the_depth_width_shapes_hold_as_many_layer_parameters_on_minilm():
     assert layer_params["depth3"] == 1.5 * layer_params["depth2"]
     for shape in ("depth6_h192", "depth4_h288"):  # heads of whole dimensions: within 7% of the budget
         assert 0.93 < layer_params[shape] / layer_params["depth2"] < 1.05, shape
+
+
+def test_a_run_of_a_kind_the_report_has_no_tables_for_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    plant(tmp_path / "runs" / "a", a_run())
+    plant_new_kind(tmp_path / "runs" / "b", monkeypatch)
+    with pytest.raises(SystemExit) as raised:
+        main([str(tmp_path / "runs"), "--output", str(tmp_path / "report")])
+    assert raised.value.code == 2 and not (tmp_path / "report").exists()  # refused before anything is written
+    refusal = capsys.readouterr().err.splitlines()[-1]
+    assert refusal.endswith(
+        f"error: {tmp_path / 'runs' / 'b'} is a run of kind 'sentence_embedding'; python -m theseus_pl.report "
+        "knows runs of kind 'task_model', 'language_model' only."
+    )

@@ -9,6 +9,7 @@ from app_runs import compose_config, tiny_run_overrides
 from conftest import tiny_inputs, tiny_model
 from huggingface_hub import ModelCard
 from omegaconf import OmegaConf
+from results_records import plant_new_kind
 from transformers import BertModel
 
 from theseus_pl.app.checks.settings import setting_problems
@@ -190,6 +191,20 @@ def test_a_folder_with_no_successor_or_no_config_is_refused(tmp_path, tiny_token
         SystemExit, match=r"has no .hydra/config.yaml, so its dev set is unknown: deploy its successor/"
     ):
         main([str(tmp_path / "run"), *dry_run])
+
+
+@DRY_RUN
+def test_a_run_of_a_kind_deploy_does_not_serve_is_refused_in_one_line(tmp_path, monkeypatch, dry_run):
+    run_dir = tmp_path / "run"
+    plant_new_kind(run_dir, monkeypatch)
+    (run_dir / "successor").mkdir()
+    (run_dir / ".hydra").mkdir()
+    (run_dir / ".hydra" / "config.yaml").write_text("{}\n")
+    with pytest.raises(SystemExit) as refused:
+        main([str(run_dir), *dry_run])
+    assert str(refused.value) == (
+        f"{run_dir} is a run of kind 'sentence_embedding': ONNX and int8 deployment are built for encoder runs."
+    )
 
 
 @DRY_RUN

@@ -40,23 +40,25 @@ from typing import Any
 
 import pandas as pd
 
+from theseus_pl.app.config.kinds import LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.config.side_commands import command_parser
 from theseus_pl.app.report.files import PREDECESSOR, remove_stale_files, write_markdown_and_csv
 from theseus_pl.app.report.language_model import write_language_model_report
 from theseus_pl.app.report.shape_table import shape_table
-from theseus_pl.app.results.envelope import ResultsError, RunRecord
-from theseus_pl.app.results.language_model import LanguageModelResults
+from theseus_pl.app.results.envelope import ResultsError, RunRecord, UnknownKind, by_kind
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.task_model import RunResults
 
 log = logging.getLogger(__name__)
+REPORT = "python -m theseus_pl.report"
+REPORTED = (TASK_MODEL, LANGUAGE_MODEL)  # the kinds the report has tables for, in the order it writes them
 
 
 def find_runs(folders: Sequence[Path]) -> tuple[list[RunResults], list[str]]:
     """Every task-model run's results (each with its ``folder``), and the Hydra jobs that have none yet; no such run
     is an error."""
     records, missing = find_records(folders)
-    runs = [record for record in records if isinstance(record, RunResults)]
+    runs = by_kind(records, REPORTED, REPORT)[TASK_MODEL]
     if not runs:
         _no_results(folders)
     return runs, missing
@@ -331,10 +333,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             _no_results(args.folders)
     except FileNotFoundError as error:
         parser.error(str(error))
-    if args.dry_run:
-        report = planned_report(records, args.rows, args.output)
-    else:
-        report = write_report(records, args.rows, args.output)
+    try:
+        report = (planned_report if args.dry_run else write_report)(records, args.rows, args.output)
+    except UnknownKind as error:  # a kind the report has no tables for: refused before anything is written
+        parser.error(str(error))
     if missing:
         print(f"{len(missing)} jobs have no results yet:\n  " + "\n  ".join(missing))
     for warning in report["warnings"]:
@@ -344,8 +346,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 def write_report(records: list[RunRecord], rows: str, output: Path) -> dict[str, Any]:
     """Every table and plot of the runs of both kinds into ``output``; prints the tables and the files written."""
-    runs = [record for record in records if isinstance(record, RunResults)]
-    language_models = [record for record in records if isinstance(record, LanguageModelResults)]
+    parted = by_kind(records, REPORTED, REPORT)
+    runs, language_models = parted[TASK_MODEL], parted[LANGUAGE_MODEL]
     output.mkdir(parents=True, exist_ok=True)
     tasks, table, warnings, written = [], {}, [], []
     if runs:

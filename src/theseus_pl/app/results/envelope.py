@@ -6,7 +6,9 @@ compressed on text. Every file opens with ``schema_version`` and ``kind``; the k
 ``settings``, ``seed``, ``steps``, ``resumed_from``, ``schedule``, ``hardware``, ``wandb``, ``failed_steps``,
 ``wall_seconds``) mean the same in both and are read by one function (:func:`envelope_fields`), and each kind names
 its headline numbers for loggers in its :meth:`RunRecord.summary`. :func:`~.reading.read_run` reads a file of
-either kind.
+either kind. Its readers (the card writer, publish, deploy, the report) tell the kinds apart by the name each record
+says it is (``kind``), each through one mapping by that name (:func:`for_kind`, :func:`by_kind`), never by its class:
+a new kind is an entry in each, and a reader that lacks one refuses the record in one line.
 
 Schema versions: 3 (this one) writes ``kind`` after ``schema_version`` in every file. Version 2 wrote ``kind`` in
 language-model runs' files only; version 1 (no ``schema_version``) was written before decoder LMs existed. The
@@ -19,19 +21,25 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, Field, dataclass, fields, is_dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from theseus_pl.core.memory import PeakMemory
 
 SCHEMA_VERSION = 3
 _LAST = ("wall_seconds", "folder")  # written after the derived values, or not at all
+Part = TypeVar("Part")
 
 
 class ResultsError(ValueError):
     """A ``results.json`` this version cannot read: a newer schema, an unknown kind, or a key missing."""
+
+
+class UnknownKind(ResultsError):
+    """A record of a kind that one of its readers (the card writer, publish, deploy, the report) has no part for: a
+    kind the reader of files knows before every reader of records learnt it. One line, naming the kinds it serves."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,10 @@ class RunRecord:
         """The number a Hydra sweeper optimises (the successor's headline figure)."""
         raise NotImplementedError
 
+    def successor_in_words(self) -> str:
+        """The successor in a few words, as publish's commit message names it: ``RTE: 3-layer successor``."""
+        raise NotImplementedError
+
     def derived(self) -> dict[str, Any]:
         """Values computed from the record that its file carries for readers (written before ``wall_seconds``)."""
         return {}
@@ -122,6 +134,34 @@ class RunRecord:
             else:
                 return None
         return value
+
+
+def for_kind(parts: Mapping[str, Part], record: RunRecord, reader: str) -> Part:
+    """``parts``' entry for the record's kind. Each reader of records keeps what differs by kind (a card writer, a
+    report's tables) in one mapping by the name the record says it is, so that a new kind is one more entry there,
+    not a branch on record classes; a kind it has no entry for is refused in one line (:class:`UnknownKind`)."""
+    if record.kind not in parts:
+        raise UnknownKind(_unknown(record, parts, reader))
+    return parts[record.kind]
+
+
+def by_kind(records: Iterable[RunRecord], kinds: Iterable[str], reader: str) -> dict[str, list[Any]]:
+    """The records by kind, a list for each of ``kinds`` (empty where none is of it), in their order: how a reader of
+    many records (the report, the dashboard) parts them. A record of another kind is refused in one line, as
+    :func:`for_kind` refuses it. Each list holds its kind's record class, which a kind's name cannot tell a type
+    checker: hence ``Any``."""
+    parted: dict[str, list[Any]] = {kind: [] for kind in kinds}
+    for record in records:
+        if record.kind not in parted:
+            raise UnknownKind(_unknown(record, parted, reader))
+        parted[record.kind].append(record)
+    return parted
+
+
+def _unknown(record: RunRecord, known: Iterable[str], reader: str) -> str:
+    where = f"{record.folder} is" if record.folder else "This is"
+    kinds = ", ".join(repr(kind) for kind in known)
+    return f"{where} a run of kind {record.kind!r}; {reader} knows runs of kind {kinds} only."
 
 
 def envelope_fields(read: Keys) -> dict[str, Any]:

@@ -130,6 +130,9 @@ class LanguageModelResults(RunRecord):
             return None
         return self.speed
 
+    def successor_in_words(self) -> str:
+        return f"decoder LM, {self.successor.layers}-layer successor"
+
     def headline(self) -> str:
         successor = self.successor
         return (

@@ -40,11 +40,12 @@ def read_run(path: Path) -> RunRecord:
 
 
 def read_results(path: Path) -> RunResults:
-    """The record of a task-model run (an encoder compressed on a task) in ``path``; a decoder-LM run's is refused
-    with what reads it."""
+    """The record of a task-model run (an encoder compressed on a task) in ``path``; another kind's is refused with
+    what reads it. The record says its kind: this asks it, so that the refusal holds for every other kind."""
     record = read_run(path)
-    if not isinstance(record, RunResults):
+    if record.kind != RunResults.kind:
         raise ResultsError(
-            f"{path} is a decoder-LM run's results.json (kind {record.kind!r}); this reads task-model runs only."
+            f"{path} is a results.json of kind {record.kind!r}; this reads task-model runs ({RunResults.kind!r}) only: "
+            "read_run reads every kind."
         )
-    return record
+    return record  # type: ignore[return-value]  # its kind is RunResults'

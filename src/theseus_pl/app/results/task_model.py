@@ -168,6 +168,9 @@ class RunResults(RunRecord):
         changes = ", ".join(f"{name} {before} to {after}" for name, before, after in self.changed_widths())
         return f" ({changes})" if changes else ""
 
+    def successor_in_words(self) -> str:
+        return f"{self.task}: {self.layers.successor}-layer successor"
+
     def headline(self) -> str:
         retained = "n/a" if self.retained is None else f"{100 * self.retained:.1f}%"
         speedup = "n/a" if self.speedup is None else f"{self.speedup:.2f}x"

@@ -9,9 +9,9 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.config.resolvers import register_resolvers
 from theseus_pl.app.results.envelope import write_results
-from theseus_pl.app.results.language_model import LanguageModelResults
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.task_model import RunResults, write_deployment
 from theseus_pl.app.ship.model_card import write_model_card
@@ -26,6 +26,13 @@ log = logging.getLogger(__name__)
 CONFIG = ".hydra/config.yaml"  # the run's composed config: its data group names the dev set
 # Classes a run folder's config may name by the path of theseus_pl 0.1, before the package took its floors.
 RENAMED_TARGETS = {"theseus_pl.data.datamodule.GlueDataModule": "theseus_pl.data.datamodule.TextTaskDataModule"}
+ENCODERS = "ONNX and int8 deployment are built for encoder runs"
+# Deploy's refusal of a run of another kind than the encoders' it deploys, by that kind: what ships its successor
+# ({successor}: the run's successor/ folder). A kind not named here is refused with ENCODERS alone.
+SHIPPED_ELSEWHERE = {
+    LANGUAGE_MODEL: f"a decoder-LM run: its successor is the causal-LM folder {{successor}} (transformers safetensors, "
+    f"with its model card); {ENCODERS}. Ship it to llama.cpp as GGUF: --gguf f16 q8_0.",
+}
 
 
 def deployment_record(model_dir: Path) -> Path:
@@ -50,14 +57,11 @@ def finished_run(run_dir: Path) -> RunResults:
             f"{run_dir} has no {CONFIG}, so its dev set is unknown: deploy its successor/ with --task."
         )
     results = read_run(results_path)
-    if isinstance(results, LanguageModelResults):
-        raise DeploymentError(
-            f"{run_dir} is a decoder-LM run: its successor is the causal-LM folder {successor_dir} (transformers "
-            "safetensors, with its model card); ONNX and int8 deployment are built for encoder runs. Ship it to "
-            "llama.cpp as GGUF: --gguf f16 q8_0."
-        )
-    assert isinstance(results, RunResults)
-    return results
+    if results.kind != RunResults.kind:  # the record says its kind: every other kind is refused, each with its way
+        elsewhere = SHIPPED_ELSEWHERE.get(results.kind)
+        why = elsewhere.format(successor=successor_dir) if elsewhere else f"a run of kind {results.kind!r}: {ENCODERS}."
+        raise DeploymentError(f"{run_dir} is {why}")
+    return results  # type: ignore[return-value]  # its kind is RunResults'
 
 
 def deploy_run(run_dir: Path, settings: DeploySettings, glue_dir: str | None = None) -> Deployment:

@@ -1,5 +1,5 @@
-"""The exported successor's ``README.md``: a Hugging Face model card that can be published as it is, for either kind
-of run (a decoder LM's card: :mod:`~theseus_pl.app.ship.language_model_card`).
+"""The exported successor's ``README.md``: a Hugging Face model card that can be published as it is, for each kind
+of run by its writer in :data:`CARDS` (a decoder LM's card: :mod:`~theseus_pl.app.ship.language_model_card`).
 
 The YAML header is built by ``huggingface_hub`` (``ModelCardData`` with ``eval_results``, which it writes as the
 hub's ``model-index``), so the hub parses and displays it. Everything comes from ``results.json``; no local path
@@ -9,12 +9,14 @@ published: ``python -m theseus_pl.publish`` rewrites the card with the hub repo'
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from theseus_pl.app.results.envelope import RunRecord
-from theseus_pl.app.results.language_model import LanguageModelResults
+from theseus_pl.app.config.kinds import LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.app.results.envelope import RunRecord, for_kind
 from theseus_pl.app.results.task_model import RunResults
 from theseus_pl.app.ship.card_text import known, number, quoted
 from theseus_pl.app.ship.language_model_card import language_model_card
@@ -43,12 +45,10 @@ def write_model_card(directory: Path, results: RunRecord, repo_id: str | None = 
 
 
 def model_card(results: RunRecord, repo_id: str | None = None) -> ModelCard:
-    """The card of a run's successor, of either kind; ``repo_id`` (``ORG/NAME``) once it is published, for its code to
-    load from."""
-    if isinstance(results, LanguageModelResults):
-        return language_model_card(results, repo_id)
-    assert isinstance(results, RunResults)
-    return task_model_card(results, repo_id)
+    """The card of a run's successor, written by its kind's writer (:data:`CARDS`); ``repo_id`` (``ORG/NAME``) once it
+    is published, for its code to load from. A kind with no writer is refused in one line
+    (:class:`~theseus_pl.app.results.envelope.UnknownKind`)."""
+    return for_kind(CARDS, results, "the model card")(results, repo_id)
 
 
 def task_model_card(results: RunResults, repo_id: str | None = None) -> ModelCard:
@@ -65,6 +65,13 @@ def task_model_card(results: RunResults, repo_id: str | None = None) -> ModelCar
         eval_results=_eval_results(results),
     )
     return ModelCard(f"---\n{card_data.to_yaml()}\n---\n\n{_body(results, repo_id)}")
+
+
+# Each kind's card writer, by the kind its record says it is: a new kind is one more entry.
+CARDS: dict[str, Callable[[Any, str | None], ModelCard]] = {
+    TASK_MODEL: task_model_card,
+    LANGUAGE_MODEL: language_model_card,
+}
 
 
 def _metric_rows(results: RunResults) -> list[tuple[str, str, str]]:

@@ -28,10 +28,8 @@ from huggingface_hub.errors import HTTPError as TransportError  # httpx's base e
 from huggingface_hub.utils import validate_repo_id
 
 from theseus_pl.app.config.side_commands import command_parser
-from theseus_pl.app.results.envelope import ResultsError, RunRecord
-from theseus_pl.app.results.language_model import LanguageModelResults
+from theseus_pl.app.results.envelope import ResultsError, RunRecord, UnknownKind
 from theseus_pl.app.results.reading import read_run
-from theseus_pl.app.results.task_model import RunResults
 from theseus_pl.app.ship.model_card import model_card
 from theseus_pl.core.io import is_pickled
 
@@ -86,18 +84,13 @@ def planned_upload(run_dir: Path, repo_id: str, private: bool) -> Upload:
     if results is None or problems:
         raise PublishRefused(problems)
     folder = run_dir / SUCCESSOR
-    card = model_card(results, repo_id)
+    try:
+        card = model_card(results, repo_id)
+    except UnknownKind as error:  # a kind the card writer does not know: nothing to publish it with
+        raise PublishRefused([str(error)]) from None
     files = successor_files(folder) | {CARD: len(str(card).encode("utf-8"))}
-    message = f"{_what(results)}-layer successor ({results.method}), from theseus_pl"
+    message = f"{results.successor_in_words()} ({results.method}), from theseus_pl"
     return Upload(repo_id, private, folder, dict(sorted(files.items())), card, message)
-
-
-def _what(results: RunRecord) -> str:
-    """The successor in a commit message: its task and depth (``RTE: 3``), or a decoder's depth (``decoder LM, 15``)."""
-    if isinstance(results, RunResults):
-        return f"{results.task}: {results.layers.successor}"
-    assert isinstance(results, LanguageModelResults)
-    return f"decoder LM, {results.successor.layers}"
 
 
 def repo_id_problems(repo_id: str) -> list[str]:

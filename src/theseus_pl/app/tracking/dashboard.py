@@ -21,10 +21,15 @@ import wandb_workspaces.workspaces as ws
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.report.files import write_markdown_and_csv
 from theseus_pl.app.report.language_model import language_model_frame, language_model_table
-from theseus_pl.app.report.tables import best_settings, build_table, varied_keys, write_best_settings, write_tables
-from theseus_pl.app.results.envelope import RunRecord
-from theseus_pl.app.results.language_model import LanguageModelResults
-from theseus_pl.app.results.task_model import RunResults
+from theseus_pl.app.report.tables import (
+    REPORTED,
+    best_settings,
+    build_table,
+    varied_keys,
+    write_best_settings,
+    write_tables,
+)
+from theseus_pl.app.results.envelope import RunRecord, by_kind
 from theseus_pl.deployment.gguf_export import GGUF_TYPES
 
 STEP = "trainer/global_step"
@@ -176,8 +181,8 @@ def sweep_report(entity: str, project: str, sweep: Path, runs: Sequence[RunRecor
     """The sweep's report: the tables ``python -m theseus_pl.report`` writes (the protocol's table and best settings
     for task-model runs, the LM table for decoder-LM runs) and, where the runs logged to W&B, the plots of their
     group."""
-    tasks = [run for run in runs if isinstance(run, RunResults)]
-    language_models = [run for run in runs if isinstance(run, LanguageModelResults)]
+    parted = by_kind(runs, REPORTED, "the sweep's W&B report")
+    tasks, language_models = parted[TASK_MODEL], parted[LANGUAGE_MODEL]
     methods = sorted({run.method for run in runs})
     on = sorted({run.task for run in tasks}) + (["language-model text"] if language_models else [])
     blocks: list[Any] = [
