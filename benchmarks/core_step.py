@@ -10,7 +10,10 @@
 3. End-to-end training throughput (examples/s) on real RTE text: padded to 128 (--seq-len), dynamically padded, and
    dynamically padded in length-grouped batches.
 4. Inference speed-up of the exported successor over the predecessor at batch 1 and at ``--batch-size``.
-5. With ``--scale``: step time and peak memory as the sequence grows (64 to 512) and as the successor deepens.
+5. The arithmetic: the floating-point operations of a step of fine-tuning and of Theseus at p = 1 (PyTorch's own
+   count, forward and backward), the rate a step reaches, and its fraction of this machine's matrix-multiply rate
+   in the run's precision (a large square matmul, timed in the same run: the ceiling a step could approach).
+6. With ``--scale``: step time and peak memory as the sequence grows (64 to 512) and as the successor deepens.
 
 Absolute times vary between machines and runs; compare the ratios. Prints tables and writes JSON (``--output``).
 """
@@ -33,6 +36,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoConfig, AutoModelForSequenceClassification
 from transformers.utils import logging as hf_logging
 
@@ -62,6 +66,8 @@ SCALE_CONFIGS = ("finetune", "theseus_p0.5", "theseus_p1.0")
 SCALE_SEQ_LENS = (64, 128, 256, 512)
 WARMUP_STEPS = 2  # not timed: first-call allocations
 PRECISIONS = {"32-true": None, "bf16-mixed": torch.bfloat16}
+COUNTED_CONFIGS = ("finetune", "theseus_p1.0")  # one gate each (none, every module): one step's count holds for all
+MATMUL_SIZE = 2048  # the square matmul whose rate is the machine's ceiling here
 
 
 def minilm_path() -> str:
@@ -238,7 +244,41 @@ def measure_training(args: argparse.Namespace, config: str) -> dict[str, float]:
     loader = random_batches(batches_to_run(args.steps), args.batch_size, args.seq_len, vocab_size(args.model))
     trainer_for(args, [timer, *callbacks]).fit(module, loader)
     peak = memory.peak()
-    return {**timer.steps.timed(), "peak_memory_mib": peak / 2**20, "model_memory_mib": (peak - memory.start) / 2**20}
+    model_memory = (peak - memory.start) / 2**20
+    figures = {**timer.steps.timed(), "peak_memory_mib": peak / 2**20, "model_memory_mib": model_memory}
+    if config in COUNTED_CONFIGS:
+        figures["flops_per_step"] = step_flops(module, next(iter(loader)), args.device)
+    return figures
+
+
+def step_flops(module: pl.LightningModule, batch: dict[str, torch.Tensor], device: str) -> int:
+    """The floating-point operations of one training step's forward and backward, as PyTorch counts them (matmuls
+    and attention; the optimizer's update, about 10 a trained parameter, and the elementwise ops are left out):
+    fine-tuning's model, or the Theseus model with every module replaced."""
+    module = module.to(device)
+    batch = {key: value.to(device) for key, value in batch.items()}
+    with FlopCounterMode(display=False) as counter:
+        if isinstance(module, TheseusModule):
+            output = module.model(torch.ones(module.model.num_modules, dtype=torch.bool), **batch)
+        else:
+            output = module.model(**batch)
+        output.loss.backward()
+    return counter.get_total_flops()
+
+
+def matmul_flops_per_second(precision: str, device: str, repeats: int = 5) -> float:
+    """The machine's rate on a large square matmul in the precision the steps' matmuls run in (bf16 under
+    bf16-mixed autocast): the fastest of ``repeats``, after one untimed."""
+    dtype = PRECISIONS[precision] or torch.float32
+    a, b = (torch.randn(MATMUL_SIZE, MATMUL_SIZE, dtype=dtype, device=device) for _ in range(2))
+    clock, fastest = Clock(device), float("inf")
+    for round_index in range(repeats + 1):
+        started = clock()
+        a @ b
+        elapsed = clock() - started
+        if round_index:
+            fastest = min(fastest, elapsed)
+    return 2 * MATMUL_SIZE**3 / fastest
 
 
 def measure_loop_overhead(args: argparse.Namespace) -> dict[str, float]:
@@ -406,6 +446,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return {}
     settings = {k: v for k, v in vars(args).items() if k not in {"child", "output"}}
     report: dict[str, Any] = {"settings": settings, "training": training_report(args, TRAINING_CONFIGS)}
+    _progress("measuring the machine's matmul rate ...")
+    report["matmul_flops_per_second"] = matmul_flops_per_second(args.precision, args.device)
     _progress("measuring the Lightning loop against a bare loop ...")
     report["loop_overhead"] = run_child(args, "loop_overhead")
     if (Path(args.glue_dir) / "RTE").is_dir():
@@ -430,6 +472,13 @@ def print_report(report: dict[str, Any]) -> None:
         f"{s['device']}, {s['precision']}; {s['steps']} timed steps each"
     )
     print_training_table(report["training"])
+    ceiling = report["matmul_flops_per_second"]
+    print(f"\nthis machine's {MATMUL_SIZE}x{MATMUL_SIZE} matmul in {s['precision']}: {ceiling / 1e9:.1f} GFLOP/s")
+    for config in COUNTED_CONFIGS:
+        row = report["training"][config]
+        rate = row["flops_per_step"] / row["step_seconds"]
+        print(f"  {config:<14}{row['flops_per_step'] / 1e12:>8.3f} TFLOP a step{rate / 1e9:>8.1f} GFLOP/s"
+              f"{rate / ceiling:>7.2f} of the matmul rate")  # fmt: skip
     loop = report["loop_overhead"]
     print(
         f"\nLightning loop {loop['lightning_step_seconds']:.3f} s/step, bare PyTorch loop "

@@ -38,6 +38,9 @@ def test_core_benchmark_reports_every_figure(tmp_path, tiny_tokenizer):
         for key in ("step_time_ratio", "peak_memory_ratio", "model_memory_ratio"):
             assert row[key] == 1.0 if config == "finetune" else row[key] > 0, (config, key)
     assert training["theseus_p1.0"]["mean_replaced_modules"] == training["reference_p1.0"]["mean_replaced_modules"] == 2
+    # Half the layers, forward and backward: fewer operations than fine-tuning all four, none of them zero.
+    assert 0 < training["theseus_p1.0"]["flops_per_step"] < training["finetune"]["flops_per_step"]
+    assert report["matmul_flops_per_second"] > 0
     assert report["loop_overhead"]["lightning_step_seconds"] > 0 and report["loop_overhead"]["bare_step_seconds"] > 0
     assert set(report["throughput"]) == {"padded_to_max_length", "dynamic", "dynamic_grouped"}
     assert all(row["examples_per_second"] > 0 for row in report["throughput"].values())
