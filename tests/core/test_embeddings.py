@@ -91,7 +91,9 @@ def test_a_truncated_model_saved_loads_and_encodes_as_its_predecessor_does(model
 def test_truncating_leaves_the_predecessor_as_it_was(models_dir):
     predecessor = load_embedding_model(models_dir / "mean")
     reference = predecessor.encode(SENTENCES)
-    truncated_embedding_model(predecessor, [1])
+    successor = truncated_embedding_model(predecessor, [1])
+    theirs = {parameter.data_ptr() for parameter in predecessor.parameters()}
+    assert not any(parameter.data_ptr() in theirs for parameter in successor.parameters())  # a copy, shares nothing
     encoder = embedding_encoder(predecessor)
     assert encoder.config.num_hidden_layers == len(find_layer_stack(encoder).layers) == LAYERS
     assert (predecessor.encode(SENTENCES) == reference).all()
