@@ -41,7 +41,7 @@ def test_check_prints_the_plan_and_writes_no_run_folder(tiny_base, glue_dir, tmp
     # The projected times: 3 steps of each timed (the predecessor is still to be fine-tuned: its epochs too).
     epochs, batches_an_epoch = 1, -(-24 // 4)  # tiny_run_overrides: 24 training rows, batches of 4
     fine_tuning = re.fullmatch(r"about \d+ s \(([\d,]+) batches at ([\d.e-]+) s; 3 timed on the run's own batches, "
-                               r"[\d.e-]+-[\d.e-]+ s; validation and export not counted\)",
+                               r"[\d.e-]+-[\d.e-]+ s; validation and export not counted(; other processes .+)?\)",
                                plan["time of the predecessor's fine-tuning"])  # fmt: skip
     assert fine_tuning and int(fine_tuning[1]) == epochs * batches_an_epoch and float(fine_tuning[2]) > 0
     assert plan["time of training"].startswith("about ") and "(6 batches at " in plan["time of training"]
