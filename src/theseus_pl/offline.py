@@ -70,8 +70,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _pack(args: argparse.Namespace) -> None:
-    from theseus_pl.app.ship.offline_pack import NODE_WHEELS, build_pack
+    from theseus_pl.app.ship.offline_pack import NODE_WHEELS, build_pack, glue_tasks_problem
 
+    problem = glue_tasks_problem(args.glue_dir, args.tasks)  # before the model is found: --dry-run refuses it too
+    if problem:
+        refuse(problem)
     model_dir, hub_id = _model_folder(args.model)
     project_root = Path(__file__).resolve().parents[2]
     if not (project_root / "pyproject.toml").is_file():

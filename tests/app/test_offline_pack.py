@@ -68,6 +68,17 @@ def test_run_refuses_a_folder_that_is_no_unpacked_pack(tmp_path: Path) -> None:
     assert done.returncode == 2 and "holds no readable pack.json" in done.stderr and "Traceback" not in done.stderr
 
 
+def test_pack_refuses_missing_glue_tasks_by_name_dry_run_too(tmp_path: Path) -> None:
+    glue = make_tiny_rte_glue_dir(tmp_path / "glue")
+    for dry_run in ([], ["--dry-run"]):
+        done = subprocess.run([sys.executable, "-m", "theseus_pl.offline", "pack", str(tmp_path / "pack"), *dry_run,
+                               "--model", str(tmp_path), "--glue-dir", str(glue), "--tasks", "RTE", "QQP", "SST-2"],
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        assert done.returncode == 2 and "Traceback" not in done.stderr
+        assert f"{glue} has no folder QQP, SST-2: give --glue-dir the GLUE folder." in done.stderr
+        assert not (tmp_path / "pack").exists()
+
+
 @pytest.mark.slow
 def test_pack_unpack_install_and_run_the_grid_in_miniature(tmp_path: Path, tiny_tokenizer) -> None:
     base = save_tiny_base(tmp_path / "base", tiny_tokenizer)

@@ -73,11 +73,17 @@ def half_precision_copy(model_dir: Path, destination: Path) -> None:
             shutil.copytree(file, destination / file.name)
 
 
+def glue_tasks_problem(glue_dir: Path, tasks: Sequence[str]) -> str | None:
+    """What is wrong with packing ``tasks`` from ``glue_dir``: the task folders it lacks, by name (None: nothing)."""
+    missing = [task for task in tasks if not (glue_dir / task).is_dir()]
+    return f"{glue_dir} has no folder {', '.join(missing)}: give --glue-dir the GLUE folder." if missing else None
+
+
 def copy_glue_tasks(glue_dir: Path, tasks: Sequence[str], destination: Path) -> None:
     """Each task's folder of ``glue_dir`` (its TSV files) in ``destination``; a missing one is refused by name."""
-    missing = [task for task in tasks if not (glue_dir / task).is_dir()]
-    if missing:
-        raise ValueError(f"{glue_dir} has no folder {', '.join(missing)}: give --glue-dir the GLUE folder.")
+    problem = glue_tasks_problem(glue_dir, tasks)
+    if problem:
+        raise ValueError(problem)
     for task in tasks:
         (destination / task).mkdir(parents=True)
         for file in (glue_dir / task).glob("*.tsv"):
