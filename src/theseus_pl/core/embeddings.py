@@ -17,13 +17,16 @@ cosine similarities), so figures compare with those the sentence-transformers do
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+import statistics
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch.nn.functional as F
+from torch import nn
 from transformers import PreTrainedModel
 
 from theseus_pl.core.layer_removal import keep_layers
+from theseus_pl.core.timing import interleaved_seconds
 
 INSTALL = "pip install 'theseus_pl[embeddings]'"
 
@@ -100,9 +103,21 @@ def truncated_embedding_model(
     ``SentenceTransformer(path)``. ``layers_path`` names the encoder's layer list where its family is not registered
     (see :func:`theseus_pl.core.families.find_layer_stack`).
     """
-    encoder = embedding_encoder(model)
-    compact = keep_layers(encoder, kept, layers_path)
-    return copy.deepcopy(model, memo={id(encoder): compact})
+    return with_encoder(model, keep_layers(embedding_encoder(model), kept, layers_path))
+
+
+def with_encoder(model: SentenceTransformer, encoder: PreTrainedModel) -> SentenceTransformer:
+    """A copy of ``model`` with ``encoder`` (a compressed one: truncated, or a Theseus successor) in place of its own,
+    every other module copied as it is: the predecessor's pooling and normalisation, its tokenizer. The config the
+    encoder carries says its depth; the predecessor is not changed, and its own encoder is not copied."""
+    return copy.deepcopy(model, memo={id(embedding_encoder(model)): encoder})
+
+
+def sentence_head(model: SentenceTransformer) -> nn.Sequential:
+    """The modules after the encoder (pooling, normalisation, dense layers), in order: what turns its token vectors
+    into the sentence vectors ``encode`` returns, a successor's as the predecessor's."""
+    embedding_encoder(model)  # refused where the first module is no Transformer
+    return nn.Sequential(*list(model)[1:])
 
 
 def sts_spearman(
@@ -164,3 +179,37 @@ def fidelity(
         "mse": float(F.mse_loss(vectors[0], vectors[1])),
         "cosine": float(F.cosine_similarity(vectors[0], vectors[1], dim=-1).mean()),
     }
+
+
+def sentence_speed(
+    predecessor: SentenceTransformer,
+    successor: SentenceTransformer,
+    sentences: Sequence[str],
+    batch_size: int = 32,
+    repeats: int = 5,
+) -> dict[str, float]:
+    """Sentences per second of both models through ``encode``, as users call it, at real lengths: ``batch_size``
+    sentences in one call (sentence-transformers sorts them by length and pads to the longest) and the first 16 one at
+    a time (batch 1: no padding at all), each the median of ``repeats`` interleaved rounds
+    (:func:`~theseus_pl.core.timing.interleaved_seconds`); the successor's speed-ups, and ``other_cores`` (above
+    0.25 the figures are not the models')."""
+    singles, batch = list(sentences[:16]), list(sentences[:batch_size])
+
+    def one_at_a_time(model: SentenceTransformer) -> Callable[[], object]:
+        return lambda: [model.encode([text], batch_size=1, show_progress_bar=False) for text in singles]
+
+    def batched(model: SentenceTransformer) -> Callable[[], object]:
+        return lambda: model.encode(batch, batch_size=batch_size, show_progress_bar=False)
+
+    times = interleaved_seconds({
+        "predecessor_batch1": one_at_a_time(predecessor), "successor_batch1": one_at_a_time(successor),
+        f"predecessor_batch{batch_size}": batched(predecessor), f"successor_batch{batch_size}": batched(successor),
+    }, repeats)  # fmt: skip
+    speed: dict[str, float] = {}
+    for size, count in ((1, len(singles)), (batch_size, len(batch))):
+        rates = {side: count / statistics.median(times[f"{side}_batch{size}"]) for side in ("predecessor", "successor")}
+        speed.update({f"{side}_batch{size}": rate for side, rate in rates.items()})
+        speed[f"batch{size}_speedup"] = rates["successor"] / rates["predecessor"]
+    if times.other_cores is not None:
+        speed["other_cores"] = times.other_cores
+    return speed

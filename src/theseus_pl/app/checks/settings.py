@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from theseus_pl.app.config.kinds import LANGUAGE_MODEL, TASK_MODEL
-from theseus_pl.app.config.resolvers import is_language_model_run
+from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.app.config.resolvers import run_kind_name
 from theseus_pl.app.config.terms import SCHEDULE_SETTINGS, in_config_terms, naming_group
 from theseus_pl.app.methods.method import (
     ADAPTED_TEACHER,
@@ -176,9 +176,11 @@ def _interpolated_from(node: DictConfig, name: str) -> str | None:
 def _method_problems(cfg: DictConfig, method: CompressionMethod, theseus: TheseusSettings) -> list[str]:
     """Options that only some methods or one kind of run read, set where they would be ignored: each refused with
     why, never silently dropped."""
-    kind = LANGUAGE_MODEL if is_language_model_run(cfg) else TASK_MODEL
+    kind = run_kind_name(cfg)
     if kind not in method.kinds:
         return [_wrong_kind(method, kind)]
+    if kind == EMBEDDING_MODEL:
+        return _embedding_problems(cfg, method, theseus)
     if cfg.get("activation_checkpointing") is True and not method.trains:
         return [
             f"activation_checkpointing=true saves memory while training; method={method.name} trains nothing. Leave "
@@ -207,6 +209,11 @@ def _method_problems(cfg: DictConfig, method: CompressionMethod, theseus: Theseu
 
 
 def _wrong_kind(method: CompressionMethod, kind: str) -> str:
+    if kind == EMBEDDING_MODEL:
+        return (
+            f"method={method.name} does not compress sentence-embedding models; on one use embedding_theseus, "
+            "embedding_mse or embedding_truncation."
+        )
     if kind == LANGUAGE_MODEL:
         return (
             f"method={method.name} compresses encoders; on a language model use one of lm_theseus, shortgpt, "
@@ -216,6 +223,50 @@ def _wrong_kind(method: CompressionMethod, kind: str) -> str:
         f"method={method.name} compresses decoder language models; on a classification or regression task use an "
         "encoder method such as theseus, fine_tuning or kd (a language-model run: +experiment=smollm2_quick)."
     )
+
+
+def _embedding_problems(cfg: DictConfig, method: CompressionMethod, theseus: TheseusSettings) -> list[str]:
+    """Settings a sentence-embedding run does not read (yet), or cannot honour."""
+    problems = []
+    if isinstance(method, SoftTargets) and method.alpha > 0:
+        problems.append(
+            f"method.alpha={method.alpha} weighs a KL to soft targets in; a sentence-embedding run has no classes: its "
+            "loss is already the MSE to the predecessor's sentence vectors. Leave it 0."
+        )
+    elif isinstance(method, SoftTargets) and method.teacher != PREDECESSOR_TEACHER:
+        problems.append(
+            f"method.teacher={method.teacher} adapts a decoder LM's predecessor to its text; a sentence-embedding "
+            "run's targets are its predecessor's own vectors. Leave method.teacher=predecessor."
+        )
+    if theseus.init == BLOCK_INFLUENCE:
+        problems.append(
+            f"theseus.init={BLOCK_INFLUENCE} measures layers on language-model windows: decoder-LM runs only. Use "
+            "bottom, top or every_other."
+        )
+    if cfg.evaluation.single_modules:
+        problems.append(
+            "evaluation.single_modules=true scores each Theseus module alone on a task; a sentence-embedding run is "
+            "scored on STS-B dev. Leave it false."
+        )
+    if not method.takes_successor_settings:
+        problems += [
+            f"theseus.successor.{name}={width} shapes Theseus successors; method={method.name} keeps whole "
+            "predecessor layers (depth only). Leave it null."
+            for name, width in theseus.widths.items()
+        ]
+    if isinstance(cfg.evaluation.lm_eval.tasks, ListConfig) and cfg.evaluation.lm_eval.tasks:
+        problems.append(
+            f"evaluation.lm_eval.tasks={list(cfg.evaluation.lm_eval.tasks)} scores a decoder LM; a sentence-embedding "
+            "run is scored on STS-B dev. Leave it []."
+        )
+    unread = {
+        "deploy": "the successor ships as a sentence-transformers folder (no ONNX or GGUF export of this kind yet)",
+        "finetune": "the predecessor is compressed as given (model.base), never fine-tuned first",
+    }
+    for group, why in unread.items():
+        if changed := _changed_from_defaults(cfg, group):
+            problems.append(f"{', '.join(changed)}: {why}. Leave the {group} group at its defaults.")
+    return problems
 
 
 def _task_problems(cfg: DictConfig, theseus: TheseusSettings) -> list[str]:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
-from theseus_pl.app.config.kinds import LANGUAGE_MODEL
+from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.config.run_folder import record_subdir
 from theseus_pl.data.packaged import packaged_file
 from theseus_pl.data.packaged_parts import joined_model_folder
@@ -30,17 +30,24 @@ def resolution_problem(error: Exception) -> str:
     return f"{getattr(error, 'full_key', None) or 'config'}: {message}"
 
 
+def run_kind_name(cfg: DictConfig) -> str:
+    """The run's kind as its data says (``data.kind``): a decoder LM on text (``data=lm_text``), a sentence-embedding
+    model on sentences (``data=sentences``), else an encoder on a task."""
+    return str(cfg.data.get("kind") or TASK_MODEL)
+
+
 def is_language_model_run(cfg: DictConfig) -> bool:
     """Whether the run compresses a decoder LM on text (``data=lm_text``) rather than an encoder on a task."""
-    return cfg.data.get("kind") == LANGUAGE_MODEL
+    return run_kind_name(cfg) == LANGUAGE_MODEL
 
 
 def run_name(task: str | None, files: Mapping[str, str] | None, kind: str | None = None) -> str:
     """The name a run's folder is filed under (``outputs/<name>/``): ``data.task``, or your files' name for them
-    (:func:`~theseus_pl.data.tasks.name_from_files`); ``language_model`` for a decoder-LM run, whose text is no task;
+    (:func:`~theseus_pl.data.tasks.name_from_files`); the kind's name for a decoder-LM or a sentence-embedding run,
+    whose text is no task;
     ``no_task`` when none is given (the run is refused)."""
-    if kind == LANGUAGE_MODEL:
-        return LANGUAGE_MODEL
+    if kind in (LANGUAGE_MODEL, EMBEDDING_MODEL):
+        return kind
     if task:
         return str(task)
     return name_from_files(files) if files else "no_task"

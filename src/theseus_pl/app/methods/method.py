@@ -24,16 +24,18 @@ from typing import Any, ClassVar
 import lightning.pytorch as pl
 import torch
 from hydra.utils import get_class, get_method
+from torch import nn
 from transformers import PreTrainedModel
 
-from theseus_pl.app.config.kinds import LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.config.terms import SUCCESSOR_SETTINGS, in_config_terms
 from theseus_pl.app.predecessors.classifier import load_classifier
 from theseus_pl.core.decoders import load_causal_lm
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.layer_removal import keep_layers, layers_kept_by_influence
-from theseus_pl.core.replacing import SuccessorInit, TheseusModel
+from theseus_pl.core.replacing import SuccessorInit, TheseusModel, successor_source_layers
 from theseus_pl.core.schedules import ReplacementSchedule
+from theseus_pl.core.sentence_objective import SentenceObjective, TheseusSentenceModel
 from theseus_pl.core.settings import (
     Rule,
     SettingsError,
@@ -48,6 +50,7 @@ from theseus_pl.core.successors import successor_factory as core_successor_facto
 from theseus_pl.data.tasks import TaskSpec
 from theseus_pl.lightning.baselines import DistillationModule
 from theseus_pl.lightning.distillation import SOFT_TARGET_RULES
+from theseus_pl.lightning.embedding_metrics import EmbeddingMetrics
 from theseus_pl.lightning.language_model_metrics import LanguageModelMetrics
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.modules import FineTuningModule
@@ -122,8 +125,10 @@ class Method:
 
 @dataclass(frozen=True)
 class MethodInputs:
-    """What every method is built from, besides its own settings. ``task`` says the kind of run: a task model's
-    (the task its head, loss and metrics are for) or, None, a language model's (next-token loss and perplexity)."""
+    """What every method is built from, besides its own settings. ``task`` and ``sentence_head`` say the kind of run:
+    a task model's (the task its head, loss and metrics are for), a sentence-embedding model's (the predecessor's
+    pooling after its encoder; the loss the MSE to the predecessor's sentence vectors) or, neither, a language
+    model's (next-token loss and perplexity)."""
 
     predecessor_dir: str  # the model compressed: a fine-tuned classifier, or a causal LM
     task: TaskSpec | None
@@ -134,18 +139,39 @@ class MethodInputs:
     seed: int
     calibration: Callable[[], Iterable[Mapping[str, torch.Tensor]]] | None = None  # a few training batches
     adapted_dir: str | None = None  # a decoder LM's predecessor adapted to the training text (method.teacher=adapted)
+    sentence_head: nn.Module | None = None  # a sentence-embedding model's modules after its encoder (pooling, ...)
 
     @property
     def kind(self) -> str:
-        return TASK_MODEL if self.task is not None else LANGUAGE_MODEL
+        if self.task is not None:
+            return TASK_MODEL
+        return EMBEDDING_MODEL if self.sentence_head is not None else LANGUAGE_MODEL
 
-    def metrics(self) -> TaskMetrics | LanguageModelMetrics:
-        return TaskMetrics.for_task(self.task) if self.task is not None else LanguageModelMetrics()
+    def metrics(self) -> TaskMetrics | LanguageModelMetrics | EmbeddingMetrics:
+        if self.task is not None:
+            return TaskMetrics.for_task(self.task)
+        return EmbeddingMetrics() if self.sentence_head is not None else LanguageModelMetrics()
 
     def predecessor(self) -> PreTrainedModel:
+        """The model whose layers are compressed: the classifier, the causal LM, or the sentence model's encoder."""
         if self.task is not None:
             return load_classifier(self.predecessor_dir, self.task)
+        if self.sentence_head is not None:
+            from theseus_pl.core.embeddings import embedding_encoder, load_embedding_model  # the embeddings extra
+
+            return embedding_encoder(load_embedding_model(self.predecessor_dir))
         return load_causal_lm(self.predecessor_dir).eval()
+
+    def replaceable(
+        self, predecessor: PreTrainedModel, sources: str | list[int], factory: SuccessorFactory
+    ) -> TheseusModel:
+        """Theseus's model of ``predecessor``: its layers split into modules, each with its successor; a sentence
+        model's gives its sentence vectors and their MSE to the teacher's."""
+        settings = self.theseus
+        if self.sentence_head is not None:
+            return TheseusSentenceModel(predecessor, self.sentence_head, settings.successor_layers, sources,
+                                        settings.layers_path, factory)  # fmt: skip
+        return TheseusModel(predecessor, settings.successor_layers, sources, settings.layers_path, factory)
 
     def teacher(self) -> PreTrainedModel:
         """The soft targets' source: the predecessor adapted to the training text where the run made one, else the
@@ -164,15 +190,20 @@ class MethodInputs:
         init = self.theseus.init
         return self.kept_by_influence(predecessor) if init == BLOCK_INFLUENCE else init
 
-    def truncated(self, predecessor: PreTrainedModel) -> PreTrainedModel:
+    def truncated(self, predecessor: PreTrainedModel) -> nn.Module:
         """The predecessor's ``successor_layers`` layers that ``theseus.init`` names (bottom: the paper's;
         every_other: Sajjad et al.'s stronger start; top), with its embeddings and head: the truncation baseline's
-        student. A task model trains every parameter of it (the paper's "Fine-tuning"). A language model keeps its
-        bottom layers (the layer-choosing methods are ShortGPT's) and trains only its decoder layers, embeddings,
-        final norm and head staying the predecessor's as Theseus keeps them."""
+        student. A task model trains every parameter of it (the paper's "Fine-tuning"); a sentence model too
+        (sentence-transformers' recipe), its pooling after it. A language model keeps its bottom layers (the
+        layer-choosing methods are ShortGPT's) and trains only its decoder layers, embeddings, final norm and head
+        staying the predecessor's as Theseus keeps them."""
         if self.task is not None:
             return TheseusModel(predecessor, self.theseus.successor_layers, self.theseus.init,
                                 self.layers_path).to_compact_model()  # fmt: skip
+        if self.sentence_head is not None:
+            count = len(find_layer_stack(predecessor, self.layers_path).layers)
+            kept = successor_source_layers(count, self.theseus.successor_layers, self.theseus.init)
+            return SentenceObjective(keep_layers(predecessor, kept, self.layers_path), self.sentence_head)
         kept = keep_layers(predecessor, list(range(self.theseus.successor_layers)), self.layers_path)
         return layers_only(kept, self.layers_path)
 
@@ -238,11 +269,11 @@ class SoftTargets:
         """Whether the soft targets come from the predecessor adapted to the training text."""
         return self.alpha > 0 and self.teacher == ADAPTED_TEACHER
 
-    def loss_in_words(self) -> str:
-        """What the method trains on, for ``--check``'s plan."""
+    def loss_in_words(self, run_loss: str = "the run's loss") -> str:
+        """What the method trains on, for ``--check``'s plan; ``run_loss``: the kind's own loss in words."""
         if self.alpha == 0:
-            return "the run's loss (no soft targets)"
-        share = "" if self.alpha == 1 else f" + {1 - self.alpha:g} x the run's loss"
+            return f"{run_loss} (no soft targets)"
+        share = "" if self.alpha == 1 else f" + {1 - self.alpha:g} x {run_loss}"
         whose = "the predecessor adapted to the text" if self.adapted_teacher else "the predecessor"
         return f"{self.alpha:g} x KL to {whose}'s soft targets at temperature {self.temperature:g}{share}"
 

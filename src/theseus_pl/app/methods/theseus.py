@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from theseus_pl.app.config.kinds import LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.methods.method import (
     CompressionMethod,
     Method,
@@ -15,7 +15,6 @@ from theseus_pl.app.methods.method import (
     successor_factory,
     successor_settings_named_by_config,
 )
-from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.lightning.callbacks import replacement_callbacks
 from theseus_pl.lightning.modules import TheseusModule
 
@@ -30,7 +29,7 @@ class Theseus(SoftTargets, CompressionMethod):
     all-predecessor path), computed once per training row of a task, once per batch of a language model; with
     ``teacher=adapted`` (decoder LMs) those of the predecessor adapted to the training text, a model of its own."""
 
-    kinds: ClassVar[tuple[str, ...]] = (TASK_MODEL, LANGUAGE_MODEL)
+    kinds: ClassVar[tuple[str, ...]] = (TASK_MODEL, LANGUAGE_MODEL, EMBEDDING_MODEL)
     replaces_modules: ClassVar[bool] = True
     takes_successor_settings: ClassVar[bool] = True
     needs_schedule: ClassVar[bool] = True
@@ -40,7 +39,7 @@ class Theseus(SoftTargets, CompressionMethod):
         sources = inputs.successor_sources(predecessor)
         factory = successor_factory(settings.successor or {}, predecessor, inputs.calibration, settings.layers_path)
         with successor_settings_named_by_config():
-            model = TheseusModel(predecessor, settings.successor_layers, sources, settings.layers_path, factory)
+            model = inputs.replaceable(predecessor, sources, factory)
         switch = schedule.switch_step
         module = TheseusModule(
             model, inputs.metrics(), seed=inputs.seed, **inputs.optimizer, alpha=self.alpha,

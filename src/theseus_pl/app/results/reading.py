@@ -1,16 +1,21 @@
-"""Reading a ``results.json`` of either kind: one reader that checks the schema version and dispatches on ``kind``."""
+"""Reading a ``results.json`` of any kind: one reader that checks the schema version and dispatches on ``kind``."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from theseus_pl.app.config.kinds import LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.app.results.embedding_model import EmbeddingResults
 from theseus_pl.app.results.envelope import SCHEMA_VERSION, ResultsError, RunRecord
 from theseus_pl.app.results.language_model import LanguageModelResults
 from theseus_pl.app.results.task_model import RunResults
 
-KINDS: dict[str, type[RunRecord]] = {TASK_MODEL: RunResults, LANGUAGE_MODEL: LanguageModelResults}
+KINDS: dict[str, type[RunRecord]] = {
+    TASK_MODEL: RunResults,
+    LANGUAGE_MODEL: LanguageModelResults,
+    EMBEDDING_MODEL: EmbeddingResults,
+}
 
 
 def read_run(path: Path) -> RunRecord:

@@ -1,6 +1,6 @@
 """What a kind of run supplies to the one run skeleton (:func:`~theseus_pl.app.run.pipeline.run`): everything else
 (settings checks, seeding, the machine, the method, loggers, training, the record, the optional steps, W&B) is the
-same for both kinds."""
+same for every kind."""
 
 from __future__ import annotations
 
@@ -17,10 +17,12 @@ from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
 
 
 class RunKind:
-    """One kind of run: a task model (an encoder compressed on a task) or a language model (a decoder on text)."""
+    """One kind of run: a task model (an encoder compressed on a task), a language model (a decoder on text) or a
+    sentence-embedding model (an encoder compressed to its own sentence vectors)."""
 
     name: str  # the run's name in its W&B identity: the task's, or the kind's
     description: str  # the kind in words
+    loss: str = "the run's loss"  # what its methods train on, in words (--check's plan)
     datamodule: pl.LightningDataModule
 
     def __init__(self, cfg: DictConfig, settings: RunSettings) -> None:

@@ -1,9 +1,10 @@
-"""One run behind ``python -m theseus_pl``, for both kinds: checks -> predecessor -> data -> method -> train ->
+"""One run behind ``python -m theseus_pl``, for every kind: checks -> predecessor -> data -> method -> train ->
 evaluate -> export -> record -> optional steps (speed, deployment, card, sample) -> tracking.
 
-The kind of run (a task model or a language model: ``data.kind``) is a parameter: its :class:`RunKind` supplies
-what differs (how the predecessor is made, the data module, the evaluation and the record, the optional steps, what
-W&B shows); every other stage is this module's and :mod:`~theseus_pl.app.run.stages`'s, the same for both.
+The kind of run (a task model, a language model or a sentence-embedding model: ``data.kind``) is a parameter: its
+:class:`RunKind` supplies what differs (how the predecessor is made, the data module, the evaluation and the record,
+the optional steps, what W&B shows); every other stage is this module's and :mod:`~theseus_pl.app.run.stages`'s, the
+same for every kind.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ from theseus_pl.app.checks.resume import ResumePoint, resume_problems, training_
 from theseus_pl.app.checks.run import planned_trainer
 from theseus_pl.app.checks.schedule import total_steps
 from theseus_pl.app.checks.settings import RunSettings, checked_settings
-from theseus_pl.app.config.resolvers import is_language_model_run
+from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.app.config.resolvers import run_kind_name
 from theseus_pl.app.methods.method import SoftTargets
 from theseus_pl.app.results.envelope import RunRecord, write_results
+from theseus_pl.app.run.embedding_model import EmbeddingModelRun
 from theseus_pl.app.run.kind import RunKind
 from theseus_pl.app.run.language_model import LanguageModelRun
 from theseus_pl.app.run.projection import projected_time
@@ -101,9 +104,20 @@ def run(cfg: DictConfig) -> RunRecord | None:
     return results
 
 
+KINDS: dict[str, type[RunKind]] = {
+    TASK_MODEL: TaskModelRun,
+    LANGUAGE_MODEL: LanguageModelRun,
+    EMBEDDING_MODEL: EmbeddingModelRun,
+}
+
+
 def run_kind(cfg: DictConfig, settings: RunSettings) -> RunKind:
-    """The run's kind: a language model on text (``data.kind: language_model``), else a task model."""
-    return (LanguageModelRun if is_language_model_run(cfg) else TaskModelRun)(cfg, settings)
+    """The run's kind, as ``data.kind`` names it (a task model where the data names none); an unknown one is refused
+    in one line."""
+    name = run_kind_name(cfg)
+    if name not in KINDS:
+        raise RunRefused([f"data.kind={name} is no kind of run; the kinds are {', '.join(KINDS)}."])
+    return KINDS[name](cfg, settings)
 
 
 def refusal_problems(cfg: DictConfig) -> list[str]:
@@ -150,7 +164,7 @@ def plan(cfg: DictConfig) -> list[str]:
         *kind.plan(steps, world_size),
         f"method: {method.name}, {theseus.successor_layers} layers kept"
         + ("" if method.trains else ", trains nothing"),
-        *([f"loss: {method.loss_in_words()}"] if isinstance(method, SoftTargets) and method.trains else []),
+        *([f"loss: {method.loss_in_words(kind.loss)}"] if isinstance(method, SoftTargets) and method.trains else []),
         f"schedule: {schedule.describe() if method.needs_schedule else 'none (the method replaces no modules)'}",
         f"precision: {hardware.precision} ({hardware.precision_reason})",
         *(projected_time(cfg, kind, steps, hardware.precision) if method.trains and cfg.check_steps else []),

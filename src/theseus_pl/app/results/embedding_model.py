@@ -1,0 +1,129 @@
+"""``results.json`` of a sentence-embedding run: STS-B dev Spearman of both models, the successor's fidelity to its
+teacher, and sentences per second.
+
+:class:`EmbeddingResults` is the body of the :mod:`~theseus_pl.app.results.envelope` for this kind (``kind``
+``embedding_model``), written by :mod:`theseus_pl.app.run.embedding_model`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from theseus_pl.app.config.kinds import EMBEDDING_MODEL
+from theseus_pl.app.results.envelope import Hardware, Keys, RunRecord, WandbLink, envelope_fields
+from theseus_pl.core.memory import PeakMemory
+from theseus_pl.core.timing import was_busy
+
+SIDES = ("predecessor", "successor")
+
+
+@dataclass(kw_only=True)
+class EmbeddingSide:
+    """One of the two sentence-transformers models."""
+
+    dir: str
+    layers: int
+    params: int
+    dimensions: int  # the sentence vector's size: the same on both sides (the successor keeps the pooling)
+    sts: float  # STS-B dev: Spearman of the pairs' cosine similarities with the gold scores, x 100
+    # Against the predecessor's vectors on the held-out training sentences (successor only): the mean squared
+    # difference per dimension, and the mean cosine of the two vectors (1: the same direction).
+    mse: float | None = None
+    cosine: float | None = None
+
+
+@dataclass(kw_only=True)
+class EmbeddingData:
+    source: str  # the training sentences in words
+    train_sentences: int
+    held_out_sentences: int  # never trained on: validation and fidelity
+    max_length: int  # tokens a sentence is cut to, in training and in the teacher's vectors
+    sts_pairs: int  # STS-B dev pairs scored
+    train_sentences_seen: int  # steps x batch: sentences the method trained on (0 for one that does not train)
+
+
+@dataclass(kw_only=True)
+class EmbeddingResults(RunRecord):
+    """One sentence-embedding run's ``results.json``."""
+
+    kind: ClassVar[str] = EMBEDDING_MODEL
+    method: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    predecessor: EmbeddingSide
+    successor: EmbeddingSide
+    kept_layers: list[int] | None = None  # the predecessor layers the successor started as
+    base_model: str | None = None  # the predecessor's hub id, where known: the model card's base_model
+    data: EmbeddingData
+    steps: int
+    best_step: int | None = None  # the step of the checkpoint scored (best held-out cosine), where one was chosen
+    resumed_from: str | None = None
+    schedule: str | None = None
+    # Sentences per second of each model at batch 1 (one sentence at a time, unpadded) and 32 (batches sorted by
+    # length) on STS-B dev sentences, the speed-ups, and other_cores (core.timing: busy above 0.25).
+    speed: dict[str, float] | None = None
+    seed: int
+    hardware: Hardware | None = None
+    wandb: WandbLink | None = None
+    failed_steps: dict[str, str] = field(default_factory=dict)
+    peak_memory: PeakMemory | None = None
+    wall_seconds: float | None = None
+    folder: Path | None = field(default=None, compare=False, repr=False)  # where it was read from; not written
+
+    @property
+    def retained(self) -> float:
+        """The successor's STS-B score as a percentage of the predecessor's."""
+        return 100 * self.successor.sts / self.predecessor.sts
+
+    @property
+    def trusted_speed(self) -> dict[str, float] | None:
+        """The speed figures, where they were timed on a machine no other process kept busy (None otherwise)."""
+        if self.speed is None or was_busy(self.speed.get("other_cores")):
+            return None
+        return self.speed
+
+    def summary(self) -> dict[str, float]:
+        summary = {
+            "final/predecessor_sts": self.predecessor.sts,
+            "final/successor_sts": self.successor.sts,
+            "final/retained": self.retained,
+            "final/mse": self.successor.mse,
+            "final/cosine": self.successor.cosine,
+            "final/params_predecessor": self.predecessor.params,
+            "final/params_successor": self.successor.params,
+            "final/peak_memory_mb": self.peak_memory.cpu_mb if self.peak_memory else None,
+            **{
+                f"final/{name}": value for name, value in (self.trusted_speed or {}).items() if name.endswith("speedup")
+            },
+        }
+        return {key: float(value) for key, value in summary.items() if value is not None}
+
+    def successor_in_words(self) -> str:
+        return f"sentence embeddings, {self.successor.layers}-layer successor"
+
+    def headline(self) -> str:
+        successor = self.successor
+        cosine = f", cosine to the predecessor's vectors {successor.cosine:.3f}" if successor.cosine is not None else ""
+        return (
+            f"{self.method}: STS-B dev {self.predecessor.sts:.2f} (predecessor) -> {successor.sts:.2f} (successor, "
+            f"{self.retained:.1f}% kept){cosine}, {self.predecessor.layers} -> {successor.layers} layers"
+        )
+
+    def objective(self) -> float | None:
+        """The successor's STS-B dev Spearman: higher is better."""
+        return self.successor.sts
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EmbeddingResults:
+        read = Keys(data, "")
+        return cls(
+            **envelope_fields(read),
+            **{side: EmbeddingSide(**read.nested(side).pick(EmbeddingSide)) for side in SIDES},
+            kept_layers=read.optional("kept_layers"),
+            base_model=read.optional("base_model"),
+            data=EmbeddingData(**read.nested("data").pick(EmbeddingData)),
+            best_step=read.optional("best_step"),
+            speed=read.optional("speed"),
+        )

@@ -1,0 +1,257 @@
+"""A sentence-embedding run behind ``python -m theseus_pl +experiment=minilm_embedding_quick``: a sentence-transformers
+model compressed by depth to keep its sentence vectors.
+
+What this kind supplies to the run's stages (:class:`~theseus_pl.app.run.kind.RunKind`): the predecessor is the given
+sentence-transformers model (``model.base``: a folder with ``modules.json`` and its pooling, or a hub id) and is not
+fine-tuned; the training text is unlabelled sentences from GLUE training sets (``data=sentences``), each with the
+predecessor's sentence vector as its target (computed once, cached); every method trains, if it trains, on the same
+sentences for the same steps, and the checkpoint with the best cosine to the predecessor's vectors on held-out
+training sentences is scored. Both models are scored on STS-B dev (sentence-transformers' evaluator), the successor's
+fidelity on the held-out sentences; the export is a sentence-transformers folder with the predecessor's pooling and
+normalisation, which ``SentenceTransformer(path)`` loads; speed is sentences per second at batch 1 and 32.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from omegaconf import DictConfig
+
+from theseus_pl.app.checks.refused import RunRefused
+from theseus_pl.app.checks.run import device_problems
+from theseus_pl.app.checks.schedule import schedule_problems
+from theseus_pl.app.config.kinds import EMBEDDING_MODEL
+from theseus_pl.app.methods.method import Method, MethodInputs
+from theseus_pl.app.results.embedding_model import EmbeddingData, EmbeddingResults, EmbeddingSide
+from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
+from theseus_pl.app.run.kind import RunKind
+from theseus_pl.app.run.stages import each_process, hub_id, rows_per_step
+from theseus_pl.app.ship.model_card import write_model_card
+from theseus_pl.app.tracking.wandb_run import publish_embedding_model
+from theseus_pl.core.families import find_layer_stack
+from theseus_pl.core.replacing import successor_source_layers
+from theseus_pl.core.sentence_objective import SentenceObjective
+from theseus_pl.data.cache_entry import content_digest, load_or_build
+from theseus_pl.data.sentences import SentenceDataModule, glue_sentences, held_out_split
+from theseus_pl.data.sources import GlueDirSource, HubSource, Source
+from theseus_pl.data.tasks import glue_task
+from theseus_pl.data.tokenized import tokenizer_fingerprint
+
+log = logging.getLogger(__name__)
+
+STS_TASK = "STS-B"  # scored on its dev pairs; its training sentences may be training text, never its dev ones
+
+
+class EmbeddingModelRun(RunKind):
+    """A sentence-transformers model compressed to its own sentence vectors (``data=sentences``)."""
+
+    name = EMBEDDING_MODEL
+    description = "sentence-embedding model (a sentence-transformers encoder compressed to its own vectors)"
+    loss = "the MSE to the predecessor's sentence vectors"
+    datamodule: SentenceDataModule
+
+    def check(self) -> None:
+        cfg, problems = self.cfg, self.settings.problems + device_problems(self.cfg)
+        try:
+            from theseus_pl.core import embeddings  # the embeddings extra
+        except ModuleNotFoundError as missing:
+            raise RunRefused([*problems, f"data.kind={EMBEDDING_MODEL}: {missing}"]) from None
+        self.predecessor_dir = str(cfg.model.predecessor or cfg.model.base)
+        try:
+            self.predecessor = embeddings.load_embedding_model(self.predecessor_dir)
+            encoder = embeddings.embedding_encoder(self.predecessor)
+            self.head = embeddings.sentence_head(self.predecessor)
+        except ValueError as error:
+            raise RunRefused([*problems, f"model: {error}"]) from None
+        try:
+            self.layers = len(find_layer_stack(encoder, cfg.theseus.get("layers_path")).layers)
+        except ValueError as error:
+            problems.append(f"theseus.layers_path: {error}")
+        else:
+            if not 1 <= cfg.theseus.successor_layers < self.layers:
+                problems.append(
+                    f"theseus.successor_layers={cfg.theseus.successor_layers} must be between 1 and {self.layers - 1} "
+                    f"(the predecessor's encoder has {self.layers} layers)."
+                )
+        self.source = _source(cfg.data)
+        try:
+            self.sentences = glue_sentences(self.source, list(cfg.data.train_tasks))
+            self.sts_pairs = self.source.read(glue_task(STS_TASK), "validation")
+        except (ValueError, FileNotFoundError, KeyError) as error:
+            problems.append(f"data: {error}")
+        problems += schedule_problems(cfg, self.settings, train_rows=None)
+        if problems:
+            raise RunRefused(problems)
+
+    def prepare_data(self) -> None:
+        data = self.cfg.data
+        try:
+            train, held_out = held_out_split(self.sentences, data.held_out, data.max_sentences, data.split_seed)
+        except ValueError as error:
+            raise RunRefused([str(error)]) from None
+        self.datamodule = SentenceDataModule(
+            self.predecessor.tokenizer, train, held_out, max_length=data.max_length, batch_size=data.batch_size,
+            eval_batch_size=data.eval_batch_size, group_by_length=data.group_by_length, seed=self.cfg.seed,
+        )  # fmt: skip
+        from theseus_pl.core.embeddings import embedding_encoder
+
+        teacher = SentenceObjective(embedding_encoder(self.predecessor), self.head).eval()
+        for split in ("train", "validation"):
+            self.datamodule.set_targets(split, self._teacher_vectors(teacher, split))
+
+    def _teacher_vectors(self, teacher: SentenceObjective, split: str) -> torch.Tensor:
+        """The predecessor's sentence vectors of ``split``'s sentences, as the student sees them (the same tokens,
+        cut at ``data.max_length``), made once into the cache."""
+        datamodule = self.datamodule
+        key = hashlib.sha256("\n".join([
+            _model_fingerprint(self.predecessor_dir), tokenizer_fingerprint(datamodule.tokenizer),
+            str(datamodule.max_length), *datamodule.texts[split],
+        ]).encode()).hexdigest()[:24]  # fmt: skip
+        path = Path(self.cfg.paths.cache_dir) / "sentence_vectors" / key
+
+        def build(staging: Path) -> None:
+            loader, order = datamodule.by_length(split)
+            with torch.inference_mode():
+                made = torch.cat([teacher(**batch).logits.float() for batch in loader])
+            vectors = torch.empty_like(made)
+            vectors[order] = made
+            torch.save(vectors, staging / "vectors.pt")
+
+        what = f"the predecessor's vectors of the {len(datamodule.texts[split]):,} {split} sentences"
+        vectors, _ = load_or_build(path, lambda folder: torch.load(folder / "vectors.pt"), build, what)
+        return vectors
+
+    def plan(self, steps: int | None, world_size: int) -> list[str]:
+        cfg, datamodule = self.cfg, self.datamodule
+        train, held_out = len(datamodule.texts["train"]), len(datamodule.texts["validation"])
+        seen = (steps or 0) * rows_per_step(cfg, world_size)
+        named = hub_id(cfg.model) or self.predecessor_dir
+        return [
+            f"data: {_describe(cfg.data, self.source)}: {train:,} training sentences (at most {datamodule.max_length} "
+            f"tokens), {held_out:,} held out; scored on {len(self.sts_pairs):,} STS-B dev pairs",
+            f"predecessor: {named}, {self.layers} layers, {self.predecessor.get_embedding_dimension()}-dimensional "
+            "vectors (its pooling kept)",
+            f"training: {steps} optimizer steps of {datamodule.batch_size} sentences{each_process(world_size)} "
+            f"({seen:,} sentences, {seen / max(train, 1):.1f} passes)",
+        ]
+
+    def method_inputs(self, optimizer: dict[str, Any]) -> MethodInputs:
+        settings = self.settings
+        return MethodInputs(
+            self.predecessor_dir, None, settings.theseus, optimizer, settings.schedule, self.cfg.replacement.kind,
+            self.cfg.seed, sentence_head=self.head,
+        )  # fmt: skip
+
+    def record(
+        self,
+        trainer: pl.Trainer | None,
+        method: Method,
+        resumed_from: str | None,
+        evaluation: dict[str, Any],
+        hardware: Hardware,
+        link: WandbLink | None,
+    ) -> EmbeddingResults:
+        """The best checkpoint on the held-out cosine (where one was chosen) saved as a sentence-transformers folder
+        and scored as users will load it, beside the predecessor."""
+        from sentence_transformers import SentenceTransformer
+
+        from theseus_pl.core.embeddings import fidelity, sts_spearman, with_encoder
+
+        cfg, datamodule = self.cfg, self.datamodule
+        best_step = None
+        callback = trainer.checkpoint_callback if trainer is not None else None
+        if callback is not None and getattr(callback, "best_model_path", "") and method.module is not None:
+            checkpoint = torch.load(callback.best_model_path, map_location="cpu", weights_only=False)
+            method.module.load_state_dict(checkpoint["state_dict"])
+            best_step = checkpoint["global_step"]
+        compact = method.successor()
+        assert isinstance(compact, SentenceObjective)  # every method of this kind gives one
+        successor_dir = self.output_dir / "successor"
+        with_encoder(self.predecessor, compact.encoder).save(str(successor_dir))
+        self.successor = successor = SentenceTransformer(str(successor_dir), device="cpu").eval()  # what users load
+        pairs = self.sts_pairs
+        sentences1, sentences2, scores = pairs["sentence1"], pairs["sentence2"], pairs["label"]
+        close = fidelity(successor, self.predecessor, datamodule.texts["validation"])
+        steps = trainer.global_step if trainer is not None else 0
+        init = cfg.theseus.init
+        return EmbeddingResults(
+            method=method.name,
+            settings={"optimizer.lr": cfg.optimizer.lr, "trainer.max_steps": cfg.trainer.max_steps,
+                      "theseus.successor_layers": cfg.theseus.successor_layers, "theseus.init": init,
+                      "data.max_sentences": cfg.data.max_sentences, "seed": cfg.seed},
+            predecessor=_side(self.predecessor, self.predecessor_dir,
+                              sts_spearman(self.predecessor, sentences1, sentences2, scores)),
+            successor=_side(successor, str(successor_dir), sts_spearman(successor, sentences1, sentences2, scores),
+                            **close),
+            kept_layers=successor_source_layers(self.layers, cfg.theseus.successor_layers, init),
+            base_model=hub_id(cfg.model),
+            data=EmbeddingData(
+                source=_describe(cfg.data, self.source), train_sentences=len(datamodule.texts["train"]),
+                held_out_sentences=len(datamodule.texts["validation"]), max_length=datamodule.max_length,
+                sts_pairs=len(sentences1),
+                train_sentences_seen=steps * rows_per_step(cfg, trainer.world_size if trainer else 1),
+            ),
+            steps=steps,
+            best_step=best_step,
+            resumed_from=resumed_from,
+            schedule=method.schedule.describe() if method.schedule else None,
+            seed=cfg.seed,
+            hardware=hardware,
+            wandb=link,
+        )  # fmt: skip
+
+    def optional_steps(self, results: RunRecord) -> list[tuple[str, Callable[[], object]]]:
+        assert isinstance(results, EmbeddingResults)
+        steps: list[tuple[str, Callable[[], object]]] = []
+
+        def speed() -> None:
+            from theseus_pl.core.embeddings import sentence_speed
+
+            sentences = [*self.sts_pairs["sentence1"], *self.sts_pairs["sentence2"]]
+            results.speed = sentence_speed(self.predecessor, self.successor, sentences, self.cfg.benchmark.batch_size,
+                                           self.cfg.benchmark.repeats)  # fmt: skip
+
+        if self.cfg.benchmark.repeats:
+            steps.append(("speed", speed))
+        steps.append(("model_card", lambda: write_model_card(Path(results.successor.dir), results)))
+        return steps
+
+    def publish(self, experiment: Any, results: RunRecord, results_path: Path) -> None:
+        assert isinstance(results, EmbeddingResults)
+        files = {"results.json": results_path, "config.yaml": self.output_dir / ".hydra" / "config.yaml",
+                 "model_card.md": Path(results.successor.dir) / "README.md"}  # fmt: skip
+        publish_embedding_model(experiment, results, files)
+
+
+def _source(data: DictConfig) -> Source:
+    return GlueDirSource(data.glue_dir) if data.get("glue_dir") else HubSource(data.hub_dataset)
+
+
+def _describe(data: DictConfig, source: Source) -> str:
+    where = "the classic GLUE files" if isinstance(source, GlueDirSource) else data.hub_dataset
+    return f"the training sentences of {', '.join(data.train_tasks)} (GLUE, from {where}; their labels unused)"
+
+
+def _side(
+    model: Any, directory: str, sts: float, mse: float | None = None, cosine: float | None = None
+) -> EmbeddingSide:
+    from theseus_pl.core.embeddings import embedding_encoder
+
+    encoder = embedding_encoder(model)
+    return EmbeddingSide(
+        dir=directory, layers=encoder.config.num_hidden_layers, params=sum(p.numel() for p in model.parameters()),
+        dimensions=model.get_embedding_dimension(), sts=sts, mse=mse, cosine=cosine,
+    )  # fmt: skip
+
+
+def _model_fingerprint(folder: str) -> str:
+    """The predecessor's weights by content (a copy elsewhere keeps its cached vectors), or its hub id."""
+    path = Path(folder)
+    weights = sorted(path.rglob("*.safetensors")) + sorted(path.rglob("*.bin")) if path.is_dir() else []
+    return ",".join(content_digest(file) for file in weights) or folder

@@ -1,0 +1,81 @@
+"""A sentence-embedding model as something that trains: an encoder, the predecessor's pooling (and normalisation)
+after it, and the loss of sentence-transformers' distillation recipe, the mean squared error to the teacher's
+sentence vectors.
+
+The teacher's vectors come in as ``labels`` (one vector per sentence, computed once by the whole predecessor): the
+all-predecessor path of a Theseus model is that same predecessor, so its vectors are the soft targets the paper's
+method would compute batch by batch, made once. The output has ``loss`` and ``logits`` (the sentence vectors), as a
+Hugging Face model's has, so the same Lightning modules train a sentence-embedding student, a truncated one or a
+Theseus one, as they train a classifier.
+
+The head is whatever follows the sentence-transformers ``Transformer`` module (``Pooling``, ``Normalize``, a
+``Dense``): called as sentence-transformers calls it, on the features dict, so the vectors are the ones
+``SentenceTransformer.encode`` returns. It never trains: a successor keeps its predecessor's pooling.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PreTrainedModel
+from transformers.utils import ModelOutput
+
+from theseus_pl.core.replacing import TheseusModel
+
+
+@dataclass
+class SentenceOutput(ModelOutput):
+    """The sentence vectors (``logits``, as the Lightning modules call a model's outputs) and, given the teacher's,
+    the mean squared error to them (``loss``)."""
+
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+
+
+def sentence_output(
+    head: nn.Module, token_states: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor | None
+) -> SentenceOutput:
+    """The head's sentence vectors from the encoder's last hidden states; the loss where ``labels`` (the teacher's
+    vectors) are given: the mean over sentences and dimensions of the squared difference, sentence-transformers'
+    ``MSELoss``."""
+    features = head({"token_embeddings": token_states, "attention_mask": attention_mask})
+    vectors = features["sentence_embedding"]
+    loss = F.mse_loss(vectors.float(), labels.float()) if labels is not None else None
+    return SentenceOutput(loss=loss, logits=vectors)
+
+
+class SentenceObjective(nn.Module):
+    """A plain encoder (the truncated student, or the compact successor) with the predecessor's head after it."""
+
+    def __init__(self, encoder: PreTrainedModel, head: nn.Module) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.head = head.requires_grad_(False)
+
+    def forward(self, labels: torch.Tensor | None = None, **inputs: Any) -> SentenceOutput:
+        states = self.encoder(**inputs).last_hidden_state
+        return sentence_output(self.head, states, inputs["attention_mask"], labels)
+
+
+class TheseusSentenceModel(TheseusModel):
+    """A :class:`~theseus_pl.core.replacing.TheseusModel` of a sentence encoder (a plain ``AutoModel``, no task head),
+    whose output is the sentence vectors of the gated model and their distance to the teacher's. The compact
+    successor is a :class:`SentenceObjective` with the same head."""
+
+    def __init__(self, predecessor: PreTrainedModel, head: nn.Module, *args: Any, **kwargs: Any) -> None:
+        super().__init__(predecessor, *args, **kwargs)
+        self.head = head.requires_grad_(False)
+
+    def forward(self, gate: Any = None, labels: torch.Tensor | None = None, **inputs: Any) -> Any:
+        output = super().forward(gate, **inputs)
+        head = self._modules.get("head")
+        if head is None:  # TheseusModel's own shape check runs before the head is attached: the encoder alone
+            return output
+        return sentence_output(head, output.last_hidden_state, inputs["attention_mask"], labels)
+
+    def to_compact_model(self) -> SentenceObjective:  # type: ignore[override]
+        return SentenceObjective(super().to_compact_model(), self.head)

@@ -1,0 +1,136 @@
+"""Sentences for a sentence-embedding run: unlabelled English sentences from GLUE training sets, each paired with its
+teacher's sentence vector, the target the student learns (sentence-transformers' distillation recipe).
+
+The sentences are every text column of the named tasks' training splits, each distinct sentence once, in file order;
+a fixed draw (``split_seed``) holds some out, never trained on: they are what validation and the record's fidelity
+are measured on. No dev set's sentence is read here: STS-B dev scores the finished run.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset, Subset
+from transformers import PreTrainedTokenizerBase
+
+from theseus_pl.data.sources import Source
+from theseus_pl.data.tasks import glue_task
+from theseus_pl.data.training_order import LengthGroupedSampler, ResumableDataModule, ShuffledSampler
+
+
+def glue_sentences(source: Source, tasks: Sequence[str], split: str = "train") -> list[str]:
+    """Each distinct non-empty sentence of the tasks' ``split`` (every text column: both sentences of a pair), in
+    file order, task after task."""
+    seen: dict[str, None] = {}
+    for name in tasks:
+        task = glue_task(name)
+        rows = source.read(task, split)
+        for column in task.text_columns:
+            seen.update((text.strip(), None) for text in rows[column] if text and text.strip())
+    return list(seen)
+
+
+def held_out_split(
+    sentences: Sequence[str], held_out: int, limit: int | None, seed: int
+) -> tuple[list[str], list[str]]:
+    """(training, held-out) sentences: ``held_out`` drawn by ``seed`` first, then at most ``limit`` of the rest (None:
+    all) in the same draw's order, so a smaller budget's sentences are a prefix of a larger one's."""
+    if held_out >= len(sentences):
+        raise ValueError(
+            f"data.held_out={held_out} leaves no training sentence of the {len(sentences)} there are: hold out fewer."
+        )
+    order = list(sentences)
+    random.Random(seed).shuffle(order)
+    kept, train = order[:held_out], order[held_out:]
+    return (train[:limit] if limit is not None else train), kept
+
+
+class TokenizedSentences(Dataset):
+    """Sentences as token ids, each with its target vector once :meth:`SentenceDataModule.set_targets` gave them.
+    Held in lists and a tensor, not a ``datasets.Dataset``: adding 384 numbers a row to one costs it seconds of
+    hashing for every thousand sentences."""
+
+    def __init__(self, encoded: dict[str, list[list[int]]]) -> None:
+        self.encoded = encoded
+        self.targets: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return len(self.encoded["input_ids"])
+
+    @property
+    def lengths(self) -> list[int]:
+        return [len(ids) for ids in self.encoded["input_ids"]]
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        row: dict[str, Any] = {name: values[index] for name, values in self.encoded.items()}
+        if self.targets is not None:
+            row["labels"] = self.targets[index]
+        return row
+
+
+class SentenceDataModule(ResumableDataModule):
+    """Tokenised training and held-out sentences, with their teacher vectors as ``labels`` once
+    :meth:`set_targets` gave them; batches padded to their longest sentence, training batches of similar lengths
+    (``group_by_length``) in an order fixed by the seed, resumable mid-epoch."""
+
+    def __init__(
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        train: Sequence[str],
+        held_out: Sequence[str],
+        max_length: int = 128,
+        batch_size: int = 32,
+        eval_batch_size: int | None = None,
+        group_by_length: bool = True,
+        seed: int = 42,
+    ) -> None:
+        super().__init__()
+        self.tokenizer = tokenizer
+        self.texts = {"train": list(train), "validation": list(held_out)}
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size or batch_size
+        self.group_by_length = group_by_length
+        self.seed = seed
+        self.splits = {
+            name: TokenizedSentences(dict(tokenizer(texts, truncation=True, max_length=max_length)))
+            for name, texts in self.texts.items()
+        }
+
+    def collate(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        """Token ids padded to the batch's longest sentence; the target vectors stacked."""
+        targets = [row.pop("labels") for row in rows if "labels" in row]
+        batch = dict(self.tokenizer.pad(rows, return_tensors="pt"))
+        if targets:
+            batch["labels"] = torch.stack(targets)
+        return batch
+
+    def set_targets(self, split: str, vectors: torch.Tensor) -> None:
+        """The teacher's sentence vectors of ``split``'s sentences, in their order: the batches' ``labels``."""
+        dataset = self.splits[split]
+        if len(vectors) != len(dataset):
+            raise ValueError(f"{len(vectors)} vectors for the {len(dataset)} {split} sentences.")
+        dataset.targets = vectors.float()
+
+    def by_length(self, split: str) -> tuple[DataLoader, torch.Tensor]:
+        """``split``'s sentences longest first, in evaluation batches (little padding: what the teacher's vectors are
+        made from), and their order: row ``i`` of the loader's output is sentence ``order[i]``."""
+        dataset = self.splits[split]
+        order = torch.tensor(dataset.lengths).argsort(descending=True, stable=True)
+        loader = DataLoader(Subset(dataset, order.tolist()), batch_size=self.eval_batch_size, collate_fn=self.collate)
+        return loader, order
+
+    def train_dataloader(self) -> DataLoader:
+        train = self.splits["train"]
+        if self.group_by_length:
+            order = LengthGroupedSampler(train.lengths, self.batch_size, self.seed)
+        else:
+            order = ShuffledSampler(len(train), self.seed)
+        return DataLoader(train, batch_size=self.batch_size, collate_fn=self.collate,
+                          sampler=self.resume_order(order))  # fmt: skip
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.splits["validation"], batch_size=self.eval_batch_size, collate_fn=self.collate)
