@@ -17,12 +17,13 @@ from sklearn.metrics import accuracy_score
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from theseus_pl.app.checks.refused import RunRefused
-from theseus_pl.app.config.resolvers import is_language_model_run
+from theseus_pl.app.config.kinds import EMBEDDING_MODEL
+from theseus_pl.app.config.resolvers import is_language_model_run, run_kind_name
 from theseus_pl.app.methods.schedules import build_schedule
 from theseus_pl.app.results.reading import read_results
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.run.stages import run_hardware
-from theseus_pl.data.tasks import glue_task
+from theseus_pl.data.tasks import glue_task, is_glue_task
 from theseus_pl.data.text_corpus import text_source
 
 CONF = Path(__file__).parents[2] / "conf"
@@ -43,6 +44,9 @@ def test_every_experiment_composes_and_instantiates(experiment, tiny_tokenizer, 
         offline = "speeches of the 2012 US party conventions"  # the 1.7B experiment reads WikiText from the hub
         text = "the 'text' column of Salesforce/wikitext" if experiment == "smollm2_1b7_curriculum" else offline
         assert text_source(cfg.data).describe().startswith(text)
+    elif run_kind_name(cfg) == EMBEDDING_MODEL:  # a sentence model on sentences (tests/app/test_embedding_runs.py)
+        assert cfg.method.name.startswith("embedding_") and cfg.data.train_tasks
+        assert all(is_glue_task(task) for task in cfg.data.train_tasks)
     else:
         datamodule = instantiate(cfg.data, tokenizer=tiny_tokenizer)
         expected = "rotten_tomatoes" if experiment == "demo" else glue_task(experiment.split("_")[0]).name

@@ -78,8 +78,8 @@ def test_every_experiment_names_its_run_folder(experiment):
     with initialize_config_module("theseus_pl.conf", version_base="1.3"):
         cfg = compose("train", overrides=[f"+experiment={experiment}"], return_hydra_config=True)
     folder = OmegaConf.select(cfg, "hydra.run.dir").split("/")
-    assert folder[0] == "outputs" and folder[1] == ("language_model" if experiment.startswith("smollm2") else
-                                                    cfg.data.get("task") or "rotten_tomatoes")  # fmt: skip
+    kind = cfg.data.get("kind")  # a decoder-LM or sentence-embedding run has no task: its kind names the folder
+    assert folder[0] == "outputs" and folder[1] == (kind or cfg.data.get("task") or "rotten_tomatoes")
 
 
 def test_a_theseus_run_is_timed_at_rates_spread_over_its_phases():

@@ -1,5 +1,5 @@
 """Every key of a run's composed config is read by that run (or by its checks, which refuse a value the run would
-ignore): nothing a user sets is dropped silently, for either kind of run.
+ignore): nothing a user sets is dropped silently, for every kind of run.
 
 A run of each kind is made with its experiment's config while every read of the config is recorded: a value looked
 up (``cfg.data.window``, ``cfg.get(...)``, ``OmegaConf.select``, as the checks' rules do), a group turned into a
@@ -20,10 +20,12 @@ from contextlib import contextmanager
 import pytest
 from app_runs import compose_config, tiny_run_overrides
 from decoder_models import tiny_decoder, tiny_documents, tiny_lm_tokenizer
+from embedding_models import make_sentence_glue_dir, save_tiny_embedding_model
 from omegaconf import DictConfig, OmegaConf
 from test_app import EXPERIMENTS
 
-from theseus_pl.app.config.resolvers import is_language_model_run
+from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL
+from theseus_pl.app.config.resolvers import run_kind_name
 from theseus_pl.app.run.pipeline import run
 
 # Alternatives: a run reads one of them, so the others stay unread by the tiny runs here.
@@ -94,8 +96,8 @@ def unread_keys(cfg: DictConfig, read: set[str]) -> list[str]:
     ]  # fmt: skip
 
 
-def experiments_of(language_model: bool) -> list[str]:
-    return [e for e in EXPERIMENTS if is_language_model_run(compose_config(f"+experiment={e}")) == language_model]
+def experiments_of(kind: str) -> list[str]:
+    return [e for e in EXPERIMENTS if run_kind_name(compose_config(f"+experiment={e}")) == kind]
 
 
 @pytest.fixture
@@ -116,7 +118,7 @@ def language_model_overrides(tmp_path) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("experiment", experiments_of(language_model=True))
+@pytest.mark.parametrize("experiment", experiments_of(LANGUAGE_MODEL))
 def test_a_language_model_run_reads_every_setting_of_its_experiment(experiment, language_model_overrides, monkeypatch):
     cfg = compose_config(f"+experiment={experiment}", *language_model_overrides)
     with recorded_reads(monkeypatch) as read:
@@ -130,6 +132,26 @@ def test_a_task_model_run_reads_every_setting_of_its_experiment(experiment, tiny
                                                                   monkeypatch):  # fmt: skip
     overrides = tiny_run_overrides(tiny_base, glue_dir, tmp_path)
     cfg = compose_config(f"+experiment={experiment}", *overrides, "model.predecessor=null")
+    with recorded_reads(monkeypatch) as read:
+        run(cfg)
+    assert unread_keys(cfg, read) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("experiment", experiments_of(EMBEDDING_MODEL))
+@pytest.mark.parametrize("method", ["embedding_theseus", "embedding_mse"])
+def test_a_sentence_embedding_run_reads_every_setting_of_its_experiment(experiment, method, tmp_path, monkeypatch):
+    """Each method that trains: the schedule's settings are read by the checks even where the method replaces
+    nothing (a sweep varies methods under one schedule). (embedding_truncation trains nothing, so no Trainer builds
+    the callbacks, as for a decoder LM's ShortGPT.)"""
+    model = save_tiny_embedding_model(tmp_path / "model", normalize=True)
+    cfg = compose_config(
+        f"+experiment={experiment}", f"method={method}", f"model.base={model}",
+        f"data.glue_dir={make_sentence_glue_dir(tmp_path / 'glue')}", "data.max_sentences=40", "data.held_out=8",
+        "data.batch_size=8", "theseus.successor_layers=2", "schedule_steps=3", "trainer.max_steps=6",
+        "trainer.val_check_interval=2", "logger=csv", "benchmark.repeats=1", f"paths.cache_dir={tmp_path / 'cache'}",
+        f"paths.output_dir={tmp_path / 'run'}",
+    )  # fmt: skip
     with recorded_reads(monkeypatch) as read:
         run(cfg)
     assert unread_keys(cfg, read) == []

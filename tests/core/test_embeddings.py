@@ -2,7 +2,6 @@
 sentence-transformers folder that sentence-transformers loads as it is, and the two measures agree with independent
 computations (scipy's Spearman, the vectors' own distances)."""
 
-import copy
 import importlib
 import json
 import sys
@@ -11,11 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import FAMILY_CONFIGS, make_tiny_tokenizer
+from embedding_models import HIDDEN, LAYERS, save_tiny_bert, save_tiny_embedding_model
 from scipy.stats import spearmanr
 from sentence_transformers import SentenceTransformer
-from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
-from transformers import BertModel
+from sentence_transformers.sentence_transformer.modules import Pooling
 
 from theseus_pl.core.embeddings import (
     embedding_encoder,
@@ -28,26 +26,6 @@ from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.replacing import successor_source_layers
 
 SENTENCES = ["the cat sat on the mat", "a dog", "he said hi", "the mat is not good", "good dog", "a bad cat sat"]
-HIDDEN = FAMILY_CONFIGS["bert"].hidden_size
-LAYERS = FAMILY_CONFIGS["bert"].num_hidden_layers
-
-
-def save_tiny_bert(folder: Path) -> Path:
-    """A plain transformers folder: a tiny random 4-layer BERT encoder and its word-level tokenizer."""
-    folder.mkdir(parents=True)
-    tokenizer = make_tiny_tokenizer(folder)
-    torch.manual_seed(0)
-    BertModel(copy.deepcopy(FAMILY_CONFIGS["bert"])).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
-def save_tiny_embedding_model(folder: Path, normalize: bool = False) -> Path:
-    """The tiny BERT as a sentence-transformers model (mean pooling, normalised vectors where asked), saved."""
-    bert = save_tiny_bert(folder.parent / f"{folder.name}-bert")
-    modules = [Transformer(str(bert)), Pooling(HIDDEN, "mean"), *([Normalize()] if normalize else [])]
-    SentenceTransformer(modules=modules, device="cpu").save(str(folder))
-    return folder
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,132 @@
+"""A sentence-embedding run end to end on a tiny sentence-transformers model: every method writes a folder that
+sentence-transformers loads and encodes with as it encodes with the predecessor, the scores are sentence-transformers'
+own, and what the kind cannot use is refused before compute."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from app_runs import compose_config
+from embedding_models import HIDDEN, LAYERS, make_sentence_glue_dir, save_tiny_embedding_model
+from scipy.stats import spearmanr
+from sentence_transformers import SentenceTransformer
+
+from theseus_pl.app.checks.refused import RunRefused
+from theseus_pl.app.results.reading import read_run
+from theseus_pl.app.run.pipeline import plan, run
+from theseus_pl.data.sources import GlueDirSource
+from theseus_pl.data.tasks import glue_task
+
+
+@pytest.fixture(scope="module")
+def sentence_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A tiny sentence-transformers model with normalised vectors, and a GLUE folder of sentences for it."""
+    root = tmp_path_factory.mktemp("embedding_run")
+    return save_tiny_embedding_model(root / "model", normalize=True), make_sentence_glue_dir(root / "glue")
+
+
+def _overrides(sentence_files: tuple[Path, Path], tmp_path: Path, *more: str) -> list[str]:
+    model, glue = sentence_files
+    return [
+        "+experiment=minilm_embedding_quick", f"model.base={model}", "model.hub_id=null", f"data.glue_dir={glue}",
+        "data.max_sentences=null", "data.held_out=8", "data.batch_size=8", "theseus.successor_layers=2",
+        "theseus.init=every_other", "schedule_steps=3", "trainer.max_steps=6", "trainer.val_check_interval=2",
+        "logger=csv", "benchmark.repeats=1", "optimizer.lr=1e-3", f"paths.cache_dir={tmp_path / 'cache'}",
+        f"paths.output_dir={tmp_path / 'run'}", *more,
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("method", "steps"), [("embedding_theseus", 6), ("embedding_mse", 6), ("embedding_truncation", 0)]
+)
+def test_every_method_writes_a_folder_sentence_transformers_loads_as_it_loads_the_predecessor(
+    sentence_files, tmp_path, method, steps
+):
+    results = run(compose_config(*_overrides(sentence_files, tmp_path, f"method={method}")))
+    written = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert written["kind"] == "embedding_model" and read_run(tmp_path / "run" / "results.json") == results
+    assert written["steps"] == steps and written["data"]["train_sentences_seen"] == steps * 8
+    assert (written["predecessor"]["layers"], written["successor"]["layers"]) == (LAYERS, 2)
+    assert written["kept_layers"] == [0, 2]
+    assert written["predecessor"]["dimensions"] == written["successor"]["dimensions"] == HIDDEN
+    assert set(written["speed"]) >= {"batch1_speedup", "batch32_speedup"}
+
+    successor = SentenceTransformer(str(tmp_path / "run" / "successor"), device="cpu")  # sentence-transformers alone
+    predecessor = SentenceTransformer(str(sentence_files[0]), device="cpu")
+    assert [type(module).__name__ for module in successor] == [type(module).__name__ for module in predecessor]
+    vectors = successor.encode(["the cat sat", "a dog said hi"], convert_to_tensor=True)
+    assert vectors.shape == (2, HIDDEN)
+    assert torch.allclose(vectors.norm(dim=-1), torch.ones(2), atol=1e-5)  # normalised, as the predecessor's are
+    assert successor[0].auto_model.config.num_hidden_layers == 2
+
+
+def test_the_scores_are_the_spearman_of_cosines_and_the_fidelity_the_vectors_own(sentence_files, tmp_path):
+    """STS-B dev as SciPy computes it from sentence-transformers' own vectors; the fidelity from the held-out
+    sentences' vectors of both models."""
+    results = run(compose_config(*_overrides(sentence_files, tmp_path, "method=embedding_truncation")))
+    dev = GlueDirSource(sentence_files[1]).read(glue_task("STS-B"), "validation")
+    for side in (results.predecessor, results.successor):
+        model = SentenceTransformer(side.dir, device="cpu")
+        first, second = (model.encode(dev[column], convert_to_tensor=True) for column in ("sentence1", "sentence2"))
+        cosines = F.cosine_similarity(first, second, dim=-1)
+        assert side.sts == pytest.approx(100 * spearmanr(cosines.numpy(), dev["label"]).statistic, abs=1e-6)
+    assert results.data.sts_pairs == 12 and 0 < results.successor.cosine < 1 and results.successor.mse > 0
+
+
+def test_check_names_the_kind_the_loss_and_the_sentences(sentence_files, tmp_path):
+    lines = plan(compose_config(*_overrides(sentence_files, tmp_path, "check_steps=0")))
+    assert lines[0].startswith("kind: sentence-embedding model")
+    assert re.fullmatch(r"data: the training sentences of STS-B, CoLA \(GLUE, from the classic GLUE files; their "
+                        r"labels unused\): \d+ training sentences \(at most 128 tokens\), 8 held out; scored on 12 "
+                        r"STS-B dev pairs", lines[1])  # fmt: skip
+    assert "loss: the MSE to the predecessor's sentence vectors (no soft targets)" in lines
+    assert not (tmp_path / "run").exists()
+
+
+def test_held_out_and_dev_sentences_are_never_trained_on(sentence_files, tmp_path):
+    from theseus_pl.app.run.pipeline import run_kind
+
+    cfg = compose_config(*_overrides(sentence_files, tmp_path))
+    from theseus_pl.app.checks.settings import checked_settings
+
+    kind = run_kind(cfg, checked_settings(cfg))
+    kind.check()
+    kind.prepare_data()
+    train, held_out = set(kind.datamodule.texts["train"]), set(kind.datamodule.texts["validation"])
+    dev = GlueDirSource(sentence_files[1]).read(glue_task("STS-B"), "validation")
+    assert len(held_out) == 8 and not train & held_out
+    assert not train & {*dev["sentence1"], *dev["sentence2"]}
+
+
+def test_a_predecessor_folder_without_pooling_is_refused_in_one_line(sentence_files, tmp_path):
+    plain = tmp_path / "plain"
+    SentenceTransformer(str(sentence_files[0]), device="cpu")[0].auto_model.save_pretrained(plain)
+    with pytest.raises(RunRefused) as refused:
+        run(compose_config(*_overrides(sentence_files, tmp_path, f"model.base={plain}")))
+    assert len(refused.value.problems) == 1
+    assert re.fullmatch(r"model: path_or_id='[^']+' is no sentence-transformers model: it has no modules\.json[^\n]+",
+                        refused.value.problems[0])  # fmt: skip
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("override", "refusal"),
+    [
+        ("method=layerdrop", "method=layerdrop does not compress sentence-embedding models; on one use"),
+        ("method=kd", "method.alpha=0.5 weighs a KL to soft targets in; a sentence-embedding run has no classes"),
+        ("method=theseus_kd", "method.alpha=0.5 weighs a KL to soft targets in; a sentence-embedding run has no"),
+        ("theseus.init=block_influence", "theseus.init=block_influence measures layers on language-model windows"),
+        ("deploy.onnx=true", "deploy.onnx=true: the successor ships as a sentence-transformers folder"),
+        ("finetune.epochs=2", "finetune.epochs=2: the predecessor is compressed as given"),
+        ("data.train_tasks=[MRPC]", "data: "),
+        ("theseus.successor_layers=4", "theseus.successor_layers=4 must be between 1 and 3"),
+    ],
+)  # fmt: skip
+def test_what_the_kind_cannot_use_is_refused_before_compute(sentence_files, tmp_path, override, refusal):
+    with pytest.raises(RunRefused) as refused:
+        run(compose_config(*_overrides(sentence_files, tmp_path, override)))
+    assert any(problem.startswith(refusal) for problem in refused.value.problems), refused.value.problems
+    assert not (tmp_path / "run").exists()
