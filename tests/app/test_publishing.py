@@ -244,7 +244,7 @@ def test_a_run_of_a_kind_with_no_card_writer_is_refused_in_one_line(tmp_path, mo
     problems = refusal([str(run_dir), "--repo-id", REPO, "--dry-run"], capsys)
     assert problems == [
         f"{run_dir} is a run of kind 'sentence_embedding'; the model card knows runs of kind 'task_model', "
-        "'language_model' only."
+        "'language_model', 'embedding_model' only."
     ]
 
 
