@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from theseus_pl.app.results.envelope import RunRecord, write_results
+from theseus_pl.app.results.embedding_model import EmbeddingData, EmbeddingResults, EmbeddingSide
+from theseus_pl.app.results.envelope import Hardware, RunRecord, write_results
 from theseus_pl.app.results.reading import KINDS
 from theseus_pl.app.results.task_model import (
     DataFacts,
@@ -79,7 +80,37 @@ def a_run(
     return replace(record, **changes)
 
 
-def plant(folder: Path, record: RunResults) -> Path:
+def an_embedding_run(
+    method: str = "embedding_theseus", successor_sts: float = 78.5, **changes: Any
+) -> EmbeddingResults:
+    """A 6 -> 3 layer sentence-embedding run (all-MiniLM-L6-v2's top layers kept), timed on a quiet machine, every
+    field set; ``changes`` replace top-level fields."""
+    record = EmbeddingResults(
+        method=method,
+        settings={"optimizer.lr": 1e-4, "trainer.max_steps": 500, "theseus.successor_layers": 3, "seed": 1},
+        predecessor=EmbeddingSide(dir="/runs/cache/hub/all-MiniLM-L6-v2", layers=6, params=22_713_216, dimensions=384,
+                                  sts=82.0),
+        successor=EmbeddingSide(dir="/runs/run/successor", layers=3, params=17_390_208, dimensions=384,
+                                sts=successor_sts, mse=0.000123, cosine=0.9712),
+        kept_layers=[3, 4, 5],
+        base_model="sentence-transformers/all-MiniLM-L6-v2",
+        data=EmbeddingData(source="the training sentences of STS-B, CoLA (GLUE, from the classic GLUE files; their "
+                           "labels unused)", train_sentences=7500, held_out_sentences=500, max_length=128,
+                           sts_pairs=1500, train_sentences_seen=16_000),
+        steps=500,
+        best_step=400,
+        schedule="CurriculumSchedule(b=0.3, k=0.0035)",
+        speed={"predecessor_batch1": 95.0, "successor_batch1": 180.5, "batch1_speedup": 1.9,
+               "predecessor_batch32": 410.0, "successor_batch32": 795.4, "batch32_speedup": 1.94, "other_cores": 0.05},
+        seed=1,
+        hardware=Hardware(precision="32-true", precision_requested="auto", accelerator="cpu",
+                          cpu="AMD EPYC 7B13 64-Core Processor", cpu_flags=["avx2"]),
+        wall_seconds=300.0,
+    )  # fmt: skip
+    return replace(record, **changes)
+
+
+def plant(folder: Path, record: RunRecord) -> Path:
     """``folder/results.json`` holding ``record``, as a finished run leaves it."""
     folder.mkdir(parents=True, exist_ok=True)
     return write_results(folder / "results.json", record)

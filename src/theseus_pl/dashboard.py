@@ -6,9 +6,11 @@
 The workspace has four sections: the dev score and loss over steps by method; the replacing rate p, the modules
 replaced per batch and the phase switch; successor score against speed-up (by method, and by shape in parallel
 coordinates, with every run's score_vs_speedup row); the compression cards. Its run table lists each run's method,
-scores, speed-up and best step, best successor first. --group keeps one sweep's runs (a multirun's W&B group is its
-folder's name); --sweep SWEEP_DIR takes the group from the sweep's results.json files and adds the settings the sweep
-varied as columns. Without --view-url each save creates a new view (its URL is printed); with it, that view is updated.
+scores, speed-up and best step, best successor first. Decoder-LM and sentence-embedding runs get sections of their
+own: those of the kinds the --sweep's runs are, or of every kind without --sweep. --group keeps one sweep's runs (a
+multirun's W&B group is its folder's name); --sweep SWEEP_DIR takes the group from the sweep's results.json files and
+adds the settings the sweep varied as columns. Without --view-url each save creates a new view (its URL is printed);
+with it, that view is updated.
 
 --report SWEEP_DIR writes a W&B report instead: the protocol's table and best settings (as python -m theseus_pl.report
 computes them) and the sweep's training and score-against-speed-up plots.
@@ -22,11 +24,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from theseus_pl.app.config.kinds import LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.config.side_commands import command_parser
-from theseus_pl.app.report.tables import find_records
+from theseus_pl.app.report.tables import REPORTED, find_records
 from theseus_pl.app.results.envelope import UnknownKind
-from theseus_pl.app.tracking.dashboard import describe, sweep_groups, sweep_report, swept_settings, workspace
+from theseus_pl.app.tracking.dashboard import (
+    check_kinds,
+    describe,
+    sweep_groups,
+    sweep_report,
+    swept_settings,
+    workspace,
+)
 from theseus_pl.app.tracking.loggers import wandb_mode
 
 
@@ -59,12 +67,16 @@ def main(argv: Sequence[str] | None = None) -> Any:
         except UnknownKind as error:  # a kind the report has no tables for
             parser.error(str(error))
     else:
+        kinds = sorted({run.kind for run in runs}) or list(REPORTED)  # no runs given: sections for every kind
+        try:
+            check_kinds(kinds)
+        except UnknownKind as error:  # a kind the workspace has no sections for
+            parser.error(str(error))
         groups = sweep_groups(runs)
         if args.group is None and len(groups) > 1:
             parser.error(f"the runs under {args.sweep} logged to several W&B groups ({', '.join(groups)}): pick one "
                          "with --group.")  # fmt: skip
         group = args.group or next(iter(groups), None)
-        kinds = sorted({run.kind for run in runs}, reverse=True) or [TASK_MODEL, LANGUAGE_MODEL]  # task first
         item = workspace(args.entity, args.project, args.name, group, swept_settings(runs) if runs else (), kinds)
 
     online = wandb_mode() == "online"

@@ -6,12 +6,12 @@ from dataclasses import replace
 import pytest
 import wandb_workspaces.reports.v2 as wr
 import wandb_workspaces.workspaces as ws
-from results_records import V2_LANGUAGE_MODEL, a_run, plant
+from results_records import V2_LANGUAGE_MODEL, a_run, an_embedding_run, plant, plant_new_kind
 
 from theseus_pl import dashboard
-from theseus_pl.app.config.kinds import LANGUAGE_MODEL
+from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.report.tables import find_runs
-from theseus_pl.app.results.envelope import WandbLink, write_results
+from theseus_pl.app.results.envelope import UnknownKind, WandbLink, write_results
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.tracking.dashboard import sweep_report, workspace
 
@@ -190,3 +190,56 @@ def test_the_sweep_report_of_decoder_lm_runs_holds_the_lm_table_and_their_plots(
     assert "shortgpt_healed" in table and "lm_theseus_curriculum" in table
     titles = {panel.title for block in report.blocks if isinstance(block, wr.PanelGrid) for panel in block.panels}
     assert {"Held-out perplexity by method", "Successor perplexity against decode speed-up"} <= titles
+
+
+def planted_embedding_sweep(folder, group="emb_2026"):
+    """Two sentence-embedding methods x two seeds, each logged to W&B in ``group``."""
+    for method, sts in (("embedding_theseus", 78.0), ("embedding_truncation", 70.0)):
+        for seed in (1, 2):
+            link = WandbLink(id=f"{method}{seed}", name=method, group=group, url=None, dir="wandb")
+            record = an_embedding_run(method, sts + seed, seed=seed, wandb=link, settings={"seed": seed})
+            plant(folder / f"{method}-{seed}", record)
+    return folder
+
+
+def test_sentence_embedding_runs_get_workspace_sections_and_a_report_table_of_their_own(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    sweep = planted_embedding_sweep(tmp_path / "emb_2026")
+    view = dashboard.main(["--entity", "team", "--project", "proj", "--sweep", str(sweep), "--dry-run"])
+    sections = {section.name: panels_of(section) for section in view.sections}
+    assert list(sections) == ["Sentence embeddings: held-out cosine to the teacher during training", "Replacing",
+                              "Sentence embeddings: STS-B against speed-up"]  # fmt: skip
+    cosine = sections["Sentence embeddings: held-out cosine to the teacher during training"][
+        ("LinePlot", "Held-out cosine to the teacher by method")
+    ]
+    assert (cosine.x, cosine.y, cosine.groupby) == ("trainer/global_step", ["val/cosine"], "JobType")
+    scatter = sections["Sentence embeddings: STS-B against speed-up"][
+        ("ScatterPlot", "Successor STS-B against batch-1 speed-up")
+    ]
+    summary = an_embedding_run().summary()  # the keys the run's summary writes
+    assert scatter.x.name in summary and scatter.y.name in summary
+    pinned = view.runset_settings.pinned_columns
+    assert {column.removeprefix("summary:") for column in pinned if column.startswith("summary:")} <= set(summary)
+    (order,) = view.runset_settings.order
+    assert (order.item.name, order.ascending) == ("final/successor_sts", False)  # the best STS-B first
+    report = dashboard.main(["--entity", "team", "--project", "proj", "--report", str(sweep), "--dry-run"])
+    (table,) = [block.text for block in report.blocks if isinstance(block, wr.MarkdownBlock)]
+    assert table.splitlines()[0].startswith("| method | seed | steps | layers | STS-B predecessor | STS-B successor |")
+    assert "| embedding_truncation | 2 | 500 | 3 | 82.00 | 72.00 |" in table
+    titles = {panel.title for block in report.blocks if isinstance(block, wr.PanelGrid) for panel in block.panels}
+    assert {"Held-out cosine to the teacher by method", "Successor STS-B by method"} <= titles
+    every = workspace("team", "proj", kinds=(TASK_MODEL, LANGUAGE_MODEL, EMBEDDING_MODEL))
+    assert [section.name for section in every.sections].count("Replacing") == 1  # one serves every kind
+
+
+def test_a_kind_the_workspace_has_no_sections_for_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    refusal = (
+        "The dashboard has no sections for runs of kind 'sentence_embedding'; it knows runs of kind 'task_model', "
+        "'language_model', 'embedding_model' only."
+    )
+    with pytest.raises(UnknownKind, match="^" + refusal + "$"):
+        workspace("team", "proj", kinds=(TASK_MODEL, "sentence_embedding"))
+    plant_new_kind(tmp_path / "runs" / "new", monkeypatch)  # a kind the reader of files knows and no reader of records
+    with pytest.raises(SystemExit) as stopped:
+        dashboard.main(["--entity", "e", "--project", "p", "--sweep", str(tmp_path / "runs"), "--dry-run"])
+    assert stopped.value.code == 2 and capsys.readouterr().err.splitlines()[-1].endswith(refusal)

@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 from app_runs import compose_config
 from huggingface_hub import ModelCard
-from results_records import V1_RESULTS, V2_LANGUAGE_MODEL, a_run
+from results_records import V1_RESULTS, V2_LANGUAGE_MODEL, a_run, an_embedding_run
 
 from theseus_pl.app.results.reading import read_results, read_run
 from theseus_pl.app.results.task_model import DataFacts, LayerCounts, ParamCounts
@@ -158,3 +158,39 @@ def test_a_decoder_lm_card_gives_each_gguf_file_its_llama_cpp_perplexity_and_lea
     assert summary["final/gguf_q8_0_llama_cpp_successor_perplexity"] == 32.5
     assert "final/gguf_q8_0_llama_cpp_decode_speedup" not in summary  # busy: not the model's speed-up
     assert summary["final/gguf_f16_llama_cpp_decode_speedup"] == 1.71
+
+
+def test_the_card_of_a_sentence_embedding_run_says_what_a_user_of_it_needs():
+    card = parsed(an_embedding_run())
+    assert card.data.pipeline_tag == "sentence-similarity" and card.data.library_name == "sentence-transformers"
+    assert card.data.base_model == "sentence-transformers/all-MiniLM-L6-v2" and card.data.metrics == ["spearmanr"]
+    assert {"sentence-transformers", "sentence-similarity", "feature-extraction", "theseus_pl"} <= set(card.data.tags)
+    text = card.text
+    assert "The teacher (predecessor) is `sentence-transformers/all-MiniLM-L6-v2`: 6 layers, 384-dimensional" in text
+    assert "successor started as the teacher's layers 3, 4, 5 (counting from 0)" in text
+    assert "trained for 500 steps (16,000 sentences seen)" in text and "step 400's" in text
+    assert "| STS-B dev Spearman (x100) | 82.00 | 78.50 |" in text
+    assert "keeps 95.7% of the teacher's STS-B score" in text  # 78.5 / 82
+    assert "| mean squared error to the teacher's vectors | | 1.23e-04 |" in text
+    assert "| mean cosine to the teacher's vectors | | 0.9712 |" in text
+    assert "| layers | 6 | 3 |" in text and "| parameters | 22,713,216 | 17,390,208 |" in text
+    assert "in PyTorch on AMD EPYC 7B13 64-Core Processor" in text
+    assert "one sentence at a time: 1.90x (180 sentences per second against 95)" in text
+    assert "in batches of 32: 1.94x (795 sentences per second against 410)" in text
+    assert 'model = SentenceTransformer("<this folder or its hub id>")\n' in text and "model.encode([" in text
+    assert "/runs/" not in text  # the card travels with the model: no local path
+
+
+def test_an_embedding_card_leaves_out_a_busy_timing_and_says_what_it_does_not_know():
+    quiet = an_embedding_run()
+    busy = {**quiet.speed, "other_cores": 1.3}
+    results = replace(quiet, speed=busy, steps=0, best_step=None, base_model=None, kept_layers=None,
+                      method="embedding_truncation", successor=replace(quiet.successor, sts=None))  # fmt: skip
+    card = ModelCard(str(model_card(results, "org/minilm-3")))
+    assert card.data.base_model is None
+    assert "The teacher (predecessor) is a local sentence-transformers model" in card.text
+    assert "kept 1.3 cores of the machine busy, twice: the figures are not the model's and are left out" in card.text
+    assert "1.90x" not in card.text and "1.94x" not in card.text  # the busy machine's figures
+    assert "It was not trained: its layers are the teacher's as they were." in card.text
+    assert "| STS-B dev Spearman (x100) | 82.00 | n/a |" in card.text and "% of the teacher's" not in card.text
+    assert 'SentenceTransformer("org/minilm-3")' in card.text  # published: loads from its repo

@@ -10,10 +10,10 @@ import pytest
 import yaml
 from app_runs import compose_config, tiny_run_overrides
 from conftest import make_tiny_rte_glue_dir, make_tiny_tokenizer, save_tiny_base
-from huggingface_hub import constants
+from huggingface_hub import ModelCard, constants
 from huggingface_hub.errors import HTTPError
 from huggingface_hub.utils import filter_repo_objects
-from results_records import a_run, plant, plant_new_kind
+from results_records import a_run, an_embedding_run, plant, plant_new_kind
 
 from theseus_pl.app.results.reading import read_results
 from theseus_pl.app.run.pipeline import run
@@ -146,17 +146,21 @@ def test_publishing_creates_the_repo_and_uploads_the_successor_folder_alone(a_co
     assert capsys.readouterr().out.endswith(f"Published 7 files of {successor} to {url}\n")
 
 
-def test_the_published_cards_code_runs_on_the_repo_as_uploaded(a_copy, monkeypatch, tmp_path):
-    hub = RecordingHub()
-    main([str(a_copy), "--repo-id", REPO, "--token", "hf_test"], api=hub)
-    # The hub as huggingface_hub reads it offline: the uploaded files as a snapshot of the repo in its cache.
-    repo = tmp_path / "hub" / f"models--{REPO.replace('/', '--')}"
+def as_the_hub_serves_it(hub: RecordingHub, repo_id: str, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hub as huggingface_hub reads it offline: the uploaded files as a snapshot of the repo in its cache."""
+    repo = cache / f"models--{repo_id.replace('/', '--')}"
     for name, content in hub.uploaded.items():
         (repo / "snapshots" / "0" / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / "snapshots" / "0" / name).write_bytes(content)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("0")
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+
+
+def test_the_published_cards_code_runs_on_the_repo_as_uploaded(a_copy, monkeypatch, tmp_path):
+    hub = RecordingHub()
+    main([str(a_copy), "--repo-id", REPO, "--token", "hf_test"], api=hub)
+    as_the_hub_serves_it(hub, REPO, tmp_path / "hub", monkeypatch)
     pipeline_code, onnx_code = re.findall(r"```python\n(.*?)```", hub.uploaded["README.md"].decode(), re.S)
     exec(pipeline_code, {})
     namespace = {}
@@ -207,6 +211,38 @@ def test_a_pickled_successor_goes_up_whole_and_its_card_names_theseus_pl_as_its_
     assert header["library_name"] == "theseus_pl"  # transformers cannot load a pickled module
 
 
+def plant_embedding_run(folder: Path) -> Path:
+    """A finished sentence-embedding run's folder without training: its record, and a successor that is a real tiny
+    sentence-transformers folder (a 4-layer BERT, mean pooling), as the run saves it."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    folder.mkdir(parents=True)
+    encoder = Transformer(str(save_tiny_base(folder / "base", make_tiny_tokenizer(folder))))
+    modules = [encoder, Pooling(encoder.get_embedding_dimension(), "mean")]
+    SentenceTransformer(modules=modules, device="cpu").save(str(folder / "successor"))
+    record = an_embedding_run()
+    plant(folder, replace(record, successor=replace(record.successor, dir=str(folder / "successor"))))
+    return folder
+
+
+def test_a_sentence_embedding_run_goes_up_as_a_sentence_transformers_model_its_card_loads(tmp_path, monkeypatch):
+    run_dir, repo_id = plant_embedding_run(tmp_path / "run"), "org/tiny-embedding"
+    hub = RecordingHub()
+    main([str(run_dir), "--repo-id", repo_id, "--token", "hf_test"], api=hub)
+    (_, upload) = hub.calls[1]
+    assert upload["commit_message"] == "sentence embeddings, 3-layer successor (embedding_theseus), from theseus_pl"
+    assert {"modules.json", "1_Pooling/config.json", "model.safetensors", "README.md"} <= set(hub.uploaded)
+    card = ModelCard(hub.uploaded["README.md"].decode())  # the embedding card, rewritten for the repo
+    assert card.data.pipeline_tag == "sentence-similarity" and card.data.library_name == "sentence-transformers"
+    as_the_hub_serves_it(hub, repo_id, tmp_path / "hub", monkeypatch)
+    (code,) = re.findall(r"```python\n(.*?)```", card.text, re.S)
+    assert f'SentenceTransformer("{repo_id}")' in code
+    namespace = {}
+    exec(code, namespace)
+    assert namespace["embeddings"].shape == (2, 32)  # two sentences, the tiny BERT's width: its mean pooling
+
+
 @pytest.mark.parametrize(
     ("make", "given", "problem"),
     [
@@ -244,7 +280,7 @@ def test_a_run_of_a_kind_with_no_card_writer_is_refused_in_one_line(tmp_path, mo
     problems = refusal([str(run_dir), "--repo-id", REPO, "--dry-run"], capsys)
     assert problems == [
         f"{run_dir} is a run of kind 'sentence_embedding'; the model card knows runs of kind 'task_model', "
-        "'language_model' only."
+        "'language_model', 'embedding_model' only."
     ]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from results_records import a_run, plant
+from results_records import a_run, an_embedding_run, plant
 
 from theseus_pl.app.report.tables import main
 from theseus_pl.app.results.envelope import WandbLink
@@ -90,3 +90,32 @@ def test_a_dry_run_lists_the_runs_and_the_files_the_report_would_write_and_write
     assert planned["written"] == written["written"]
     assert all(str(path) in printed for path in written["written"])
     assert planned["warnings"] == written["warnings"]
+
+
+def test_sentence_embedding_runs_get_a_table_of_their_own_a_line_per_run_without_a_busy_speed(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    plant(runs / "theseus_s1", an_embedding_run())
+    plant(runs / "theseus_s2", an_embedding_run(seed=2, successor_sts=79.0))
+    busy = {**an_embedding_run().speed, "other_cores": 1.3}
+    untrained = an_embedding_run("embedding_truncation", 70.0, steps=0, best_step=None, schedule=None, speed=busy)
+    plant(runs / "truncation", untrained)
+    plant(runs / "rte", a_run())  # a task-model run beside them: its tables as well
+    report = main([str(runs), "--output", str(tmp_path / "out")])
+    table = (tmp_path / "out" / "embedding_table.md").read_text().splitlines()
+    assert table[0] == (
+        "| method | seed | steps | layers | STS-B predecessor | STS-B successor | retained % | cosine | MSE "
+        "| batch-1 speed-up | batch-32 speed-up | folder |"
+    )
+    fidelity = "0.9712 | 1.23e-04"
+    assert table[2:] == [
+        f"| embedding_theseus | 1 | 500 | 3 | 82.00 | 78.50 | 95.73 | {fidelity} | 1.90 | 1.94 | {runs}/theseus_s1 |",
+        f"| embedding_theseus | 2 | 500 | 3 | 82.00 | 79.00 | 96.34 | {fidelity} | 1.90 | 1.94 | {runs}/theseus_s2 |",
+        f"| embedding_truncation | 1 | 0 | 3 | 82.00 | 70.00 | 85.37 | {fidelity} |  |  | {runs}/truncation |",
+    ]  # the busy machine's speed-ups left out
+    assert (tmp_path / "out" / "embedding_table.csv").is_file() and (tmp_path / "out" / "table.md").is_file()
+    assert report["warnings"] == [
+        "1 sentence-embedding run(s) timed their speed while other processes kept the machine busy: their speed-ups "
+        f"are left out of the table ({runs}/truncation)."
+    ]
+    printed = capsys.readouterr().out
+    assert "| embedding_truncation |" in printed and "4 finished runs;" in printed

@@ -336,5 +336,5 @@ def test_a_run_of_a_kind_the_report_has_no_tables_for_is_refused_in_one_line(tmp
     refusal = capsys.readouterr().err.splitlines()[-1]
     assert refusal.endswith(
         f"error: {tmp_path / 'runs' / 'b'} is a run of kind 'sentence_embedding'; python -m theseus_pl.report "
-        "knows runs of kind 'task_model', 'language_model' only."
+        "knows runs of kind 'task_model', 'language_model', 'embedding_model' only."
     )

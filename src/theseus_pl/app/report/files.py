@@ -8,10 +8,11 @@ from typing import Any
 import pandas as pd
 
 PREDECESSOR = "predecessor"  # the predecessor's row in every report table, beside the methods' rows
-# Every file a report may write into its folder (which ones depends on the runs: shapes, budgets, decoder LMs).
+# Every file a report may write into its folder (which ones depends on the runs: shapes, budgets, decoder LMs,
+# sentence-embedding models).
 REPORT_FILES = (
-    *(f"{stem}.{suffix}" for stem in ("table", "best_settings", "runs", "shapes", "budget", "lm_table", "lm_runs")
-      for suffix in ("md", "csv")),
+    *(f"{stem}.{suffix}" for stem in ("table", "best_settings", "runs", "shapes", "budget", "lm_table", "lm_runs",
+                                      "embedding_table") for suffix in ("md", "csv")),
     "budget_*.png", "p_over_steps.png", "score_vs_rate.png", "perplexity_vs_layers.png", "score_vs_tokens.png",
 )  # fmt: skip
 

@@ -20,6 +20,9 @@ Reads every ``results.json`` below the folders and writes, into ``--output``:
 - ``lm_table.md``/``.csv``, ``lm_runs.md``/``.csv`` and ``perplexity_vs_layers.png``, for decoder-LM runs
   (``+experiment=smollm2_quick``, ``+sweep=lm_protocol``): per method and kept layers, held-out perplexity over
   seeds, KL and agreement with the predecessor, tokens trained and decode speed-up (``report.language_model``).
+- ``embedding_table.md``/``.csv``, for sentence-embedding runs (``+experiment=minilm_embedding_quick``): a line per
+  run, STS-B dev Spearman of both models, the share kept, cosine and MSE to the teacher's vectors and the speed-ups
+  at batch 1 and 32 (``report.embedding_model``).
 
 A folder of a half-finished Hydra multirun is reported with what finished; the jobs without results are named.
 ``--dry-run`` lists the runs found and the files the report would write, and writes none into ``--output``.
@@ -40,8 +43,10 @@ from typing import Any
 
 import pandas as pd
 
-from theseus_pl.app.config.kinds import LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.config.side_commands import command_parser
+from theseus_pl.app.report.embedding_model import STEM as EMBEDDING_STEM
+from theseus_pl.app.report.embedding_model import write_embedding_model_report
 from theseus_pl.app.report.files import PREDECESSOR, remove_stale_files, write_markdown_and_csv
 from theseus_pl.app.report.language_model import write_language_model_report
 from theseus_pl.app.report.shape_table import shape_table
@@ -51,7 +56,8 @@ from theseus_pl.app.results.task_model import RunResults
 
 log = logging.getLogger(__name__)
 REPORT = "python -m theseus_pl.report"
-REPORTED = (TASK_MODEL, LANGUAGE_MODEL)  # the kinds the report has tables for, in the order it writes them
+# The kinds the report has tables for, in the order it writes them.
+REPORTED = (TASK_MODEL, LANGUAGE_MODEL, EMBEDDING_MODEL)
 
 
 def find_runs(folders: Sequence[Path]) -> tuple[list[RunResults], list[str]]:
@@ -65,7 +71,7 @@ def find_runs(folders: Sequence[Path]) -> tuple[list[RunResults], list[str]]:
 
 
 def find_records(folders: Sequence[Path]) -> tuple[list[RunRecord], list[str]]:
-    """Every run's record, of either kind (each with its ``folder``), and the Hydra jobs that have none yet. A record
+    """Every run's record, of any kind (each with its ``folder``), and the Hydra jobs that have none yet. A record
     that cannot be read (cut short, a newer schema) is skipped with a warning naming it: the other runs are reported."""
     records = []
     for path in results_files(folders):
@@ -85,7 +91,7 @@ def find_records(folders: Sequence[Path]) -> tuple[list[RunRecord], list[str]]:
 
 
 def results_files(folders: Sequence[Path]) -> list[Path]:
-    """Every ``results.json`` below the folders, of either kind of run, but the copies in W&B run folders."""
+    """Every ``results.json`` below the folders, of any kind of run, but the copies in W&B run folders."""
     files = []
     for folder in folders:
         if not folder.is_dir():
@@ -328,7 +334,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="Warning: %(message)s")  # a run skipped, in one line
     try:
-        records, missing = find_records(args.folders)  # one pass over the runs of both kinds
+        records, missing = find_records(args.folders)  # one pass over the runs of every kind
         if not records:
             _no_results(args.folders)
     except FileNotFoundError as error:
@@ -345,9 +351,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 def write_report(records: list[RunRecord], rows: str, output: Path) -> dict[str, Any]:
-    """Every table and plot of the runs of both kinds into ``output``; prints the tables and the files written."""
+    """Every table and plot of the runs of every kind into ``output``; prints the tables and the files written."""
     parted = by_kind(records, REPORTED, REPORT)
-    runs, language_models = parted[TASK_MODEL], parted[LANGUAGE_MODEL]
+    runs, language_models, embeddings = parted[TASK_MODEL], parted[LANGUAGE_MODEL], parted[EMBEDDING_MODEL]
     output.mkdir(parents=True, exist_ok=True)
     tasks, table, warnings, written = [], {}, [], []
     if runs:
@@ -367,7 +373,11 @@ def write_report(records: list[RunRecord], rows: str, output: Path) -> dict[str,
         lm_written, lm_warnings = write_language_model_report(language_models, output)
         written, warnings = written + lm_written, warnings + lm_warnings
         print((output / "lm_table.md").read_text())
-    print(f"{len(runs) + len(language_models)} finished runs; wrote {', '.join(str(p) for p in written)}")
+    if embeddings:
+        embedding_written, embedding_warnings = write_embedding_model_report(embeddings, output)
+        written, warnings = written + embedding_written, warnings + embedding_warnings
+        print((output / f"{EMBEDDING_STEM}.md").read_text())
+    print(f"{len(records)} finished runs; wrote {', '.join(str(p) for p in written)}")
     if stale := remove_stale_files(output, written):
         print(f"Removed what an earlier report left there: {', '.join(path.name for path in stale)}")
     return {"tasks": tasks, "table": table, "warnings": warnings, "written": written}

@@ -15,6 +15,7 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 
 from theseus_pl.app.checks.language_model import gguf_deploy_problems
 from theseus_pl.app.checks.multirun import CONFIG
+from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.config.resolvers import register_resolvers
 from theseus_pl.app.results.envelope import write_results
 from theseus_pl.app.results.language_model import LanguageModelResults
@@ -30,6 +31,11 @@ from theseus_pl.deployment.record import DeploySettings
 log = logging.getLogger(__name__)
 DECODE_TOKENS = 64  # tokens each decode timing generates, in PyTorch and in llama.cpp
 GGUF_CHECK_WINDOWS = 4  # held-out windows a GGUF file's logits are checked on
+# What --gguf's refusal of a run of another kind adds, by that kind: the way its successor ships instead, if any.
+WITHOUT_GGUF = {
+    TASK_MODEL: "; deploy it to ONNX without --gguf",
+    EMBEDDING_MODEL: "; its successor is a sentence-transformers folder already",
+}
 
 
 def shipped_gguf(
@@ -99,8 +105,13 @@ def _checked_language_model_run(run_dir: Path, deploy: DeploySettings) -> tuple[
     if not (run_dir / "results.json").is_file():
         raise ValueError(f"{run_dir} has no results.json: --gguf deploys a finished decoder-LM run's folder.")
     results = read_run(run_dir / "results.json")
-    if not isinstance(results, LanguageModelResults):
-        raise ValueError(f"{run_dir} is an encoder run: --gguf writes decoder LMs; deploy it to ONNX without --gguf.")
+    if results.kind != LANGUAGE_MODEL:  # the record says its kind; each other kind is named, with its way if it has one
+        instead = WITHOUT_GGUF.get(results.kind, "")
+        raise ValueError(
+            f"{run_dir} is a run of kind {results.kind!r}: --gguf writes decoder LMs (runs of kind {LANGUAGE_MODEL!r}) "
+            f"only{instead}."
+        )
+    assert isinstance(results, LanguageModelResults)  # its kind is LanguageModelResults'
     register_resolvers()
     cfg = _run_config(run_dir)
     cfg.deploy.gguf, cfg.deploy.llama_cpp = list(deploy.gguf), deploy.llama_cpp

@@ -1,4 +1,4 @@
-"""Small pieces of text both kinds of model card write the same way."""
+"""Small pieces of text every kind of model card writes the same way."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from theseus_pl.app.config.kinds import LANGUAGE_MODEL
+from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL
 from theseus_pl.app.config.resolvers import register_resolvers
 from theseus_pl.app.results.envelope import write_results
 from theseus_pl.app.results.reading import read_run
@@ -32,6 +32,9 @@ ENCODERS = "ONNX and int8 deployment are built for encoder runs"
 SHIPPED_ELSEWHERE = {
     LANGUAGE_MODEL: f"a decoder-LM run: its successor is the causal-LM folder {{successor}} (transformers safetensors, "
     f"with its model card); {ENCODERS}. Ship it to llama.cpp as GGUF: --gguf f16 q8_0.",
+    EMBEDDING_MODEL: "a sentence-embedding run: its successor {successor} is a sentence-transformers folder already "
+    "(SentenceTransformer(path) loads it; its model card inside); ONNX export of sentence-embedding runs is not built "
+    "yet.",
 }
 
 

@@ -1,5 +1,6 @@
 """The exported successor's ``README.md``: a Hugging Face model card that can be published as it is, for each kind
-of run by its writer in :data:`CARDS` (a decoder LM's card: :mod:`~theseus_pl.app.ship.language_model_card`).
+of run by its writer in :data:`CARDS` (a decoder LM's card: :mod:`~theseus_pl.app.ship.language_model_card`; a
+sentence-embedding model's: :mod:`~theseus_pl.app.ship.embedding_model_card`).
 
 The YAML header is built by ``huggingface_hub`` (``ModelCardData`` with ``eval_results``, which it writes as the
 hub's ``model-index``), so the hub parses and displays it. Everything comes from ``results.json``; no local path
@@ -15,10 +16,11 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from theseus_pl.app.config.kinds import LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.results.envelope import RunRecord, for_kind
 from theseus_pl.app.results.task_model import RunResults
 from theseus_pl.app.ship.card_text import known, number, quoted
+from theseus_pl.app.ship.embedding_model_card import embedding_model_card
 from theseus_pl.app.ship.language_model_card import language_model_card
 from theseus_pl.deployment.record import Deployment
 
@@ -71,6 +73,7 @@ def task_model_card(results: RunResults, repo_id: str | None = None) -> ModelCar
 CARDS: dict[str, Callable[[Any, str | None], ModelCard]] = {
     TASK_MODEL: task_model_card,
     LANGUAGE_MODEL: language_model_card,
+    EMBEDDING_MODEL: embedding_model_card,
 }
 
 

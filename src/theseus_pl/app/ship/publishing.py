@@ -2,14 +2,15 @@
 
     python -m theseus_pl.publish RUN_DIR --repo-id ORG/NAME [--private] [--dry-run] [--token TOKEN]
 
-A run of either kind: an encoder compressed on a task, or a decoder LM compressed on text. Only the content of
-``RUN_DIR/successor/`` goes up: the checkpoint (or the pickled ``successor.pt``), its tokenizer, the model card
-``README.md`` and, when the run was deployed, ``onnx/``. The run's other files (checkpoints, logs,
-W&B runs, the config) describe the experiment, not the model, and name local paths. The card is written afresh from
-``results.json`` just before the upload, so that it shows the run's final numbers (a deployment redone after the
-run included) and code that loads the model from its repo. ``--dry-run`` lists every file that would go up and the
-card's metadata, and uploads nothing. The token comes from ``--token``, else from huggingface_hub (``HF_TOKEN``, or
-the one ``hf auth login`` saved).
+A run of any kind: an encoder compressed on a task, a decoder LM compressed on text, or a sentence-embedding model
+compressed to its own vectors. Only the content of ``RUN_DIR/successor/`` goes up: the checkpoint (or the pickled
+``successor.pt``; a sentence-transformers folder, its pooling included), its tokenizer, the model card ``README.md``
+and, when the run was deployed, ``onnx/``. The run's other files (checkpoints, logs, W&B runs, the config) describe
+the experiment, not the model, and name local paths. The card (its kind's) is written afresh from ``results.json``
+just before the upload, so that it shows the run's final numbers (a deployment redone after the run included) and
+code that loads the model from its repo. ``--dry-run`` lists every file that would go up and the card's metadata,
+and uploads nothing. The token comes from ``--token``, else from huggingface_hub (``HF_TOKEN``, or the one
+``hf auth login`` saved).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The project's W&B dashboard as code: a saved workspace view and, for a finished sweep, a report.
 
 Built with ``wandb-workspaces`` (W&B's own library for saved views and reports) from what every job logs (see
-:mod:`theseus_pl.app.tracking.wandb_run`): ``val/score`` (``val/perplexity`` for a decoder LM) and ``train/*`` over
+:mod:`theseus_pl.app.tracking.wandb_run`): ``val/score`` (``val/perplexity`` for a decoder LM, ``val/cosine`` to the
+teacher's vectors beside it for a sentence-embedding model) and ``train/*`` over
 ``trainer/global_step``, the ``final/*`` summary, the ``compression_card``, ``score_vs_speedup`` and
 ``generation_sample`` tables. A run's method is its W&B job type
 (:mod:`theseus_pl.app.tracking.run_identity`), so panels group by ``JobType``. The objects are built offline; only
@@ -11,14 +12,15 @@ saving them needs W&B.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import wandb_workspaces.reports.v2 as wr
 import wandb_workspaces.workspaces as ws
 
-from theseus_pl.app.config.kinds import LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.app.report.embedding_model import embedding_model_table
 from theseus_pl.app.report.files import write_markdown_and_csv
 from theseus_pl.app.report.language_model import language_model_frame, language_model_table
 from theseus_pl.app.report.tables import (
@@ -29,7 +31,7 @@ from theseus_pl.app.report.tables import (
     write_best_settings,
     write_tables,
 )
-from theseus_pl.app.results.envelope import RunRecord, by_kind
+from theseus_pl.app.results.envelope import RunRecord, UnknownKind, by_kind
 from theseus_pl.deployment.gguf_export import GGUF_TYPES
 
 STEP = "trainer/global_step"
@@ -40,6 +42,9 @@ SUMMARY_COLUMNS = [SCORE, "final/predecessor_score", "final/retained", SPEEDUP, 
 SHAPE_SETTINGS = ["theseus.successor_layers", "theseus.successor.hidden_size", "theseus.successor.intermediate_size"]
 PERPLEXITY, DECODE_SPEEDUP = "final/successor_perplexity", "final/decode_speedup"
 LM_COLUMNS = [PERPLEXITY, "final/predecessor_perplexity", "final/kl", "final/agreement", DECODE_SPEEDUP]
+STS, BATCH1_SPEEDUP = "final/successor_sts", "final/batch1_speedup"  # a sentence-embedding run's summary
+EMBEDDING_COLUMNS = [STS, "final/predecessor_sts", "final/retained", "final/cosine", BATCH1_SPEEDUP,
+                     "final/batch32_speedup"]  # fmt: skip
 
 
 def by_method(title: str, key: str) -> Any:
@@ -97,6 +102,26 @@ def language_model_tradeoff_panels() -> list[Any]:
     ]  # fmt: skip
 
 
+def embedding_panels() -> list[Any]:
+    """A sentence-embedding run's held-out cosine to its teacher's vectors (what its checkpoints are chosen on) and its
+    loss, the MSE to those vectors, over steps, one line per method."""
+    return [
+        by_method("Held-out cosine to the teacher by method", "val/cosine"),
+        by_method("Training loss by method", "train/loss"),
+    ]
+
+
+def embedding_tradeoff_panels() -> list[Any]:
+    """Where each sentence-embedding run lands: successor STS-B dev Spearman against its speed-up at batch 1 (left out
+    of the summary where the machine was busy), and by method."""
+    return [
+        wr.ScatterPlot(title="Successor STS-B against batch-1 speed-up", x=wr.SummaryMetric(BATCH1_SPEEDUP),
+                       y=wr.SummaryMetric(STS)),
+        wr.BarPlot(title="Successor STS-B by method", metrics=[STS], groupby=METHOD, groupby_aggfunc="median",
+                   groupby_rangefunc="minmax"),
+    ]  # fmt: skip
+
+
 def gguf_panels() -> list[Any]:
     """The successors as GGUF files (``deploy.gguf``), a bar per type a run wrote: each file's decode speed-up over the
     predecessor's file in llama.cpp (left out of the summary where the machine was busy), its perplexity there, and
@@ -119,6 +144,15 @@ def config_column(key: str) -> str:
     return f"config:{first}.value" + (f".{rest}" if rest else "")
 
 
+def check_kinds(kinds: Iterable[str]) -> None:
+    """Refuse, in one line (:class:`~theseus_pl.app.results.envelope.UnknownKind`), a kind the workspace has no
+    sections for: a view that silently lacked a kind's runs would look like a project without them."""
+    if unknown := [kind for kind in kinds if kind not in REPORTED]:
+        known = ", ".join(repr(kind) for kind in REPORTED)
+        raise UnknownKind(f"The dashboard has no sections for runs of kind {', '.join(map(repr, unknown))}; it knows "
+                          f"runs of kind {known} only.")  # fmt: skip
+
+
 def workspace(
     entity: str,
     project: str,
@@ -132,7 +166,10 @@ def workspace(
     Task-model runs get four sections (training, replacing, score against speed-up, compression card), the best
     successor first; decoder-LM runs get theirs (held-out perplexity over steps, replacing, perplexity against decode
     speed-up and the generation sample, their GGUF files in llama.cpp), the lowest perplexity first where they are the
-    only kind."""
+    only kind; sentence-embedding runs get theirs (held-out cosine to the teacher over steps, replacing, STS-B against
+    speed-up), the best STS-B first where they are the only kind. A kind it has no sections for is refused in one line
+    (:class:`~theseus_pl.app.results.envelope.UnknownKind`) rather than given a view without them."""
+    check_kinds(kinds)
     replacing = ws.Section(name="Replacing", is_open=True, panels=replacing_panels())
     sections = []
     if TASK_MODEL in kinds:
@@ -152,12 +189,22 @@ def workspace(
                        panels=language_model_tradeoff_panels()),
             ws.Section(name="Decoder LMs: shipped as GGUF for llama.cpp", is_open=True, panels=gguf_panels()),
         ]  # fmt: skip
-    headline = (
-        ws.Ordering(ws.Summary(SCORE), ascending=False)
-        if TASK_MODEL in kinds
-        else ws.Ordering(ws.Summary(PERPLEXITY), ascending=True)
-    )
-    columns = [*(SUMMARY_COLUMNS if TASK_MODEL in kinds else []), *(LM_COLUMNS if LANGUAGE_MODEL in kinds else [])]
+    if EMBEDDING_MODEL in kinds:
+        sections += [
+            ws.Section(name="Sentence embeddings: held-out cosine to the teacher during training", is_open=True,
+                       panels=embedding_panels()),
+            *([] if TASK_MODEL in kinds or LANGUAGE_MODEL in kinds else [replacing]),
+            ws.Section(name="Sentence embeddings: STS-B against speed-up", is_open=True,
+                       panels=embedding_tradeoff_panels()),
+        ]  # fmt: skip
+    if TASK_MODEL in kinds:
+        headline = ws.Ordering(ws.Summary(SCORE), ascending=False)
+    elif LANGUAGE_MODEL in kinds:
+        headline = ws.Ordering(ws.Summary(PERPLEXITY), ascending=True)
+    else:
+        headline = ws.Ordering(ws.Summary(STS), ascending=False)
+    columns = [*(SUMMARY_COLUMNS if TASK_MODEL in kinds else []), *(LM_COLUMNS if LANGUAGE_MODEL in kinds else []),
+               *(EMBEDDING_COLUMNS if EMBEDDING_MODEL in kinds else [])]  # fmt: skip
     runs = ws.RunsetSettings(
         filters=[ws.Metric("Group") == group] if group else [],
         order=[headline],
@@ -179,12 +226,16 @@ def swept_settings(runs: Sequence[RunRecord]) -> list[str]:
 
 def sweep_report(entity: str, project: str, sweep: Path, runs: Sequence[RunRecord]) -> wr.Report:
     """The sweep's report: the tables ``python -m theseus_pl.report`` writes (the protocol's table and best settings
-    for task-model runs, the LM table for decoder-LM runs) and, where the runs logged to W&B, the plots of their
-    group."""
+    for task-model runs, the LM table for decoder-LM runs, the embedding table for sentence-embedding runs) and,
+    where the runs logged to W&B, the plots of their group."""
     parted = by_kind(runs, REPORTED, "the sweep's W&B report")
-    tasks, language_models = parted[TASK_MODEL], parted[LANGUAGE_MODEL]
+    tasks, language_models, embeddings = parted[TASK_MODEL], parted[LANGUAGE_MODEL], parted[EMBEDDING_MODEL]
     methods = sorted({run.method for run in runs})
-    on = sorted({run.task for run in tasks}) + (["language-model text"] if language_models else [])
+    on = (
+        sorted({run.task for run in tasks})
+        + (["language-model text"] if language_models else [])
+        + (["sentences (STS-B dev)"] if embeddings else [])
+    )
     blocks: list[Any] = [
         wr.P(text=f"{len(runs)} runs of the sweep {sweep.name}: {', '.join(methods)} on {', '.join(on)}. Written by "
                   "python -m theseus_pl.dashboard."),
@@ -209,6 +260,14 @@ def sweep_report(entity: str, project: str, sweep: Path, runs: Sequence[RunRecor
             wr.H2(text="Decoder LMs: held-out perplexity per method and kept layers (over seeds)"),
             wr.MarkdownBlock(text=lm_text),
         ]  # fmt: skip
+    if embeddings:
+        with tempfile.TemporaryDirectory() as folder:
+            (embedding_md, *_) = write_markdown_and_csv(embedding_model_table(embeddings), Path(folder), "table")
+            embedding_text = embedding_md.read_text()
+        blocks += [
+            wr.H2(text="Sentence embeddings: STS-B dev and fidelity to the teacher, a line per run"),
+            wr.MarkdownBlock(text=embedding_text),
+        ]  # fmt: skip
     if groups := sweep_groups(runs):
         runset = wr.Runset(entity=entity, project=project, name=sweep.name, filters=f"Group in {groups!r}")
         if tasks:
@@ -219,6 +278,9 @@ def sweep_report(entity: str, project: str, sweep: Path, runs: Sequence[RunRecor
         if language_models:
             panels = language_model_panels() + replacing_panels()[:1] + language_model_tradeoff_panels()[:2]
             blocks += [wr.H2(text="Decoder LMs"), wr.PanelGrid(runsets=[runset], panels=panels)]
+        if embeddings:
+            panels = embedding_panels() + replacing_panels()[:1] + embedding_tradeoff_panels()
+            blocks += [wr.H2(text="Sentence embeddings"), wr.PanelGrid(runsets=[runset], panels=panels)]
     return wr.Report(entity=entity, project=project, title=f"theseus_pl sweep {sweep.name}", blocks=blocks,
                      description=f"{len(runs)} runs; tables from results.json, plots from the W&B group.")  # fmt: skip
 

@@ -1,0 +1,80 @@
+"""The sentence-embedding runs' part of ``python -m theseus_pl.report``: a table of every run.
+
+A sentence-embedding run's ``results.json`` (:class:`~theseus_pl.app.results.embedding_model.EmbeddingResults`,
+``kind`` ``embedding_model``) is scored on STS-B dev for both models and on its fidelity to the teacher's vectors, so
+its table has a line per run (method, seed, steps, kept layers) with both STS-B scores, the share kept, the successor's
+mean cosine and squared error to the teacher's vectors, and its speed-up at each batch size timed. A speed-up timed
+while other processes kept the machine busy is not the model's: its cell is left empty, and a warning names the run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from theseus_pl.app.report.files import write_markdown_and_csv
+from theseus_pl.app.results.embedding_model import EmbeddingResults
+
+STEM = "embedding_table"  # embedding_table.md and embedding_table.csv
+
+
+def embedding_model_table(runs: list[EmbeddingResults]) -> pd.DataFrame:
+    """One line per run, sorted by kept layers (most first), method, steps and seed. The fidelity figures are text in
+    the precision they need (an MSE per dimension is near 1e-4, a mean cosine near 1), since the report's files give
+    numbers to two decimals."""
+    rows = []
+    for run in runs:
+        successor, speed = run.successor, run.trusted_speed or {}
+        before, after = run.predecessor.sts, successor.sts
+        rows.append({
+            "method": run.method, "seed": run.seed, "steps": run.steps, "layers": successor.layers,
+            "STS-B predecessor": _number(before), "STS-B successor": _number(after),
+            "retained %": 100 * after / before if _known(before) and _known(after) and before else float("nan"),
+            "cosine": f"{successor.cosine:.4f}" if _known(successor.cosine) else "",
+            "MSE": f"{successor.mse:.2e}" if _known(successor.mse) else "",
+            **{f"batch-{size} speed-up": speed.get(f"batch{size}_speedup", float("nan")) for size in _sizes(runs)},
+            "folder": str(run.folder or ""),
+        })  # fmt: skip
+    table = pd.DataFrame(rows)
+    return table.sort_values(
+        ["layers", "method", "steps", "seed"], ascending=[False, True, True, True], kind="stable"
+    ).reset_index(drop=True)
+
+
+def embedding_model_warnings(runs: list[EmbeddingResults]) -> list[str]:
+    """What makes the lines incomparable or a figure missing: different predecessors (or STS-B pairs), speed timed on
+    a busy machine."""
+    warnings = []
+    if len({(round(run.predecessor.sts, 6), run.data.sts_pairs) for run in runs if _known(run.predecessor.sts)}) > 1:
+        warnings.append(
+            "The sentence-embedding runs' predecessors scored differently on STS-B dev: their successors compare only "
+            "with their own predecessor (give every run the same model and data)."
+        )
+    busy = [str(run.folder or run.method) for run in runs if run.speed and run.trusted_speed is None]
+    if busy:
+        warnings.append(
+            f"{len(busy)} sentence-embedding run(s) timed their speed while other processes kept the machine busy: "
+            f"their speed-ups are left out of the table ({', '.join(busy)})."
+        )
+    return warnings
+
+
+def write_embedding_model_report(runs: list[EmbeddingResults], output: Path) -> tuple[list[Path], list[str]]:
+    """``embedding_table.md``/``.csv`` from the runs' records; the files written and the comparison's warnings."""
+    return write_markdown_and_csv(embedding_model_table(runs), output, STEM), embedding_model_warnings(runs)
+
+
+def _sizes(runs: list[EmbeddingResults]) -> list[int]:
+    """The batch sizes any run was timed at, in order: 1 and ``benchmark.batch_size`` (``batch32_speedup``)."""
+    keys = {key for run in runs for key in (run.speed or {}) if key.startswith("batch") and key.endswith("_speedup")}
+    return sorted(int(key.removeprefix("batch").removesuffix("_speedup")) for key in keys)
+
+
+def _known(value: float | None) -> bool:
+    return value is not None and not pd.isna(value)
+
+
+def _number(value: float | None) -> float:
+    """A score as a number, a missing one (null in the file) as NaN: an empty cell."""
+    return float(value) if _known(value) else float("nan")

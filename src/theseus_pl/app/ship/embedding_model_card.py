@@ -1,0 +1,128 @@
+"""A sentence-embedding successor's ``README.md``: its teacher (the predecessor) and the layers it kept, how close its
+STS-B dev score and its vectors stay to the teacher's, its speed-up where it was timed on a quiet machine, how to load
+it. The YAML header is ``huggingface_hub``'s ``ModelCardData`` (``pipeline_tag: sentence-similarity``,
+``library_name: sentence-transformers``), so the hub offers its sentence-similarity widget and its loading snippet."""
+
+from __future__ import annotations
+
+from huggingface_hub import ModelCard, ModelCardData
+
+from theseus_pl.app.results.embedding_model import EmbeddingResults
+from theseus_pl.app.ship.card_text import known, number, quoted
+
+TAGS = [
+    "sentence-transformers", "sentence-similarity", "feature-extraction", "bert-of-theseus", "model-compression",
+    "layer-pruning", "theseus_pl",
+]  # fmt: skip
+
+
+def embedding_model_card(results: EmbeddingResults, repo_id: str | None = None) -> ModelCard:
+    """The card of a sentence-embedding run's successor; ``repo_id`` (``ORG/NAME``) once published, for its code to
+    load from."""
+    card_data = ModelCardData(
+        model_name=f"{results.method}-{results.successor.layers}-layers".lower(),
+        base_model=results.base_model,
+        metrics=["spearmanr"],  # the hub's id of STS-B's Spearman correlation
+        pipeline_tag="sentence-similarity",
+        library_name="sentence-transformers",
+        tags=TAGS,
+    )
+    return ModelCard(f"---\n{card_data.to_yaml()}\n---\n\n{_body(results, repo_id)}")
+
+
+def _retained(results: EmbeddingResults) -> float | None:
+    """The successor's STS-B score as a percentage of the teacher's; None where either is missing (a constant model's
+    correlation is NaN, written as null) or the teacher's is zero, rather than a division that fails or misleads."""
+    before, after = results.predecessor.sts, results.successor.sts
+    return results.retained if known(before) and known(after) and before != 0 else None
+
+
+def _body(results: EmbeddingResults, repo_id: str | None) -> str:
+    predecessor, successor, data = results.predecessor, results.successor, results.data
+    base = f"`{results.base_model}`" if results.base_model else "a local sentence-transformers model"
+    kept = (
+        f"the teacher's layers {', '.join(map(str, results.kept_layers))} (counting from 0)"
+        if results.kept_layers
+        else f"{successor.layers} of the teacher's layers"
+    )
+    schedule = f" (replacement schedule `{results.schedule}`)" if results.schedule else ""
+    if results.steps:
+        chosen = (
+            f" The checkpoint scored is step {results.best_step}'s, the closest to the teacher's vectors on held-out "
+            "sentences."
+            if results.best_step
+            else ""
+        )
+        trained = (
+            f"It was then trained for {results.steps} steps ({data.train_sentences_seen:,} sentences seen) on the mean "
+            f"squared error to the teacher's sentence vectors, over {data.train_sentences:,} training sentences "
+            f"({data.source}).{chosen}"
+        )
+    else:
+        trained = "It was not trained: its layers are the teacher's as they were."
+    share = _retained(results)
+    kept_share = f"The successor keeps {share:.1f}% of the teacher's STS-B score.\n\n" if share is not None else ""
+    return f"""# {results.method}: a {successor.layers}-layer sentence-embedding model compressed with theseus_pl
+
+The teacher (predecessor) is {base}: {predecessor.layers} layers, {predecessor.dimensions}-dimensional sentence
+vectors. It was compressed to {successor.layers} layers with theseus_pl's `{results.method}` method{schedule}. The
+successor started as {kept}, and keeps the teacher's tokenizer, pooling and normalisation: its vectors have the same
+size. {trained}
+
+`embedding_theseus` is progressive module replacing (BERT-of-Theseus, Xu et al., EMNLP 2020); `embedding_mse` trains
+the kept layers alone on the same loss; `embedding_truncation` keeps them untrained.
+
+## Results
+
+STS-B dev ({data.sts_pairs:,} pairs): the Spearman correlation (x100) of the cosine similarities of each pair's
+vectors with the gold scores, as sentence-transformers' `EmbeddingSimilarityEvaluator` computes it. Fidelity: the
+successor's vectors against the teacher's, on {data.held_out_sentences:,} held-out sentences it never trained on.
+
+| | teacher (predecessor) | successor |
+|---|---|---|
+| STS-B dev Spearman (x100) | {number(predecessor.sts, 2)} | {number(successor.sts, 2)} |
+| mean squared error to the teacher's vectors | | {_small(successor.mse)} |
+| mean cosine to the teacher's vectors | | {number(successor.cosine, 4)} |
+| layers | {predecessor.layers} | {successor.layers} |
+| parameters | {predecessor.params:,} | {successor.params:,} |
+
+{kept_share}{_speed(results)}
+## How to use
+
+```python
+from sentence_transformers import SentenceTransformer
+
+model = SentenceTransformer({quoted(repo_id, "<this folder or its hub id>")})
+embeddings = model.encode(["A man is playing a guitar.", "Someone plays an instrument."])
+print(model.similarity(embeddings, embeddings))
+```
+"""
+
+
+def _small(value: float | None) -> str:
+    """A mean squared error per dimension: small (1e-4 for vectors of cosine 0.98), so in scientific notation."""
+    return f"{value:.2e}" if known(value) else "n/a"
+
+
+def _speed(results: EmbeddingResults) -> str:
+    """The speed-up at each batch size timed, with the CPU it was timed on; no figure from a busy machine."""
+    speed = results.trusted_speed
+    if results.speed and not speed:
+        return (
+            f"Its speed was timed while other processes kept {results.speed['other_cores']:.1f} cores of the machine "
+            "busy, twice: the figures are not the model's and are left out.\n"
+        )
+    if not speed:
+        return "Its speed was not measured.\n"
+    sizes = sorted(int(key.removeprefix("batch").removesuffix("_speedup")) for key in speed if key.endswith("_speedup"))
+    if not sizes:
+        return "Its speed was not measured.\n"
+    rates = "; ".join(
+        f"{'one sentence at a time' if size == 1 else f'in batches of {size}'}: "
+        f"{number(speed.get(f'batch{size}_speedup'), 2)}x ({number(speed.get(f'successor_batch{size}'), 0)} "
+        f"sentences per second against {number(speed.get(f'predecessor_batch{size}'), 0)})"
+        for size in sizes
+    )
+    hardware = results.hardware
+    cpu = f"on {hardware.cpu}" if hardware and hardware.cpu else "on the machine that ran it (its CPU not recorded)"
+    return f"Speed-up over the teacher, encoding STS-B dev sentences with `model.encode` in PyTorch {cpu}: {rates}.\n"
