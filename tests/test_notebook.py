@@ -6,7 +6,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
-from results_records import a_run, plant
+from results_records import a_run, an_embedding_run, plant
 
 from theseus_pl.app.results.envelope import WandbLink
 
@@ -41,3 +41,16 @@ def test_notebook_executes_on_sweep_results(tmp_path, monkeypatch):
     assert "RTE kd p=0.5" in text  # each run's W&B name beside it
     assert "image/png" in text
     assert (tmp_path / "report_plots" / "p_over_steps.png").is_file()
+
+
+def test_notebook_shows_every_kind_of_run(tmp_path, monkeypatch):
+    """A folder of sentence-embedding runs alone: no task-model section fails for want of task runs, and the
+    embedding table shows each run."""
+    for seed, score in ((1, 78.5), (2, 79.25)):
+        plant(tmp_path / "multirun" / str(seed), an_embedding_run(successor_sts=score, seed=seed))
+    monkeypatch.setenv("THESEUS_RESULTS", str(tmp_path / "multirun"))
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    NotebookClient(notebook, timeout=300, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    text = json.dumps([cell.get("outputs", []) for cell in notebook.cells])
+    assert "2 finished runs" in text and "2 embedding_model" in text
+    assert "79.25" in text and "embedding_theseus" in text

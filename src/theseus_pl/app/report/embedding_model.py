@@ -30,7 +30,7 @@ def embedding_model_table(runs: list[EmbeddingResults]) -> pd.DataFrame:
         rows.append({
             "method": run.method, "seed": run.seed, "steps": run.steps, "layers": successor.layers,
             "STS-B predecessor": _number(before), "STS-B successor": _number(after),
-            "retained %": 100 * after / before if _known(before) and _known(after) and before else float("nan"),
+            "retained %": _number(run.retained),
             "cosine": f"{successor.cosine:.4f}" if _known(successor.cosine) else "",
             "MSE": f"{successor.mse:.2e}" if _known(successor.mse) else "",
             **{f"batch-{size} speed-up": speed.get(f"batch{size}_speedup", float("nan")) for size in _sizes(runs)},

@@ -7,6 +7,7 @@ teacher, and sentences per second.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,7 @@ class EmbeddingSide:
     layers: int
     params: int
     dimensions: int  # the sentence vector's size: the same on both sides (the successor keeps the pooling)
-    sts: float  # STS-B dev: Spearman of the pairs' cosine similarities with the gold scores, x 100
+    sts: float | None  # STS-B dev: Spearman of the pairs' cosine similarities with the gold scores, x 100
     # Against the predecessor's vectors on the held-out training sentences (successor only): the mean squared
     # difference per dimension, and the mean cosine of the two vectors (1: the same direction).
     mse: float | None = None
@@ -73,9 +74,13 @@ class EmbeddingResults(RunRecord):
     folder: Path | None = field(default=None, compare=False, repr=False)  # where it was read from; not written
 
     @property
-    def retained(self) -> float:
-        """The successor's STS-B score as a percentage of the predecessor's."""
-        return 100 * self.successor.sts / self.predecessor.sts
+    def retained(self) -> float | None:
+        """The successor's STS-B score as a percentage of the predecessor's; None where either is missing (a constant
+        model's correlation is NaN, written as null) or the predecessor's is 0."""
+        before, after = self.predecessor.sts, self.successor.sts
+        if before is None or after is None or math.isnan(before) or math.isnan(after) or before == 0:
+            return None
+        return 100 * after / before
 
     @property
     def trusted_speed(self) -> dict[str, float] | None:
@@ -106,9 +111,10 @@ class EmbeddingResults(RunRecord):
     def headline(self) -> str:
         successor = self.successor
         cosine = f", cosine to the predecessor's vectors {successor.cosine:.3f}" if successor.cosine is not None else ""
+        kept = f", {self.retained:.1f}% kept" if self.retained is not None else ""
         return (
-            f"{self.method}: STS-B dev {self.predecessor.sts:.2f} (predecessor) -> {successor.sts:.2f} (successor, "
-            f"{self.retained:.1f}% kept){cosine}, {self.predecessor.layers} -> {successor.layers} layers"
+            f"{self.method}: STS-B dev {self.predecessor.sts:.2f} (predecessor) -> {successor.sts:.2f} (successor"
+            f"{kept}){cosine}, {self.predecessor.layers} -> {successor.layers} layers"
         )
 
     def objective(self) -> float | None:

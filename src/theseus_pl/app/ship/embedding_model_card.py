@@ -30,13 +30,6 @@ def embedding_model_card(results: EmbeddingResults, repo_id: str | None = None) 
     return ModelCard(f"---\n{card_data.to_yaml()}\n---\n\n{_body(results, repo_id)}")
 
 
-def _retained(results: EmbeddingResults) -> float | None:
-    """The successor's STS-B score as a percentage of the teacher's; None where either is missing (a constant model's
-    correlation is NaN, written as null) or the teacher's is zero, rather than a division that fails or misleads."""
-    before, after = results.predecessor.sts, results.successor.sts
-    return results.retained if known(before) and known(after) and before != 0 else None
-
-
 def _body(results: EmbeddingResults, repo_id: str | None) -> str:
     predecessor, successor, data = results.predecessor, results.successor, results.data
     base = f"`{results.base_model}`" if results.base_model else "a local sentence-transformers model"
@@ -60,7 +53,7 @@ def _body(results: EmbeddingResults, repo_id: str | None) -> str:
         )
     else:
         trained = "It was not trained: its layers are the teacher's as they were."
-    share = _retained(results)
+    share = results.retained
     kept_share = f"The successor keeps {share:.1f}% of the teacher's STS-B score.\n\n" if share is not None else ""
     return f"""# {results.method}: a {successor.layers}-layer sentence-embedding model compressed with theseus_pl
 
