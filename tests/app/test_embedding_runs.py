@@ -123,6 +123,7 @@ def test_a_predecessor_folder_without_pooling_is_refused_in_one_line(sentence_fi
         ("finetune.epochs=2", "finetune.epochs=2: the predecessor is compressed as given"),
         ("data.train_tasks=[MRPC]", "data: "),
         ("theseus.successor_layers=4", "theseus.successor_layers=4 must be between 1 and 3"),
+        ("data.held_out=500", "data.held_out=500 leaves no training sentence of the"),
     ],
 )  # fmt: skip
 def test_what_the_kind_cannot_use_is_refused_before_compute(sentence_files, tmp_path, override, refusal):

@@ -81,23 +81,23 @@ class EmbeddingModelRun(RunKind):
                 )
         self.source = _source(cfg.data)
         try:
-            self.sentences = glue_sentences(self.source, list(cfg.data.train_tasks))
+            sentences = glue_sentences(self.source, list(cfg.data.train_tasks))
+            data = cfg.data
+            self.train_sentences, self.held_out = held_out_split(sentences, data.held_out, data.max_sentences,
+                                                                 data.split_seed)  # fmt: skip
             self.sts_pairs = self.source.read(glue_task(STS_TASK), "validation")
         except (ValueError, FileNotFoundError, KeyError) as error:
-            problems.append(f"data: {error}")
+            problems.append(str(error) if str(error).startswith("data.") else f"data: {error}")
         problems += schedule_problems(cfg, self.settings, train_rows=None)
         if problems:
             raise RunRefused(problems)
 
     def prepare_data(self) -> None:
         data = self.cfg.data
-        try:
-            train, held_out = held_out_split(self.sentences, data.held_out, data.max_sentences, data.split_seed)
-        except ValueError as error:
-            raise RunRefused([str(error)]) from None
         self.datamodule = SentenceDataModule(
-            self.predecessor.tokenizer, train, held_out, max_length=data.max_length, batch_size=data.batch_size,
-            eval_batch_size=data.eval_batch_size, group_by_length=data.group_by_length, seed=self.cfg.seed,
+            self.predecessor.tokenizer, self.train_sentences, self.held_out, max_length=data.max_length,
+            batch_size=data.batch_size, eval_batch_size=data.eval_batch_size, group_by_length=data.group_by_length,
+            seed=self.cfg.seed,
         )  # fmt: skip
         from theseus_pl.core.embeddings import embedding_encoder
 
