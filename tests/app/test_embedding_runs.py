@@ -131,3 +131,16 @@ def test_what_the_kind_cannot_use_is_refused_before_compute(sentence_files, tmp_
         run(compose_config(*_overrides(sentence_files, tmp_path, override)))
     assert any(problem.startswith(refusal) for problem in refused.value.problems), refused.value.problems
     assert not (tmp_path / "run").exists()
+
+
+def test_an_interrupted_embedding_run_resumes_and_ends_as_an_uninterrupted_one(sentence_files, tmp_path):
+    overrides = _overrides(sentence_files, tmp_path, "benchmark.repeats=0")  # validates every 2 of 6 steps
+    killed = ["+callbacks.fail._target_=raise_at_step.RaiseAtStep", "+callbacks.fail.step=5"]
+    with pytest.raises(RuntimeError, match="planned failure at step 5"):
+        run(compose_config(*overrides, *killed))
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    assert torch.load(last, map_location="cpu", weights_only=False)["global_step"] == 4
+    resumed = run(compose_config(*overrides))
+    assert resumed.resumed_from == str(last) and resumed.steps == 6
+    whole = run(compose_config(*overrides, f"paths.output_dir={tmp_path / 'whole'}"))
+    assert (resumed.best_step, resumed.successor.cosine) == (whole.best_step, whole.successor.cosine)  # bit for bit
