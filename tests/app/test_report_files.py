@@ -103,14 +103,14 @@ def test_sentence_embedding_runs_get_a_table_of_their_own_a_line_per_run_without
     report = main([str(runs), "--output", str(tmp_path / "out")])
     table = (tmp_path / "out" / "embedding_table.md").read_text().splitlines()
     assert table[0] == (
-        "| method | seed | steps | layers | STS-B predecessor | STS-B successor | retained % | cosine | MSE "
+        "| method | seed | steps | layers | kept | STS-B predecessor | STS-B successor | retained % | cosine | MSE "
         "| batch-1 speed-up | batch-32 speed-up | folder |"
     )
-    fidelity = "0.9712 | 1.23e-04"
+    fidelity, top = "0.9712 | 1.23e-04", "3 | 3 4 5 | 82.00"  # 3 layers, the top ones
     assert table[2:] == [
-        f"| embedding_theseus | 1 | 500 | 3 | 82.00 | 78.50 | 95.73 | {fidelity} | 1.90 | 1.94 | {runs}/theseus_s1 |",
-        f"| embedding_theseus | 2 | 500 | 3 | 82.00 | 79.00 | 96.34 | {fidelity} | 1.90 | 1.94 | {runs}/theseus_s2 |",
-        f"| embedding_truncation | 1 | 0 | 3 | 82.00 | 70.00 | 85.37 | {fidelity} |  |  | {runs}/truncation |",
+        f"| embedding_theseus | 1 | 500 | {top} | 78.50 | 95.73 | {fidelity} | 1.90 | 1.94 | {runs}/theseus_s1 |",
+        f"| embedding_theseus | 2 | 500 | {top} | 79.00 | 96.34 | {fidelity} | 1.90 | 1.94 | {runs}/theseus_s2 |",
+        f"| embedding_truncation | 1 | 0 | {top} | 70.00 | 85.37 | {fidelity} |  |  | {runs}/truncation |",
     ]  # the busy machine's speed-ups left out
     assert (tmp_path / "out" / "embedding_table.csv").is_file() and (tmp_path / "out" / "table.md").is_file()
     assert report["warnings"] == [

@@ -2,9 +2,10 @@
 
 A sentence-embedding run's ``results.json`` (:class:`~theseus_pl.app.results.embedding_model.EmbeddingResults`,
 ``kind`` ``embedding_model``) is scored on STS-B dev for both models and on its fidelity to the teacher's vectors, so
-its table has a line per run (method, seed, steps, kept layers) with both STS-B scores, the share kept, the successor's
-mean cosine and squared error to the teacher's vectors, and its speed-up at each batch size timed. A speed-up timed
-while other processes kept the machine busy is not the model's: its cell is left empty, and a warning names the run.
+its table has a line per run (method, seed, steps, the layers kept) with both STS-B scores, the share kept, the
+successor's mean cosine and squared error to the teacher's vectors, and its speed-up at each batch size timed. A
+speed-up timed while other processes kept the machine busy is not the model's: its cell is left empty, and a warning
+names the run.
 """
 
 from __future__ import annotations
@@ -20,15 +21,16 @@ STEM = "embedding_table"  # embedding_table.md and embedding_table.csv
 
 
 def embedding_model_table(runs: list[EmbeddingResults]) -> pd.DataFrame:
-    """One line per run, sorted by kept layers (most first), method, steps and seed. The fidelity figures are text in
-    the precision they need (an MSE per dimension is near 1e-4, a mean cosine near 1), since the report's files give
-    numbers to two decimals."""
+    """One line per run, sorted by its layers (most first), method, the layers kept, steps and seed. The fidelity
+    figures are text in the precision they need (an MSE per dimension is near 1e-4, a mean cosine near 1), since the
+    report's files give numbers to two decimals."""
     rows = []
     for run in runs:
         successor, speed = run.successor, run.trusted_speed or {}
         before, after = run.predecessor.sts, successor.sts
         rows.append({
             "method": run.method, "seed": run.seed, "steps": run.steps, "layers": successor.layers,
+            "kept": " ".join(map(str, run.kept_layers or [])),
             "STS-B predecessor": _number(before), "STS-B successor": _number(after),
             "retained %": _number(run.retained),
             "cosine": f"{successor.cosine:.4f}" if _known(successor.cosine) else "",
@@ -38,7 +40,7 @@ def embedding_model_table(runs: list[EmbeddingResults]) -> pd.DataFrame:
         })  # fmt: skip
     table = pd.DataFrame(rows)
     return table.sort_values(
-        ["layers", "method", "steps", "seed"], ascending=[False, True, True, True], kind="stable"
+        ["layers", "method", "kept", "steps", "seed"], ascending=[False, True, True, True, True], kind="stable"
     ).reset_index(drop=True)
 
 
