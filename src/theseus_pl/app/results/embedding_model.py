@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL
-from theseus_pl.app.results.envelope import Hardware, Keys, RunRecord, WandbLink, envelope_fields
+from theseus_pl.app.results.envelope import Hardware, Keys, RunRecord, WandbLink, envelope_fields, trusted
 from theseus_pl.core.memory import PeakMemory
-from theseus_pl.core.timing import was_busy
 
 SIDES = ("predecessor", "successor")
 
@@ -85,9 +84,7 @@ class EmbeddingResults(RunRecord):
     @property
     def trusted_speed(self) -> dict[str, float] | None:
         """The speed figures, where they were timed on a machine no other process kept busy (None otherwise)."""
-        if self.speed is None or was_busy(self.speed.get("other_cores")):
-            return None
-        return self.speed
+        return trusted(self.speed)
 
     def summary(self) -> dict[str, float]:
         summary = {

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from theseus_pl.core.memory import PeakMemory
+from theseus_pl.core.timing import was_busy
 
 SCHEMA_VERSION = 3
 _LAST = ("wall_seconds", "folder")  # written after the derived values, or not at all
@@ -162,6 +163,12 @@ def _unknown(record: RunRecord, known: Iterable[str], reader: str) -> str:
     where = f"{record.folder} is" if record.folder else "This is"
     kinds = ", ".join(repr(kind) for kind in known)
     return f"{where} a run of kind {record.kind!r}; {reader} knows runs of kind {kinds} only."
+
+
+def trusted(speed: dict[str, float] | None) -> dict[str, float] | None:
+    """Speed figures (with ``other_cores``, as :mod:`theseus_pl.core.timing` records them), where they were timed on a
+    machine no other process kept busy; None otherwise: a figure taken beside other work is not the model's."""
+    return None if speed is None or was_busy(speed.get("other_cores")) else speed
 
 
 def envelope_fields(read: Keys) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from theseus_pl.app.methods.method import Method, MethodInputs
 from theseus_pl.app.results.embedding_model import EmbeddingData, EmbeddingResults, EmbeddingSide
 from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
 from theseus_pl.app.run.kind import RunKind
-from theseus_pl.app.run.stages import each_process, hub_id, rows_per_step
+from theseus_pl.app.run.stages import each_process, hub_id, load_best_checkpoint, rows_per_step
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.app.tracking.wandb_run import publish_embedding_model
 from theseus_pl.core.families import find_layer_stack
@@ -164,12 +164,7 @@ class EmbeddingModelRun(RunKind):
         from theseus_pl.core.embeddings import fidelity, sts_spearman, with_encoder
 
         cfg, datamodule = self.cfg, self.datamodule
-        best_step = None
-        callback = trainer.checkpoint_callback if trainer is not None else None
-        if callback is not None and getattr(callback, "best_model_path", "") and method.module is not None:
-            checkpoint = torch.load(callback.best_model_path, map_location="cpu", weights_only=False)
-            method.module.load_state_dict(checkpoint["state_dict"])
-            best_step = checkpoint["global_step"]
+        _, best_step = load_best_checkpoint(trainer, method)
         compact = method.successor()
         assert isinstance(compact, SentenceObjective)  # every method of this kind gives one
         successor_dir = self.output_dir / "successor"

@@ -102,6 +102,19 @@ def train(
     return trainer, resumed_from
 
 
+def load_best_checkpoint(trainer: pl.Trainer | None, method: Method) -> tuple[str | None, int | None]:
+    """The weights of the checkpoint the run's callbacks chose (the best on the validation headline) loaded into the
+    method's module, and that checkpoint's path and step; (None, None) where none was chosen (nothing trained, or no
+    checkpoint callback), the module left as training ended."""
+    callback = trainer.checkpoint_callback if trainer is not None else None
+    best = getattr(callback, "best_model_path", "") if callback is not None else ""
+    if not best or method.module is None:
+        return None, None
+    checkpoint = torch.load(best, map_location="cpu", weights_only=False)
+    method.module.load_state_dict(checkpoint["state_dict"])
+    return best, checkpoint["global_step"]
+
+
 def optional_step(results: RunRecord, step: str, action: Callable[[], object]) -> bool:
     """Run a step the scores do not depend on; a failure is recorded and logged, never raised. True if it failed."""
     try:

@@ -38,7 +38,7 @@ from theseus_pl.app.results.task_model import (
     SuccessorResult,
 )
 from theseus_pl.app.run.kind import RunKind
-from theseus_pl.app.run.stages import each_process, hub_id, rows_per_step
+from theseus_pl.app.run.stages import each_process, hub_id, load_best_checkpoint, rows_per_step
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.app.tracking.wandb_run import publish
 from theseus_pl.core.families import find_layer_stack, shape_of
@@ -130,12 +130,7 @@ class TaskModelRun(RunKind):
         cfg, datamodule, predecessor = self.cfg, self.datamodule, self.predecessor
         task = datamodule.task
         assert trainer is not None and method.module is not None  # every task-model method trains
-        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
-        best_step = None
-        if best:
-            checkpoint = torch.load(best, map_location="cpu", weights_only=False)
-            method.module.load_state_dict(checkpoint["state_dict"])
-            best_step = checkpoint["global_step"]
+        best, best_step = load_best_checkpoint(trainer, method)
         single_modules = (
             single_module_scores(method.module.model, datamodule, evaluation) if cfg.evaluation.single_modules else None
         )
@@ -156,7 +151,7 @@ class TaskModelRun(RunKind):
                 origin=predecessor.origin, shape=ModelShape(**shape_of(predecessor_model.config)),
             ),
             successor=SuccessorResult(
-                score=successor_metrics.pop("score"), metrics=successor_metrics, best_checkpoint=best or None,
+                score=successor_metrics.pop("score"), metrics=successor_metrics, best_checkpoint=best,
                 best_step=best_step,
                 shape=ModelShape(**shape_of(successor.config)),
                 format="pickled module" if is_pickled(successor_dir) else "transformers",
