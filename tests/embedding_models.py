@@ -47,8 +47,8 @@ def tiny_sentences(count: int, seed: int) -> list[str]:
 
 
 def make_sentence_glue_dir(root: Path) -> Path:
-    """STS-B with 30 training pairs and 12 dev pairs of varied gold scores, and CoLA with 20 training sentences; the
-    dev sentences are none of the training ones."""
+    """STS-B with 30 training pairs and 12 dev pairs of varied gold scores, CoLA with 20 training sentences and SST-2
+    with 20 (half of them CoLA's too); the dev sentences are none of the training ones."""
     train, dev = tiny_sentences(80, seed=0), tiny_sentences(120, seed=1)
     dev = [sentence for sentence in dev if sentence not in set(train)][:24]
     row = ["0", "g", "f", "y", "1", "n", "n"]
@@ -57,4 +57,6 @@ def make_sentence_glue_dir(root: Path) -> Path:
     write_tsv(root / "STS-B" / "dev.tsv", [STSB_HEADER, *[[*row, dev[2 * i], dev[2 * i + 1], f"{(i * 7) % 6}.500"]
                                                           for i in range(12)]])  # fmt: skip
     write_tsv(root / "CoLA" / "train.tsv", [["src", str(i % 2), "", sentence] for i, sentence in enumerate(train[60:])])
+    sst2 = [[sentence, str(i % 2)] for i, sentence in enumerate(train[50:70])]
+    write_tsv(root / "SST-2" / "train.tsv", [["sentence", "label"], *sst2])
     return root

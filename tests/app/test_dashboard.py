@@ -224,8 +224,9 @@ def test_sentence_embedding_runs_get_workspace_sections_and_a_report_table_of_th
     assert (order.item.name, order.ascending) == ("final/successor_sts", False)  # the best STS-B first
     report = dashboard.main(["--entity", "team", "--project", "proj", "--report", str(sweep), "--dry-run"])
     (table,) = [block.text for block in report.blocks if isinstance(block, wr.MarkdownBlock)]
-    assert table.splitlines()[0].startswith("| method | seed | steps | layers | STS-B predecessor | STS-B successor |")
-    assert "| embedding_truncation | 2 | 500 | 3 | 82.00 | 72.00 |" in table
+    header = "| method | seed | steps | layers | kept | STS-B predecessor | STS-B successor |"
+    assert table.splitlines()[0].startswith(header)
+    assert "| embedding_truncation | 2 | 500 | 3 | 3 4 5 | 82.00 | 72.00 |" in table
     titles = {panel.title for block in report.blocks if isinstance(block, wr.PanelGrid) for panel in block.panels}
     assert {"Held-out cosine to the teacher by method", "Successor STS-B by method"} <= titles
     every = workspace("team", "proj", kinds=(TASK_MODEL, LANGUAGE_MODEL, EMBEDDING_MODEL))

@@ -14,7 +14,7 @@ from hydra.utils import get_class
 
 from theseus_pl.app.checks import settings as settings_check
 from theseus_pl.app.checks.settings import checked_settings, setting_problems
-from theseus_pl.app.config.kinds import LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.methods import schedules
 from theseus_pl.app.methods.language_model import ShortGPT, Streamline
 from theseus_pl.app.methods.method import (
@@ -27,7 +27,7 @@ from theseus_pl.app.methods.method import (
 )
 from theseus_pl.app.methods.task_model import LayerDrop, PatientDistillation, Transfer
 from theseus_pl.app.methods.theseus import Theseus
-from theseus_pl.app.methods.truncation import FineTuning
+from theseus_pl.app.methods.truncation import FineTuning, KeptLayers
 from theseus_pl.app.predecessors.classifier import load_classifier
 from theseus_pl.app.results.task_model import LayerCounts
 from theseus_pl.app.run.pipeline import run
@@ -85,7 +85,10 @@ def test_each_method_config_names_its_class_and_is_called_by_its_file_name(path)
     assert issubclass(get_class(config["_target_"]), CompressionMethod)
     assert config["name"] == path.stem
     given = ["method.successor=/a/run/successor"] if "successor" in config else []  # transfer's required key
-    if path.stem.startswith("lm_") or TASK_MODEL not in get_class(config["_target_"]).kinds:
+    kinds = get_class(config["_target_"]).kinds
+    if path.stem.startswith("embedding_") or kinds == (EMBEDDING_MODEL,):
+        given.append("+experiment=minilm_embedding_quick")  # a sentence-embedding method runs on sentences
+    elif path.stem.startswith("lm_") or TASK_MODEL not in kinds:
         given.append("+experiment=smollm2_quick")  # a decoder method runs on language-model text
     settings = checked_settings(compose_config(f"method={path.stem}", *given))
     assert settings.problems == [] and isinstance(settings.method, get_class(config["_target_"]))
@@ -95,8 +98,9 @@ def test_what_the_checks_ask_of_a_method_is_a_property_of_its_class():
     assert Theseus.replaces_modules and Theseus.takes_successor_settings and Theseus.needs_schedule
     for baseline in (PatientDistillation, LayerDrop, Transfer, Truncation, FineTuning):
         assert not (baseline.replaces_modules or baseline.takes_successor_settings or baseline.needs_schedule)
-    # The kinds of run each compresses: one Theseus and one truncation baseline (KD: with soft targets) serve both.
-    assert Theseus.kinds == FineTuning.kinds == (TASK_MODEL, LANGUAGE_MODEL)
+    # The kinds of run each compresses: one Theseus and one truncation baseline (KD: with soft targets) serve all.
+    assert Theseus.kinds == FineTuning.kinds == (TASK_MODEL, LANGUAGE_MODEL, EMBEDDING_MODEL)
+    assert KeptLayers.kinds == (EMBEDDING_MODEL,) and not KeptLayers(name="embedding_truncation").trains
     assert PatientDistillation.kinds == Truncation.kinds == (TASK_MODEL,)
     assert ShortGPT.kinds == Streamline.kinds == (LANGUAGE_MODEL,)
     assert Transfer(name="transfer", successor="/a/run/successor").models_read() == [
