@@ -80,9 +80,13 @@ def default_glue_dir() -> str:
 
 
 def load_model(name: str) -> torch.nn.Module:
-    """The model with a fresh two-label head where it has none or another one (timing does not care)."""
+    """The model with a fresh two-label head where it has none or another one (timing does not care), in fp32
+    weights whatever dtype the checkpoint stores (transformers 5 keeps the stored one: a fp16 folder, as the offline
+    pack ships, would otherwise train fp16 weights), as a run loads it."""
     hf_logging.set_verbosity_error()  # the sentence-embedding checkpoint has no classifier head: expected
-    return AutoModelForSequenceClassification.from_pretrained(name, num_labels=2, ignore_mismatched_sizes=True)
+    return AutoModelForSequenceClassification.from_pretrained(
+        name, num_labels=2, ignore_mismatched_sizes=True, dtype=torch.float32
+    )
 
 
 def vocab_size(model: str) -> int:
