@@ -1,6 +1,6 @@
 """Deployment: the successor as ONNX (and int8), checked against PyTorch on dev rows and timed beside it.
 
-    python -m theseus_pl.deploy RUN_DIR [--quantize int8|none] [--glue-dir PATH] [--threads N] [--dry-run]
+    python -m theseus_pl.deploy RUN_DIR [--quantize int8|none] [--openvino] [--glue-dir PATH] [--threads N] [--dry-run]
     python -m theseus_pl.deploy MODEL_DIR [--task SST-2 --glue-dir PATH] [--predecessor DIR] [--dry-run]
     python -m theseus_pl.deploy LM_RUN_DIR --gguf f16 q8_0 [--llama-cpp auto|true|false] [--repeats N] [--dry-run]
 
@@ -16,7 +16,9 @@ ONNX model is checked and timed on a few example sentences and no dev score is g
 llama-cpp-python is installed, times each against the predecessor at the same type; inside a run the same stage is
 ``deploy.gguf=[f16,q8_0]``.
 
-Writes ``onnx/model.onnx`` (dynamic batch and sequence axes) and ``onnx/model_int8.onnx`` beside the checkpoint.
+Writes ``onnx/model.onnx`` (dynamic batch and sequence axes) and ``onnx/model_int8.onnx`` beside the checkpoint;
+``--openvino`` also ``openvino/model.xml`` and ``openvino/model_int8.xml`` (static int8 calibrated on
+``--calibration-rows`` training rows: a run folder's, or ``--task``'s).
 ``--dry-run`` makes the checks a deployment makes before it exports (the folder holds what it reads, the options are
 valid, the deploy extra is installed) and prints what it would export, time and write; it exports nothing.
 """
@@ -47,6 +49,9 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
     parser.add_argument("folder", type=Path, metavar="RUN_DIR|MODEL_DIR",
                         help="a finished run's folder, or a sequence-classification checkpoint")  # fmt: skip
     parser.add_argument("--quantize", choices=["int8", "none"], default="int8", help="also write the int8 model")
+    parser.add_argument("--openvino", action="store_true", help="also OpenVINO fp32 (bf16 where the CPU has it), int8")
+    parser.add_argument("--calibration-rows", type=int, default=DeploySettings.calibration_rows,
+                        help="training rows NNCF calibrates OpenVINO's int8 model on")  # fmt: skip
     parser.add_argument("--task", help="a checkpoint folder's GLUE task, for dev rows (a run folder knows its own)")
     parser.add_argument("--glue-dir", help="local GLUE folder in the classic layout; default: the run's, or the hub")
     parser.add_argument("--predecessor", type=Path, help="a checkpoint folder's predecessor, for the ratios")
@@ -83,6 +88,8 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
             threads=args.threads,
             target=args.target,
             max_score_drop=args.max_score_drop,
+            openvino=args.openvino,
+            calibration_rows=args.calibration_rows,
         )
         if args.dry_run:
             plan = planned_deployment(args.folder, settings, args.task, args.predecessor)

@@ -130,7 +130,7 @@ def test_onnx_logits_off_by_more_than_the_tolerance_are_refused_and_the_files_re
 ):
     successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
     monkeypatch.setattr(deploy_module, "session_logits", lambda session, batch: session_logits(session, batch) + 1e-3)
-    with pytest.raises(DeploymentError, match=r"differ from PyTorch's by up to 1\.00e-03 \(tolerance 0\.0001\)"):
+    with pytest.raises(DeploymentError, match=r"beyond the tolerance 0\.0001: onnx_fp32 by up to 1\.00e-03;"):
         deploy_model(successor, QUICK)
     assert not (successor / "onnx").exists() and (successor / "model.safetensors").is_file()
 
@@ -264,7 +264,8 @@ def test_missing_onnxruntime_names_the_extra_before_a_run_starts(monkeypatch):
         ("deploy.repeats=0", "deploy.repeats=0 must be a whole number, at least 1."),
         (
             "deploy.target=int8",
-            "deploy.target='int8' must be one of auto, pytorch_successor, pytorch_bf16, onnx_fp32, onnx_int8.",
+            "deploy.target='int8' must be one of auto, pytorch_successor, pytorch_bf16, onnx_fp32, onnx_int8, "
+            "openvino_fp32, openvino_bf16, openvino_int8.",
         ),
         ("deploy.max_score_drop=-1", "deploy.max_score_drop=-1 must be a number of dev points, at least 0, e.g. 0.5."),
         ("deploy.target=onnx_int8", "deploy.target=onnx_int8 needs the int8 model: set deploy.quantize=int8 too."),

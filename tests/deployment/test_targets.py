@@ -33,3 +33,19 @@ def test_without_dev_data_only_models_checked_against_pytorch_are_picked_and_a_n
     assert pick_target("auto", LATENCY, None, 0.5).target == "onnx_fp32"
     assert pick_target("pytorch_bf16", LATENCY, scores(int8=75.5), 0.5).target == "pytorch_bf16"
     assert pick_target("pytorch_bf16", LATENCY, scores(int8=75.5), 0.5).reason == "deploy.target=pytorch_bf16 as set"
+
+
+def test_openvino_targets_compete_on_the_same_terms():
+    latency = {  # OpenVINO int8 the slowest of the exports, as the demo's successor measured on the AVX2-only EPYC
+        "batch_1": {**LATENCY["batch_1"], "onnx_int8": 12.9, "openvino_fp32": 14.3, "openvino_int8": 18.2},
+        "batch_32": {**LATENCY["batch_32"], "onnx_int8": 314.0, "openvino_fp32": 380.0, "openvino_int8": 484.0},
+    }
+    both = {**scores(int8=75.3), "openvino_fp32": 75.5, "openvino_int8": 75.4}
+    assert pick_target("auto", latency, both, 0.5).target == "pytorch_bf16"
+    faster = {size: {**row, "openvino_int8": row["pytorch_bf16"] / 2} for size, row in latency.items()}
+    assert pick_target("auto", faster, both, 0.5).target == "openvino_int8"
+    assert pick_target("auto", faster, {**both, "openvino_int8": 74.9}, 0.5).target == "pytorch_bf16"
+    without_fast_pytorch = {size: {k: v for k, v in row.items() if k != "pytorch_bf16"} for size, row in faster.items()}
+    assert pick_target("auto", without_fast_pytorch, None, 0.5).target == "onnx_fp32"  # OpenVINO fp32 slower here
+    only_openvino = {size: {**row, "openvino_fp32": 1.0} for size, row in without_fast_pytorch.items()}
+    assert pick_target("auto", only_openvino, None, 0.5).target == "openvino_fp32"  # checked against PyTorch too

@@ -48,6 +48,10 @@ class DeploySettings:
     # llama.cpp: auto (where llama-cpp-python is installed), true (refused without it), false.
     gguf: tuple[str, ...] = field(default=(), metadata=LEFT_OUT_AT_DEFAULT)
     llama_cpp: bool | str = field(default="auto", metadata=LEFT_OUT_AT_DEFAULT)
+    # Also OpenVINO (the openvino extra): fp32, bf16 on a CPU with bf16 instructions, and with quantize=int8 a static
+    # int8 model calibrated by NNCF on this many training rows (a fixed draw; never dev rows).
+    openvino: bool = field(default=False, metadata=LEFT_OUT_AT_DEFAULT)
+    calibration_rows: int = field(default=300, metadata=LEFT_OUT_AT_DEFAULT)
 
     RULES: ClassVar[dict[str, Rule]] = {
         "quantize": Rule(one_of(QUANTIZE_CHOICES), "null (fp32 only) or int8"),
@@ -61,14 +65,25 @@ class DeploySettings:
         "gguf": Rule(lambda v: isinstance(v, list) and all(kind in GGUF_TYPES for kind in v),
                      f"a list of GGUF types, e.g. [f16,q8_0], from {', '.join(GGUF_TYPES)}"),
         "llama_cpp": Rule(lambda v: v in (True, False, "auto"), "auto, true or false"),
+        "openvino": Rule(boolean, "true or false"),
+        "calibration_rows": Rule(positive_int, "a whole number of training rows, at least 1, e.g. 300"),
     }  # fmt: skip
     SWITCH: ClassVar[dict[str, Rule]] = {"onnx": Rule(boolean, "true or false")}  # the group's other key
 
     def __post_init__(self) -> None:
         values = {key: list(value) if isinstance(value, tuple) else value for key, value in vars(self).items()}
         problems = field_problems(values, self.RULES, "deploy.")
-        if self.target == "onnx_int8" and self.quantize != "int8" and "target" not in problems:
-            problems["target"] = "deploy.target=onnx_int8 needs the int8 model: set deploy.quantize=int8 too."
+        needs = [
+            setting
+            for setting, missing in (
+                ("deploy.openvino=true", self.target.startswith("openvino") and self.openvino is not True),
+                ("deploy.quantize=int8", self.target.endswith("int8") and self.quantize != "int8"),
+            )
+            if missing
+        ]
+        if needs and "target" not in problems:
+            model = {"onnx_int8": "int8", "openvino_int8": "OpenVINO int8"}.get(self.target, "OpenVINO")
+            problems["target"] = f"deploy.target={self.target} needs the {model} model: set {' and '.join(needs)} too."
         if problems:
             raise SettingsError(problems)
 
@@ -89,16 +104,18 @@ class DeploySettings:
 
 
 def wanted(settings: Mapping[str, Any]) -> bool:
-    """Whether a run's ``deploy`` group asks for deployment: ``onnx=true``, or a quantisation (which needs ONNX)."""
-    return bool(settings.get("onnx")) or settings.get("quantize") is not None
+    """Whether a run's ``deploy`` group asks for deployment: ``onnx=true``, ``openvino=true`` or a quantisation (each
+    starts from the ONNX export)."""
+    return bool(settings.get("onnx")) or bool(settings.get("openvino")) or settings.get("quantize") is not None
 
 
 @dataclass(frozen=True)
 class Deployment:
     """The ``deployment`` block of ``results.json`` (and of ``<model>/onnx/deployment.json``).
 
-    Models are named ``pytorch_predecessor``, ``pytorch_successor``, ``onnx_fp32``, ``onnx_int8``; batch sizes
-    ``batch_<n>``. ``theseus_pl.app.results.task_model`` writes and reads it.
+    Models are named ``pytorch_predecessor``, ``pytorch_successor``, ``pytorch_bf16``, ``onnx_fp32``, ``onnx_int8``,
+    ``openvino_fp32``, ``openvino_bf16``, ``openvino_int8``; batch sizes ``batch_<n>``.
+    ``theseus_pl.app.results.task_model`` writes and reads it.
     """
 
     onnx: str  # the fp32 model's path inside the successor's folder
@@ -127,3 +144,7 @@ class Deployment:
     # Per batch size timed while other processes kept more than core.timing.BUSY_CORES cores busy (twice): those
     # cores. Its speed-ups are left out (null): they are not the models'.
     busy_cores: dict[str, float] = field(default_factory=dict, metadata=LEFT_OUT_AT_DEFAULT)
+    # With deploy.openvino: the IR files' paths inside the successor's folder, and how the int8 one was calibrated.
+    openvino: str | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
+    openvino_int8: str | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
+    calibration: str | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)

@@ -1,8 +1,9 @@
-"""The deploy stage: the successor as ONNX (and int8), checked against PyTorch on dev rows and timed beside it.
+"""The deploy stage: the successor as ONNX (and int8), and in OpenVINO, checked against PyTorch on dev rows and
+timed beside it.
 
-Writes ``onnx/model.onnx`` (dynamic batch and sequence axes) and ``onnx/model_int8.onnx`` beside the checkpoint and
-returns the ``deployment`` block (:class:`Deployment`); ``python -m theseus_pl.deploy`` and a run's
-``deploy.onnx=true`` call it.
+Writes ``onnx/model.onnx`` (dynamic batch and sequence axes) and ``onnx/model_int8.onnx`` beside the checkpoint, with
+``deploy.openvino`` also ``openvino/model.xml`` and ``openvino/model_int8.xml``, and returns the ``deployment`` block
+(:class:`Deployment`); ``python -m theseus_pl.deploy`` and a run's ``deploy.onnx=true`` call it.
 """
 
 from __future__ import annotations
@@ -35,8 +36,19 @@ from theseus_pl.deployment.onnx_export import (
     require_onnxruntime,
     session_logits,
 )
+from theseus_pl.deployment.openvino_export import (
+    PRECISION_HINTS,
+    compile_openvino,
+    compiled_targets,
+    convert_openvino,
+    ir_megabytes,
+    openvino_files,
+    openvino_logits,
+    quantize_openvino,
+    require_openvino,
+)
 from theseus_pl.deployment.record import Deployment, DeploySettings
-from theseus_pl.deployment.targets import pick_target
+from theseus_pl.deployment.targets import CHECKED_EXPORTS, pick_target
 from theseus_pl.lightning.metrics import TaskMetrics
 
 log = logging.getLogger(__name__)
@@ -61,23 +73,35 @@ def deploy(
 ) -> Deployment:
     """Export, check, quantise, score and time the successor in ``successor_dir``; the ``deployment`` block.
 
-    A model whose ONNX logits differ from PyTorch's by more than :data:`TOLERANCE` is refused and its ONNX files
-    removed, so nothing unchecked is left to ship.
+    A model whose ONNX (or OpenVINO fp32) logits differ from PyTorch's by more than :data:`TOLERANCE` is refused and
+    its exported files removed, so nothing unchecked is left to ship.
     """
     started = time.perf_counter()
     require_onnxruntime()
+    if settings.openvino:
+        require_openvino()
     successor = load_sequence_classifier(successor_dir)
     tokenizer = datamodule.tokenizer if datamodule else AutoTokenizer.from_pretrained(successor_dir)
     threads = settings.threads or torch.get_num_threads()
     torch.set_num_threads(threads)
     rows = _timing_rows(datamodule, tokenizer, max(2, *settings.batch_sizes))
-    onnx_dir = successor_dir / "onnx"
-    shutil.rmtree(onnx_dir, ignore_errors=True)  # the folder holds what this block describes, nothing older
     files = onnx_files(successor_dir, settings.quantize)
+    ir_files = planned_openvino_files(successor_dir, settings, has_training_rows=datamodule is not None)
+    exported_dirs = {path.parent for path in (*files.values(), *ir_files.values())}
+    for folder in exported_dirs:  # each folder holds what this block describes, nothing older
+        shutil.rmtree(folder, ignore_errors=True)
     log.info("Exporting the successor to %s", files["onnx_fp32"])
     example = _batch(rows, tokenizer, 2, EXPORT_LENGTH)
     export_onnx(successor, example, files["onnx_fp32"])
     cpu = this_cpu()
+    if ir_files:  # from the unfused graph, made of ONNX's standard operators (fuse_for_ort adds ONNX Runtime's own)
+        log.info("Converting it to OpenVINO: %s", ir_files["openvino_fp32"])
+        convert_openvino(files["onnx_fp32"], ir_files["openvino_fp32"])
+    if "openvino_int8" in ir_files:
+        log.info("Quantising it to static int8 with NNCF on %d training rows: %s", settings.calibration_rows,
+                 ir_files["openvino_int8"])  # fmt: skip
+        calibration = calibration_rows(datamodule, tokenizer, settings.calibration_rows)  # type: ignore[arg-type]
+        quantize_openvino(ir_files["openvino_fp32"], ir_files["openvino_int8"], calibration)
     reduce_range = int8_reduce_range(cpu.flags)
     if "onnx_int8" in files:  # from the unfused graph: see fuse_for_ort
         log.info("Quantising it to int8: %s", files["onnx_int8"])
@@ -85,6 +109,10 @@ def deploy(
     fusions = fuse_for_ort(files["onnx_fp32"], example, TOLERANCE / 10)
     log.info("ONNX Runtime fusions in %s: %s", files["onnx_fp32"].name, fusions or "none (the unfused graph is kept)")
     sessions = {name: inference_session(path, threads) for name, path in files.items()}
+    compiled = {
+        name: compile_openvino(path, threads, PRECISION_HINTS[name])
+        for name, path in compiled_targets(ir_files, cpu.flags).items()
+    } if ir_files else {}  # fmt: skip
     bf16 = _bf16_copy(successor, settings.target)
 
     log.info("Checking the ONNX models against PyTorch on %s", "the dev set" if datamodule else "example sentences")
@@ -93,12 +121,16 @@ def deploy(
     if bf16 is not None:
         scorers["pytorch_bf16"] = lambda batch: bf16(**_without_labels(batch)).logits.float()
     scorers.update({name: functools.partial(session_logits, session) for name, session in sessions.items()})
-    difference, scores = _compare(successor, scorers, batches, datamodule)
-    if difference > TOLERANCE:
-        shutil.rmtree(onnx_dir)
+    scorers.update({name: functools.partial(openvino_logits, model) for name, model in compiled.items()})
+    differences, scores = _compare(successor, scorers, batches, datamodule)
+    refused = {name: value for name, value in differences.items() if not value <= TOLERANCE}
+    if refused:
+        for folder in exported_dirs:
+            shutil.rmtree(folder, ignore_errors=True)
         raise DeploymentError(
-            f"The ONNX model's logits differ from PyTorch's by up to {difference:.2e} (tolerance {TOLERANCE:g}); "
-            f"{onnx_dir} was removed. The PyTorch successor is kept."
+            "Exported logits differ from PyTorch's beyond the tolerance "
+            f"{TOLERANCE:g}: {', '.join(f'{name} by up to {value:.2e}' for name, value in refused.items())}; "
+            f"{', '.join(str(folder) for folder in sorted(exported_dirs))} removed. The PyTorch successor is kept."
         )
     timers: dict[str, Timer] = {"pytorch_successor": functools.partial(forward_call, successor)}
     if bf16 is not None:
@@ -106,6 +138,7 @@ def deploy(
     if predecessor is not None:
         timers = {"pytorch_predecessor": functools.partial(forward_call, predecessor.cpu()), **timers}
     timers.update({name: functools.partial(_onnx_call, session) for name, session in sessions.items()})
+    timers.update({name: functools.partial(_openvino_call, model) for name, model in compiled.items()})
     log.info("Timing %s at batch sizes %s on %d threads", ", ".join(timers), list(settings.batch_sizes), threads)
     latency, busy = {}, {}
     for size in settings.batch_sizes:
@@ -117,6 +150,7 @@ def deploy(
                         "it. Time it again alone: python -m theseus_pl.deploy RUN_DIR", size, other_cores)  # fmt: skip
             busy[f"batch_{size}"] = other_cores
     sizes = _sizes_mb(successor_dir, predecessor_dir, files)
+    sizes.update({name: ir_megabytes(path) for name, path in compiled_targets(ir_files, cpu.flags).items()})
     if bf16 is not None:  # as its bf16 weights would be saved
         sizes["pytorch_bf16"] = sum(t.numel() * t.element_size() for t in bf16.state_dict().values()) / 1e6
     sizes = {name: sizes[name] for name in timers if name in sizes}  # in the latency table's order
@@ -128,7 +162,7 @@ def deploy(
         quantization=quantization_words(reduce_range) if "onnx_int8" in files else None,
         checked_on=f"{sum(len(b['input_ids']) for _, b in batches)} "
         + ("dev rows" if datamodule else "example sentences (no dev data given)"),
-        max_abs_diff=difference,
+        max_abs_diff=max(differences.values()),
         tolerance=TOLERANCE,
         dev_score=scores,
         latency_ms=latency,
@@ -139,14 +173,45 @@ def deploy(
         size_mb=sizes,
         smaller_than_predecessor=_times_over_predecessor(sizes),
         settings=replace(settings, threads=threads),
-        versions=_versions(),
+        versions=_versions(openvino=bool(ir_files)),
         seconds=time.perf_counter() - started,
         cpu=cpu.model,
         cpu_flags=cpu.relevant_flags,
         fusions=fusions,
         target=choice.target,
         target_reason=choice.reason,
+        openvino=_inside(successor_dir, ir_files.get("openvino_fp32")),
+        openvino_int8=_inside(successor_dir, ir_files.get("openvino_int8")),
+        calibration=(
+            f"static int8 by NNCF (transformer preset), calibrated on {settings.calibration_rows} training rows"
+            if "openvino_int8" in ir_files
+            else None
+        ),
     )
+
+
+def planned_openvino_files(successor_dir: Path, settings: DeploySettings, has_training_rows: bool) -> dict[str, Path]:
+    """The OpenVINO models ``settings`` ask for: none without ``deploy.openvino``, and no int8 one without training
+    rows to calibrate it on (a model folder deployed without ``--task``)."""
+    if not settings.openvino:
+        return {}
+    files = openvino_files(successor_dir, settings.quantize)
+    if not has_training_rows and "openvino_int8" in files:
+        log.warning("No training rows to calibrate OpenVINO's int8 model on (no task given): fp32 only.")
+        del files["openvino_int8"]
+    return files
+
+
+def calibration_rows(
+    datamodule: TextTaskDataModule, tokenizer: PreTrainedTokenizerBase, count: int
+) -> list[dict[str, torch.Tensor]]:
+    """``count`` training rows (never dev rows), the same draw on every deployment of a run, each its own batch at
+    its own length, as a served sentence comes."""
+    if "train" not in datamodule.splits:
+        datamodule.setup("fit")
+    split = datamodule.splits["train"]
+    drawn = split.shuffle(seed=datamodule.seed).select(range(min(count, len(split))))
+    return [_batch([_model_inputs(row, tokenizer)], tokenizer, 1, None) for row in drawn]
 
 
 def onnx_files(successor_dir: Path, quantize: str | None) -> dict[str, Path]:
@@ -227,21 +292,22 @@ def _compare(
     scorers: Mapping[str, Callable[[Mapping[str, torch.Tensor]], torch.Tensor]],
     batches: Sequence[tuple[int, Mapping[str, torch.Tensor]]],
     datamodule: TextTaskDataModule | None,
-) -> tuple[float, dict[str, float] | None]:
-    """The largest |ONNX fp32 - PyTorch| logit, and each model's dev score (None without dev data); ``scorers``
-    give each other model's logits for a batch."""
+) -> tuple[dict[str, float], dict[str, float] | None]:
+    """The largest |export - PyTorch| logit of each fp32 export (:data:`CHECKED_EXPORTS`), and each model's dev
+    score (None without dev data); ``scorers`` give each other model's logits for a batch."""
     names = ("pytorch_successor", *scorers) if datamodule else ()
     metrics = {name: TaskMetrics.for_task(datamodule.task) for name in names}
-    difference = 0.0
+    differences = dict.fromkeys((name for name in CHECKED_EXPORTS if name in scorers), 0.0)
     with torch.inference_mode():
         for index, batch in batches:
             logits = {"pytorch_successor": successor(**_without_labels(batch)).logits}
             logits.update({name: scorer(batch) for name, scorer in scorers.items()})
-            difference = max(difference, float((logits["onnx_fp32"] - logits["pytorch_successor"]).abs().max()))
+            for name, largest in differences.items():
+                differences[name] = max(largest, float((logits[name] - logits["pytorch_successor"]).abs().max()))
             for name, metric in metrics.items():
                 metric.update(logits[name], batch["labels"], eval_index=index)
     scores = {name: metric.compute()["score"] for name, metric in metrics.items()} or None
-    return difference, scores
+    return differences, scores
 
 
 def _without_labels(batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -273,12 +339,26 @@ def _weights_mb(directory: Path) -> float:
     return sum(path.stat().st_size for path in weights) / 1e6
 
 
-def _versions() -> dict[str, str]:
+def _versions(openvino: bool) -> dict[str, str]:
     import onnx
     import onnxruntime
 
-    return {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
+    versions = {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
+    if openvino:
+        import nncf
+        import openvino as ov
+
+        versions.update(openvino=ov.__version__, nncf=nncf.__version__)
+    return versions
+
+
+def _inside(successor_dir: Path, path: Path | None) -> str | None:
+    return None if path is None else str(path.relative_to(successor_dir))
 
 
 def _onnx_call(session: Any, batch: Mapping[str, torch.Tensor]) -> Callable[[], object]:
     return lambda: session_logits(session, batch)
+
+
+def _openvino_call(compiled: Any, batch: Mapping[str, torch.Tensor]) -> Callable[[], object]:
+    return lambda: openvino_logits(compiled, batch)

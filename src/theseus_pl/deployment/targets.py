@@ -10,9 +10,11 @@ from dataclasses import dataclass
 
 AUTO = "auto"
 REFERENCE = "pytorch_successor"  # the fp32 successor every target is scored and timed against
-TARGETS = (REFERENCE, "pytorch_bf16", "onnx_fp32", "onnx_int8")
-# Without dev data only the targets whose logits were checked against PyTorch's may be picked.
-CHECKED_WITHOUT_DEV_DATA = (REFERENCE, "onnx_fp32")
+TARGETS = (REFERENCE, "pytorch_bf16", "onnx_fp32", "onnx_int8", "openvino_fp32", "openvino_bf16", "openvino_int8")
+# The exports whose logits must match PyTorch's within the deployment's tolerance; without dev data only these (and
+# the successor itself) may be picked.
+CHECKED_EXPORTS = ("onnx_fp32", "openvino_fp32")
+CHECKED_WITHOUT_DEV_DATA = (REFERENCE, *CHECKED_EXPORTS)
 
 
 @dataclass(frozen=True)

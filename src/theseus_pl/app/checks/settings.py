@@ -51,6 +51,7 @@ from theseus_pl.core.settings import (
     whole_number,
 )
 from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxruntime
+from theseus_pl.deployment.openvino_export import require_openvino
 from theseus_pl.deployment.record import DeploySettings, wanted
 
 MAX_SEED = 2**32 - 1  # Lightning's seed_everything takes an unsigned 32-bit seed
@@ -127,9 +128,10 @@ def checked_settings(cfg: DictConfig) -> RunSettings:
                       SCHEDULE_SETTINGS)  # fmt: skip
     deploy = _built(cfg, "deploy", DeploySettings.from_config, problems, reported)
     reported += wandb_setting_problems(OmegaConf.to_container(cfg.logger.wandb, resolve=True))
-    if wanted(cfg.deploy):
+    extras = [require_onnxruntime, require_openvino] if cfg.deploy.get("openvino") is True else [require_onnxruntime]
+    for require in extras if wanted(cfg.deploy) else []:
         try:
-            require_onnxruntime()
+            require()
         except DeploymentError as error:
             reported.append(f"deploy: {error}")
     if method is not None and theseus is not None:

@@ -17,8 +17,15 @@ from theseus_pl.app.results.task_model import RunResults, write_deployment
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxruntime
+from theseus_pl.deployment.openvino_export import require_openvino
 from theseus_pl.deployment.record import Deployment, DeploySettings
-from theseus_pl.deployment.stage import check_sequence_classifier, deploy, load_sequence_classifier, onnx_files
+from theseus_pl.deployment.stage import (
+    check_sequence_classifier,
+    deploy,
+    load_sequence_classifier,
+    onnx_files,
+    planned_openvino_files,
+)
 from theseus_pl.deployment.targets import AUTO
 
 log = logging.getLogger(__name__)
@@ -127,12 +134,18 @@ def planned_deployment(
     check_sequence_classifier(successor_dir)
     if predecessor_dir is not None:
         check_sequence_classifier(predecessor_dir)
-    exports = list(onnx_files(successor_dir, settings.quantize).values())
+    if settings.openvino:
+        require_openvino()
+    has_training_rows = is_run_folder(folder) or task is not None
+    exports = [
+        *onnx_files(successor_dir, settings.quantize).values(),
+        *planned_openvino_files(successor_dir, settings, has_training_rows).values(),
+    ]
     length = f"{settings.sequence_length} tokens a row" if settings.sequence_length else "each batch's longest row"
     beside = f", beside the predecessor {predecessor_dir}" if predecessor_dir else ""
     auto = f" (the fastest within {settings.max_score_drop} dev points of the fp32 successor)"
     return [
-        f"export {successor_dir} to ONNX: {', '.join(map(str, exports))} (the folder's onnx/ is replaced)",
+        f"export {successor_dir}: {', '.join(map(str, exports))} (the folders' onnx/ and openvino/ are replaced)",
         f"check the ONNX logits against PyTorch's on {checked_on}",
         f"time it at batch sizes {', '.join(map(str, settings.batch_sizes))} ({length}), {settings.repeats} calls "
         f"each, on {settings.threads or torch.get_num_threads()} threads{beside}",

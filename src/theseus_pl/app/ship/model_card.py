@@ -188,6 +188,9 @@ DEPLOYED_MODELS = {  # the deployment block's names, as the card shows them
     "pytorch_bf16": "PyTorch successor in bf16 (`model.to(torch.bfloat16)`)",
     "onnx_fp32": "ONNX fp32 (`onnx/model.onnx`)",
     "onnx_int8": "ONNX int8 (`onnx/model_int8.onnx`)",
+    "openvino_fp32": "OpenVINO fp32 (`openvino/model.xml`)",
+    "openvino_bf16": "OpenVINO bf16 (`openvino/model.xml` compiled in bf16)",
+    "openvino_int8": "OpenVINO int8 (`openvino/model_int8.xml`)",
 }
 
 
@@ -207,9 +210,10 @@ def _deployment(results: RunResults, repo_id: str | None) -> str:
         for name, title in DEPLOYED_MODELS.items()
         if name in deployment.size_mb
     )
-    model_file = deployment.onnx_int8 or deployment.onnx
+    versions = deployment.versions["onnxruntime"] + _openvino_version(deployment)
     notes = (
         _int8_sentence(deployment)
+        + _openvino_sentence(deployment)
         + _target_sentence(deployment)
         + "".join(
             f" Batch {row.removeprefix('batch_')} was timed while other processes kept {cores:.1f} cores busy: its "
@@ -223,22 +227,53 @@ def _deployment(results: RunResults, repo_id: str | None) -> str:
 `{deployment.onnx}` is this model exported by `torch.onnx`, with dynamic batch and sequence axes; its logits
 match PyTorch's within {deployment.max_abs_diff:.1e} on {deployment.checked_on}.{notes}
 Latency is the median of {settings.repeats} calls on {settings.threads} CPU threads (ONNX Runtime
-{deployment.versions["onnxruntime"]}), rows padded to {length}, on the machine that exported it.
+{versions}), rows padded to {length}, on the machine that exported it.
 
 | model | dev score (x100) | {header} | size (MB) |
 |---|---|{"---|" * len(latency)}---|
 {rows}
+{_how_to_run(deployment, results, repo_id)}"""
 
+
+def _how_to_run(deployment: Deployment, results: RunResults, repo_id: str | None) -> str:
+    """The few lines that run the exported model to ship: OpenVINO's when an OpenVINO target won, else ONNX
+    Runtime's (its int8 file where there is one)."""
+    tokenizer = f"tokenizer = AutoTokenizer.from_pretrained({quoted(repo_id, '<this folder>')})"
+    inputs = f'inputs = tokenizer({_tokenizer_input(results)}, return_tensors="np")'
+    target = deployment.target or ""
+    if target.startswith("openvino") and deployment.openvino:
+        graph = deployment.openvino_int8 if target == "openvino_int8" else deployment.openvino
+        weights = graph.removesuffix(".xml") + ".bin"
+        fetch = f'hf_hub_download("{repo_id}", "{weights}")  # the weights, beside the graph\n' if repo_id else ""
+        precision = "bf16" if target == "openvino_bf16" else "f32"
+        return f"""
+```python
+import openvino
+{_hub_import(repo_id, "hf_hub_download")}from transformers import AutoTokenizer
+
+{tokenizer}
+{inputs}
+{fetch}model = openvino.Core().compile_model(
+    {_local_path(repo_id, graph)}, "CPU", {{"INFERENCE_PRECISION_HINT": "{precision}"}}
+)
+logits = model({{port.get_any_name(): inputs[port.get_any_name()] for port in model.inputs}})[0]
+```
+"""
+    return f"""
 ```python
 import onnxruntime
 {_hub_import(repo_id, "hf_hub_download")}from transformers import AutoTokenizer
 
-tokenizer = AutoTokenizer.from_pretrained({quoted(repo_id, "<this folder>")})
-session = onnxruntime.InferenceSession({_local_path(repo_id, model_file)})
-inputs = tokenizer({_tokenizer_input(results)}, return_tensors="np")
+{tokenizer}
+session = onnxruntime.InferenceSession({_local_path(repo_id, deployment.onnx_int8 or deployment.onnx)})
+{inputs}
 logits = session.run(["logits"], {{node.name: inputs[node.name] for node in session.get_inputs()}})[0]
 ```
 """
+
+
+def _openvino_version(deployment: Deployment) -> str:
+    return f", OpenVINO {deployment.versions['openvino']}" if "openvino" in deployment.versions else ""
 
 
 def _hub_import(repo_id: str | None, name: str) -> str:
@@ -263,6 +298,13 @@ def _int8_sentence(deployment: Deployment) -> str:
     if not deployment.onnx_int8:
         return ""
     return f" `{deployment.onnx_int8}` is its int8 version (ONNX Runtime, {deployment.quantization})."
+
+
+def _openvino_sentence(deployment: Deployment) -> str:
+    if not deployment.openvino:
+        return ""
+    int8 = f"; `{deployment.openvino_int8}` is its {deployment.calibration}" if deployment.openvino_int8 else ""
+    return f" `{deployment.openvino}` is the same graph in OpenVINO{int8}."
 
 
 def _origin(results: RunResults) -> str:

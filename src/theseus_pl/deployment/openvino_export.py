@@ -1,0 +1,120 @@
+"""A sequence classifier in OpenVINO: converted from the exported ONNX graph, quantised to int8 by NNCF on training
+rows, run by OpenVINO's CPU plugin.
+
+OpenVINO and NNCF are called directly: optimum-intel, which wraps them for transformers, pins transformers < 5.6.
+The int8 model is *static*: NNCF runs calibration rows through the graph once, fixes every activation's int8 range
+from what it saw and corrects the biases the rounding shifts (its transformer preset: SmoothQuant, fast bias
+correction); ONNX Runtime's int8 measures each batch's range at run time instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from theseus_pl.deployment.onnx_export import DeploymentError
+
+FOLDER = "openvino"
+# OpenVINO's CPU plugin runs bf16 where the CPU has bf16 instructions, and then picks it by default for fp32 models:
+# each model here is compiled with its precision named, so "fp32" means fp32 on every CPU.
+BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+PRECISION_HINTS = {"openvino_fp32": "f32", "openvino_bf16": "bf16", "openvino_int8": "f32"}
+
+
+def require_openvino() -> None:
+    """Fail before any work when the openvino extra is missing, naming it."""
+    missing = [name for name in ("openvino", "nncf") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise DeploymentError(
+            f"deploy.openvino needs {', '.join(missing)} (not installed): pip install 'theseus_pl[openvino]'."
+        )
+
+
+def openvino_files(successor_dir: Path, quantize: str | None) -> dict[str, Path]:
+    """The OpenVINO models (IR: an .xml graph beside its .bin weights) a deployment writes, by target."""
+    files = {"openvino_fp32": successor_dir / FOLDER / "model.xml"}
+    if quantize == "int8":
+        files["openvino_int8"] = successor_dir / FOLDER / "model_int8.xml"
+    return files
+
+
+def compiled_targets(files: Mapping[str, Path], cpu_flags: frozenset[str]) -> dict[str, Path]:
+    """The targets to compile, by name, each with its IR: bf16 is the fp32 IR compiled in bf16, on a CPU with bf16."""
+    targets = dict(files)
+    if cpu_flags & BF16_FLAGS:
+        targets["openvino_bf16"] = files["openvino_fp32"]
+    return targets
+
+
+def convert_openvino(onnx_path: Path, xml_path: Path) -> Path:
+    """The ONNX model at ``onnx_path`` as OpenVINO IR, weights kept in fp32 (OpenVINO's default would halve them)."""
+    import openvino
+
+    xml_path.parent.mkdir(parents=True, exist_ok=True)
+    openvino.save_model(openvino.convert_model(onnx_path), xml_path, compress_to_fp16=False)
+    return xml_path
+
+
+def quantize_openvino(xml_path: Path, int8_path: Path, calibration: Sequence[Mapping[str, torch.Tensor]]) -> Path:
+    """NNCF's post-training int8 quantisation of the IR at ``xml_path``, calibrated on ``calibration`` (model
+    batches: each row's own tokens, unpadded, as it will be served)."""
+    import nncf
+    import openvino
+
+    model = openvino.Core().read_model(xml_path)
+    names = {port.get_any_name() for port in model.inputs}
+    rows = [{name: tensor.numpy() for name, tensor in batch.items() if name in names} for batch in calibration]
+    with _stdout_to_stderr(logging.getLogger("nncf")):
+        quantized = nncf.quantize(
+            model, nncf.Dataset(rows), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(rows)
+        )
+    openvino.save_model(quantized, int8_path)
+    return int8_path
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(logger: logging.Logger) -> Iterator[None]:
+    """NNCF writes its log and progress bars to stdout, where ``python -m theseus_pl.deploy`` prints its JSON block:
+    to stderr while it works."""
+    handlers = [handler for handler in logger.handlers if isinstance(handler, logging.StreamHandler)]
+    streams = [handler.stream for handler in handlers]
+    for handler in handlers:
+        handler.setStream(sys.stderr)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        for handler, stream in zip(handlers, streams, strict=True):
+            handler.setStream(stream)
+
+
+def compile_openvino(xml_path: Path, threads: int, precision: str) -> Any:
+    """The IR compiled for this CPU on ``threads`` threads, one stream, for latency, computing in ``precision``."""
+    import openvino
+
+    config = {
+        "INFERENCE_PRECISION_HINT": precision,
+        "INFERENCE_NUM_THREADS": threads,
+        "NUM_STREAMS": 1,
+        "PERFORMANCE_HINT": "LATENCY",
+    }
+    return openvino.Core().compile_model(xml_path, "CPU", config)
+
+
+def openvino_logits(compiled: Any, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """The compiled model's logits for a model batch (labels and any input the graph does not take left out)."""
+    feed = {port.get_any_name(): np.ascontiguousarray(batch[port.get_any_name()].numpy()) for port in compiled.inputs}
+    return torch.from_numpy(np.array(compiled(feed)[compiled.output(0)]))
+
+
+def ir_megabytes(xml_path: Path) -> float:
+    """The IR's size on disk: its graph and its weights."""
+    return (xml_path.stat().st_size + xml_path.with_suffix(".bin").stat().st_size) / 1e6
