@@ -451,24 +451,34 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         child_main(args)
         return {}
     settings = {k: v for k, v in vars(args).items() if k not in {"child", "output"}}
-    report: dict[str, Any] = {"settings": settings, "training": training_report(args, TRAINING_CONFIGS)}
+    report: dict[str, Any] = {"settings": settings}
+    # Written again after each part: a run cut short (a device lease's time limit) keeps what it measured.
+    report["training"] = training_report(args, TRAINING_CONFIGS)
+    _write(args.output, report)
     _progress("measuring the machine's matmul rate ...")
     report["matmul_flops_per_second"] = run_child(args, "matmul")
     _progress("measuring the Lightning loop against a bare loop ...")
     report["loop_overhead"] = run_child(args, "loop_overhead")
+    _write(args.output, report)
     if (Path(args.glue_dir) / "RTE").is_dir():
         _progress("measuring throughput on RTE ...")
         report["throughput"] = run_child(args, "throughput")
+        _write(args.output, report)
     else:
         _progress(f"no RTE under {args.glue_dir}: throughput skipped (give --glue-dir)")
     report["inference"] = {f"batch_{b}": measure_inference(args, b) for b in (1, args.batch_size)}
+    _write(args.output, report)
     if args.scale:
         report["scale"] = scale_report(args, AutoConfig.from_pretrained(args.model).num_hidden_layers)
+        _write(args.output, report)
     print_report(report)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(report, indent=2))
     print(f"written to {args.output}")
     return report
+
+
+def _write(path: Path, report: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2))
 
 
 def print_report(report: dict[str, Any]) -> None:

@@ -146,7 +146,7 @@ def planned_deployment(
     auto = f" (the fastest within {settings.max_score_drop} dev points of the fp32 successor)"
     return [
         f"export {successor_dir}: {', '.join(map(str, exports))} (the folders' onnx/ and openvino/ are replaced)",
-        f"check the ONNX logits against PyTorch's on {checked_on}",
+        f"check the exported fp32 logits against PyTorch's on {checked_on}",
         f"time it at batch sizes {', '.join(map(str, settings.batch_sizes))} ({length}), {settings.repeats} calls "
         f"each, on {settings.threads or torch.get_num_threads()} threads{beside}",
         f"ship the target {settings.target}{auto if settings.target == AUTO else ''}",
