@@ -148,3 +148,11 @@ def test_a_dry_run_lists_the_openvino_files_it_would_write(tmp_path, tiny_tokeni
 
 def test_the_card_names_every_target():
     assert set(TARGETS) <= set(model_card.DEPLOYED_MODELS)
+
+
+def test_bf16_is_compiled_from_the_fp32_ir_on_a_cpu_with_bf16_and_nothing_without_openvino_files(tmp_path):
+    files = openvino_export.openvino_files(tmp_path, quantize="int8")
+    bf16_cpu, avx2_cpu = frozenset({"avx2", "avx512_bf16"}), frozenset({"avx2"})
+    assert openvino_export.compiled_targets(files, bf16_cpu) == {**files, "openvino_bf16": files["openvino_fp32"]}
+    assert openvino_export.compiled_targets(files, avx2_cpu) == files
+    assert openvino_export.compiled_targets({}, bf16_cpu) == {}  # deploy.openvino=false on a bf16 CPU

@@ -47,9 +47,10 @@ def openvino_files(successor_dir: Path, quantize: str | None) -> dict[str, Path]
 
 
 def compiled_targets(files: Mapping[str, Path], cpu_flags: frozenset[str]) -> dict[str, Path]:
-    """The targets to compile, by name, each with its IR: bf16 is the fp32 IR compiled in bf16, on a CPU with bf16."""
+    """The targets to compile, by name, each with its IR: bf16 is the fp32 IR compiled in bf16, on a CPU with bf16
+    (none without OpenVINO files)."""
     targets = dict(files)
-    if cpu_flags & BF16_FLAGS:
+    if "openvino_fp32" in files and cpu_flags & BF16_FLAGS:
         targets["openvino_bf16"] = files["openvino_fp32"]
     return targets
 

@@ -109,10 +109,8 @@ def deploy(
     fusions = fuse_for_ort(files["onnx_fp32"], example, TOLERANCE / 10)
     log.info("ONNX Runtime fusions in %s: %s", files["onnx_fp32"].name, fusions or "none (the unfused graph is kept)")
     sessions = {name: inference_session(path, threads) for name, path in files.items()}
-    compiled = {
-        name: compile_openvino(path, threads, PRECISION_HINTS[name])
-        for name, path in compiled_targets(ir_files, cpu.flags).items()
-    } if ir_files else {}  # fmt: skip
+    ir_targets = compiled_targets(ir_files, cpu.flags)
+    compiled = {name: compile_openvino(path, threads, PRECISION_HINTS[name]) for name, path in ir_targets.items()}
     bf16 = _bf16_copy(successor, settings.target)
 
     log.info("Checking the ONNX models against PyTorch on %s", "the dev set" if datamodule else "example sentences")
@@ -150,7 +148,7 @@ def deploy(
                         "it. Time it again alone: python -m theseus_pl.deploy RUN_DIR", size, other_cores)  # fmt: skip
             busy[f"batch_{size}"] = other_cores
     sizes = _sizes_mb(successor_dir, predecessor_dir, files)
-    sizes.update({name: ir_megabytes(path) for name, path in compiled_targets(ir_files, cpu.flags).items()})
+    sizes.update({name: ir_megabytes(path) for name, path in ir_targets.items()})
     if bf16 is not None:  # as its bf16 weights would be saved
         sizes["pytorch_bf16"] = sum(t.numel() * t.element_size() for t in bf16.state_dict().values()) / 1e6
     sizes = {name: sizes[name] for name in timers if name in sizes}  # in the latency table's order
