@@ -20,6 +20,13 @@ from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MO
 from theseus_pl.app.results.envelope import RunRecord, for_kind
 from theseus_pl.app.results.task_model import RunResults
 from theseus_pl.app.ship.card_text import known, number, quoted
+from theseus_pl.app.ship.deployment_table import (
+    busy_sentences,
+    int8_sentence,
+    latency_table,
+    padded_to,
+    target_sentence,
+)
 from theseus_pl.app.ship.embedding_model_card import embedding_model_card
 from theseus_pl.app.ship.language_model_card import language_model_card
 from theseus_pl.deployment.record import Deployment
@@ -182,56 +189,27 @@ classifier({_example_input(results)})
 """
 
 
-DEPLOYED_MODELS = {  # the deployment block's names, as the card shows them
-    "pytorch_predecessor": "PyTorch predecessor",
-    "pytorch_successor": "PyTorch successor",
-    "pytorch_bf16": "PyTorch successor in bf16 (`model.to(torch.bfloat16)`)",
-    "onnx_fp32": "ONNX fp32 (`onnx/model.onnx`)",
-    "onnx_int8": "ONNX int8 (`onnx/model_int8.onnx`)",
-    "openvino_fp32": "OpenVINO fp32 (`openvino/model.xml`)",
-    "openvino_bf16": "OpenVINO bf16 (`openvino/model.xml` compiled in bf16)",
-    "openvino_int8": "OpenVINO int8 (`openvino/model_int8.xml`)",
-}
-
-
 def _deployment(results: RunResults, repo_id: str | None) -> str:
     """The ONNX files' section: how they were checked, their scores, latencies and sizes, and how to run one."""
     deployment = results.deployment
     if deployment is None:
         return ""
-    settings, latency = deployment.settings, deployment.latency_ms
-    scores = {"pytorch_predecessor": results.predecessor.score, **(deployment.dev_score or {})}
-    length = f"{settings.sequence_length} tokens" if settings.sequence_length else "their longest row"
-    header = " | ".join(f"p50 ms, batch {key.removeprefix('batch_')}" for key in latency)
-    rows = "\n".join(
-        f"| {title} | {number(scores.get(name), 2)} | "
-        + " | ".join(number(latency[key].get(name), 1) for key in latency)
-        + f" | {number(deployment.size_mb.get(name), 1)} |"
-        for name, title in DEPLOYED_MODELS.items()
-        if name in deployment.size_mb
-    )
     versions = deployment.versions["onnxruntime"] + _openvino_version(deployment)
     notes = (
-        _int8_sentence(deployment)
+        int8_sentence(deployment)
         + _openvino_sentence(deployment)
-        + _target_sentence(deployment)
-        + "".join(
-            f" Batch {row.removeprefix('batch_')} was timed while other processes kept {cores:.1f} cores busy: its "
-            "latencies are not the models' alone."
-            for row, cores in deployment.busy_cores.items()
-        )
+        + target_sentence(deployment)
+        + busy_sentences(deployment)
     )
     return f"""
 ## Deployment
 
 `{deployment.onnx}` is this model exported by `torch.onnx`, with dynamic batch and sequence axes; its logits
 match PyTorch's within {deployment.max_abs_diff:.1e} on {deployment.checked_on}.{notes}
-Latency is the median of {settings.repeats} calls on {settings.threads} CPU threads (ONNX Runtime
-{versions}), rows padded to {length}, on the machine that exported it.
+Latency is the median of {deployment.settings.repeats} calls on {deployment.settings.threads} CPU threads (ONNX Runtime
+{versions}), rows padded to {padded_to(deployment)}, on the machine that exported it.
 
-| model | dev score (x100) | {header} | size (MB) |
-|---|---|{"---|" * len(latency)}---|
-{rows}
+{latency_table(deployment, results.predecessor.score, "dev score (x100)")}
 {_how_to_run(deployment, results, repo_id)}"""
 
 
@@ -286,18 +264,6 @@ def _local_path(repo_id: str | None, file: str | None = None) -> str:
     if repo_id:
         return f'hf_hub_download("{repo_id}", "{file}")' if file else f'snapshot_download("{repo_id}")'
     return f'"<this folder>/{file}"' if file else '"<this folder>"'
-
-
-def _target_sentence(deployment: Deployment) -> str:
-    if not deployment.target:
-        return ""
-    return f" The model to ship here: {DEPLOYED_MODELS[deployment.target]}, {deployment.target_reason}."
-
-
-def _int8_sentence(deployment: Deployment) -> str:
-    if not deployment.onnx_int8:
-        return ""
-    return f" `{deployment.onnx_int8}` is its int8 version (ONNX Runtime, {deployment.quantization})."
 
 
 def _openvino_sentence(deployment: Deployment) -> str:

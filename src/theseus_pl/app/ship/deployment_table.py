@@ -1,0 +1,63 @@
+"""The ``deployment`` block in a model card's words: the table of scores, latencies and sizes, and the sentences that
+go with it. Every kind that deploys to ONNX (classifiers, sentence-embedding models) shows its block this way."""
+
+from __future__ import annotations
+
+from theseus_pl.app.ship.card_text import number
+from theseus_pl.deployment.record import Deployment
+
+DEPLOYED_MODELS = {  # the deployment block's names, as the card shows them
+    "pytorch_predecessor": "PyTorch predecessor",
+    "pytorch_successor": "PyTorch successor",
+    "pytorch_bf16": "PyTorch successor in bf16 (`model.to(torch.bfloat16)`)",
+    "onnx_fp32": "ONNX fp32 (`onnx/model.onnx`)",
+    "onnx_int8": "ONNX int8 (`onnx/model_int8.onnx`)",
+    "openvino_fp32": "OpenVINO fp32 (`openvino/model.xml`)",
+    "openvino_bf16": "OpenVINO bf16 (`openvino/model.xml` compiled in bf16)",
+    "openvino_int8": "OpenVINO int8 (`openvino/model_int8.xml`)",
+}
+
+
+def latency_table(deployment: Deployment, predecessor_score: float | None, score_title: str) -> str:
+    """One row per deployed model: its score (the predecessor's from the run's record), its p50 latency at each
+    batch size, its size."""
+    latency = deployment.latency_ms
+    scores = {"pytorch_predecessor": predecessor_score, **(deployment.dev_score or {})}
+    header = " | ".join(f"p50 ms, batch {key.removeprefix('batch_')}" for key in latency)
+    rows = "\n".join(
+        f"| {title} | {number(scores.get(name), 2)} | "
+        + " | ".join(number(latency[key].get(name), 1) for key in latency)
+        + f" | {number(deployment.size_mb.get(name), 1)} |"
+        for name, title in DEPLOYED_MODELS.items()
+        if name in deployment.size_mb
+    )
+    return f"""| model | {score_title} | {header} | size (MB) |
+|---|---|{"---|" * len(latency)}---|
+{rows}"""
+
+
+def padded_to(deployment: Deployment) -> str:
+    """What the timed rows were padded to, in words."""
+    length = deployment.settings.sequence_length
+    return f"{length} tokens" if length else "their longest row"
+
+
+def target_sentence(deployment: Deployment) -> str:
+    if not deployment.target:
+        return ""
+    return f" The model to ship here: {DEPLOYED_MODELS[deployment.target]}, {deployment.target_reason}."
+
+
+def int8_sentence(deployment: Deployment) -> str:
+    if not deployment.onnx_int8:
+        return ""
+    return f" `{deployment.onnx_int8}` is its int8 version (ONNX Runtime, {deployment.quantization})."
+
+
+def busy_sentences(deployment: Deployment) -> str:
+    """A sentence for each batch size timed while the machine was busy: its latencies are not the models'."""
+    return "".join(
+        f" Batch {row.removeprefix('batch_')} was timed while other processes kept {cores:.1f} cores busy: its "
+        "latencies are not the models' alone."
+        for row, cores in deployment.busy_cores.items()
+    )
