@@ -11,6 +11,10 @@ come from ``--task`` (with ``--glue-dir`` offline), latency ratios from ``--pred
 ONNX model is checked and timed on a few example sentences and no dev score is given. The block is also written to
 ``<model>/onnx/deployment.json``. Inside a run the same stage is ``deploy.onnx=true`` (``deploy.quantize=int8``).
 
+A finished sentence-embedding run's folder deploys the same way: its encoder to ``successor/onnx/model.onnx`` (and
+``model_int8.onnx``), where ``SentenceTransformer(path, backend="onnx")`` reads it, the sentence vectors checked
+against PyTorch's and every model scored on the run's STS-B dev pairs (no OpenVINO for this kind yet).
+
 ``LM_RUN_DIR`` is a finished decoder-LM run's folder: ``--gguf`` writes its successor as GGUF files for llama.cpp
 (``successor/gguf/model.<type>.gguf``), checks each against PyTorch on the run's held-out windows and, where
 llama-cpp-python is installed, times each against the predecessor at the same type; inside a run the same stage is
@@ -34,6 +38,11 @@ from typing import Any
 
 from theseus_pl.app.config.side_commands import command_parser, refuse
 from theseus_pl.app.results.task_model import deployment_dict
+from theseus_pl.app.run.embedding_model_shipping import (
+    deploy_embedding_run,
+    is_embedding_run,
+    planned_embedding_deployment,
+)
 from theseus_pl.app.run.language_model_shipping import deploy_language_model_run, planned_language_model_deployment
 from theseus_pl.app.ship.deploy_folder import deploy_model, deploy_run, is_run_folder, planned_deployment
 from theseus_pl.deployment.gguf_export import GGUF_TYPES, GGUFExportError
@@ -91,11 +100,18 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
             openvino=args.openvino,
             calibration_rows=args.calibration_rows,
         )
+        embedding_run = is_embedding_run(args.folder)
         if args.dry_run:
-            plan = planned_deployment(args.folder, settings, args.task, args.predecessor)
+            plan = (
+                planned_embedding_deployment(args.folder, settings)
+                if embedding_run
+                else planned_deployment(args.folder, settings, args.task, args.predecessor)
+            )
             print("\n".join([f"Dry run: nothing was exported. Deploying {args.folder} would:", *plan]))
             return None
-        if is_run_folder(args.folder):
+        if embedding_run:
+            block = deploy_embedding_run(args.folder, settings, args.glue_dir)
+        elif is_run_folder(args.folder):
             block = deploy_run(args.folder, settings, args.glue_dir)
         else:
             block = deploy_model(args.folder, settings, args.task, args.glue_dir, args.predecessor)

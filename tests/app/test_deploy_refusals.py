@@ -1,5 +1,5 @@
-"""Deploy on a finished run it does not ship that way: refused before any export, in one line that names the run's
-kind and says how its successor ships instead. No model is loaded: the refusals come from the record alone."""
+"""Deploy on a finished run asking what it does not build for the run's kind: refused before any export, in one line
+that says what it builds instead. No model is loaded: the refusals come from the record and the options alone."""
 
 from pathlib import Path
 
@@ -30,14 +30,22 @@ def refusal(argv: list[str]) -> str:
     return line
 
 
+@pytest.mark.parametrize(
+    ("options", "why"),
+    [
+        (["--openvino"], "OpenVINO export of sentence-embedding runs is not built: deploy without --openvino "
+                         "(deploy.openvino=false); ONNX Runtime fp32 and int8 are."),
+        (["--target", "pytorch_bf16"], "deploy.target=pytorch_bf16: a sentence-embedding run deploys "
+                                       "pytorch_successor, onnx_fp32, onnx_int8 (or auto)."),
+    ],
+    ids=["openvino", "bf16 target"],
+)  # fmt: skip
 @DRY_RUN
-def test_a_sentence_embedding_run_is_refused_saying_its_successor_ships_as_it_is(tmp_path, dry_run):
-    run_dir = finished(tmp_path / "run", an_embedding_run())
-    assert refusal([str(run_dir), *dry_run]) == (
-        f"{run_dir} is a sentence-embedding run: its successor {run_dir / 'successor'} is a sentence-transformers "
-        "folder already (SentenceTransformer(path) loads it; its model card inside); ONNX export of sentence-embedding "
-        "runs is not built yet."
-    )
+def test_what_a_sentence_embedding_deployment_does_not_build_is_refused_before_any_model_loads(
+    tmp_path, options, why, dry_run
+):
+    run_dir = finished(tmp_path / "run", an_embedding_run())  # its successor/ is empty: nothing could load
+    assert refusal([str(run_dir), *options, *dry_run]) == why
     assert not (run_dir / "successor" / "onnx").exists()
 
 

@@ -119,7 +119,7 @@ def test_a_predecessor_folder_without_pooling_is_refused_in_one_line(sentence_fi
         ("method=kd", "method.alpha=0.5 weighs a KL to soft targets in; a sentence-embedding run has no classes"),
         ("method=theseus_kd", "method.alpha=0.5 weighs a KL to soft targets in; a sentence-embedding run has no"),
         ("theseus.init=block_influence", "theseus.init=block_influence measures layers on language-model windows"),
-        ("deploy.onnx=true", "deploy.onnx=true: the successor ships as a sentence-transformers folder"),
+        ("deploy.onnx=true", "deploy.onnx=true: a sentence-embedding run deploys after it ends, from its folder"),
         ("finetune.epochs=2", "finetune.epochs=2: the predecessor is compressed as given"),
         ("data.train_tasks=[MRPC]", "data: "),
         ("theseus.successor_layers=4", "theseus.successor_layers=4 must be between 1 and 3"),

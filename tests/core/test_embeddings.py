@@ -19,6 +19,7 @@ from theseus_pl.core.embeddings import (
     embedding_encoder,
     fidelity,
     load_embedding_model,
+    pair_spearman,
     sts_spearman,
     truncated_embedding_model,
 )
@@ -132,6 +133,8 @@ def test_sts_spearman_is_scipys_spearman_of_the_cosine_similarities_times_100(mo
     assert sts_spearman(model, first, second, scores) == pytest.approx(expected, abs=1e-9)
     with pytest.raises(ValueError, match="must be of one length"):
         sts_spearman(model, first, second[:-1], scores)
+    vectors = [model.encode(texts, convert_to_tensor=True) for texts in (first, second)]  # as an export gives them
+    assert pair_spearman(*vectors, scores) == sts_spearman(model, first, second, scores)
 
 
 def test_fidelity_is_exact_against_itself_and_falls_for_a_truncated_model(models_dir):

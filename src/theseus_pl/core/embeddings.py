@@ -21,6 +21,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
@@ -34,7 +35,7 @@ try:  # an extra: the rest of the core runs without it
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
-    from sentence_transformers.util import load_file_path
+    from sentence_transformers.util import load_file_path, pairwise_cos_sim
 except ModuleNotFoundError as missing:
     if missing.name != "sentence_transformers":
         raise
@@ -150,6 +151,16 @@ def sts_spearman(
     )
     results = evaluator(model)
     return 100 * float(results[evaluator.primary_metric])
+
+
+def pair_spearman(vectors1: torch.Tensor, vectors2: torch.Tensor, scores: Sequence[float]) -> float:
+    """:func:`sts_spearman` from sentence vectors computed elsewhere (an exported model's): the Spearman correlation
+    of each pair's cosine similarity with its gold score, times 100, as ``EmbeddingSimilarityEvaluator`` computes it
+    (sentence-transformers' ``pairwise_cos_sim``, SciPy's ``spearmanr``)."""
+    from scipy.stats import spearmanr
+
+    cosines = pairwise_cos_sim(vectors1.float(), vectors2.float()).numpy()
+    return 100 * float(spearmanr([float(score) for score in scores], cosines).statistic)
 
 
 def fidelity(

@@ -1,4 +1,5 @@
-"""A sequence classifier as ONNX: exported by ``torch.onnx``, quantised and run by ONNX Runtime.
+"""A sequence classifier, or the encoder of a sentence-embedding model, as ONNX: exported by ``torch.onnx``, quantised
+and run by ONNX Runtime.
 
 Nothing here exports or quantises by itself: the graph comes from PyTorch's exporter (``torch.export`` based, the
 one PyTorch maintains; its TorchScript exporter is deprecated), the int8 model from ONNX Runtime's dynamic
@@ -56,20 +57,26 @@ def require_onnxruntime() -> None:
         )
 
 
-class _LogitsOnly(torch.nn.Module):
-    """The classifier with positional tensor inputs in a fixed order and its logits as the one output."""
+LOGITS = "logits"  # a classifier's one output
+TOKEN_VECTORS = "last_hidden_state"  # an encoder's: the name sentence-transformers' ONNX backend (optimum) reads
 
-    def __init__(self, model: PreTrainedModel, input_names: Sequence[str]) -> None:
+
+class _OneOutput(torch.nn.Module):
+    """The model with positional tensor inputs in a fixed order and one of its outputs, by name, as the graph's one."""
+
+    def __init__(self, model: PreTrainedModel, input_names: Sequence[str], output: str) -> None:
         super().__init__()
         self.model = model
         self.input_names = list(input_names)
+        self.output = output
 
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
-        return self.model(**dict(zip(self.input_names, inputs, strict=True))).logits
+        return self.model(**dict(zip(self.input_names, inputs, strict=True)))[self.output]
 
 
-def export_onnx(model: PreTrainedModel, example: Mapping[str, torch.Tensor], path: Path) -> Path:
-    """Write ``model`` as one ONNX file whose inputs are ``example``'s tensors, batch and sequence axes dynamic.
+def export_onnx(model: PreTrainedModel, example: Mapping[str, torch.Tensor], path: Path, output: str = LOGITS) -> Path:
+    """Write ``model`` as one ONNX file whose inputs are ``example``'s tensors, batch and sequence axes dynamic, and
+    whose one output is the model's ``output`` (a classifier's :data:`LOGITS`, an encoder's :data:`TOKEN_VECTORS`).
 
     ``example`` must have at least 2 rows of at least 2 tokens: the exporter specialises a dimension of size 1.
     """
@@ -78,11 +85,11 @@ def export_onnx(model: PreTrainedModel, example: Mapping[str, torch.Tensor], pat
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         torch.onnx.export(
-            _LogitsOnly(model, names).eval(),  # eval() reaches the wrapped model too
+            _OneOutput(model, names, output).eval(),  # eval() reaches the wrapped model too
             tuple(example[name] for name in names),
             str(path),
             input_names=names,
-            output_names=["logits"],
+            output_names=[output],
             dynamic_shapes=(tuple({0: batch, 1: sequence} for _ in names),),
             external_data=False,
             dynamo=True,
@@ -97,11 +104,13 @@ def export_onnx(model: PreTrainedModel, example: Mapping[str, torch.Tensor], pat
     return path
 
 
-def fuse_for_ort(path: Path, example: Mapping[str, torch.Tensor], tolerance: float) -> dict[str, int]:
+def fuse_for_ort(
+    path: Path, example: Mapping[str, torch.Tensor], tolerance: float, output: str = LOGITS
+) -> dict[str, int]:
     """onnxscript's ONNX Runtime fusions on the exported graph at ``path``, kept only when ONNX Runtime runs the fused
-    graph and its logits on ``example`` stay within ``tolerance`` of the unfused graph's; returns the fused operators
-    (ONNX Runtime's own: ``Attention``, ``SkipLayerNormalization``, ``BiasGelu``, ...) and how many of each ({} when
-    the unfused graph is kept).
+    graph and its ``output`` on ``example`` stays within ``tolerance`` of the unfused graph's; returns the fused
+    operators (ONNX Runtime's own: ``Attention``, ``SkipLayerNormalization``, ``BiasGelu``, ...) and how many of each
+    ({} when the unfused graph is kept).
 
     Attention fuses in BERT, RoBERTa, ELECTRA and DistilBERT; MPNet and DeBERTa-v2, whose attention adds a relative
     position bias, get the layer-norm and GELU fusions only (tests/deployment). On the demo's 3-layer MiniLM successor
@@ -118,7 +127,8 @@ def fuse_for_ort(path: Path, example: Mapping[str, torch.Tensor], tolerance: flo
             operators = Counter(node.op_type for node in fused.graph.all_nodes() if node.domain == ORT_DOMAIN)
             ir.save(fused, fused_path)
             plain, candidate = inference_session(path, 1), inference_session(fused_path, 1)
-            difference = float((session_logits(candidate, example) - session_logits(plain, example)).abs().max())
+            outputs = [session_logits(session, example, output) for session in (candidate, plain)]
+            difference = float((outputs[0] - outputs[1]).abs().max())
         except Exception:  # any family the rewriter or ONNX Runtime cannot take: the unfused graph is kept
             return {}
         if not operators or not difference <= tolerance:
@@ -159,7 +169,8 @@ def inference_session(path: Path, threads: int) -> Any:
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
-def session_logits(session: Any, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    """The session's logits for a model batch (labels and any input the graph does not take are left out)."""
+def session_logits(session: Any, batch: Mapping[str, torch.Tensor], output: str = LOGITS) -> torch.Tensor:
+    """The session's logits (or its other ``output``) for a model batch (labels and any input the graph does not take
+    are left out)."""
     feed = {node.name: np.ascontiguousarray(batch[node.name].numpy()) for node in session.get_inputs()}
-    return torch.from_numpy(session.run(["logits"], feed)[0])
+    return torch.from_numpy(session.run([output], feed)[0])

@@ -147,7 +147,7 @@ def deploy(
             log.warning("Batch %d was timed while other processes kept %.1f cores busy: no speed-up is recorded for "
                         "it. Time it again alone: python -m theseus_pl.deploy RUN_DIR", size, other_cores)  # fmt: skip
             busy[f"batch_{size}"] = other_cores
-    sizes = _sizes_mb(successor_dir, predecessor_dir, files)
+    sizes = sizes_mb(successor_dir, predecessor_dir, files)
     sizes.update({name: ir_megabytes(path) for name, path in ir_targets.items()})
     if bf16 is not None:  # as its bf16 weights would be saved
         sizes["pytorch_bf16"] = sum(t.numel() * t.element_size() for t in bf16.state_dict().values()) / 1e6
@@ -165,13 +165,13 @@ def deploy(
         dev_score=scores,
         latency_ms=latency,
         speedup_over_predecessor={
-            row: None if row in busy else _times_over_predecessor(values) for row, values in latency.items()
+            row: None if row in busy else times_over_predecessor(values) for row, values in latency.items()
         },
         busy_cores=busy,
         size_mb=sizes,
-        smaller_than_predecessor=_times_over_predecessor(sizes),
+        smaller_than_predecessor=times_over_predecessor(sizes),
         settings=replace(settings, threads=threads),
-        versions=_versions(openvino=bool(ir_files)),
+        versions=deployment_versions(openvino=bool(ir_files)),
         seconds=time.perf_counter() - started,
         cpu=cpu.model,
         cpu_flags=cpu.relevant_flags,
@@ -312,7 +312,7 @@ def _without_labels(batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor
     return {key: value for key, value in batch.items() if key != "labels"}
 
 
-def _times_over_predecessor(values: Mapping[str, float]) -> dict[str, float] | None:
+def times_over_predecessor(values: Mapping[str, float]) -> dict[str, float] | None:
     """How many times the predecessor's figure each other figure is (faster, smaller); None without one."""
     base = values.get("pytorch_predecessor")
     return (
@@ -322,7 +322,7 @@ def _times_over_predecessor(values: Mapping[str, float]) -> dict[str, float] | N
     )
 
 
-def _sizes_mb(successor_dir: Path, predecessor_dir: Path | None, files: Mapping[str, Path]) -> dict[str, float]:
+def sizes_mb(successor_dir: Path, predecessor_dir: Path | None, files: Mapping[str, Path]) -> dict[str, float]:
     """Megabytes on disk: the checkpoints' weights (safetensors, or a pickled successor's module) and each ONNX
     file."""
     sizes = {"pytorch_successor": _weights_mb(successor_dir)}
@@ -337,7 +337,7 @@ def _weights_mb(directory: Path) -> float:
     return sum(path.stat().st_size for path in weights) / 1e6
 
 
-def _versions(openvino: bool) -> dict[str, str]:
+def deployment_versions(openvino: bool) -> dict[str, str]:
     import onnx
     import onnxruntime
 

@@ -262,7 +262,8 @@ def _embedding_problems(cfg: DictConfig, method: CompressionMethod, theseus: The
             "run is scored on STS-B dev. Leave it []."
         )
     unread = {
-        "deploy": "the successor ships as a sentence-transformers folder (no ONNX or GGUF export of this kind yet)",
+        "deploy": "a sentence-embedding run deploys after it ends, from its folder (python -m theseus_pl.deploy "
+        "RUN_DIR: its encoder to ONNX), not inside the run",
         "finetune": "the predecessor is compressed as given (model.base), never fine-tuned first",
     }
     for group, why in unread.items():

@@ -15,7 +15,9 @@ from typing import Any, ClassVar
 
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL
 from theseus_pl.app.results.envelope import Hardware, Keys, RunRecord, WandbLink, envelope_fields, trusted
+from theseus_pl.app.results.task_model import deployment_from
 from theseus_pl.core.memory import PeakMemory
+from theseus_pl.deployment.record import LEFT_OUT_AT_DEFAULT, Deployment
 
 SIDES = ("predecessor", "successor")
 
@@ -70,6 +72,9 @@ class EmbeddingResults(RunRecord):
     failed_steps: dict[str, str] = field(default_factory=dict)
     peak_memory: PeakMemory | None = None
     wall_seconds: float | None = None
+    # python -m theseus_pl.deploy RUN_DIR: the encoder in ONNX (fp32, int8), its vectors checked against PyTorch's,
+    # each model's STS-B dev score (dev_score) and latency beside the predecessor's.
+    deployment: Deployment | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
     folder: Path | None = field(default=None, compare=False, repr=False)  # where it was read from; not written
 
     @property
@@ -129,4 +134,5 @@ class EmbeddingResults(RunRecord):
             data=EmbeddingData(**read.nested("data").pick(EmbeddingData)),
             best_step=read.optional("best_step"),
             speed=read.optional("speed"),
+            deployment=deployment_from(block) if (block := read.nested_if_given("deployment")) else None,
         )

@@ -237,7 +237,7 @@ class RunResults(RunRecord):
             params=ParamCounts(**read.nested("params").pick(ParamCounts)),
             speedup=read.optional("speedup"),
             speedup_busy_cores=read.optional("speedup_busy_cores"),
-            deployment=_deployment(deployment) if (deployment := read.nested_if_given("deployment")) else None,
+            deployment=deployment_from(deployment) if (deployment := read.nested_if_given("deployment")) else None,
             switch_step=read.optional("switch_step"),
             successor_finetuning_steps=read.optional("successor_finetuning_steps"),
             base_model=read.optional("base_model"),
@@ -259,7 +259,7 @@ def write_deployment(path: Path, deployment: Deployment) -> Path:
 def read_deployment(path: Path) -> Deployment:
     """The ``deployment`` block :func:`write_deployment` wrote."""
     try:
-        return _deployment(Keys(json.loads(Path(path).read_text()), ""))
+        return deployment_from(Keys(json.loads(Path(path).read_text()), ""))
     except ResultsError as error:
         raise ResultsError(f"{path}: {error}") from None
 
@@ -285,7 +285,8 @@ def _shape(read: Keys | None) -> ModelShape | None:
     return ModelShape(**read.pick(ModelShape)) if read else None
 
 
-def _deployment(read: Keys) -> Deployment:
+def deployment_from(read: Keys) -> Deployment:
+    """The ``deployment`` block of a record (every kind that deploys to ONNX keeps one) as read from its file."""
     values = read.pick(Deployment)
     settings = read.nested("settings").pick(DeploySettings)
     settings["batch_sizes"] = tuple(settings.get("batch_sizes", DeploySettings.batch_sizes))

@@ -21,6 +21,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from datasets import Dataset
 from omegaconf import DictConfig
 
 from theseus_pl.app.checks.refused import RunRefused
@@ -85,7 +86,7 @@ class EmbeddingModelRun(RunKind):
             data = cfg.data
             self.train_sentences, self.held_out = held_out_split(sentences, data.held_out, data.max_sentences,
                                                                  data.split_seed)  # fmt: skip
-            self.sts_pairs = self.source.read(glue_task(STS_TASK), "validation")
+            self.sts_pairs = sts_dev_pairs(cfg.data)
         except (ValueError, FileNotFoundError, KeyError) as error:
             problems.append(str(error) if str(error).startswith("data.") else f"data: {error}")
         problems += schedule_problems(cfg, self.settings, train_rows=None)
@@ -222,6 +223,12 @@ class EmbeddingModelRun(RunKind):
         files = {"results.json": results_path, "config.yaml": self.output_dir / ".hydra" / "config.yaml",
                  "model_card.md": Path(results.successor.dir) / "README.md"}  # fmt: skip
         publish_embedding_model(experiment, results, files)
+
+
+def sts_dev_pairs(data: DictConfig) -> Dataset:
+    """The STS-B dev pairs (``sentence1``, ``sentence2``, ``label``: the gold score) a run of ``data`` is scored on,
+    read from its source: the run's own check and a later deployment of its folder read the same rows."""
+    return _source(data).read(glue_task(STS_TASK), "validation")
 
 
 def _source(data: DictConfig) -> Source:

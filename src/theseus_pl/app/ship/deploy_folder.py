@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL
 from theseus_pl.app.config.resolvers import register_resolvers
-from theseus_pl.app.results.envelope import write_results
+from theseus_pl.app.results.envelope import RunRecord, write_results
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.task_model import RunResults, write_deployment
 from theseus_pl.app.ship.model_card import write_model_card
@@ -39,9 +39,8 @@ ENCODERS = "ONNX and int8 deployment are built for encoder runs"
 SHIPPED_ELSEWHERE = {
     LANGUAGE_MODEL: f"a decoder-LM run: its successor is the causal-LM folder {{successor}} (transformers safetensors, "
     f"with its model card); {ENCODERS}. Ship it to llama.cpp as GGUF: --gguf f16 q8_0.",
-    EMBEDDING_MODEL: "a sentence-embedding run: its successor {successor} is a sentence-transformers folder already "
-    "(SentenceTransformer(path) loads it; its model card inside); ONNX export of sentence-embedding runs is not built "
-    "yet.",
+    EMBEDDING_MODEL: "a sentence-embedding run: its successor {successor} is a sentence-transformers folder; deploy "
+    "the run folder with python -m theseus_pl.deploy RUN_DIR (its encoder to ONNX, checked on STS-B dev).",
 }
 
 
@@ -55,8 +54,8 @@ def is_run_folder(folder: Path) -> bool:
     return (folder / "results.json").is_file() or (folder / "successor").is_dir()
 
 
-def finished_run(run_dir: Path) -> RunResults:
-    """The record of a finished encoder run whose folder holds all a deployment reads, or why it is not one."""
+def finished_record(run_dir: Path) -> RunRecord:
+    """The record of a finished run (of any kind) whose folder holds all a deployment reads, or why it is not one."""
     results_path, successor_dir = run_dir / "results.json", run_dir / "successor"
     if not successor_dir.is_dir():
         raise DeploymentError(f"{run_dir} has no successor/ folder: it is not a finished theseus_pl run.")
@@ -66,10 +65,19 @@ def finished_run(run_dir: Path) -> RunResults:
         raise DeploymentError(
             f"{run_dir} has no {CONFIG}, so its dev set is unknown: deploy its successor/ with --task."
         )
-    results = read_run(results_path)
+    return read_run(results_path)
+
+
+def finished_run(run_dir: Path) -> RunResults:
+    """The record of a finished encoder run whose folder holds all a deployment reads, or why it is not one."""
+    results = finished_record(run_dir)
     if results.kind != RunResults.kind:  # the record says its kind: every other kind is refused, each with its way
         elsewhere = SHIPPED_ELSEWHERE.get(results.kind)
-        why = elsewhere.format(successor=successor_dir) if elsewhere else f"a run of kind {results.kind!r}: {ENCODERS}."
+        why = (
+            elsewhere.format(successor=run_dir / "successor")
+            if elsewhere
+            else f"a run of kind {results.kind!r}: {ENCODERS}."
+        )
         raise DeploymentError(f"{run_dir} is {why}")
     return results  # type: ignore[return-value]  # its kind is RunResults'
 

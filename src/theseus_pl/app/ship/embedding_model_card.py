@@ -5,10 +5,20 @@ it. The YAML header is ``huggingface_hub``'s ``ModelCardData`` (``pipeline_tag: 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from huggingface_hub import ModelCard, ModelCardData
 
 from theseus_pl.app.results.embedding_model import EmbeddingResults
 from theseus_pl.app.ship.card_text import known, number, quoted
+from theseus_pl.app.ship.deployment_table import (
+    busy_sentences,
+    int8_sentence,
+    latency_table,
+    padded_to,
+    target_sentence,
+)
+from theseus_pl.deployment.record import Deployment
 
 TAGS = [
     "sentence-transformers", "sentence-similarity", "feature-extraction", "bert-of-theseus", "model-compression",
@@ -89,7 +99,7 @@ model = SentenceTransformer({quoted(repo_id, "<this folder or its hub id>")})
 embeddings = model.encode(["A man is playing a guitar.", "Someone plays an instrument."])
 print(model.similarity(embeddings, embeddings))
 ```
-"""
+{_deployment(results, repo_id)}"""
 
 
 def _small(value: float | None) -> str:
@@ -119,3 +129,61 @@ def _speed(results: EmbeddingResults) -> str:
     hardware = results.hardware
     cpu = f"on {hardware.cpu}" if hardware and hardware.cpu else "on the machine that ran it (its CPU not recorded)"
     return f"Speed-up over the teacher, encoding STS-B dev sentences with `model.encode` in PyTorch {cpu}: {rates}.\n"
+
+
+def _deployment(results: EmbeddingResults, repo_id: str | None) -> str:
+    """The ONNX files' section (after ``python -m theseus_pl.deploy RUN_DIR``): how they were checked, their STS-B
+    scores, latencies and sizes, and how to load the one to ship."""
+    deployment = results.deployment
+    if deployment is None:
+        return ""
+    settings = deployment.settings
+    notes = int8_sentence(deployment) + target_sentence(deployment) + busy_sentences(deployment)
+    return f"""
+## Deployment
+
+`{deployment.onnx}` is this model's encoder exported by `torch.onnx` (output `last_hidden_state`, dynamic batch and
+sequence axes), where sentence-transformers' ONNX backend looks for it; pooling and normalisation stay this folder's
+modules. Its sentence vectors match PyTorch's within {deployment.max_abs_diff:.1e} on {deployment.checked_on}.{notes}
+Latency is the median of {settings.repeats} calls on {settings.threads} CPU threads (ONNX Runtime
+{deployment.versions["onnxruntime"]}), sentences padded to {padded_to(deployment)}, on the machine that exported it.
+
+{latency_table(deployment, results.predecessor.sts, "STS-B dev Spearman (x100)")}
+{_how_to_run(deployment, repo_id)}"""
+
+
+def _how_to_run(deployment: Deployment, repo_id: str | None) -> str:
+    """The file to ship (ONNX Runtime's int8 file where that won) through sentence-transformers' ONNX backend, and
+    through ONNX Runtime directly, which needs no Optimum (whose ONNX package pins transformers 4)."""
+    if deployment.target == "pytorch_successor":
+        return "The PyTorch successor was the fastest here: load it as above.\n"
+    file = deployment.onnx_int8 if deployment.target == "onnx_int8" and deployment.onnx_int8 else deployment.onnx
+    kwargs = f', model_kwargs={{"file_name": "{Path(file).name}"}}' if Path(file).name != "model.onnx" else ""
+    model = quoted(repo_id, "<this folder>")
+    graph = f'hf_hub_download("{repo_id}", "{file}")' if repo_id else f'"<this folder>/{file}"'
+    download = "from huggingface_hub import hf_hub_download\n" if repo_id else ""
+    return f"""
+With sentence-transformers' ONNX backend (`pip install "sentence-transformers[onnx]"`: Optimum, which needs
+transformers 4):
+
+```python
+model = SentenceTransformer({model}, backend="onnx"{kwargs})
+```
+
+With ONNX Runtime alone, the folder's own modules doing the tokenising and pooling:
+
+```python
+import onnxruntime
+import torch
+{download}from sentence_transformers import SentenceTransformer
+
+model = SentenceTransformer({model})  # its tokenizer, pooling and normalisation
+session = onnxruntime.InferenceSession({graph})
+features = model.preprocess(["A man is playing a guitar.", "Someone plays an instrument."])
+inputs = {{node.name: features[node.name].numpy() for node in session.get_inputs()}}
+features["token_embeddings"] = torch.from_numpy(session.run(["last_hidden_state"], inputs)[0])
+for module in list(model)[1:]:
+    features = module(features)
+embeddings = features["sentence_embedding"]
+```
+"""

@@ -1,0 +1,90 @@
+"""A sentence-embedding successor deployed to ONNX Runtime: ``python -m theseus_pl.deploy RUN_DIR`` on a finished
+sentence-embedding run's folder (:mod:`theseus_pl.deployment.embedding_stage`), checked and scored on the run's own
+STS-B dev pairs and timed beside its predecessor; the run's ``results.json`` and model card gain the block."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+from omegaconf import OmegaConf
+
+from theseus_pl.app.config.resolvers import register_resolvers
+from theseus_pl.app.results.embedding_model import EmbeddingResults
+from theseus_pl.app.results.envelope import write_results
+from theseus_pl.app.run.embedding_model import sts_dev_pairs
+from theseus_pl.app.ship.deploy_folder import CONFIG, finished_record
+from theseus_pl.app.ship.model_card import write_model_card
+from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxruntime
+from theseus_pl.deployment.record import Deployment, DeploySettings
+from theseus_pl.deployment.stage import onnx_files
+from theseus_pl.deployment.targets import AUTO
+
+log = logging.getLogger(__name__)
+
+
+def is_embedding_run(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a sentence-embedding run's record (its ``results.json`` says its kind)."""
+    if not (run_dir / "results.json").is_file():
+        return False
+    return finished_record(run_dir).kind == EmbeddingResults.kind
+
+
+def deploy_embedding_run(run_dir: Path, settings: DeploySettings, glue_dir: str | None = None) -> Deployment:
+    """Deploy a finished sentence-embedding run's successor on the run's STS-B dev pairs (from ``glue_dir``, else
+    the folder the run read)."""
+    results = _checked(run_dir, settings)
+    from theseus_pl.core.embeddings import load_embedding_model
+    from theseus_pl.deployment.embedding_stage import StsPairs, deploy_embedding_model
+
+    register_resolvers()
+    cfg = OmegaConf.load(run_dir / CONFIG)
+    if glue_dir is not None:
+        cfg.data.glue_dir = glue_dir
+    rows = sts_dev_pairs(cfg.data)
+    pairs = StsPairs(rows["sentence1"], rows["sentence2"], rows["label"])
+    predecessor_dir = Path(results.predecessor.dir)
+    predecessor = load_embedding_model(predecessor_dir) if predecessor_dir.is_dir() else None
+    if predecessor is None:
+        log.warning("The run's predecessor (%s) is gone: no ratios over it.", predecessor_dir)
+    successor_dir = run_dir / "successor"
+    results.deployment = deploy_embedding_model(successor_dir, settings, pairs, predecessor,
+                                                predecessor_dir if predecessor else None)  # fmt: skip
+    write_results(run_dir / "results.json", results)
+    write_model_card(successor_dir, results)
+    return results.deployment
+
+
+def planned_embedding_deployment(run_dir: Path, settings: DeploySettings) -> list[str]:
+    """The dry run of :func:`deploy_embedding_run`: its checks before any export, then what it would do."""
+    results = _checked(run_dir, settings)
+    successor_dir, predecessor_dir = run_dir / "successor", Path(results.predecessor.dir)
+    files = onnx_files(successor_dir, settings.quantize)
+    beside = f", beside the predecessor {predecessor_dir}" if predecessor_dir.is_dir() else ""
+    length = f"{settings.sequence_length} tokens a row" if settings.sequence_length else "each batch's longest row"
+    auto = f" (the fastest within {settings.max_score_drop} STS-B points of the fp32 successor)"
+    return [
+        f"export the encoder of {successor_dir}: {', '.join(map(str, files.values()))} (the folder's onnx/ is "
+        "replaced; SentenceTransformer(path, backend='onnx') reads it)",
+        f"check the exported fp32 sentence vectors against PyTorch's and score each model on the run's "
+        f"{results.data.sts_pairs:,} STS-B dev pairs",
+        f"time it at batch sizes {', '.join(map(str, settings.batch_sizes))} ({length}), {settings.repeats} calls "
+        f"each, on {settings.threads or torch.get_num_threads()} threads{beside}",
+        f"ship the target {settings.target}{auto if settings.target == AUTO else ''}",
+        f"write the deployment block to {run_dir / 'results.json'}, {successor_dir / 'README.md'}",
+    ]
+
+
+def _checked(run_dir: Path, settings: DeploySettings) -> EmbeddingResults:
+    """The run's record, refused before any work where the folder, the extras or the settings will not do."""
+    results = finished_record(run_dir)
+    if not isinstance(results, EmbeddingResults):
+        raise DeploymentError(f"{run_dir} is a run of kind {results.kind!r}, not a sentence-embedding run.")
+    require_onnxruntime()
+    try:
+        from theseus_pl.deployment.embedding_stage import check_embedding_settings
+    except ModuleNotFoundError as missing:  # the embeddings extra
+        raise DeploymentError(str(missing)) from None
+    check_embedding_settings(settings)
+    return results

@@ -1,0 +1,219 @@
+"""The deploy stage of a sentence-embedding successor: its encoder as ONNX where sentence-transformers' ONNX backend
+looks for it, checked against PyTorch's sentence vectors, scored on STS pairs and timed beside the predecessor.
+
+Writes ``onnx/model.onnx`` (inputs as the tokenizer names them, one output ``last_hidden_state``, batch and sequence
+axes dynamic) and ``onnx/model_int8.onnx`` into the successor's folder, the layout
+``SentenceTransformer(path, backend="onnx")`` reads (the int8 file with ``model_kwargs={"file_name":
+"model_int8.onnx"}``). As in that backend, the graph is the encoder alone: pooling and normalisation stay the
+folder's own sentence-transformers modules, and every check here runs the exported token vectors through them.
+
+The block returned is the classifiers' :class:`~theseus_pl.deployment.record.Deployment`, read for sentence vectors:
+``max_abs_diff`` is the largest difference from PyTorch's vectors, ``dev_score`` the STS Spearman (x100) of each
+model. OpenVINO is not built for this kind: refused before any work.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from theseus_pl.core.embeddings import embedding_encoder, load_embedding_model, pair_spearman, sentence_head
+from theseus_pl.core.precision import this_cpu
+from theseus_pl.core.sentence_objective import sentence_output
+from theseus_pl.core.timing import p50_milliseconds, was_busy
+from theseus_pl.deployment.onnx_export import (
+    TOKEN_VECTORS,
+    DeploymentError,
+    export_onnx,
+    fuse_for_ort,
+    inference_session,
+    int8_reduce_range,
+    quantization_words,
+    quantize_int8,
+    require_onnxruntime,
+    session_logits,
+)
+from theseus_pl.deployment.record import Deployment, DeploySettings
+from theseus_pl.deployment.stage import (
+    EXAMPLE_SENTENCES,
+    EXPORT_LENGTH,
+    TOLERANCE,
+    deployment_versions,
+    onnx_files,
+    sizes_mb,
+    times_over_predecessor,
+)
+from theseus_pl.deployment.targets import AUTO, REFERENCE, pick_target
+
+log = logging.getLogger(__name__)
+
+EMBEDDING_TARGETS = (REFERENCE, "onnx_fp32", "onnx_int8")  # what this kind deploys; the rest are the classifiers'
+CHECK_BATCH = 32  # sentences a batch when checking and scoring
+SentenceModel = Any  # a SentenceTransformer: sentence-transformers is an extra, imported by core.embeddings
+
+
+@dataclass(frozen=True)
+class StsPairs:
+    """Sentence pairs with gold similarity scores (STS-B dev): what every deployed model is scored on."""
+
+    sentences1: Sequence[str]
+    sentences2: Sequence[str]
+    scores: Sequence[float]
+
+    @property
+    def sentences(self) -> list[str]:
+        return [*self.sentences1, *self.sentences2]
+
+
+def check_embedding_settings(settings: DeploySettings) -> None:
+    """Refuse, before any work, what this kind's deployment does not build."""
+    if settings.openvino:
+        raise DeploymentError(
+            "OpenVINO export of sentence-embedding runs is not built: deploy without --openvino (deploy.openvino=false)"
+            "; ONNX Runtime fp32 and int8 are."
+        )
+    if settings.target not in (AUTO, *EMBEDDING_TARGETS):
+        raise DeploymentError(
+            f"deploy.target={settings.target}: a sentence-embedding run deploys {', '.join(EMBEDDING_TARGETS)} "
+            f"(or {AUTO})."
+        )
+
+
+def deploy_embedding_model(
+    successor_dir: Path,
+    settings: DeploySettings,
+    pairs: StsPairs | None = None,
+    predecessor: SentenceModel | None = None,
+    predecessor_dir: Path | None = None,
+) -> Deployment:
+    """Export, check, quantise, score and time the sentence-transformers successor in ``successor_dir``; the
+    ``deployment`` block. Scored on ``pairs`` (without them, checked on a few example sentences, with no score).
+
+    An fp32 graph whose sentence vectors differ from PyTorch's by more than :data:`TOLERANCE` is refused and the
+    ``onnx/`` folder removed, so nothing unchecked is left to ship.
+    """
+    started = time.perf_counter()
+    require_onnxruntime()
+    check_embedding_settings(settings)
+    successor = load_embedding_model(successor_dir)
+    threads = settings.threads or torch.get_num_threads()
+    torch.set_num_threads(threads)
+    sentences = pairs.sentences if pairs else list(EXAMPLE_SENTENCES)
+    files = onnx_files(successor_dir, settings.quantize)
+    shutil.rmtree(files["onnx_fp32"].parent, ignore_errors=True)  # the folder holds what this block describes
+    log.info("Exporting the successor's encoder to %s", files["onnx_fp32"])
+    example = _tokens(successor, sentences[:2], EXPORT_LENGTH)
+    export_onnx(embedding_encoder(successor), example, files["onnx_fp32"], TOKEN_VECTORS)
+    cpu = this_cpu()
+    reduce_range = int8_reduce_range(cpu.flags)
+    if "onnx_int8" in files:  # from the unfused graph, as the classifiers' (see fuse_for_ort)
+        log.info("Quantising it to int8: %s", files["onnx_int8"])
+        quantize_int8(files["onnx_fp32"], files["onnx_int8"], reduce_range)
+    fusions = fuse_for_ort(files["onnx_fp32"], example, TOLERANCE / 10, TOKEN_VECTORS)
+    log.info("ONNX Runtime fusions in %s: %s", files["onnx_fp32"].name, fusions or "none (the unfused graph is kept)")
+    sessions = {name: inference_session(path, threads) for name, path in files.items()}
+    head = sentence_head(successor)
+    models: dict[str, Callable[[Mapping[str, torch.Tensor]], torch.Tensor]] = {
+        REFERENCE: functools.partial(_pytorch_vectors, successor),
+        **{name: functools.partial(_onnx_vectors, session, head) for name, session in sessions.items()},
+    }
+
+    log.info("Checking the ONNX models against PyTorch on %d %s", len(sentences), "STS sentences" if pairs else
+             "example sentences")  # fmt: skip
+    vectors = _vectors(models, successor, sentences)
+    difference = float((vectors["onnx_fp32"] - vectors[REFERENCE]).abs().max())
+    if not difference <= TOLERANCE:
+        shutil.rmtree(files["onnx_fp32"].parent, ignore_errors=True)
+        raise DeploymentError(
+            f"The exported encoder's sentence vectors differ from PyTorch's by up to {difference:.2e}, beyond the "
+            f"tolerance {TOLERANCE:g}; {files['onnx_fp32'].parent} removed. The PyTorch successor is kept."
+        )
+    scores = None
+    if pairs:
+        half = len(pairs.sentences1)
+        scores = {name: pair_spearman(v[:half], v[half:], pairs.scores) for name, v in vectors.items()}
+
+    timers = {name: functools.partial(_call, model) for name, model in models.items()}
+    if predecessor is not None:
+        timers = {"pytorch_predecessor": functools.partial(_call, functools.partial(_pytorch_vectors, predecessor)),
+                  **timers}  # fmt: skip
+    log.info("Timing %s at batch sizes %s on %d threads", ", ".join(timers), list(settings.batch_sizes), threads)
+    latency, busy = {}, {}
+    for size in settings.batch_sizes:
+        batch = _tokens(successor, [sentences[i % len(sentences)] for i in range(size)], settings.sequence_length)
+        latency[f"batch_{size}"], other_cores = p50_milliseconds({n: t(batch) for n, t in timers.items()},
+                                                                 settings.repeats)  # fmt: skip
+        if was_busy(other_cores):
+            log.warning("Batch %d was timed while other processes kept %.1f cores busy: no speed-up is recorded for "
+                        "it. Time it again alone: python -m theseus_pl.deploy RUN_DIR", size, other_cores)  # fmt: skip
+            busy[f"batch_{size}"] = other_cores
+    sizes = sizes_mb(successor_dir, predecessor_dir, files)
+    choice = pick_target(settings.target, latency, scores, settings.max_score_drop)
+    log.info("Deploy target: %s (%s)", choice.target, choice.reason)
+    return Deployment(
+        onnx=str(files["onnx_fp32"].relative_to(successor_dir)),
+        onnx_int8=str(files["onnx_int8"].relative_to(successor_dir)) if "onnx_int8" in files else None,
+        quantization=quantization_words(reduce_range) if "onnx_int8" in files else None,
+        checked_on=f"{len(sentences)} " + ("STS-B dev sentences" if pairs else "example sentences (no STS pairs)"),
+        max_abs_diff=difference,
+        tolerance=TOLERANCE,
+        dev_score=scores,
+        latency_ms=latency,
+        speedup_over_predecessor={
+            row: None if row in busy else times_over_predecessor(values) for row, values in latency.items()
+        },
+        busy_cores=busy,
+        size_mb=sizes,
+        smaller_than_predecessor=times_over_predecessor(sizes),
+        settings=replace(settings, threads=threads),
+        versions=deployment_versions(openvino=False),
+        seconds=time.perf_counter() - started,
+        cpu=cpu.model,
+        cpu_flags=cpu.relevant_flags,
+        fusions=fusions,
+        target=choice.target,
+        target_reason=choice.reason,
+    )
+
+
+def _tokens(model: SentenceModel, sentences: Sequence[str], length: int | None) -> dict[str, torch.Tensor]:
+    """``sentences`` tokenised as ``encode`` does (cut at the model's ``max_seq_length``), padded to their longest,
+    or cut and padded to ``length`` tokens."""
+    if length is None:
+        return dict(model.preprocess(list(sentences)))
+    return dict(model.tokenizer(list(sentences), padding="max_length", truncation=True, max_length=length,
+                                return_tensors="pt"))  # fmt: skip
+
+
+def _pytorch_vectors(model: SentenceModel, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    with torch.inference_mode():
+        return model(dict(batch))["sentence_embedding"]  # a copy: the modules add their outputs to the dict
+
+
+def _onnx_vectors(session: Any, head: torch.nn.Module, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    tokens = session_logits(session, batch, TOKEN_VECTORS)
+    with torch.inference_mode():
+        return sentence_output(head, tokens, batch["attention_mask"], None).logits
+
+
+def _vectors(
+    models: Mapping[str, Callable[[Mapping[str, torch.Tensor]], torch.Tensor]],
+    tokenizing: SentenceModel,
+    sentences: Sequence[str],
+) -> dict[str, torch.Tensor]:
+    """Every model's sentence vectors for ``sentences``, in batches of :data:`CHECK_BATCH` at their own lengths."""
+    batches = [_tokens(tokenizing, sentences[i : i + CHECK_BATCH], None) for i in range(0, len(sentences), CHECK_BATCH)]
+    return {name: torch.cat([model(batch) for batch in batches]).float() for name, model in models.items()}
+
+
+def _call(model: Callable[[Mapping[str, torch.Tensor]], torch.Tensor], batch: Mapping[str, torch.Tensor]
+          ) -> Callable[[], object]:  # fmt: skip
+    return lambda: model(batch)

@@ -1,0 +1,73 @@
+"""A finished sentence-embedding run deployed to ONNX Runtime: its encoder written where sentence-transformers' ONNX
+backend looks for it, its vectors checked against PyTorch's, every model scored on STS-B dev as sentence-transformers
+scores the PyTorch successor, and a model card whose ONNX Runtime snippet runs."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from app_runs import compose_config
+from embedding_models import make_sentence_glue_dir, save_tiny_embedding_model
+from omegaconf import OmegaConf
+from sentence_transformers import SentenceTransformer
+
+from theseus_pl.app.results.reading import read_run
+from theseus_pl.app.run.pipeline import run
+from theseus_pl.deploy import main
+
+
+@pytest.fixture(scope="module")
+def embedding_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished 4 -> 2 layer run of a tiny sentence-transformers model (truncation: no training needed here)."""
+    root = tmp_path_factory.mktemp("embedding_deploy")
+    model = save_tiny_embedding_model(root / "model", normalize=True)
+    glue = make_sentence_glue_dir(root / "glue")
+    cfg = compose_config(
+        "+experiment=minilm_embedding_quick", f"model.base={model}", "model.hub_id=null", f"data.glue_dir={glue}",
+        "data.max_sentences=null", "data.held_out=8", "theseus.successor_layers=2", "method=embedding_truncation",
+        "logger=csv", "benchmark.repeats=0", f"paths.cache_dir={root / 'cache'}", f"paths.output_dir={root / 'run'}",
+    )  # fmt: skip
+    run(cfg)
+    (root / "run" / ".hydra").mkdir()
+    OmegaConf.save(cfg, root / "run" / ".hydra" / "config.yaml")  # as the app's Hydra writes it
+    return root / "run"
+
+
+def test_the_dry_run_says_what_it_would_write_and_writes_nothing(embedding_run, capsys):
+    assert main([str(embedding_run), "--dry-run"]) is None
+    printed = capsys.readouterr().out
+    assert (
+        f"export the encoder of {embedding_run / 'successor'}: {embedding_run / 'successor/onnx/model.onnx'}" in printed
+    )
+    assert "score each model on the run's 12 STS-B dev pairs" in printed
+    assert not (embedding_run / "successor" / "onnx").exists()
+
+
+def test_the_encoder_ships_checked_scored_and_timed_and_the_cards_snippet_runs(embedding_run):
+    block = main([str(embedding_run), "--repeats", "2", "--target", "onnx_fp32", "--sequence-length", "0"])
+    successor_dir = embedding_run / "successor"
+    assert sorted(path.name for path in (successor_dir / "onnx").iterdir()) == ["model.onnx", "model_int8.onnx"]
+    results = read_run(embedding_run / "results.json")
+    assert results.deployment == block  # written into the run's record, read back whole
+    assert json.loads((embedding_run / "results.json").read_text())["deployment"]["onnx"] == "onnx/model.onnx"
+
+    assert block.max_abs_diff <= block.tolerance and block.checked_on == "24 STS-B dev sentences"
+    scores = block.dev_score
+    assert set(scores) == {"pytorch_successor", "onnx_fp32", "onnx_int8"}
+    assert scores["pytorch_successor"] == pytest.approx(results.successor.sts, abs=1e-6)  # sentence-transformers' own
+    # A random tiny model's cosines nearly tie: vectors within 1e-4 may swap two of the 12 pairs' ranks (0.7 a swap).
+    assert scores["onnx_fp32"] == pytest.approx(results.successor.sts, abs=1.5)
+    assert set(block.latency_ms) == {"batch_1", "batch_32"}
+    assert set(block.latency_ms["batch_1"]) == {"pytorch_predecessor", "pytorch_successor", "onnx_fp32", "onnx_int8"}
+    assert block.target == "onnx_fp32" and block.settings.sequence_length is None
+
+    card = (successor_dir / "README.md").read_text()
+    assert "## Deployment" in card and "STS-B dev Spearman (x100)" in card
+    snippet = card.split("With ONNX Runtime alone")[1].split("```python\n")[1].split("```")[0]
+    namespace: dict = {}
+    exec(snippet.replace("<this folder>", str(successor_dir)), namespace)  # the card's own lines, as a user runs them
+    expected = SentenceTransformer(str(successor_dir), device="cpu").encode(
+        ["A man is playing a guitar.", "Someone plays an instrument."], convert_to_tensor=True
+    )
+    assert torch.allclose(namespace["embeddings"], expected, atol=1e-4)
