@@ -28,7 +28,6 @@ import torch
 from theseus_pl.core.embeddings import embedding_encoder, load_embedding_model, pair_spearman, sentence_head
 from theseus_pl.core.precision import this_cpu
 from theseus_pl.core.sentence_objective import sentence_output
-from theseus_pl.core.timing import p50_milliseconds, was_busy
 from theseus_pl.deployment.onnx_export import (
     TOKEN_VECTORS,
     DeploymentError,
@@ -49,6 +48,7 @@ from theseus_pl.deployment.stage import (
     deployment_versions,
     onnx_files,
     sizes_mb,
+    timed_latency,
     times_over_predecessor,
 )
 from theseus_pl.deployment.targets import AUTO, REFERENCE, pick_target
@@ -126,8 +126,8 @@ def deploy_embedding_model(
         **{name: functools.partial(_onnx_vectors, session, head) for name, session in sessions.items()},
     }
 
-    log.info("Checking the ONNX models against PyTorch on %d %s", len(sentences), "STS sentences" if pairs else
-             "example sentences")  # fmt: skip
+    checked_on = f"{len(sentences)} " + ("STS-B dev sentences" if pairs else "example sentences (no STS pairs)")
+    log.info("Checking the ONNX models against PyTorch on %s", checked_on)
     vectors = _vectors(models, successor, sentences)
     difference = float((vectors["onnx_fp32"] - vectors[REFERENCE]).abs().max())
     if not difference <= TOLERANCE:
@@ -141,20 +141,12 @@ def deploy_embedding_model(
         half = len(pairs.sentences1)
         scores = {name: pair_spearman(v[:half], v[half:], pairs.scores) for name, v in vectors.items()}
 
-    timers = {name: functools.partial(_call, model) for name, model in models.items()}
     if predecessor is not None:
-        timers = {"pytorch_predecessor": functools.partial(_call, functools.partial(_pytorch_vectors, predecessor)),
-                  **timers}  # fmt: skip
+        models = {"pytorch_predecessor": functools.partial(_pytorch_vectors, predecessor), **models}
+    timers = {name: functools.partial(_call, model) for name, model in models.items()}
     log.info("Timing %s at batch sizes %s on %d threads", ", ".join(timers), list(settings.batch_sizes), threads)
-    latency, busy = {}, {}
-    for size in settings.batch_sizes:
-        batch = _tokens(successor, [sentences[i % len(sentences)] for i in range(size)], settings.sequence_length)
-        latency[f"batch_{size}"], other_cores = p50_milliseconds({n: t(batch) for n, t in timers.items()},
-                                                                 settings.repeats)  # fmt: skip
-        if was_busy(other_cores):
-            log.warning("Batch %d was timed while other processes kept %.1f cores busy: no speed-up is recorded for "
-                        "it. Time it again alone: python -m theseus_pl.deploy RUN_DIR", size, other_cores)  # fmt: skip
-            busy[f"batch_{size}"] = other_cores
+    batch_of = functools.partial(_sized_batch, successor, sentences, settings.sequence_length)
+    latency, busy = timed_latency(timers, batch_of, settings.batch_sizes, settings.repeats)
     sizes = sizes_mb(successor_dir, predecessor_dir, files)
     choice = pick_target(settings.target, latency, scores, settings.max_score_drop)
     log.info("Deploy target: %s (%s)", choice.target, choice.reason)
@@ -162,7 +154,7 @@ def deploy_embedding_model(
         onnx=str(files["onnx_fp32"].relative_to(successor_dir)),
         onnx_int8=str(files["onnx_int8"].relative_to(successor_dir)) if "onnx_int8" in files else None,
         quantization=quantization_words(reduce_range) if "onnx_int8" in files else None,
-        checked_on=f"{len(sentences)} " + ("STS-B dev sentences" if pairs else "example sentences (no STS pairs)"),
+        checked_on=checked_on,
         max_abs_diff=difference,
         tolerance=TOLERANCE,
         dev_score=scores,
@@ -184,13 +176,20 @@ def deploy_embedding_model(
     )
 
 
+def _sized_batch(
+    model: SentenceModel, sentences: Sequence[str], length: int | None, size: int
+) -> dict[str, torch.Tensor]:
+    """The first ``size`` sentences (repeated when there are fewer), tokenised as :func:`_tokens` does."""
+    return _tokens(model, [sentences[i % len(sentences)] for i in range(size)], length)
+
+
 def _tokens(model: SentenceModel, sentences: Sequence[str], length: int | None) -> dict[str, torch.Tensor]:
     """``sentences`` tokenised as ``encode`` does (cut at the model's ``max_seq_length``), padded to their longest,
     or cut and padded to ``length`` tokens."""
     if length is None:
         return dict(model.preprocess(list(sentences)))
-    return dict(model.tokenizer(list(sentences), padding="max_length", truncation=True, max_length=length,
-                                return_tensors="pt"))  # fmt: skip
+    padding = {"padding": "max_length", "truncation": True, "max_length": length}
+    return dict(model.tokenizer(list(sentences), return_tensors="pt", **padding))
 
 
 def _pytorch_vectors(model: SentenceModel, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -214,6 +213,7 @@ def _vectors(
     return {name: torch.cat([model(batch) for batch in batches]).float() for name, model in models.items()}
 
 
-def _call(model: Callable[[Mapping[str, torch.Tensor]], torch.Tensor], batch: Mapping[str, torch.Tensor]
-          ) -> Callable[[], object]:  # fmt: skip
+def _call(
+    model: Callable[[Mapping[str, torch.Tensor]], object], batch: Mapping[str, torch.Tensor]
+) -> Callable[[], object]:
     return lambda: model(batch)

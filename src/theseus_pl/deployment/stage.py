@@ -138,15 +138,8 @@ def deploy(
     timers.update({name: functools.partial(_onnx_call, session) for name, session in sessions.items()})
     timers.update({name: functools.partial(_openvino_call, model) for name, model in compiled.items()})
     log.info("Timing %s at batch sizes %s on %d threads", ", ".join(timers), list(settings.batch_sizes), threads)
-    latency, busy = {}, {}
-    for size in settings.batch_sizes:
-        batch = _batch(rows, tokenizer, size, settings.sequence_length)
-        calls = {name: timer(batch) for name, timer in timers.items()}
-        latency[f"batch_{size}"], other_cores = p50_milliseconds(calls, settings.repeats)
-        if was_busy(other_cores):
-            log.warning("Batch %d was timed while other processes kept %.1f cores busy: no speed-up is recorded for "
-                        "it. Time it again alone: python -m theseus_pl.deploy RUN_DIR", size, other_cores)  # fmt: skip
-            busy[f"batch_{size}"] = other_cores
+    batch_of = functools.partial(_batch, rows, tokenizer, length=settings.sequence_length)
+    latency, busy = timed_latency(timers, batch_of, settings.batch_sizes, settings.repeats)
     sizes = sizes_mb(successor_dir, predecessor_dir, files)
     sizes.update({name: ir_megabytes(path) for name, path in ir_targets.items()})
     if bf16 is not None:  # as its bf16 weights would be saved
@@ -186,6 +179,26 @@ def deploy(
             else None
         ),
     )
+
+
+def timed_latency(
+    timers: Mapping[str, Timer],
+    batch_of: Callable[[int], Mapping[str, torch.Tensor]],
+    sizes: Sequence[int],
+    repeats: int,
+) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    """Each model's p50 milliseconds on ``batch_of(size)`` for each of ``sizes`` (the models taking turns), and the
+    other processes' cores at each size timed on a busy machine (its speed-ups are then not recorded)."""
+    latency, busy = {}, {}
+    for size in sizes:
+        batch = batch_of(size)
+        calls = {name: timer(batch) for name, timer in timers.items()}
+        latency[f"batch_{size}"], other_cores = p50_milliseconds(calls, repeats)
+        if was_busy(other_cores):
+            log.warning("Batch %d was timed while other processes kept %.1f cores busy: no speed-up is recorded for "
+                        "it. Time it again alone: python -m theseus_pl.deploy RUN_DIR", size, other_cores)  # fmt: skip
+            busy[f"batch_{size}"] = other_cores
+    return latency, busy
 
 
 def planned_openvino_files(successor_dir: Path, settings: DeploySettings, has_training_rows: bool) -> dict[str, Path]:
@@ -255,7 +268,7 @@ def _timing_rows(
 
 
 def _batch(
-    rows: Sequence[Mapping[str, Any]], tokenizer: PreTrainedTokenizerBase, size: int, length: int | None
+    rows: Sequence[Mapping[str, Any]], tokenizer: PreTrainedTokenizerBase, size: int, length: int | None = None
 ) -> dict[str, torch.Tensor]:
     """``size`` rows (repeated when there are fewer), cut and padded to ``length`` tokens, or to their longest."""
     picked = [{key: value[:length] for key, value in rows[i % len(rows)].items()} for i in range(size)]
