@@ -86,6 +86,19 @@ def test_check_names_the_kind_the_loss_and_the_sentences(sentence_files, tmp_pat
     assert not (tmp_path / "run").exists()
 
 
+def test_a_named_corpus_adds_its_sentences_to_the_glue_ones_and_the_plan_says_so(sentence_files, tmp_path):
+    glue_only = plan(compose_config(*_overrides(sentence_files, tmp_path, "check_steps=0")))[1]
+    lines = plan(
+        compose_config(*_overrides(sentence_files, tmp_path, "check_steps=0", "data.corpora=[guardian_headlines]"))
+    )
+    assert (
+        "(GLUE, from the classic GLUE files; their labels unused) and the sentences of guardian_headlines" in lines[1]
+    )
+    count = re.compile(r"(\d[\d,]*) training sentences")
+    glue, both = (int(count.search(line).group(1).replace(",", "")) for line in (glue_only, lines[1]))
+    assert both > glue + 3000  # the 4,000-odd headlines, less the held-out draw's share
+
+
 def test_held_out_and_dev_sentences_are_never_trained_on(sentence_files, tmp_path):
     from theseus_pl.app.run.pipeline import run_kind
 
@@ -122,6 +135,7 @@ def test_a_predecessor_folder_without_pooling_is_refused_in_one_line(sentence_fi
         ("deploy.onnx=true", "deploy.onnx=true: a sentence-embedding run deploys after it ends, from its folder"),
         ("finetune.epochs=2", "finetune.epochs=2: the predecessor is compressed as given"),
         ("data.train_tasks=[MRPC]", "data: "),
+        ("data.corpora=[wikipedia]", "data.corpora: wikipedia is no corpus here: name any of convention_speeches"),
         ("theseus.successor_layers=4", "theseus.successor_layers=4 must be between 1 and 3"),
         ("data.held_out=500", "data.held_out=500 leaves no training sentence of the"),
     ],

@@ -6,7 +6,13 @@ import torch
 from conftest import make_tiny_tokenizer
 from embedding_models import make_sentence_glue_dir, tiny_sentences
 
-from theseus_pl.data.sentences import SentenceDataModule, glue_sentences, held_out_split
+from theseus_pl.data.sentences import (
+    SentenceDataModule,
+    corpus_sentences,
+    glue_sentences,
+    held_out_split,
+    split_sentences,
+)
 from theseus_pl.data.sources import GlueDirSource
 from theseus_pl.data.tasks import glue_task
 
@@ -17,6 +23,32 @@ def test_glue_sentences_are_every_text_column_of_the_training_splits_each_once(t
     rows = source.read(glue_task("STS-B"), "train")
     assert set(stsb) == {*rows["sentence1"], *rows["sentence2"]} and len(stsb) == len(set(stsb))
     assert both[: len(stsb)] == stsb and len(both) == len(set(both)) > len(stsb)  # CoLA's after, none twice
+
+
+def test_a_transcripts_lines_become_sentences_without_speakers_asides_or_fragments():
+    document = (
+        "BARACK OBAMA: Thank you. (Applause.) Tonight we speak of the economy. Better now? Yes, it is!\n"
+        'Quijano: I\'m Elaine Quijano, anchor at CBSN. "We will see," he said in the hall.\n'
+        "Five key areas Sunak must tackle to serve up recovery"
+    )
+    assert split_sentences(document) == [
+        "Tonight we speak of the economy.",
+        "I'm Elaine Quijano, anchor at CBSN.",
+        '"We will see," he said in the hall.',
+        "Five key areas Sunak must tackle to serve up recovery",
+    ]  # "Thank you.", "Better now?" and "Yes, it is!" are under four words
+
+
+def test_corpus_sentences_come_from_the_offline_corpora_each_once_and_an_unknown_name_is_refused():
+    headlines = corpus_sentences(["guardian_headlines"])
+    assert len(headlines) > 3000 and len(headlines) == len(set(headlines))
+    assert all(len(sentence.split()) >= 4 and "\n" not in sentence for sentence in headlines)
+    both = corpus_sentences(["guardian_headlines", "presidential_debates_2016"])
+    assert both[: len(headlines)] == headlines and len(both) > len(headlines)
+    with pytest.raises(
+        ValueError, match=r"^data.corpora: wikipedia is no corpus here: name any of convention_speeches"
+    ):
+        corpus_sentences(["wikipedia"])
 
 
 def test_the_held_out_draw_is_fixed_and_a_smaller_budget_trains_on_the_first_sentences_of_a_larger_one():

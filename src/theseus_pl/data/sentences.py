@@ -1,14 +1,18 @@
-"""Sentences for a sentence-embedding run: unlabelled English sentences from GLUE training sets, each paired with its
-teacher's sentence vector, the target the student learns (sentence-transformers' distillation recipe).
+"""Sentences for a sentence-embedding run: unlabelled English sentences from GLUE training sets and from the text
+corpora shipped offline, each paired with its teacher's sentence vector, the target the student learns
+(sentence-transformers' distillation recipe).
 
-The sentences are every text column of the named tasks' training splits, each distinct sentence once, in file order;
-a fixed draw (``split_seed``) holds some out, never trained on: they are what validation and the record's fidelity
-are measured on. No dev set's sentence is read here: STS-B dev scores the finished run.
+The sentences are every text column of the named tasks' training splits, each distinct sentence once, in file order,
+then the sentences of the named corpora (:data:`~theseus_pl.data.text_corpus.CORPORA`, split by
+:func:`split_sentences`); a fixed draw (``split_seed``) holds some out, never trained on: they are what validation
+and the record's fidelity are measured on. No dev set's sentence is read here: STS-B dev scores the finished run
+(and the run drops any of its sentences a corpus happens to hold).
 """
 
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +22,7 @@ from transformers import PreTrainedTokenizerBase
 
 from theseus_pl.data.sources import Source
 from theseus_pl.data.tasks import glue_task
+from theseus_pl.data.text_corpus import CORPORA
 from theseus_pl.data.training_order import LengthGroupedSampler, ResumableDataModule, ShuffledSampler
 
 
@@ -30,6 +35,37 @@ def glue_sentences(source: Source, tasks: Sequence[str], split: str = "train") -
         rows = source.read(task, split)
         for column in task.text_columns:
             seen.update((text.strip(), None) for text in rows[column] if text and text.strip())
+    return list(seen)
+
+
+SPEAKER = re.compile(r"^[A-Z][A-Za-z .'-]{0,40}: ")  # "BARACK OBAMA: ", "Quijano: " (transcripts' speaker names)
+ASIDE = re.compile(r"\([^)]*\)")  # "(Applause.)": a transcript's stage directions
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'\u2018\u201cA-Z])")  # a full stop, then a capital or an opening quote
+MIN_WORDS = 4  # shorter pieces ("Thank you.", "Four more years!") say little of a sentence encoder
+
+
+def split_sentences(document: str) -> list[str]:
+    """The sentences of a corpus document, line by line: the speaker's name and stage directions of a transcript
+    left out, each line cut after a full stop, question or exclamation mark followed by a capital; a piece of fewer
+    than :data:`MIN_WORDS` words dropped. A rule, not a parser: it keeps "Mr. Smith" together only by luck, which is
+    enough for training text."""
+    sentences = []
+    for line in document.splitlines():
+        text = ASIDE.sub("", SPEAKER.sub("", line.strip())).strip()
+        sentences += [piece.strip() for piece in SENTENCE_END.split(text) if len(piece.split()) >= MIN_WORDS]
+    return sentences
+
+
+def corpus_sentences(names: Sequence[str]) -> list[str]:
+    """Each distinct sentence of the named corpora (:data:`~theseus_pl.data.text_corpus.CORPORA`, offline), in
+    document order, corpus after corpus; an unknown name is refused naming the ones there are."""
+    unknown = [name for name in names if name not in CORPORA]
+    if unknown:
+        raise ValueError(f"data.corpora: {', '.join(unknown)} is no corpus here: name any of {', '.join(CORPORA)}.")
+    seen: dict[str, None] = {}
+    for name in names:
+        for document in CORPORA[name]().documents():
+            seen.update((sentence, None) for sentence in split_sentences(document))
     return list(seen)
 
 

