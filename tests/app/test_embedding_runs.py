@@ -76,6 +76,18 @@ def test_the_scores_are_the_spearman_of_cosines_and_the_fidelity_the_vectors_own
     assert results.data.sts_pairs == 12 and 0 < results.successor.cosine < 1 and results.successor.mse > 0
 
 
+def test_the_predecessors_score_is_computed_once_into_the_cache(sentence_files, tmp_path, monkeypatch):
+    from theseus_pl.core import embeddings
+
+    scored, score = [], embeddings.sts_spearman
+    monkeypatch.setattr(embeddings, "sts_spearman", lambda model, *pairs: scored.append(model) or score(model, *pairs))
+    first = run(compose_config(*_overrides(sentence_files, tmp_path, "method=embedding_truncation")))
+    again = run(compose_config(*_overrides(sentence_files, tmp_path, "method=embedding_truncation",
+                                           f"paths.output_dir={tmp_path / 'again'}")))  # fmt: skip
+    assert len(scored) == 3  # the predecessor once, each run's successor once
+    assert again.predecessor.sts == first.predecessor.sts and (tmp_path / "cache" / "sentence_sts").is_dir()
+
+
 def test_check_names_the_kind_the_loss_and_the_sentences(sentence_files, tmp_path):
     lines = plan(compose_config(*_overrides(sentence_files, tmp_path, "check_steps=0")))
     assert lines[0].startswith("kind: sentence-embedding model")

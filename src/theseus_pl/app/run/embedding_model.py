@@ -14,6 +14,7 @@ normalisation, which ``SentenceTransformer(path)`` loads; speed is sentences per
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -132,6 +133,27 @@ class EmbeddingModelRun(RunKind):
         vectors, _ = load_or_build(path, lambda folder: torch.load(folder / "vectors.pt"), build, what)
         return vectors
 
+    def _predecessor_sts(self) -> float:
+        """The predecessor's STS-B dev score, computed once into the cache (a base-size model's takes ~40 s on two
+        cores): the same weights, tokenizer, length and pairs give the same score in every run of a sweep."""
+        from theseus_pl.core.embeddings import sts_spearman
+
+        model, pairs = self.predecessor, self.sts_pairs
+        key = hashlib.sha256("\n".join([
+            _model_fingerprint(self.predecessor_dir), tokenizer_fingerprint(model.tokenizer), str(model.max_seq_length),
+            *pairs["sentence1"], *pairs["sentence2"], *map(str, pairs["label"]),
+        ]).encode()).hexdigest()[:24]  # fmt: skip
+
+        def build(staging: Path) -> None:
+            sts = sts_spearman(model, pairs["sentence1"], pairs["sentence2"], pairs["label"])
+            (staging / "sts.json").write_text(json.dumps({"sts": sts}))
+
+        def load(folder: Path) -> float:
+            return json.loads((folder / "sts.json").read_text())["sts"]
+
+        path = Path(self.cfg.paths.cache_dir) / "sentence_sts" / key
+        return load_or_build(path, load, build, "the predecessor's STS-B dev score")[0]
+
     def plan(self, steps: int | None, world_size: int) -> list[str]:
         cfg, datamodule = self.cfg, self.datamodule
         train, held_out = len(datamodule.texts["train"]), len(datamodule.texts["validation"])
@@ -185,8 +207,7 @@ class EmbeddingModelRun(RunKind):
             settings={"optimizer.lr": cfg.optimizer.lr, "trainer.max_steps": cfg.trainer.max_steps,
                       "theseus.successor_layers": cfg.theseus.successor_layers, "theseus.init": init,
                       "data.max_sentences": cfg.data.max_sentences, "seed": cfg.seed},
-            predecessor=_side(self.predecessor, self.predecessor_dir,
-                              sts_spearman(self.predecessor, sentences1, sentences2, scores)),
+            predecessor=_side(self.predecessor, self.predecessor_dir, self._predecessor_sts()),
             successor=_side(successor, str(successor_dir), sts_spearman(successor, sentences1, sentences2, scores),
                             **close),
             kept_layers=successor_source_layers(self.layers, cfg.theseus.successor_layers, init),
