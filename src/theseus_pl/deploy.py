@@ -1,6 +1,7 @@
 """Deployment: the successor as ONNX (and int8), checked against PyTorch on dev rows and timed beside it.
 
-    python -m theseus_pl.deploy RUN_DIR [--quantize int8|none] [--openvino] [--glue-dir PATH] [--threads N] [--dry-run]
+    python -m theseus_pl.deploy RUN_DIR [--quantize int8|none] [--openvino] [--no-own-lengths] [--glue-dir PATH]
+                                        [--threads N] [--dry-run]
     python -m theseus_pl.deploy MODEL_DIR [--task SST-2 --glue-dir PATH] [--predecessor DIR] [--dry-run]
     python -m theseus_pl.deploy LM_RUN_DIR --gguf f16 q8_0 [--llama-cpp auto|true|false] [--repeats N] [--dry-run]
 
@@ -68,6 +69,8 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
                         help="tokens per row in the timing batches (0: each batch's longest row)")  # fmt: skip
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=list(DeploySettings.batch_sizes),
                         help="the batch sizes timed")  # fmt: skip
+    parser.add_argument("--own-lengths", action=argparse.BooleanOptionalAction, default=True,
+                        help="also time the dev rows at their own lengths (what auto chooses on)")  # fmt: skip
     parser.add_argument("--repeats", type=int, default=DeploySettings.repeats, help="timed calls per model and size")
     parser.add_argument("--threads", type=int, help="CPU threads for PyTorch and ONNX Runtime (default: torch's)")
     parser.add_argument(
@@ -99,6 +102,7 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
             max_score_drop=args.max_score_drop,
             openvino=args.openvino,
             calibration_rows=args.calibration_rows,
+            own_lengths=args.own_lengths,
         )
         embedding_run = is_embedding_run(args.folder)
         if args.dry_run:

@@ -148,6 +148,7 @@ def test_a_run_deploys_as_its_last_stage_and_the_command_redoes_it_on_the_folder
     assert block.checked_on == "10 dev rows" and set(block.dev_score) == set(MODELS[1:])
     assert block.dev_score["pytorch_successor"] == pytest.approx(results.successor.score, abs=1e-4)
     assert list(block.latency_ms["batch_2"]) == MODELS
+    assert list(block.latency_ms) == ["batch_1", "batch_2", "batch_1_own_lengths", "batch_2_own_lengths"]
     assert block.seconds > 0
     assert (run_dir / "successor" / "onnx" / "model_int8.onnx").is_file()
     assert json.loads((run_dir / "results.json").read_text())["deployment"] == deployment_dict(block)
@@ -156,19 +157,32 @@ def test_a_run_deploys_as_its_last_stage_and_the_command_redoes_it_on_the_folder
     assert summary["final/deploy/onnx_int8_speedup_batch_1"] == block.speedup_over_predecessor["batch_1"]["onnx_int8"]
     card = ModelCard.load(run_dir / "successor" / "README.md").text
     assert "## Deployment" in card and "| ONNX int8 (`onnx/model_int8.onnx`) |" in card
+    assert "| p50 ms, batch 2 (own lengths) |" in card and "in the (own lengths) columns the dev rows" in card
 
     before = {path: path.read_bytes() for path in run_dir.rglob("*") if path.is_file()}
     assert main([str(run_dir), "--quantize", "none", "--dry-run"]) is None  # changes nothing
     assert {path: path.read_bytes() for path in run_dir.rglob("*") if path.is_file()} == before
     printed = capsys.readouterr().out
     assert "on the run's RTE dev set" in printed and str(run_dir / "results.json") in printed
-    redone = main([str(run_dir), "--quantize", "none", "--batch-sizes", "1", "--repeats", "1"])
+    redone = main([str(run_dir), "--quantize", "none", "--batch-sizes", "1", "--repeats", "1", "--no-own-lengths"])
     written = read_results(run_dir / "results.json")
     assert written.deployment == redone and written.successor == results.successor
     assert redone.onnx_int8 is None and list(redone.latency_ms) == ["batch_1"]
     assert redone.dev_score["onnx_fp32"] == block.dev_score["onnx_fp32"]  # the run's own dev set again
     assert "| ONNX int8" not in ModelCard.load(run_dir / "successor" / "README.md").text
     assert not (run_dir / "successor" / "onnx" / "model_int8.onnx").exists()  # no file the block does not describe
+
+
+def test_own_length_batches_are_single_rows_unpadded_or_length_sorted_batches_each_padded_to_its_longest(
+    tiny_tokenizer,
+):
+    lengths = [5, 2, 9, 3, 7, 4, 8, 6, 2, 5]
+    rows = [{"input_ids": [5] * n, "attention_mask": [1] * n} for n in lengths]
+    singles = deploy_module.own_length_batches(rows, tiny_tokenizer, 1)
+    assert [batch["input_ids"].shape for batch in singles] == [(1, n) for n in lengths]  # no padding at all
+    pairs = deploy_module.own_length_batches(rows, tiny_tokenizer, 2)
+    assert [batch["input_ids"].shape for batch in pairs] == [(2, 2), (2, 4), (2, 5), (2, 7), (2, 9)]
+    assert sum(int(batch["attention_mask"].sum()) for batch in pairs) == sum(lengths)  # every row once, masked right
 
 
 def test_a_run_without_deploy_settings_exports_no_onnx(tiny_base, glue_dir, tmp_path):

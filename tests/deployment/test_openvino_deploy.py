@@ -13,7 +13,7 @@ from test_deploy import DRY_RUN, QUICK, saved_classifier
 
 from theseus_pl.app.checks.settings import setting_problems
 from theseus_pl.app.results.task_model import deployment_dict, read_deployment
-from theseus_pl.app.ship import model_card
+from theseus_pl.app.ship import deployment_table, model_card
 from theseus_pl.app.ship.deploy_folder import deploy_model
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deploy import main
@@ -147,7 +147,7 @@ def test_a_dry_run_lists_the_openvino_files_it_would_write(tmp_path, tiny_tokeni
 
 
 def test_the_card_names_every_target():
-    assert set(TARGETS) <= set(model_card.DEPLOYED_MODELS)
+    assert set(TARGETS) <= set(deployment_table.DEPLOYED_MODELS)
 
 
 def test_bf16_is_compiled_from_the_fp32_ir_on_a_cpu_with_bf16_and_nothing_without_openvino_files(tmp_path):

@@ -49,3 +49,14 @@ def test_openvino_targets_compete_on_the_same_terms():
     assert pick_target("auto", without_fast_pytorch, None, 0.5).target == "onnx_fp32"  # OpenVINO fp32 slower here
     only_openvino = {size: {**row, "openvino_fp32": 1.0} for size, row in without_fast_pytorch.items()}
     assert pick_target("auto", only_openvino, None, 0.5).target == "openvino_fp32"  # checked against PyTorch too
+
+
+def test_with_own_length_rows_auto_chooses_on_them_alone():
+    """Padded to 128 tokens int8 wins; at the dev rows' own lengths (what a server meets) ONNX fp32 does: it ships."""
+    own = {
+        "batch_1_own_lengths": {**LATENCY["batch_1"], "onnx_int8": 5.0, "onnx_fp32": 3.0},
+        "batch_32_own_lengths": {**LATENCY["batch_32"], "onnx_int8": 90.0, "onnx_fp32": 60.0},
+    }
+    choice = pick_target("auto", {**LATENCY, **own}, scores(int8=75.5), max_score_drop=0.5)
+    assert choice.target == "onnx_fp32" and choice.reason.startswith("the fastest at the dev rows' own lengths with")
+    assert pick_target("auto", LATENCY, scores(int8=75.5), max_score_drop=0.5).target == "onnx_int8"

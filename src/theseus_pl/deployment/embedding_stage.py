@@ -47,11 +47,19 @@ from theseus_pl.deployment.stage import (
     TOLERANCE,
     deployment_versions,
     onnx_files,
+    own_length_batches,
     sizes_mb,
     timed_latency,
     times_over_predecessor,
 )
-from theseus_pl.deployment.targets import AUTO, REFERENCE, pick_target
+from theseus_pl.deployment.targets import (
+    AUTO,
+    OWN_LENGTH_BATCHES,
+    OWN_LENGTHS,
+    OWN_LENGTHS_IN_WORDS,
+    REFERENCE,
+    pick_target,
+)
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +155,13 @@ def deploy_embedding_model(
     log.info("Timing %s at batch sizes %s on %d threads", ", ".join(timers), list(settings.batch_sizes), threads)
     batch_of = functools.partial(_sized_batch, successor, sentences, settings.sequence_length)
     latency, busy = timed_latency(timers, batch_of, settings.batch_sizes, settings.repeats)
+    if settings.own_lengths and pairs:
+        log.info("Timing them again on STS-B dev sentences at their own lengths (%s)", OWN_LENGTHS_IN_WORDS)
+        tokenizer, timed = successor.tokenizer, sentences[: OWN_LENGTH_BATCHES * max(settings.batch_sizes)]
+        rows = [dict(tokenizer(text, truncation=True, max_length=successor.max_seq_length)) for text in timed]
+        own = functools.partial(own_length_batches, rows, tokenizer)
+        own_latency, own_busy = timed_latency(timers, own, settings.batch_sizes, settings.repeats, OWN_LENGTHS)
+        latency, busy = latency | own_latency, busy | own_busy
     sizes = sizes_mb(successor_dir, predecessor_dir, files)
     choice = pick_target(settings.target, latency, scores, settings.max_score_drop)
     log.info("Deploy target: %s (%s)", choice.target, choice.reason)

@@ -52,6 +52,10 @@ class DeploySettings:
     # int8 model calibrated by NNCF on this many training rows (a fixed draw; never dev rows).
     openvino: bool = field(default=False, metadata=LEFT_OUT_AT_DEFAULT)
     calibration_rows: int = field(default=300, metadata=LEFT_OUT_AT_DEFAULT)
+    # Also time every batch size on dev rows at their own lengths (rows batch_<n>_own_lengths: one at a time unpadded,
+    # or length-sorted batches padded to their longest), what auto then chooses on. False here is what a file written
+    # before these rows existed says; the run's config and the command default to true.
+    own_lengths: bool = field(default=False, metadata=LEFT_OUT_AT_DEFAULT)
 
     RULES: ClassVar[dict[str, Rule]] = {
         "quantize": Rule(one_of(QUANTIZE_CHOICES), "null (fp32 only) or int8"),
@@ -67,6 +71,7 @@ class DeploySettings:
         "llama_cpp": Rule(lambda v: v in (True, False, "auto"), "auto, true or false"),
         "openvino": Rule(boolean, "true or false"),
         "calibration_rows": Rule(positive_int, "a whole number of training rows, at least 1, e.g. 300"),
+        "own_lengths": Rule(boolean, "true or false"),
     }  # fmt: skip
     SWITCH: ClassVar[dict[str, Rule]] = {"onnx": Rule(boolean, "true or false")}  # the group's other key
 

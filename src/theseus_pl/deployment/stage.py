@@ -48,7 +48,14 @@ from theseus_pl.deployment.openvino_export import (
     require_openvino,
 )
 from theseus_pl.deployment.record import Deployment, DeploySettings
-from theseus_pl.deployment.targets import CHECKED_EXPORTS, pick_target
+from theseus_pl.deployment.targets import (
+    CHECKED_EXPORTS,
+    OWN_LENGTH_BATCHES,
+    OWN_LENGTHS,
+    OWN_LENGTHS_IN_WORDS,
+    SINGLE_ROWS,
+    pick_target,
+)
 from theseus_pl.lightning.metrics import TaskMetrics
 
 log = logging.getLogger(__name__)
@@ -84,7 +91,7 @@ def deploy(
     tokenizer = datamodule.tokenizer if datamodule else AutoTokenizer.from_pretrained(successor_dir)
     threads = settings.threads or torch.get_num_threads()
     torch.set_num_threads(threads)
-    rows = _timing_rows(datamodule, tokenizer, max(2, *settings.batch_sizes))
+    rows = _timing_rows(datamodule, tokenizer, max(2, OWN_LENGTH_BATCHES * max(settings.batch_sizes)))
     files = onnx_files(successor_dir, settings.quantize)
     ir_files = planned_openvino_files(successor_dir, settings, has_training_rows=datamodule is not None)
     exported_dirs = {path.parent for path in (*files.values(), *ir_files.values())}
@@ -138,8 +145,13 @@ def deploy(
     timers.update({name: functools.partial(_onnx_call, session) for name, session in sessions.items()})
     timers.update({name: functools.partial(_openvino_call, model) for name, model in compiled.items()})
     log.info("Timing %s at batch sizes %s on %d threads", ", ".join(timers), list(settings.batch_sizes), threads)
-    batch_of = functools.partial(_batch, rows, tokenizer, length=settings.sequence_length)
-    latency, busy = timed_latency(timers, batch_of, settings.batch_sizes, settings.repeats)
+    padded = functools.partial(_padded_batches, rows, tokenizer, settings.sequence_length)
+    latency, busy = timed_latency(timers, padded, settings.batch_sizes, settings.repeats)
+    if settings.own_lengths and datamodule is not None:
+        log.info("Timing them again on dev rows at their own lengths (%s)", OWN_LENGTHS_IN_WORDS)
+        own = functools.partial(own_length_batches, rows, tokenizer)
+        own_latency, own_busy = timed_latency(timers, own, settings.batch_sizes, settings.repeats, OWN_LENGTHS)
+        latency, busy = latency | own_latency, busy | own_busy
     sizes = sizes_mb(successor_dir, predecessor_dir, files)
     sizes.update({name: ir_megabytes(path) for name, path in ir_targets.items()})
     if bf16 is not None:  # as its bf16 weights would be saved
@@ -183,22 +195,41 @@ def deploy(
 
 def timed_latency(
     timers: Mapping[str, Timer],
-    batch_of: Callable[[int], Mapping[str, torch.Tensor]],
+    batches_of: Callable[[int], Sequence[Mapping[str, torch.Tensor]]],
     sizes: Sequence[int],
     repeats: int,
+    suffix: str = "",
 ) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
-    """Each model's p50 milliseconds on ``batch_of(size)`` for each of ``sizes`` (the models taking turns), and the
-    other processes' cores at each size timed on a busy machine (its speed-ups are then not recorded)."""
+    """Each model's p50 milliseconds a batch over ``batches_of(size)`` (run one after another; the models taking
+    turns) for each of ``sizes``, in rows ``batch_<size><suffix>``, and the other processes' cores at each size timed
+    on a busy machine (its speed-ups are then not recorded)."""
     latency, busy = {}, {}
     for size in sizes:
-        batch = batch_of(size)
-        calls = {name: timer(batch) for name, timer in timers.items()}
-        latency[f"batch_{size}"], other_cores = p50_milliseconds(calls, repeats)
+        batches = batches_of(size)
+        calls = {name: _one_after_another([timer(batch) for batch in batches]) for name, timer in timers.items()}
+        milliseconds, other_cores = p50_milliseconds(calls, repeats)
+        row = f"batch_{size}{suffix}"
+        latency[row] = {name: value / len(batches) for name, value in milliseconds.items()}
         if was_busy(other_cores):
             log.warning("Batch %d was timed while other processes kept %.1f cores busy: no speed-up is recorded for "
                         "it. Time it again alone: python -m theseus_pl.deploy RUN_DIR", size, other_cores)  # fmt: skip
-            busy[f"batch_{size}"] = other_cores
+            busy[row] = other_cores
     return latency, busy
+
+
+def own_length_batches(
+    rows: Sequence[Mapping[str, Any]], tokenizer: PreTrainedTokenizerBase, size: int
+) -> list[dict[str, torch.Tensor]]:
+    """Dev rows as a server meets them: at batch 1 the first :data:`SINGLE_ROWS` one at a time, unpadded; at a larger
+    size the first :data:`OWN_LENGTH_BATCHES` x ``size`` sorted by length and cut into batches of ``size``, each padded
+    to its own longest row (as sentence-transformers' ``encode`` and a length-bucketing server batch them)."""
+    if size == 1:
+        return [_batch([row], tokenizer, 1) for row in rows[:SINGLE_ROWS]]
+    picked = sorted(rows[: OWN_LENGTH_BATCHES * size], key=lambda row: len(row["input_ids"]))
+    starts = range(0, len(picked) - size + 1, size)
+    return [_batch(picked[start : start + size], tokenizer, size) for start in starts] or [
+        _batch(picked, tokenizer, size)  # fewer rows than one batch: repeated to fill it
+    ]
 
 
 def planned_openvino_files(successor_dir: Path, settings: DeploySettings, has_training_rows: bool) -> dict[str, Path]:
@@ -274,6 +305,17 @@ def _batch(
     picked = [{key: value[:length] for key, value in rows[i % len(rows)].items()} for i in range(size)]
     padding = {"padding": "max_length", "max_length": length} if length else {"padding": "longest"}
     return dict(tokenizer.pad(picked, return_tensors="pt", **padding))
+
+
+def _padded_batches(
+    rows: Sequence[Mapping[str, Any]], tokenizer: PreTrainedTokenizerBase, length: int | None, size: int
+) -> list[dict[str, torch.Tensor]]:
+    """The one batch a padded latency row is timed on: the first ``size`` rows, padded (or cut) to ``length``."""
+    return [_batch(rows, tokenizer, size, length)]
+
+
+def _one_after_another(calls: Sequence[Callable[[], object]]) -> Callable[[], object]:
+    return lambda: [call() for call in calls]
 
 
 def _check_batches(

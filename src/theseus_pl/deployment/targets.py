@@ -23,9 +23,27 @@ class TargetChoice:
     reason: str
 
 
+# Latency rows of dev rows at their own lengths (deploy.own_lengths), beside the padded ones: batch_<n>_own_lengths.
+OWN_LENGTHS = "_own_lengths"
+SINGLE_ROWS = 16  # dev rows timed one at a time (each a call) for the batch-1 own-lengths row
+OWN_LENGTH_BATCHES = 8  # length-sorted batches of each larger size an own-lengths row is timed on
+OWN_LENGTHS_IN_WORDS = (
+    f"batch 1: {SINGLE_ROWS} rows one at a time, unpadded; larger: {OWN_LENGTH_BATCHES} batches of length-sorted "
+    "rows, each padded to its longest; the time a batch"
+)
+
+
+def chosen_on(latency_ms: Mapping[str, Mapping[str, float]]) -> dict[str, Mapping[str, float]]:
+    """The latency rows a choice is made on: those at the dev rows' own lengths where there are any (what a served
+    model meets), else all."""
+    own = {key: row for key, row in latency_ms.items() if key.endswith(OWN_LENGTHS)}
+    return own or dict(latency_ms)
+
+
 def relative_time(latency_ms: Mapping[str, Mapping[str, float]], name: str) -> float:
-    """``name``'s time as a multiple of the fp32 successor's, the mean over the timed batch sizes (below 1: faster)."""
-    return statistics.fmean(row[name] / row[REFERENCE] for row in latency_ms.values())
+    """``name``'s time as a multiple of the fp32 successor's, the mean over the rows :func:`chosen_on` (below 1:
+    faster)."""
+    return statistics.fmean(row[name] / row[REFERENCE] for row in chosen_on(latency_ms).values())
 
 
 def pick_target(
@@ -46,7 +64,8 @@ def pick_target(
         kept = [name for name in timed if _score(dev_score, name) >= floor]
         fits = f"dev score within {max_score_drop:g} points of the fp32 successor's {_score(dev_score, REFERENCE):.2f}"
     best = min(kept, key=lambda name: relative_time(latency_ms, name))
-    return TargetChoice(best, f"the fastest with its {fits}: {relative_time(latency_ms, best):.2f}x its time")
+    lengths = " at the dev rows' own lengths" if any(key.endswith(OWN_LENGTHS) for key in latency_ms) else ""
+    return TargetChoice(best, f"the fastest{lengths} with its {fits}: {relative_time(latency_ms, best):.2f}x its time")
 
 
 def _score(scores: Mapping[str, float | None], name: str) -> float:

@@ -19,7 +19,7 @@ from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxruntime
 from theseus_pl.deployment.record import Deployment, DeploySettings
 from theseus_pl.deployment.stage import onnx_files
-from theseus_pl.deployment.targets import AUTO
+from theseus_pl.deployment.targets import AUTO, OWN_LENGTHS_IN_WORDS
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,7 @@ def planned_embedding_deployment(run_dir: Path, settings: DeploySettings) -> lis
     files = onnx_files(successor_dir, settings.quantize)
     beside = f", beside the predecessor {predecessor_dir}" if predecessor_dir.is_dir() else ""
     length = f"{settings.sequence_length} tokens a row" if settings.sequence_length else "each batch's longest row"
+    own = f"; again at the dev rows' own lengths ({OWN_LENGTHS_IN_WORDS})" if settings.own_lengths else ""
     auto = f" (the fastest within {settings.max_score_drop} STS-B points of the fp32 successor)"
     return [
         f"export the encoder of {successor_dir}: {', '.join(map(str, files.values()))} (the folder's onnx/ is "
@@ -70,7 +71,7 @@ def planned_embedding_deployment(run_dir: Path, settings: DeploySettings) -> lis
         f"check the exported fp32 sentence vectors against PyTorch's and score each model on the run's "
         f"{results.data.sts_pairs:,} STS-B dev pairs",
         f"time it at batch sizes {', '.join(map(str, settings.batch_sizes))} ({length}), {settings.repeats} calls "
-        f"each, on {settings.threads or torch.get_num_threads()} threads{beside}",
+        f"each, on {settings.threads or torch.get_num_threads()} threads{beside}{own}",
         f"ship the target {settings.target}{auto if settings.target == AUTO else ''}",
         f"write the deployment block to {run_dir / 'results.json'}, {successor_dir / 'README.md'}",
     ]

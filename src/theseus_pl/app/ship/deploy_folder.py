@@ -26,7 +26,7 @@ from theseus_pl.deployment.stage import (
     onnx_files,
     planned_openvino_files,
 )
-from theseus_pl.deployment.targets import AUTO
+from theseus_pl.deployment.targets import AUTO, OWN_LENGTHS_IN_WORDS
 
 log = logging.getLogger(__name__)
 
@@ -150,13 +150,15 @@ def planned_deployment(
         *planned_openvino_files(successor_dir, settings, has_training_rows).values(),
     ]
     length = f"{settings.sequence_length} tokens a row" if settings.sequence_length else "each batch's longest row"
+    own_lengths = settings.own_lengths and has_training_rows  # dev rows to time at their own lengths
+    own = f"; again at the dev rows' own lengths ({OWN_LENGTHS_IN_WORDS})" if own_lengths else ""
     beside = f", beside the predecessor {predecessor_dir}" if predecessor_dir else ""
     auto = f" (the fastest within {settings.max_score_drop} dev points of the fp32 successor)"
     return [
         f"export {successor_dir}: {', '.join(map(str, exports))} (the folders' onnx/ and openvino/ are replaced)",
         f"check the exported fp32 logits against PyTorch's on {checked_on}",
         f"time it at batch sizes {', '.join(map(str, settings.batch_sizes))} ({length}), {settings.repeats} calls "
-        f"each, on {settings.threads or torch.get_num_threads()} threads{beside}",
+        f"each, on {settings.threads or torch.get_num_threads()} threads{beside}{own}",
         f"ship the target {settings.target}{auto if settings.target == AUTO else ''}",
         f"write the deployment block to {', '.join(map(str, records))}",
     ]

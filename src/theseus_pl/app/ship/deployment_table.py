@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from theseus_pl.app.ship.card_text import number
 from theseus_pl.deployment.record import Deployment
+from theseus_pl.deployment.targets import OWN_LENGTHS, OWN_LENGTHS_IN_WORDS
 
 DEPLOYED_MODELS = {  # the deployment block's names, as the card shows them
     "pytorch_predecessor": "PyTorch predecessor",
@@ -23,7 +24,7 @@ def latency_table(deployment: Deployment, predecessor_score: float | None, score
     batch size, its size."""
     latency = deployment.latency_ms
     scores = {"pytorch_predecessor": predecessor_score, **(deployment.dev_score or {})}
-    header = " | ".join(f"p50 ms, batch {key.removeprefix('batch_')}" for key in latency)
+    header = " | ".join(f"p50 ms, {row_in_words(key)}" for key in latency)
     rows = "\n".join(
         f"| {title} | {number(scores.get(name), 2)} | "
         + " | ".join(number(latency[key].get(name), 1) for key in latency)
@@ -36,10 +37,20 @@ def latency_table(deployment: Deployment, predecessor_score: float | None, score
 {rows}"""
 
 
+def row_in_words(key: str) -> str:
+    """A latency row's name as a card's column says it: ``batch_32`` "batch 32", ``batch_32_own_lengths``
+    "batch 32 (own lengths)"."""
+    size = key.removeprefix("batch_").removesuffix(OWN_LENGTHS)
+    return f"batch {size}" + (" (own lengths)" if key.endswith(OWN_LENGTHS) else "")
+
+
 def padded_to(deployment: Deployment) -> str:
-    """What the timed rows were padded to, in words."""
+    """What the timed rows were padded to, in words (and what the own-length columns are, where there are any)."""
     length = deployment.settings.sequence_length
-    return f"{length} tokens" if length else "their longest row"
+    padded = f"{length} tokens" if length else "their longest row"
+    if not any(key.endswith(OWN_LENGTHS) for key in deployment.latency_ms):
+        return padded
+    return f"{padded}; in the (own lengths) columns the dev rows at their own lengths ({OWN_LENGTHS_IN_WORDS})"
 
 
 def target_sentence(deployment: Deployment) -> str:
@@ -57,7 +68,7 @@ def int8_sentence(deployment: Deployment) -> str:
 def busy_sentences(deployment: Deployment) -> str:
     """A sentence for each batch size timed while the machine was busy: its latencies are not the models'."""
     return "".join(
-        f" Batch {row.removeprefix('batch_')} was timed while other processes kept {cores:.1f} cores busy: its "
+        f" {row_in_words(row).capitalize()} was timed while other processes kept {cores:.1f} cores busy: its "
         "latencies are not the models' alone."
         for row, cores in deployment.busy_cores.items()
     )
