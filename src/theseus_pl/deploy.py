@@ -24,6 +24,8 @@ llama-cpp-python is installed, times each against the predecessor at the same ty
 Writes ``onnx/model.onnx`` (dynamic batch and sequence axes) and ``onnx/model_int8.onnx`` beside the checkpoint;
 ``--openvino`` also ``openvino/model.xml`` and ``openvino/model_int8.xml`` (static int8 calibrated on
 ``--calibration-rows`` training rows: a run folder's, or ``--task``'s).
+Each batch size is timed padded to ``--sequence-length`` and, with dev rows, again at their own lengths (batch 1
+unpadded one at a time, larger sizes length-sorted batches; ``--no-own-lengths`` skips it): ``auto`` chooses on those.
 ``--dry-run`` makes the checks a deployment makes before it exports (the folder holds what it reads, the options are
 valid, the deploy extra is installed) and prints what it would export, time and write; it exports nothing.
 """
