@@ -58,7 +58,7 @@ def test_the_encoder_ships_checked_scored_and_timed_and_the_cards_snippet_runs(e
     assert scores["pytorch_successor"] == pytest.approx(results.successor.sts, abs=1e-6)  # sentence-transformers' own
     # A random tiny model's cosines nearly tie: vectors within 1e-4 may swap two of the 12 pairs' ranks (0.7 a swap).
     assert scores["onnx_fp32"] == pytest.approx(results.successor.sts, abs=1.5)
-    assert set(block.latency_ms) == {"batch_1", "batch_32"}
+    assert list(block.latency_ms) == ["batch_1", "batch_32", "batch_1_own_lengths", "batch_32_own_lengths"]
     assert set(block.latency_ms["batch_1"]) == {"pytorch_predecessor", "pytorch_successor", "onnx_fp32", "onnx_int8"}
     assert block.target == "onnx_fp32" and block.settings.sequence_length is None
 

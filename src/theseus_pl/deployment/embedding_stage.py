@@ -35,7 +35,6 @@ from theseus_pl.deployment.onnx_export import (
     fuse_for_ort,
     inference_session,
     int8_reduce_range,
-    quantization_words,
     quantize_int8,
     require_onnxruntime,
     session_logits,
@@ -46,11 +45,11 @@ from theseus_pl.deployment.stage import (
     EXPORT_LENGTH,
     TOLERANCE,
     deployment_versions,
+    onnx_deployment,
     onnx_files,
     own_length_batches,
     sizes_mb,
     timed_latency,
-    times_over_predecessor,
 )
 from theseus_pl.deployment.targets import (
     AUTO,
@@ -165,37 +164,19 @@ def deploy_embedding_model(
     sizes = sizes_mb(successor_dir, predecessor_dir, files)
     choice = pick_target(settings.target, latency, scores, settings.max_score_drop)
     log.info("Deploy target: %s (%s)", choice.target, choice.reason)
-    return Deployment(
-        onnx=str(files["onnx_fp32"].relative_to(successor_dir)),
-        onnx_int8=str(files["onnx_int8"].relative_to(successor_dir)) if "onnx_int8" in files else None,
-        quantization=quantization_words(reduce_range) if "onnx_int8" in files else None,
-        checked_on=checked_on,
-        max_abs_diff=difference,
-        tolerance=TOLERANCE,
-        dev_score=scores,
-        latency_ms=latency,
-        speedup_over_predecessor={
-            row: None if row in busy else times_over_predecessor(values) for row, values in latency.items()
-        },
-        busy_cores=busy,
-        size_mb=sizes,
-        smaller_than_predecessor=times_over_predecessor(sizes),
-        settings=replace(settings, threads=threads),
-        versions=deployment_versions(openvino=False),
-        seconds=time.perf_counter() - started,
-        cpu=cpu.model,
-        cpu_flags=cpu.relevant_flags,
-        fusions=fusions,
-        target=choice.target,
-        target_reason=choice.reason,
-    )
+    return onnx_deployment(
+        successor_dir, files, reduce_range, replace(settings, threads=threads), started, cpu, latency, busy, sizes,
+        choice, checked_on=checked_on, max_abs_diff=difference, dev_score=scores,
+        versions=deployment_versions(openvino=False), fusions=fusions,
+    )  # fmt: skip
 
 
 def _sized_batch(
     model: SentenceModel, sentences: Sequence[str], length: int | None, size: int
-) -> dict[str, torch.Tensor]:
-    """The first ``size`` sentences (repeated when there are fewer), tokenised as :func:`_tokens` does."""
-    return _tokens(model, [sentences[i % len(sentences)] for i in range(size)], length)
+) -> list[dict[str, torch.Tensor]]:
+    """The one batch a padded latency row is timed on: the first ``size`` sentences (repeated when there are fewer),
+    tokenised as :func:`_tokens` does."""
+    return [_tokens(model, [sentences[i % len(sentences)] for i in range(size)], length)]
 
 
 def _tokens(model: SentenceModel, sentences: Sequence[str], length: int | None) -> dict[str, torch.Tensor]:

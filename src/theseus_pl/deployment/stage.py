@@ -54,6 +54,7 @@ from theseus_pl.deployment.targets import (
     OWN_LENGTHS,
     OWN_LENGTHS_IN_WORDS,
     SINGLE_ROWS,
+    TargetChoice,
     pick_target,
 )
 from theseus_pl.lightning.metrics import TaskMetrics
@@ -159,30 +160,23 @@ def deploy(
     sizes = {name: sizes[name] for name in timers if name in sizes}  # in the latency table's order
     choice = pick_target(settings.target, latency, scores, settings.max_score_drop)
     log.info("Deploy target: %s (%s)", choice.target, choice.reason)
-    return Deployment(
-        onnx=str(files["onnx_fp32"].relative_to(successor_dir)),
-        onnx_int8=str(files["onnx_int8"].relative_to(successor_dir)) if "onnx_int8" in files else None,
-        quantization=quantization_words(reduce_range) if "onnx_int8" in files else None,
+    return onnx_deployment(
+        successor_dir,
+        files,
+        reduce_range,
+        replace(settings, threads=threads),
+        started,
+        cpu,
+        latency,
+        busy,
+        sizes,
+        choice,
         checked_on=f"{sum(len(b['input_ids']) for _, b in batches)} "
         + ("dev rows" if datamodule else "example sentences (no dev data given)"),
         max_abs_diff=max(differences.values()),
-        tolerance=TOLERANCE,
         dev_score=scores,
-        latency_ms=latency,
-        speedup_over_predecessor={
-            row: None if row in busy else times_over_predecessor(values) for row, values in latency.items()
-        },
-        busy_cores=busy,
-        size_mb=sizes,
-        smaller_than_predecessor=times_over_predecessor(sizes),
-        settings=replace(settings, threads=threads),
         versions=deployment_versions(openvino=bool(ir_files)),
-        seconds=time.perf_counter() - started,
-        cpu=cpu.model,
-        cpu_flags=cpu.relevant_flags,
         fusions=fusions,
-        target=choice.target,
-        target_reason=choice.reason,
         openvino=_inside(successor_dir, ir_files.get("openvino_fp32")),
         openvino_int8=_inside(successor_dir, ir_files.get("openvino_int8")),
         calibration=(
@@ -190,6 +184,44 @@ def deploy(
             if "openvino_int8" in ir_files
             else None
         ),
+    )
+
+
+def onnx_deployment(
+    successor_dir: Path,
+    files: Mapping[str, Path],
+    reduce_range: bool,
+    settings: DeploySettings,
+    started: float,
+    cpu: Any,
+    latency: dict[str, dict[str, float]],
+    busy: dict[str, float],
+    sizes: dict[str, float],
+    choice: TargetChoice,
+    **measured: Any,
+) -> Deployment:
+    """The ``deployment`` block, with the fields every ONNX deployment fills alike (the files, the timings and the
+    ratios over the predecessor, the CPU, the pick); ``measured``: the rest (what was checked, the scores, the
+    versions, the fusions, OpenVINO's files)."""
+    return Deployment(
+        onnx=str(files["onnx_fp32"].relative_to(successor_dir)),
+        onnx_int8=str(files["onnx_int8"].relative_to(successor_dir)) if "onnx_int8" in files else None,
+        quantization=quantization_words(reduce_range) if "onnx_int8" in files else None,
+        tolerance=TOLERANCE,
+        latency_ms=latency,
+        speedup_over_predecessor={
+            row: None if row in busy else times_over_predecessor(values) for row, values in latency.items()
+        },
+        busy_cores=busy,
+        size_mb=sizes,
+        smaller_than_predecessor=times_over_predecessor(sizes),
+        settings=settings,
+        seconds=time.perf_counter() - started,
+        cpu=cpu.model,
+        cpu_flags=cpu.relevant_flags,
+        target=choice.target,
+        target_reason=choice.reason,
+        **measured,
     )
 
 
