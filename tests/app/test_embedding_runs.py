@@ -4,6 +4,7 @@ own, and what the kind cannot use is refused before compute."""
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -112,18 +113,23 @@ def test_a_named_corpus_adds_its_sentences_to_the_glue_ones_and_the_plan_says_so
 
 
 def test_held_out_and_dev_sentences_are_never_trained_on(sentence_files, tmp_path):
+    """Not even a dev sentence that a training split holds too (the real STS-B train and dev share 249 of them)."""
+    from theseus_pl.app.checks.settings import checked_settings
     from theseus_pl.app.run.pipeline import run_kind
 
-    cfg = compose_config(*_overrides(sentence_files, tmp_path))
-    from theseus_pl.app.checks.settings import checked_settings
-
+    glue = tmp_path / "glue"
+    shutil.copytree(sentence_files[1], glue)
+    dev = GlueDirSource(glue).read(glue_task("STS-B"), "validation")
+    scored = {*dev["sentence1"], *dev["sentence2"]}
+    with (glue / "CoLA" / "train.tsv").open("a", encoding="utf-8") as cola:
+        cola.write(f"src\t1\t\t{dev['sentence1'][0]}\n")  # a dev sentence among the training text
+    cfg = compose_config(*_overrides(sentence_files, tmp_path, f"data.glue_dir={glue}"))
     kind = run_kind(cfg, checked_settings(cfg))
     kind.check()
     kind.prepare_data()
     train, held_out = set(kind.datamodule.texts["train"]), set(kind.datamodule.texts["validation"])
-    dev = GlueDirSource(sentence_files[1]).read(glue_task("STS-B"), "validation")
     assert len(held_out) == 8 and not train & held_out
-    assert not train & {*dev["sentence1"], *dev["sentence2"]}
+    assert not (train | held_out) & scored
 
 
 def test_a_predecessor_folder_without_pooling_is_refused_in_one_line(sentence_files, tmp_path):

@@ -88,7 +88,7 @@ class EmbeddingModelRun(RunKind):
             known = set(sentences)
             sentences += [text for text in corpus_sentences(list(cfg.data.corpora)) if text not in known]
             scored = {*self.sts_pairs["sentence1"], *self.sts_pairs["sentence2"]}
-            sentences = [text for text in sentences if text not in scored]  # a corpus may hold a dev sentence
+            sentences = [text for text in sentences if text not in scored]  # STS-B train and dev share 249
             data = cfg.data
             self.train_sentences, self.held_out = held_out_split(sentences, data.held_out, data.max_sentences,
                                                                  data.split_seed)  # fmt: skip
