@@ -22,7 +22,7 @@ import torch
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from theseus_pl.core.io import PICKLED, is_sequence_classifier, load_successor
-from theseus_pl.core.precision import cpu_bf16_problem, this_cpu
+from theseus_pl.core.precision import Cpu, cpu_bf16_problem, this_cpu
 from theseus_pl.core.timing import forward_call, p50_milliseconds, was_busy
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.onnx_export import (
@@ -193,7 +193,7 @@ def onnx_deployment(
     reduce_range: bool,
     settings: DeploySettings,
     started: float,
-    cpu: Any,
+    cpu: Cpu,
     latency: dict[str, dict[str, float]],
     busy: dict[str, float],
     sizes: dict[str, float],
