@@ -5,7 +5,8 @@
     (copy OUT's pieces, pieces.sha256 and unpack.sh to the node; there:)
     bash unpack.sh DEST
     python -m theseus_pl.offline run DEST --output DEST/runs [--tasks ...] [--seeds 1 2 3] [--grid paper|first]
-                                     [--steps-to-full N ...] [--jobs 16] [--minutes M] [-- OVERRIDE ...]
+                                     [--steps-to-full N ...] [--baseline-inits [bottom every_other]] [--jobs 16]
+                                     [--minutes M] [-- OVERRIDE ...]
 
 ``pack`` writes the wheels the node lacks (for its Python; ``--wheel`` replaces the list), this project as a wheel,
 the base model's weights in fp16 and the GLUE task folders, as one tar file cut into pieces of ``--piece-mb``, with
@@ -29,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from theseus_pl.app.config.side_commands import command_parser, refuse
-from theseus_pl.app.run.paper_grid import GRIDS
+from theseus_pl.app.run.paper_grid import BASELINE_INITS, GRIDS
 
 PACK_RECORD = "pack.json"  # what the node's run reads of the pack: the model's hub id, the tasks
 DEFAULT_TASKS = ("RTE", "CoLA", "STS-B", "SST-2")
@@ -58,6 +59,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     run.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="seeds of every grid point")
     run.add_argument("--grid", choices=GRIDS, default="paper", help="the paper's grid, or its first point")
     run.add_argument("--steps-to-full", nargs="+", help="replacing steps of every run, in place of the grid's")
+    run.add_argument(
+        "--baseline-inits",
+        nargs="*",
+        choices=BASELINE_INITS,
+        default=list(BASELINE_INITS),
+        help="the baselines' starts (default both; none given: Theseus alone)",
+    )
     run.add_argument("--jobs", type=int, default=16, help="jobs at once, over every multirun")
     run.add_argument("--minutes", type=float, help="stop what still runs after this long (its finished jobs count)")
     args = parser.parse_args(argv)
@@ -141,7 +149,8 @@ def _run(args: argparse.Namespace, overrides: list[str]) -> None:
     try:
         unpacked = args.unpacked.resolve()
         commands = multirun_commands(unpacked / "model", unpacked / "glue", args.output.resolve(), tasks,
-                                     args.seeds, grid, args.jobs, extra)  # fmt: skip
+                                     args.seeds, grid, args.jobs, extra,
+                                     baseline_inits=args.baseline_inits)  # fmt: skip
     except ValueError as error:
         refuse(str(error))
     if args.dry_run:

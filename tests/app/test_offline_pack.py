@@ -62,6 +62,17 @@ def test_each_task_gets_theseus_on_the_grid_and_four_baselines_sharing_the_jobs(
         multirun_commands(tmp_path, tmp_path, tmp_path, ["BoolQ"], [1], grid_named("first"), jobs=2)
 
 
+def test_the_baselines_can_start_from_one_layer_choice_or_none_and_theseus_gets_their_jobs(tmp_path: Path) -> None:
+    grid = grid_named("first")
+    bottom = multirun_commands(tmp_path, tmp_path, tmp_path / "runs", ["RTE"], [1], grid, jobs=3,
+                               baseline_inits=["bottom"])  # fmt: skip
+    assert "theseus.init=bottom" in bottom[str(tmp_path / "runs/RTE/baselines")]
+    alone = multirun_commands(tmp_path, tmp_path, tmp_path / "runs", ["RTE"], [1], grid, jobs=3, baseline_inits=[])
+    assert list(alone) == [str(tmp_path / "runs/RTE/theseus")]
+    with pytest.raises(ValueError, match="No baseline start top: the starts are bottom, every_other"):
+        multirun_commands(tmp_path, tmp_path, tmp_path, ["RTE"], [1], grid, jobs=2, baseline_inits=["top"])
+
+
 def test_run_refuses_a_folder_that_is_no_unpacked_pack(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "theseus_pl.offline", "run", str(tmp_path), "--output",
                            str(tmp_path / "runs")], capture_output=True, text=True, check=False)  # fmt: skip

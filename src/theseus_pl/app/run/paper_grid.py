@@ -84,12 +84,17 @@ def multirun_commands(
     jobs: int,
     overrides: Sequence[str] = (),
     successor_layers: int = 6,
+    baseline_inits: Sequence[str] = BASELINE_INITS,
 ) -> dict[str, list[str]]:
     """Each multirun's command line, by the folder its jobs write (``<output>/<task>/theseus`` and ``…/baselines``);
-    ``jobs`` is shared between them by how many runs each holds (at least one each)."""
+    ``jobs`` is shared between them by how many runs each holds (at least one each). ``baseline_inits`` are the
+    baselines' starts; none: Theseus alone (a budget that the every-other start, say, would not fit)."""
+    unknown = sorted(set(baseline_inits) - set(BASELINE_INITS))
+    if unknown:
+        raise ValueError(f"No baseline start {', '.join(unknown)}: the starts are {', '.join(BASELINE_INITS)}.")
     experiments = {task: paper_experiment(task) for task in tasks}
     runs = len(grid.lr) * len(grid.steps_to_full) * len(seeds)
-    theseus_runs, baseline_runs = runs * len(grid.b), runs * len(BASELINES) * len(BASELINE_INITS)
+    theseus_runs, baseline_runs = runs * len(grid.b), runs * len(BASELINES) * len(baseline_inits)
     share = jobs / (len(tasks) * (theseus_runs + baseline_runs))  # jobs at once for each run a multirun holds
     theseus_jobs, baseline_jobs = (min(count, max(1, round(count * share))) for count in (theseus_runs, baseline_runs))
     commands = {}
@@ -105,10 +110,11 @@ def multirun_commands(
             *common, "method=theseus", "replacement=curriculum", f"replacement.b={_values(grid.b)}",
             f"hydra.launcher.n_jobs={theseus_jobs}", f"hydra.sweep.dir={theseus}",
         ]  # fmt: skip
-        commands[str(baselines)] = [
-            *common, f"method={_values(BASELINES)}", f"theseus.init={_values(BASELINE_INITS)}",
-            f"hydra.launcher.n_jobs={baseline_jobs}", f"hydra.sweep.dir={baselines}",
-        ]  # fmt: skip
+        if baseline_inits:
+            commands[str(baselines)] = [
+                *common, f"method={_values(BASELINES)}", f"theseus.init={_values(baseline_inits)}",
+                f"hydra.launcher.n_jobs={baseline_jobs}", f"hydra.sweep.dir={baselines}",
+            ]  # fmt: skip
     return commands
 
 
