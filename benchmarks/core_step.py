@@ -2,9 +2,13 @@
 
     python benchmarks/core_step.py [--model PATH_OR_HUB_ID] [--device cpu|cuda] [--successor-layers 3]
         [--batch-size 32] [--seq-len 128] [--steps 16] [--glue-dir ../shared/data/glue] [--scale]
+        [--configs finetune theseus_p1.0 ...] [--parts training matmul ...]
 
 1. Training step time and peak memory of Theseus at p = 0.1, 0.5, 1 and of the *reference mode* (the authors'
-   design: every gradient computed, nothing skipped) at the same p, each relative to fine-tuning the predecessor.
+   design: every gradient computed, nothing skipped) at the same p, each relative to fine-tuning the predecessor;
+   beside them, fine-tuning the truncated successor alone (``finetune_successor``: the baselines' step) and
+   fine-tuning the predecessor with Hugging Face's Trainer (``hf_trainer``: its default fused AdamW, the same
+   batches and precision), the step a user of transformers would compare against.
    Each configuration runs in its own process through the real Lightning modules, so its peak memory is its own.
 2. The Lightning loop's overhead: the same Theseus steps (same gates) in Lightning and in a bare PyTorch loop.
 3. End-to-end training throughput (examples/s) on real RTE text: padded to 128 (--seq-len), dynamically padded, and
@@ -16,6 +20,8 @@
 6. With ``--scale``: step time and peak memory as the sequence grows (64 to 512) and as the successor deepens.
 
 Absolute times vary between machines and runs; compare the ratios. Prints tables and writes JSON (``--output``).
+``--configs`` and ``--parts`` measure a part of this (fine-tuning, the ratios' base, always), for a short lease of a
+machine.
 """
 
 from __future__ import annotations
@@ -51,7 +57,11 @@ from theseus_pl.lightning.modules import FineTuningModule, TheseusModule
 from theseus_pl.lightning.optim import adamw_with_linear_schedule
 
 RATES = (0.1, 0.5, 1.0)
-TRAINING_CONFIGS = ("finetune", *(f"{mode}_p{p}" for mode in ("theseus", "reference") for p in RATES))
+TRAINING_CONFIGS = (
+    "finetune", "finetune_successor", *(f"{mode}_p{p}" for mode in ("theseus", "reference") for p in RATES),
+    "hf_trainer",
+)  # fmt: skip
+PARTS = ("training", "matmul", "loop_overhead", "throughput", "inference")
 LOOP_RATE = 1.0  # Lightning versus bare loop: every step does the same work, so the fastest-step figure is tight
 LOOP_ROUNDS = 2  # Lightning and bare loop alternate this many times; each keeps its fastest round
 THROUGHPUT_RATE = 0.5
@@ -66,7 +76,8 @@ SCALE_CONFIGS = ("finetune", "theseus_p0.5", "theseus_p1.0")
 SCALE_SEQ_LENS = (64, 128, 256, 512)
 WARMUP_STEPS = 2  # not timed: first-call allocations
 PRECISIONS = {"32-true": None, "bf16-mixed": torch.bfloat16}
-COUNTED_CONFIGS = ("finetune", "theseus_p1.0")  # one gate each (none, every module): one step's count holds for all
+# One gate each (none, every module): one step's count holds for every step of the configuration.
+COUNTED_CONFIGS = ("finetune", "finetune_successor", "theseus_p1.0")
 MATMUL_SIZE = 2048  # the square matmul whose rate is the machine's ceiling here
 
 
@@ -95,7 +106,7 @@ def vocab_size(model: str) -> int:
 
 def parse_config(config: str) -> tuple[str, float | None]:
     """``theseus_p0.5`` → ("theseus", 0.5); ``finetune`` → ("finetune", None)."""
-    if config == "finetune":
+    if "_p" not in config:
         return config, None
     mode, rate = config.split("_p")
     return mode, float(rate)
@@ -105,6 +116,8 @@ def build_module(args: argparse.Namespace, config: str) -> tuple[pl.LightningMod
     """The LightningModule a configuration trains, and the callbacks it needs."""
     mode, rate = parse_config(config)
     model = load_model(args.model)
+    if mode == "finetune_successor":
+        return FineTuningModule(TheseusModel(model, args.successor_layers).to_compact_model()), []
     if rate is None:
         return FineTuningModule(model), []
     module = TheseusModule(TheseusModel(model, args.successor_layers), seed=0, reference_mode=mode == "reference")
@@ -253,6 +266,38 @@ def measure_training(args: argparse.Namespace, config: str) -> dict[str, float]:
     if config in COUNTED_CONFIGS:
         figures["flops_per_step"] = step_flops(module, next(iter(loader)), args.device)
     return figures
+
+
+def measure_hf_trainer(args: argparse.Namespace) -> dict[str, float]:
+    """Child process: fine-tuning the predecessor with Hugging Face's Trainer on the batches ``finetune`` gets, in
+    the same precision (bf16 autocast over fp32 weights), timed start to start as the Lightning steps are."""
+    from transformers import Trainer, TrainerCallback, TrainingArguments
+
+    torch.manual_seed(0)
+    memory = PeakMemory(args.device)
+    model = load_model(args.model)
+    log = StepLog(Clock(args.device))
+
+    class StepStarts(TrainerCallback):
+        def on_step_begin(self, *_: Any, **__: Any) -> None:
+            log.start(args.batch_size)
+
+        def on_step_end(self, *_: Any, **__: Any) -> None:
+            log.gate(None)
+
+    loader = random_batches(batches_to_run(args.steps), args.batch_size, args.seq_len, vocab_size(args.model))
+    with tempfile.TemporaryDirectory() as output_dir:
+        training_args = TrainingArguments(
+            output_dir, per_device_train_batch_size=args.batch_size, max_steps=batches_to_run(args.steps),
+            learning_rate=2e-5, bf16=args.precision == "bf16-mixed", use_cpu=args.device == "cpu",
+            report_to="none", save_strategy="no", logging_strategy="no", disable_tqdm=True, seed=0,
+        )  # fmt: skip
+        trainer = Trainer(model, training_args, train_dataset=loader.dataset, data_collator=loader.collate_fn,
+                          callbacks=[StepStarts()])  # fmt: skip
+        trainer.train()
+    peak = memory.peak()
+    return {**log.timed(), "peak_memory_mib": peak / 2**20, "model_memory_mib": (peak - memory.start) / 2**20,
+            "optimizer": training_args.optim.value}  # fmt: skip
 
 
 def step_flops(module: pl.LightningModule, batch: dict[str, torch.Tensor], device: str) -> int:
@@ -423,10 +468,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--scale-seq-lens", type=int, nargs="+", default=list(SCALE_SEQ_LENS))
     parser.add_argument("--scale-steps", type=int, default=4, help="timed steps per scale measurement")
     parser.add_argument("--scale-depths", type=int, nargs="+", help="default: every n that divides the layers")
+    parser.add_argument(
+        "--configs",
+        nargs="+",
+        choices=TRAINING_CONFIGS,
+        default=list(TRAINING_CONFIGS),
+        help="training configurations to measure (finetune, the ratios' base, always)",
+    )
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="the parts to measure")
     parser.add_argument("--output", type=Path, default=Path("benchmarks/results/core_step.json"))
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.model = args.model or minilm_path()
+    args.configs = tuple(config for config in TRAINING_CONFIGS if config == "finetune" or config in args.configs)
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device is visible to PyTorch here.")
     args.precision = resolve_precision(args.precision, "gpu" if args.device == "cuda" else "cpu").precision
@@ -440,6 +494,8 @@ def child_main(args: argparse.Namespace) -> None:
         answer = measure_throughput(args)
     elif args.child == "matmul":  # in a process of its own, as every step time is taken
         answer = matmul_flops_per_second(args.precision, args.device)
+    elif args.child == "hf_trainer":
+        answer = measure_hf_trainer(args)
     else:
         answer = measure_training(args, args.child)
     print(json.dumps(answer))
@@ -453,21 +509,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     settings = {k: v for k, v in vars(args).items() if k not in {"child", "output"}}
     report: dict[str, Any] = {"settings": settings}
     # Written again after each part: a run cut short (a device lease's time limit) keeps what it measured.
-    report["training"] = training_report(args, TRAINING_CONFIGS)
-    _write(args.output, report)
-    _progress("measuring the machine's matmul rate ...")
-    report["matmul_flops_per_second"] = run_child(args, "matmul")
-    _progress("measuring the Lightning loop against a bare loop ...")
-    report["loop_overhead"] = run_child(args, "loop_overhead")
-    _write(args.output, report)
-    if (Path(args.glue_dir) / "RTE").is_dir():
+    if "training" in args.parts:
+        report["training"] = training_report(args, args.configs)
+        _write(args.output, report)
+    if "matmul" in args.parts:
+        _progress("measuring the machine's matmul rate ...")
+        report["matmul_flops_per_second"] = run_child(args, "matmul")
+        _write(args.output, report)
+    if "loop_overhead" in args.parts:
+        _progress("measuring the Lightning loop against a bare loop ...")
+        report["loop_overhead"] = run_child(args, "loop_overhead")
+        _write(args.output, report)
+    if "throughput" in args.parts and (Path(args.glue_dir) / "RTE").is_dir():
         _progress("measuring throughput on RTE ...")
         report["throughput"] = run_child(args, "throughput")
         _write(args.output, report)
-    else:
+    elif "throughput" in args.parts:
         _progress(f"no RTE under {args.glue_dir}: throughput skipped (give --glue-dir)")
-    report["inference"] = {f"batch_{b}": measure_inference(args, b) for b in (1, args.batch_size)}
-    _write(args.output, report)
+    if "inference" in args.parts:
+        report["inference"] = {f"batch_{b}": measure_inference(args, b) for b in (1, args.batch_size)}
+        _write(args.output, report)
     if args.scale:
         report["scale"] = scale_report(args, AutoConfig.from_pretrained(args.model).num_hidden_layers)
         _write(args.output, report)
@@ -487,19 +548,23 @@ def print_report(report: dict[str, Any]) -> None:
         f"\n{s['model']}\n{s['successor_layers']} successor layers, batch {s['batch_size']} x {s['seq_len']}, "
         f"{s['device']}, {s['precision']}; {s['steps']} timed steps each"
     )
-    print_training_table(report["training"])
-    ceiling = report["matmul_flops_per_second"]
-    print(f"\nthis machine's {MATMUL_SIZE}x{MATMUL_SIZE} matmul in {s['precision']}: {ceiling / 1e9:.1f} GFLOP/s")
-    for config in COUNTED_CONFIGS:
-        row = report["training"][config]
-        rate = row["flops_per_step"] / row["step_seconds"]
-        print(f"  {config:<14}{row['flops_per_step'] / 1e12:>8.3f} TFLOP a step{rate / 1e9:>8.1f} GFLOP/s"
-              f"{rate / ceiling:>7.2f} of the matmul rate")  # fmt: skip
-    loop = report["loop_overhead"]
-    print(
-        f"\nLightning loop {loop['lightning_step_seconds']:.3f} s/step, bare PyTorch loop "
-        f"{loop['bare_step_seconds']:.3f} s/step: overhead {loop['overhead']:+.1%}"
-    )
+    training = report.get("training", {})
+    if training:
+        print_training_table(training)
+    if "matmul_flops_per_second" in report:
+        ceiling = report["matmul_flops_per_second"]
+        print(f"\nthis machine's {MATMUL_SIZE}x{MATMUL_SIZE} matmul in {s['precision']}: {ceiling / 1e9:.1f} GFLOP/s")
+        for config in (config for config in COUNTED_CONFIGS if config in training):
+            row = training[config]
+            rate = row["flops_per_step"] / row["step_seconds"]
+            print(f"  {config:<20}{row['flops_per_step'] / 1e12:>8.3f} TFLOP a step{rate / 1e9:>8.1f} GFLOP/s"
+                  f"{rate / ceiling:>7.2f} of the matmul rate")  # fmt: skip
+    if "loop_overhead" in report:
+        loop = report["loop_overhead"]
+        print(
+            f"\nLightning loop {loop['lightning_step_seconds']:.3f} s/step, bare PyTorch loop "
+            f"{loop['bare_step_seconds']:.3f} s/step: overhead {loop['overhead']:+.1%}"
+        )
     if "throughput" in report:
         base = report["throughput"]["padded_to_max_length"]["examples_per_second"]
         print(f"\nTheseus training throughput on RTE train (p = {THROUGHPUT_RATE}), x padded to {s['seq_len']}:")
@@ -507,7 +572,7 @@ def print_report(report: dict[str, Any]) -> None:
             rate = row["examples_per_second"]
             print(f"  {name:<22}{rate:>8.1f} examples/s{rate / base:>8.2f}x")
     print()
-    for name, row in report["inference"].items():
+    for name, row in report.get("inference", {}).items():
         print(f"inference speed-up of the exported successor, {name.replace('_', ' ')}: {row['speedup']:.2f}x")
     for axis, points in report.get("scale", {}).items():
         for value, rows in points.items():
@@ -517,12 +582,12 @@ def print_report(report: dict[str, Any]) -> None:
 
 def print_training_table(rows: dict[str, dict[str, float]]) -> None:
     print(
-        f"{'config':<16}{'replaced':>9}{'step s':>9}{'x finetune':>12}{'peak MiB':>10}{'x finetune':>12}"
+        f"{'config':<20}{'replaced':>9}{'step s':>9}{'x finetune':>12}{'peak MiB':>10}{'x finetune':>12}"
         f"{'model MiB':>11}{'x finetune':>12}"
     )
     for config, row in rows.items():
         print(
-            f"{config:<16}{row['mean_replaced_modules']:>9.2f}{row['step_seconds']:>9.3f}{row['step_time_ratio']:>12.3f}"
+            f"{config:<20}{row['mean_replaced_modules']:>9.2f}{row['step_seconds']:>9.3f}{row['step_time_ratio']:>12.3f}"
             f"{row['peak_memory_mib']:>10.0f}{row['peak_memory_ratio']:>12.3f}"
             f"{row['model_memory_mib']:>11.0f}{row['model_memory_ratio']:>12.3f}"
         )

@@ -33,13 +33,21 @@ def test_core_benchmark_reports_every_figure(tmp_path, tiny_tokenizer):
     assert json.loads(output.read_text()) == json.loads(json.dumps(report))
 
     training = report["training"]
-    assert list(training) == ["finetune", *(f"{m}_p{p}" for m in ("theseus", "reference") for p in (0.1, 0.5, 1.0))]
+    assert list(training) == [
+        "finetune",
+        "finetune_successor",
+        *(f"{m}_p{p}" for m in ("theseus", "reference") for p in (0.1, 0.5, 1.0)),
+        "hf_trainer",
+    ]
     for config, row in training.items():
         for key in ("step_time_ratio", "peak_memory_ratio", "model_memory_ratio"):
             assert row[key] == 1.0 if config == "finetune" else row[key] > 0, (config, key)
     assert training["theseus_p1.0"]["mean_replaced_modules"] == training["reference_p1.0"]["mean_replaced_modules"] == 2
     # Half the layers, forward and backward: fewer operations than fine-tuning all four, none of them zero.
     assert 0 < training["theseus_p1.0"]["flops_per_step"] < training["finetune"]["flops_per_step"]
+    # The truncated model: half the layers of fine-tuning's (more than Theseus's step, which trains no embeddings).
+    assert 0 < training["finetune_successor"]["flops_per_step"] < training["finetune"]["flops_per_step"]
+    assert training["hf_trainer"]["examples_per_second"] > 0 and "adamw" in training["hf_trainer"]["optimizer"]
     assert report["matmul_flops_per_second"] > 0
     assert report["loop_overhead"]["lightning_step_seconds"] > 0 and report["loop_overhead"]["bare_step_seconds"] > 0
     assert set(report["throughput"]) == {"padded_to_max_length", "dynamic", "dynamic_grouped"}
@@ -50,3 +58,15 @@ def test_core_benchmark_reports_every_figure(tmp_path, tiny_tokenizer):
     assert all(
         set(rows) == {"finetune", "theseus_p0.5", "theseus_p1.0"} for rows in report["scale"]["seq_len"].values()
     )
+
+
+def test_a_part_of_the_benchmark_measures_only_that_part_and_fine_tuning_is_always_its_base(tmp_path, tiny_tokenizer):
+    model_dir = tmp_path / "model"
+    tiny_model(num_labels=2).save_pretrained(model_dir)
+    tiny_tokenizer.save_pretrained(model_dir)
+    report = load_benchmark().main(
+        ["--model", str(model_dir), "--successor-layers", "2", "--batch-size", "2", "--seq-len", "8", "--steps", "1",
+         "--configs", "theseus_p1.0", "--parts", "training", "matmul", "--output", str(tmp_path / "core.json")]
+    )  # fmt: skip
+    assert set(report) == {"settings", "training", "matmul_flops_per_second"}
+    assert list(report["training"]) == ["finetune", "theseus_p1.0"]
