@@ -103,6 +103,13 @@ def test_the_runs_list_names_each_runs_wandb_run_where_it_had_one(tmp_path):
         assert [row["wandb"] for row in csv.DictReader(handle)] == ["", "RTE theseus_curriculum lr=2e-05"]
 
 
+def test_the_predecessor_counts_once_a_seed_however_many_runs_of_that_seed_share_it(tmp_path):
+    for seed, predecessor in enumerate([80.0, 82.0, 84.0], start=1):
+        for run in range(1 if seed < 3 else 5):  # seed 3 explored a grid: five runs, one predecessor
+            plant(tmp_path / f"s{seed}r{run}", a_run("RTE", "kd", predecessor, 70.0, settings={"seed": seed}))
+    assert main([str(tmp_path), "--output", str(tmp_path / "out")])["table"]["predecessor"] == {"RTE": 82.0}
+
+
 def test_a_report_over_a_version_1_and_a_version_2_run_gives_one_table(tmp_path):
     (tmp_path / "old").mkdir()
     shutil.copy(V1_RESULTS, tmp_path / "old" / "results.json")  # as theseus_pl wrote it before schema_version
@@ -229,6 +236,17 @@ def test_a_grid_point_with_a_seed_without_a_score_is_not_chosen_over_complete_po
     with (tmp_path / "out" / "best_settings.csv").open(newline="") as handle:
         rows = [(r["method"], r["median"], r["min"], r["max"], r["grid point"]) for r in csv.DictReader(handle)]
     assert rows == [("kd", "", "", "", ""), ("theseus_curriculum", "71.00", "70.00", "72.00", "replacement.b=0.3")]
+
+
+def test_a_grid_point_run_at_one_seed_is_not_chosen_over_a_point_run_at_three(tmp_path):
+    for seed, score in enumerate([70.0, 71.0, 72.0], start=1):
+        planted_run(tmp_path / f"full{seed}", "theseus_curriculum", score, seed, {"replacement.b": 0.3})
+    planted_run(tmp_path / "explored", "theseus_curriculum", 90.0, 3, {"replacement.b": 0.1})
+    report = main([str(tmp_path), "--output", str(tmp_path / "out")])
+    assert report["table"]["theseus_curriculum"] == {"SST-2": 71.0}
+    with (tmp_path / "out" / "best_settings.csv").open(newline="") as handle:
+        rows = [(r["median"], r["seeds"], r["grid point"]) for r in csv.DictReader(handle)]
+    assert rows == [("71.00", "1 2 3", "replacement.b=0.3")]
 
 
 def test_the_report_warns_of_unequal_step_budgets_and_missing_seeds(tmp_path, capsys):

@@ -143,14 +143,18 @@ def best_settings(runs: list[RunResults], rows: str = "method") -> pd.DataFrame:
     """Per task and row, the grid point with the best median over seeds (the first of equals): its ``median``,
     ``min`` and ``max``, its ``seeds`` and, as ``grid point``, the settings that set it apart from the cell's other
     points (a setting the point lacks is left out). A seed without a score (null in ``results.json``) leaves its point
-    without a median, min and max rather than flattering it: such a point is chosen only where every point is one."""
+    without a median, min and max rather than flattering it: such a point is chosen only where every point is one.
+    A point run at fewer seeds than another of its cell (a grid explored at one seed beside a point run at three) is
+    chosen only where none has more: one lucky seed is no median."""
     frame = run_frame(runs, rows)
     points = frame.groupby(["row", "task", "point"], sort=False)
     stats = points["score"].agg(["median", "min", "max", "count", "size"])
     stats[["median", "min", "max"]] = stats[["median", "min", "max"]].where(stats.pop("count") == stats.pop("size"))
-    stats["seeds"] = points["seed"].agg(lambda seeds: " ".join(sorted(seeds)))
+    stats["seed_count"] = points["seed"].nunique()
+    stats["seeds"] = points["seed"].agg(lambda seeds: " ".join(sorted(set(seeds))))
     stats["settings"] = points["settings"].first()
-    best = stats.sort_values("median", ascending=False, kind="stable").reset_index().drop_duplicates(["row", "task"])
+    ranked = stats.sort_values(["seed_count", "median"], ascending=False, kind="stable", na_position="last")
+    best = ranked.reset_index().drop_duplicates(["row", "task"])
     varied = _by_key(frame["settings"]).groupby([frame["row"], frame["task"]]).nunique() > 1
     varied_in_cell = varied.loc[pd.MultiIndex.from_frame(best[["row", "task"]])].to_dict("records")
     best["grid point"] = [
@@ -174,10 +178,12 @@ def _by_key(settings: Iterable[dict[str, Any]]) -> pd.DataFrame:
 
 def build_table(runs: list[RunResults], rows: str = "method") -> tuple[list[str], dict[str, dict[str, float]]]:
     """Tasks (columns) and ``{row: {task: score}}``, rows in the order of the runs, the predecessor first (the median
-    of its scores): each cell a best setting's median, none where that has none."""
+    of its scores, each predecessor once: the runs of a seed share one, and eight runs of one seed beside one run of
+    each other seed must not make it the median): each cell a best setting's median, none where that has none."""
     frame = run_frame(runs, rows)
     cells = best_settings(runs, rows).pivot(index="row", columns="task", values="median")
-    predecessor = frame.groupby("task")["predecessor"].median().rename(PREDECESSOR).to_frame().T
+    predecessors = frame.drop_duplicates(["task", "seed", "predecessor"])
+    predecessor = predecessors.groupby("task")["predecessor"].median().rename(PREDECESSOR).to_frame().T
     table = pd.concat([predecessor, cells.reindex(index=frame["row"].unique(), columns=predecessor.columns)])
     return list(table.columns), {row: line.dropna().to_dict() for row, line in table.iterrows()}
 
