@@ -17,7 +17,7 @@ from theseus_pl.app.results.reading import read_results
 from theseus_pl.app.results.task_model import deployment_dict, read_deployment
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.ship.deploy_folder import deploy_model
-from theseus_pl.core.precision import this_cpu
+from theseus_pl.core.precision import CPU_BF16_FLAGS, Cpu, this_cpu
 from theseus_pl.core.settings import SettingsError
 from theseus_pl.core.timing import p50_milliseconds
 from theseus_pl.deploy import main
@@ -78,13 +78,22 @@ def test_a_model_the_exporter_cannot_trace_gets_an_error_naming_its_family(tmp_p
         export_onnx(tiny_model("mpnet"), tiny_inputs(2, 6), tmp_path / "model.onnx")
 
 
+def planted_cpu(monkeypatch, bf16: bool) -> Cpu:
+    """This CPU as the deployment stage sees it, with or without bf16 instructions (AVX-512 BF16), the rest as is."""
+    real = this_cpu()
+    cpu = Cpu(real.model, real.flags | {"avx512_bf16"} if bf16 else real.flags - CPU_BF16_FLAGS)
+    monkeypatch.setattr(deploy_module, "this_cpu", lambda: cpu)
+    return cpu
+
+
 def saved_classifier(folder: Path, tokenizer, layers: int = 2, seed: int = 0) -> Path:
     tiny_model("bert", seed=seed, num_hidden_layers=layers, num_labels=2).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
 
 
-def test_a_checkpoint_folder_is_deployed_scored_and_timed_on_its_task(tmp_path, tiny_tokenizer, glue_dir):
+def test_a_checkpoint_folder_is_deployed_scored_and_timed_on_its_task(tmp_path, tiny_tokenizer, glue_dir, monkeypatch):
+    cpu = planted_cpu(monkeypatch, bf16=True)  # the bf16 copy is deployed beside the others
     successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
     predecessor = saved_classifier(tmp_path / "predecessor", tiny_tokenizer, layers=4, seed=1)
     block = deploy_model(successor, QUICK, task="RTE", glue_dir=str(glue_dir), predecessor_dir=predecessor)
@@ -104,7 +113,6 @@ def test_a_checkpoint_folder_is_deployed_scored_and_timed_on_its_task(tmp_path, 
         sizes["pytorch_predecessor"] / sizes["pytorch_successor"]
     )
     assert block.settings.threads == torch.get_num_threads()
-    cpu = this_cpu()
     assert (block.cpu, block.cpu_flags) == (cpu.model, cpu.relevant_flags)
     assert block.quantization == quantization_words(int8_reduce_range(cpu.flags))
     assert block.fusions["Attention"] == 2 and block.fusions["SkipLayerNormalization"] >= 4
@@ -114,7 +122,8 @@ def test_a_checkpoint_folder_is_deployed_scored_and_timed_on_its_task(tmp_path, 
     assert json.loads((successor / "onnx" / "deployment.json").read_text()) == deployment_dict(block)
 
 
-def test_without_dev_data_the_model_is_checked_on_example_sentences(tmp_path, tiny_tokenizer):
+def test_without_dev_data_the_model_is_checked_on_example_sentences(tmp_path, tiny_tokenizer, monkeypatch):
+    planted_cpu(monkeypatch, bf16=True)
     successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
     block = deploy_model(successor, DeploySettings(quantize=None, batch_sizes=(1,), repeats=1))
     assert block.checked_on == "4 example sentences (no dev data given)"
@@ -123,6 +132,18 @@ def test_without_dev_data_the_model_is_checked_on_example_sentences(tmp_path, ti
     assert list(block.latency_ms["batch_1"]) == ["pytorch_successor", "pytorch_bf16", "onnx_fp32"]
     assert block.speedup_over_predecessor == {"batch_1": None} and block.smaller_than_predecessor is None
     assert block.target in ("pytorch_successor", "onnx_fp32")  # bf16 was not checked against PyTorch's logits
+
+
+def test_a_cpu_without_bf16_instructions_times_no_bf16_copy_unless_the_target_names_it(
+    tmp_path, tiny_tokenizer, monkeypatch
+):
+    planted_cpu(monkeypatch, bf16=False)
+    successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
+    block = deploy_model(successor, DeploySettings(quantize=None, batch_sizes=(1,), repeats=1))
+    assert list(block.latency_ms["batch_1"]) == ["pytorch_successor", "onnx_fp32"]
+    named = deploy_model(successor, DeploySettings(quantize=None, batch_sizes=(1,), repeats=1, target="pytorch_bf16"))
+    assert list(named.latency_ms["batch_1"]) == ["pytorch_successor", "pytorch_bf16", "onnx_fp32"]
+    assert named.target == "pytorch_bf16"
 
 
 def test_onnx_logits_off_by_more_than_the_tolerance_are_refused_and_the_files_removed(

@@ -22,7 +22,7 @@ import torch
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from theseus_pl.core.io import PICKLED, is_sequence_classifier, load_successor
-from theseus_pl.core.precision import Cpu, cpu_bf16_problem, this_cpu
+from theseus_pl.core.precision import CPU_BF16_FLAGS, Cpu, cpu_bf16_problem, this_cpu
 from theseus_pl.core.timing import forward_call, p50_milliseconds, was_busy
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.onnx_export import (
@@ -119,7 +119,7 @@ def deploy(
     sessions = {name: inference_session(path, threads) for name, path in files.items()}
     ir_targets = compiled_targets(ir_files, cpu.flags)
     compiled = {name: compile_openvino(path, threads, PRECISION_HINTS[name]) for name, path in ir_targets.items()}
-    bf16 = _bf16_copy(successor, settings.target)
+    bf16 = _bf16_copy(successor, settings.target, cpu.flags)
 
     log.info("Checking the ONNX models against PyTorch on %s", "the dev set" if datamodule else "example sentences")
     batches = _check_batches(datamodule, rows, tokenizer)
@@ -361,9 +361,15 @@ def _check_batches(
     return [(index, batch) for index, loader in enumerate(loaders) for batch in loader]
 
 
-def _bf16_copy(successor: PreTrainedModel, target: str) -> PreTrainedModel | None:
-    """The successor with bf16 weights, a deployment target beside ONNX; None where this torch build cannot run bf16
-    on the CPU (refused when ``deploy.target`` asks for it)."""
+def _bf16_copy(successor: PreTrainedModel, target: str, cpu_flags: frozenset[str]) -> PreTrainedModel | None:
+    """The successor with bf16 weights, a deployment target beside ONNX where the CPU has bf16 instructions (AVX-512
+    BF16, AMX) or ``deploy.target`` names it. Elsewhere torch emulates bf16: on an AVX2-only EPYC it ran at 0.3x fp32's
+    speed, a minute of a 3.5-minute deployment spent timing a model ``auto`` never picks, so it is left out. None
+    too where this torch build cannot run bf16 on the CPU (refused when ``deploy.target`` asks for it)."""
+    if target != "pytorch_bf16" and not cpu_flags & CPU_BF16_FLAGS:
+        log.info("No bf16 copy timed: this CPU has no bf16 instructions (%s); deploy.target=pytorch_bf16 times it",
+                 " or ".join(sorted(CPU_BF16_FLAGS)))  # fmt: skip
+        return None
     problem = cpu_bf16_problem()
     if problem is None:
         return copy.deepcopy(successor).to(torch.bfloat16).eval()
