@@ -156,7 +156,10 @@ def test_onnx_logits_off_by_more_than_the_tolerance_are_refused_and_the_files_re
     assert not (successor / "onnx").exists() and (successor / "model.safetensors").is_file()
 
 
-def test_a_run_deploys_as_its_last_stage_and_the_command_redoes_it_on_the_folder(tiny_base, glue_dir, tmp_path, capsys):
+def test_a_run_deploys_as_its_last_stage_and_the_command_redoes_it_on_the_folder(
+    tiny_base, glue_dir, tmp_path, capsys, monkeypatch
+):
+    planted_cpu(monkeypatch, bf16=True)  # the bf16 copy deployed too, whatever this CPU
     overrides = tiny_run_overrides(tiny_base, glue_dir, tmp_path)
     deploy_overrides = ["deploy.onnx=true", "deploy.quantize=int8", "deploy.batch_sizes=[1,2]", "deploy.repeats=1"]
     cfg = compose_config(*overrides, *deploy_overrides)
