@@ -9,7 +9,8 @@
    beside them, fine-tuning the truncated successor alone (``finetune_successor``: the baselines' step) and
    fine-tuning the predecessor with Hugging Face's Trainer (``hf_trainer``: its default fused AdamW, the same
    batches and precision), the step a user of transformers would compare against.
-   Each configuration runs in its own process through the real Lightning modules, so its peak memory is its own.
+   Each configuration runs in its own process (all but ``hf_trainer`` through the real Lightning modules), so its
+   peak memory is its own.
 2. The Lightning loop's overhead: the same Theseus steps (same gates) in Lightning and in a bare PyTorch loop.
 3. End-to-end training throughput (examples/s) on real RTE text: padded to 128 (--seq-len), dynamically padded, and
    dynamically padded in length-grouped batches.
@@ -268,7 +269,7 @@ def measure_training(args: argparse.Namespace, config: str) -> dict[str, float]:
     return figures
 
 
-def measure_hf_trainer(args: argparse.Namespace) -> dict[str, float]:
+def measure_hf_trainer(args: argparse.Namespace) -> dict[str, Any]:
     """Child process: fine-tuning the predecessor with Hugging Face's Trainer on the batches ``finetune`` gets, in
     the same precision (bf16 autocast over fp32 weights), timed start to start as the Lightning steps are."""
     from transformers import Trainer, TrainerCallback, TrainingArguments
