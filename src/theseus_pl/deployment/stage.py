@@ -363,8 +363,9 @@ def _check_batches(
 
 def _bf16_copy(successor: PreTrainedModel, target: str, cpu_flags: frozenset[str]) -> PreTrainedModel | None:
     """The successor with bf16 weights, a deployment target beside ONNX where the CPU has bf16 instructions (AVX-512
-    BF16, AMX) or ``deploy.target`` names it. Elsewhere torch emulates bf16: on an AVX2-only EPYC it ran at 0.3x fp32's
-    speed, a minute of a 3.5-minute deployment spent timing a model ``auto`` never picks, so it is left out. None
+    BF16, AMX) or ``deploy.target`` names it. Elsewhere torch emulates bf16: on an AVX2-only EPYC it ran at 0.14-0.48x
+    the fp32 successor's speed, a minute of a 3.5-minute deployment spent timing a model ``auto`` never picks, so it
+    is left out. None
     too where this torch build cannot run bf16 on the CPU (refused when ``deploy.target`` asks for it)."""
     if target != "pytorch_bf16" and not cpu_flags & CPU_BF16_FLAGS:
         log.info("No bf16 copy timed: this CPU has no bf16 instructions (%s); deploy.target=pytorch_bf16 times it",
