@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from theseus_pl.core.precision import CPU_BF16_FLAGS
 from theseus_pl.deployment.onnx_export import DeploymentError
 
 FOLDER = "openvino"
 # OpenVINO's CPU plugin runs bf16 where the CPU has bf16 instructions, and then picks it by default for fp32 models:
 # each model here is compiled with its precision named, so "fp32" means fp32 on every CPU.
-BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 PRECISION_HINTS = {"openvino_fp32": "f32", "openvino_bf16": "bf16", "openvino_int8": "f32"}
 
 
@@ -50,7 +50,7 @@ def compiled_targets(files: Mapping[str, Path], cpu_flags: frozenset[str]) -> di
     """The targets to compile, by name, each with its IR: bf16 is the fp32 IR compiled in bf16, on a CPU with bf16
     (none without OpenVINO files)."""
     targets = dict(files)
-    if "openvino_fp32" in files and cpu_flags & BF16_FLAGS:
+    if "openvino_fp32" in files and cpu_flags & CPU_BF16_FLAGS:
         targets["openvino_bf16"] = files["openvino_fp32"]
     return targets
 
