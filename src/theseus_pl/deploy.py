@@ -13,8 +13,10 @@ ONNX model is checked and timed on a few example sentences and no dev score is g
 ``<model>/onnx/deployment.json``. Inside a run the same stage is ``deploy.onnx=true`` (``deploy.quantize=int8``).
 
 A finished sentence-embedding run's folder deploys the same way: its encoder to ``successor/onnx/model.onnx`` (and
-``model_int8.onnx``), where ``SentenceTransformer(path, backend="onnx")`` reads it, the sentence vectors checked
-against PyTorch's and every model scored on the run's STS-B dev pairs (no OpenVINO for this kind yet).
+``model_int8.onnx``), where ``SentenceTransformer(path, backend="onnx")`` reads it, and with ``--openvino`` to
+``successor/openvino/openvino_model.xml`` (and ``openvino_model_qint8_quantized.xml``, calibrated on the run's training
+sentences), where ``backend="openvino"`` reads it; the sentence vectors checked against PyTorch's and every model
+scored on the run's STS-B dev pairs.
 
 ``LM_RUN_DIR`` is a finished decoder-LM run's folder: ``--gguf`` writes its successor as GGUF files for llama.cpp
 (``successor/gguf/model.<type>.gguf``), checks each against PyTorch on the run's held-out windows and, where

@@ -1,6 +1,8 @@
-"""Deploy on a finished run asking what it does not build for the run's kind: refused before any export, in one line
-that says what it builds instead. No model is loaded: the refusals come from the record and the options alone."""
+"""Deploy on a finished run asking what it does not build for the run's kind, or what this machine lacks: refused
+before any export, in one line that says what it builds instead or what to install. No model is loaded: the refusals
+come from the record and the options alone."""
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -33,17 +35,19 @@ def refusal(argv: list[str]) -> str:
 @pytest.mark.parametrize(
     ("options", "why"),
     [
-        (["--openvino"], "OpenVINO export of sentence-embedding runs is not built: deploy without --openvino "
-                         "(deploy.openvino=false); ONNX Runtime fp32 and int8 are."),
+        (["--openvino"], "deploy.openvino needs nncf (not installed): pip install 'theseus_pl[openvino]'."),
         (["--target", "pytorch_bf16"], "deploy.target=pytorch_bf16: a sentence-embedding run deploys "
-                                       "pytorch_successor, onnx_fp32, onnx_int8 (or auto)."),
+                                       "pytorch_successor, onnx_fp32, onnx_int8, openvino_fp32, openvino_bf16, "
+                                       "openvino_int8 (or auto)."),
     ],
-    ids=["openvino", "bf16 target"],
+    ids=["openvino missing", "bf16 target"],
 )  # fmt: skip
 @DRY_RUN
-def test_what_a_sentence_embedding_deployment_does_not_build_is_refused_before_any_model_loads(
-    tmp_path, options, why, dry_run
+def test_what_a_sentence_embedding_deployment_cannot_build_is_refused_before_any_model_loads(
+    tmp_path, options, why, dry_run, monkeypatch
 ):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: None if name == "nncf" else real(name, *rest))
     run_dir = finished(tmp_path / "run", an_embedding_run())  # its successor/ is empty: nothing could load
     assert refusal([str(run_dir), *options, *dry_run]) == why
     assert not (run_dir / "successor" / "onnx").exists()

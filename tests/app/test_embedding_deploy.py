@@ -1,6 +1,7 @@
-"""A finished sentence-embedding run deployed to ONNX Runtime: its encoder written where sentence-transformers' ONNX
-backend looks for it, its vectors checked against PyTorch's, every model scored on STS-B dev as sentence-transformers
-scores the PyTorch successor, and a model card whose ONNX Runtime snippet runs."""
+"""A finished sentence-embedding run deployed to ONNX Runtime and OpenVINO: its encoder written where
+sentence-transformers' backends look for it, its vectors checked against PyTorch's, every model scored on STS-B dev as
+sentence-transformers scores the PyTorch successor, OpenVINO's int8 calibrated on training sentences only, and a
+model card whose snippets run."""
 
 import json
 from pathlib import Path
@@ -11,10 +12,13 @@ from app_runs import compose_config
 from embedding_models import make_sentence_glue_dir, save_tiny_embedding_model
 from omegaconf import OmegaConf
 from sentence_transformers import SentenceTransformer
+from sentence_transformers.backend.utils import backend_should_export
 
 from theseus_pl.app.results.reading import read_run
+from theseus_pl.app.run.embedding_model import sts_dev_pairs, training_text
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.deploy import main
+from theseus_pl.deployment import openvino_export
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +45,14 @@ def test_the_dry_run_says_what_it_would_write_and_writes_nothing(embedding_run, 
         f"export the encoder of {embedding_run / 'successor'}: {embedding_run / 'successor/onnx/model.onnx'}" in printed
     )
     assert "score each model on the run's 12 STS-B dev pairs" in printed
+    assert main([str(embedding_run), "--openvino", "--dry-run"]) is None
+    assert (
+        f"{embedding_run / 'successor/openvino/openvino_model.xml'}, "
+        f"{embedding_run / 'successor/openvino/openvino_model_qint8_quantized.xml'} (the folder's onnx/ and openvino/ "
+        "are replaced, where sentence-transformers' backend='onnx' and 'openvino' looks)"
+    ) in capsys.readouterr().out
     assert not (embedding_run / "successor" / "onnx").exists()
+    assert not (embedding_run / "successor" / "openvino").exists()
 
 
 def test_the_encoder_ships_checked_scored_and_timed_and_the_cards_snippet_runs(embedding_run):
@@ -65,6 +76,61 @@ def test_the_encoder_ships_checked_scored_and_timed_and_the_cards_snippet_runs(e
     card = (successor_dir / "README.md").read_text()
     assert "## Deployment" in card and "STS-B dev Spearman (x100)" in card
     snippet = card.split("With ONNX Runtime alone")[1].split("```python\n")[1].split("```")[0]
+    namespace: dict = {}
+    exec(snippet.replace("<this folder>", str(successor_dir)), namespace)  # the card's own lines, as a user runs them
+    expected = SentenceTransformer(str(successor_dir), device="cpu").encode(
+        ["A man is playing a guitar.", "Someone plays an instrument."], convert_to_tensor=True
+    )
+    assert torch.allclose(namespace["embeddings"], expected, atol=1e-4)
+
+
+def test_openvino_ships_where_sentence_transformers_looks_calibrated_on_training_sentences_only(
+    embedding_run, monkeypatch
+):
+    calibrated: list[dict] = []
+    quantize = openvino_export.quantize_openvino
+
+    def recorded(graph, int8, batches):
+        calibrated.extend(batches)
+        return quantize(graph, int8, batches)
+
+    monkeypatch.setattr(openvino_export, "quantize_openvino", recorded)
+    block = main([str(embedding_run), "--openvino", "--calibration-rows", "5", "--repeats", "2",
+                  "--target", "openvino_fp32"])  # fmt: skip
+    successor_dir = embedding_run / "successor"
+
+    assert (block.openvino, block.openvino_int8) == (
+        "openvino/openvino_model.xml", "openvino/openvino_model_qint8_quantized.xml"
+    )  # fmt: skip
+    for graph in (block.openvino, block.openvino_int8):
+        assert (successor_dir / graph).with_suffix(".bin").is_file()
+    # sentence-transformers' OpenVINO backend finds both without exporting (its own lookup; loading needs Optimum
+    # Intel, which pins transformers < 5.6): the fp32 graph by default, the int8 one by its file name.
+    for kwargs in ({}, {"file_name": "openvino_model_qint8_quantized.xml"}):
+        export, found = backend_should_export(successor_dir, True, kwargs, "openvino_model.xml", "openvino*.xml",
+                                              "OpenVINO")  # fmt: skip
+        assert not export and found["subfolder"] == "openvino"
+
+    cfg = OmegaConf.load(embedding_run / ".hydra" / "config.yaml")
+    pairs = sts_dev_pairs(cfg.data)
+    training = training_text(cfg.data, pairs)[0]
+    tokenizer = SentenceTransformer(str(successor_dir), device="cpu").tokenizer
+    assert [batch["input_ids"].tolist() for batch in calibrated] == [
+        [tokenizer(text)["input_ids"]] for text in training[:5]
+    ]  # each its own batch, unpadded: the run's first training sentences
+    assert not set(training) & {*pairs["sentence1"], *pairs["sentence2"]}  # never a dev sentence
+    assert block.calibration == "static int8 by NNCF (transformer preset), calibrated on 5 training rows"
+
+    assert block.max_abs_diff <= block.tolerance
+    assert {"openvino_fp32", "openvino_int8"} <= set(block.dev_score)
+    for times in block.latency_ms.values():
+        assert {"openvino_fp32", "openvino_int8"} <= set(times)
+    assert block.target == "openvino_fp32" and {"openvino", "nncf"} <= set(block.versions)
+
+    card = (successor_dir / "README.md").read_text()
+    assert "| OpenVINO fp32 (`openvino/openvino_model.xml`) |" in card
+    assert 'model = SentenceTransformer("<this folder>", backend="openvino")' in card
+    snippet = card.split("With OpenVINO alone")[1].split("```python\n")[1].split("```")[0]
     namespace: dict = {}
     exec(snippet.replace("<this folder>", str(successor_dir)), namespace)  # the card's own lines, as a user runs them
     expected = SentenceTransformer(str(successor_dir), device="cpu").encode(

@@ -1,15 +1,18 @@
-"""The deploy stage of a sentence-embedding successor: its encoder as ONNX where sentence-transformers' ONNX backend
-looks for it, checked against PyTorch's sentence vectors, scored on STS pairs and timed beside the predecessor.
+"""The deploy stage of a sentence-embedding successor: its encoder as ONNX (and OpenVINO) where sentence-transformers'
+backends look for it, checked against PyTorch's sentence vectors, scored on STS pairs and timed beside the predecessor.
 
 Writes ``onnx/model.onnx`` (inputs as the tokenizer names them, one output ``last_hidden_state``, batch and sequence
 axes dynamic) and ``onnx/model_int8.onnx`` into the successor's folder, the layout
 ``SentenceTransformer(path, backend="onnx")`` reads (the int8 file with ``model_kwargs={"file_name":
-"model_int8.onnx"}``). As in that backend, the graph is the encoder alone: pooling and normalisation stay the
-folder's own sentence-transformers modules, and every check here runs the exported token vectors through them.
+"model_int8.onnx"}``); with ``openvino``, ``openvino/openvino_model.xml`` (the name ``backend="openvino"`` loads by
+default) and ``openvino/openvino_model_qint8_quantized.xml`` (the name sentence-transformers' own static int8 export
+writes), calibrated on the run's training sentences. As in those backends, the graph is the encoder alone: pooling and
+normalisation stay the folder's own sentence-transformers modules, and every check here runs the exported token
+vectors through them.
 
 The block returned is the classifiers' :class:`~theseus_pl.deployment.record.Deployment`, read for sentence vectors:
 ``max_abs_diff`` is the largest difference from PyTorch's vectors, ``dev_score`` the STS Spearman (x100) of each
-model. OpenVINO is not built for this kind: refused before any work.
+model.
 """
 
 from __future__ import annotations
@@ -39,6 +42,15 @@ from theseus_pl.deployment.onnx_export import (
     require_onnxruntime,
     session_logits,
 )
+from theseus_pl.deployment.openvino_export import (
+    compiled_models,
+    export_openvino,
+    ir_sizes_mb,
+    openvino_fields,
+    openvino_files,
+    openvino_logits,
+    require_openvino,
+)
 from theseus_pl.deployment.record import Deployment, DeploySettings
 from theseus_pl.deployment.stage import (
     EXAMPLE_SENTENCES,
@@ -53,6 +65,7 @@ from theseus_pl.deployment.stage import (
 )
 from theseus_pl.deployment.targets import (
     AUTO,
+    CHECKED_EXPORTS,
     OWN_LENGTH_BATCHES,
     OWN_LENGTHS,
     OWN_LENGTHS_IN_WORDS,
@@ -62,7 +75,13 @@ from theseus_pl.deployment.targets import (
 
 log = logging.getLogger(__name__)
 
-EMBEDDING_TARGETS = (REFERENCE, "onnx_fp32", "onnx_int8")  # what this kind deploys; the rest are the classifiers'
+# What this kind deploys; PyTorch in bf16 is the classifiers' alone.
+EMBEDDING_TARGETS = (REFERENCE, "onnx_fp32", "onnx_int8", "openvino_fp32", "openvino_bf16", "openvino_int8")
+# Where sentence-transformers' OpenVINO backend looks: its default file, and its own static int8 export's name.
+SENTENCE_TRANSFORMERS_IR = {
+    "openvino_fp32": "openvino_model.xml",
+    "openvino_int8": "openvino_model_qint8_quantized.xml",
+}
 CHECK_BATCH = 32  # sentences a batch when checking and scoring
 SentenceModel = Any  # a SentenceTransformer: sentence-transformers is an extra, imported by core.embeddings
 
@@ -81,12 +100,9 @@ class StsPairs:
 
 
 def check_embedding_settings(settings: DeploySettings) -> None:
-    """Refuse, before any work, what this kind's deployment does not build."""
+    """Refuse, before any work, what this kind's deployment does not build or this machine cannot run."""
     if settings.openvino:
-        raise DeploymentError(
-            "OpenVINO export of sentence-embedding runs is not built: deploy without --openvino (deploy.openvino=false)"
-            "; ONNX Runtime fp32 and int8 are."
-        )
+        require_openvino()
     if settings.target not in (AUTO, *EMBEDDING_TARGETS):
         raise DeploymentError(
             f"deploy.target={settings.target}: a sentence-embedding run deploys {', '.join(EMBEDDING_TARGETS)} "
@@ -100,12 +116,15 @@ def deploy_embedding_model(
     pairs: StsPairs | None = None,
     predecessor: SentenceModel | None = None,
     predecessor_dir: Path | None = None,
+    training_sentences: Sequence[str] = (),
 ) -> Deployment:
     """Export, check, quantise, score and time the sentence-transformers successor in ``successor_dir``; the
-    ``deployment`` block. Scored on ``pairs`` (without them, checked on a few example sentences, with no score).
+    ``deployment`` block. Scored on ``pairs`` (without them, checked on a few example sentences, with no score);
+    OpenVINO's int8 model calibrated on the first ``settings.calibration_rows`` of ``training_sentences`` (none: no
+    OpenVINO int8).
 
     An fp32 graph whose sentence vectors differ from PyTorch's by more than :data:`TOLERANCE` is refused and the
-    ``onnx/`` folder removed, so nothing unchecked is left to ship.
+    exported folders removed, so nothing unchecked is left to ship.
     """
     started = time.perf_counter()
     require_onnxruntime()
@@ -115,11 +134,16 @@ def deploy_embedding_model(
     torch.set_num_threads(threads)
     sentences = pairs.sentences if pairs else list(EXAMPLE_SENTENCES)
     files = onnx_files(successor_dir, settings.quantize)
-    shutil.rmtree(files["onnx_fp32"].parent, ignore_errors=True)  # the folder holds what this block describes
+    ir_files = planned_ir_files(successor_dir, settings, bool(training_sentences))
+    exported_dirs = {path.parent for path in (*files.values(), *ir_files.values())}
+    for folder in exported_dirs:  # each folder holds what this block describes, nothing older
+        shutil.rmtree(folder, ignore_errors=True)
     log.info("Exporting the successor's encoder to %s", files["onnx_fp32"])
     example = _tokens(successor, sentences[:2], EXPORT_LENGTH)
     export_onnx(embedding_encoder(successor), example, files["onnx_fp32"], TOKEN_VECTORS)
     cpu = this_cpu()
+    calibration = functools.partial(_calibration, successor, training_sentences[: settings.calibration_rows])
+    calibrated = export_openvino(files["onnx_fp32"], ir_files, calibration)  # from the unfused graph, as int8
     reduce_range = int8_reduce_range(cpu.flags)
     if "onnx_int8" in files:  # from the unfused graph, as the classifiers' (see fuse_for_ort)
         log.info("Quantising it to int8: %s", files["onnx_int8"])
@@ -127,21 +151,28 @@ def deploy_embedding_model(
     fusions = fuse_for_ort(files["onnx_fp32"], example, TOLERANCE / 10, TOKEN_VECTORS)
     log.info("ONNX Runtime fusions in %s: %s", files["onnx_fp32"].name, fusions or "none (the unfused graph is kept)")
     sessions = {name: inference_session(path, threads) for name, path in files.items()}
+    compiled = compiled_models(ir_files, cpu.flags, threads)
     head = sentence_head(successor)
     models: dict[str, Callable[[Mapping[str, torch.Tensor]], torch.Tensor]] = {
         REFERENCE: functools.partial(_pytorch_vectors, successor),
         **{name: functools.partial(_onnx_vectors, session, head) for name, session in sessions.items()},
+        **{name: functools.partial(_openvino_vectors, model, head) for name, model in compiled.items()},
     }
 
     checked_on = f"{len(sentences)} " + ("STS-B dev sentences" if pairs else "example sentences (no STS pairs)")
-    log.info("Checking the ONNX models against PyTorch on %s", checked_on)
+    log.info("Checking the exported models against PyTorch on %s", checked_on)
     vectors = _vectors(models, successor, sentences)
-    difference = float((vectors["onnx_fp32"] - vectors[REFERENCE]).abs().max())
-    if not difference <= TOLERANCE:
-        shutil.rmtree(files["onnx_fp32"].parent, ignore_errors=True)
+    differences = {
+        name: float((vectors[name] - vectors[REFERENCE]).abs().max()) for name in CHECKED_EXPORTS if name in vectors
+    }
+    refused = {name: value for name, value in differences.items() if not value <= TOLERANCE}
+    if refused:
+        for folder in exported_dirs:
+            shutil.rmtree(folder, ignore_errors=True)
         raise DeploymentError(
-            f"The exported encoder's sentence vectors differ from PyTorch's by up to {difference:.2e}, beyond the "
-            f"tolerance {TOLERANCE:g}; {files['onnx_fp32'].parent} removed. The PyTorch successor is kept."
+            "The exported encoder's sentence vectors differ from PyTorch's beyond the tolerance "
+            f"{TOLERANCE:g}: {', '.join(f'{name} by up to {value:.2e}' for name, value in refused.items())}; "
+            f"{', '.join(str(folder) for folder in sorted(exported_dirs))} removed. The PyTorch successor is kept."
         )
     scores = None
     if pairs:
@@ -161,14 +192,32 @@ def deploy_embedding_model(
         own = functools.partial(own_length_batches, rows, tokenizer)
         own_latency, own_busy = timed_latency(timers, own, settings.batch_sizes, settings.repeats, OWN_LENGTHS)
         latency, busy = latency | own_latency, busy | own_busy
-    sizes = sizes_mb(successor_dir, predecessor_dir, files)
+    sizes = sizes_mb(successor_dir, predecessor_dir, files) | ir_sizes_mb(ir_files, cpu.flags)
     choice = pick_target(settings.target, latency, scores, settings.max_score_drop)
     log.info("Deploy target: %s (%s)", choice.target, choice.reason)
     return onnx_deployment(
         successor_dir, files, reduce_range, replace(settings, threads=threads), started, cpu, latency, busy, sizes,
-        choice, checked_on=checked_on, max_abs_diff=difference, dev_score=scores,
-        versions=deployment_versions(openvino=False), fusions=fusions,
+        choice, checked_on=checked_on, max_abs_diff=max(differences.values()), dev_score=scores,
+        versions=deployment_versions(openvino=bool(ir_files)), fusions=fusions,
+        **openvino_fields(successor_dir, ir_files, calibrated),
     )  # fmt: skip
+
+
+def planned_ir_files(successor_dir: Path, settings: DeploySettings, has_training_sentences: bool) -> dict[str, Path]:
+    """The OpenVINO models ``settings`` ask for, named where sentence-transformers looks: none without
+    ``openvino``, and no int8 one without training sentences to calibrate it on."""
+    if not settings.openvino:
+        return {}
+    files = openvino_files(successor_dir, settings.quantize, SENTENCE_TRANSFORMERS_IR)
+    if not has_training_sentences and "openvino_int8" in files:
+        log.warning("No training sentences to calibrate OpenVINO's int8 model on: fp32 only.")
+        del files["openvino_int8"]
+    return files
+
+
+def _calibration(model: SentenceModel, sentences: Sequence[str]) -> list[dict[str, torch.Tensor]]:
+    """Each calibration sentence its own batch, unpadded, tokenised as ``encode`` does: as a served sentence comes."""
+    return [_tokens(model, [sentence], None) for sentence in sentences]
 
 
 def _sized_batch(
@@ -195,6 +244,12 @@ def _pytorch_vectors(model: SentenceModel, batch: Mapping[str, torch.Tensor]) ->
 
 def _onnx_vectors(session: Any, head: torch.nn.Module, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
     tokens = session_logits(session, batch, TOKEN_VECTORS)
+    with torch.inference_mode():
+        return sentence_output(head, tokens, batch["attention_mask"], None).logits
+
+
+def _openvino_vectors(compiled: Any, head: torch.nn.Module, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    tokens = openvino_logits(compiled, batch)
     with torch.inference_mode():
         return sentence_output(head, tokens, batch["attention_mask"], None).logits
 

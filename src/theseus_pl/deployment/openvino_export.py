@@ -13,7 +13,7 @@ import contextlib
 import importlib.util
 import logging
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,10 @@ import torch
 from theseus_pl.core.precision import CPU_BF16_FLAGS
 from theseus_pl.deployment.onnx_export import DeploymentError
 
+log = logging.getLogger(__name__)
+
 FOLDER = "openvino"
+IR_NAMES = {"openvino_fp32": "model.xml", "openvino_int8": "model_int8.xml"}  # a classifier's, beside onnx/model.onnx
 # OpenVINO's CPU plugin runs bf16 where the CPU has bf16 instructions, and then picks it by default for fp32 models:
 # each model here is compiled with its precision named, so "fp32" means fp32 on every CPU.
 PRECISION_HINTS = {"openvino_fp32": "f32", "openvino_bf16": "bf16", "openvino_int8": "f32"}
@@ -38,11 +41,12 @@ def require_openvino() -> None:
         )
 
 
-def openvino_files(successor_dir: Path, quantize: str | None) -> dict[str, Path]:
-    """The OpenVINO models (IR: an .xml graph beside its .bin weights) a deployment writes, by target."""
-    files = {"openvino_fp32": successor_dir / FOLDER / "model.xml"}
+def openvino_files(successor_dir: Path, quantize: str | None, names: Mapping[str, str] = IR_NAMES) -> dict[str, Path]:
+    """The OpenVINO models (IR: an .xml graph beside its .bin weights) a deployment writes, by target, named by
+    ``names`` (each kind names them where its users' loaders look)."""
+    files = {"openvino_fp32": successor_dir / FOLDER / names["openvino_fp32"]}
     if quantize == "int8":
-        files["openvino_int8"] = successor_dir / FOLDER / "model_int8.xml"
+        files["openvino_int8"] = successor_dir / FOLDER / names["openvino_int8"]
     return files
 
 
@@ -53,6 +57,24 @@ def compiled_targets(files: Mapping[str, Path], cpu_flags: frozenset[str]) -> di
     if "openvino_fp32" in files and cpu_flags & CPU_BF16_FLAGS:
         targets["openvino_bf16"] = files["openvino_fp32"]
     return targets
+
+
+def export_openvino(
+    onnx_path: Path, files: Mapping[str, Path], calibration: Callable[[], Sequence[Mapping[str, torch.Tensor]]]
+) -> int:
+    """Write ``files``: the ONNX model at ``onnx_path`` converted to IR, and where ``files`` name an int8 model, that
+    IR quantised by NNCF on the batches ``calibration`` gives (drawn only then); how many batches it was calibrated
+    on."""
+    if not files:
+        return 0
+    log.info("Converting it to OpenVINO: %s", files["openvino_fp32"])
+    convert_openvino(onnx_path, files["openvino_fp32"])
+    if "openvino_int8" in files:
+        batches = calibration()
+        log.info("Quantising it to static int8 with NNCF on %d training rows: %s", len(batches), files["openvino_int8"])
+        quantize_openvino(files["openvino_fp32"], files["openvino_int8"], batches)
+        return len(batches)
+    return 0
 
 
 def convert_openvino(onnx_path: Path, xml_path: Path) -> Path:
@@ -97,6 +119,12 @@ def _stdout_to_stderr(logger: logging.Logger) -> Iterator[None]:
             handler.setStream(stream)
 
 
+def compiled_models(files: Mapping[str, Path], cpu_flags: frozenset[str], threads: int) -> dict[str, Any]:
+    """Every target of ``files`` compiled for this CPU (see :func:`compiled_targets`), by name."""
+    targets = compiled_targets(files, cpu_flags)
+    return {name: compile_openvino(path, threads, PRECISION_HINTS[name]) for name, path in targets.items()}
+
+
 def compile_openvino(xml_path: Path, threads: int, precision: str) -> Any:
     """The IR compiled for this CPU on ``threads`` threads, one stream, for latency, computing in ``precision``."""
     import openvino
@@ -119,3 +147,19 @@ def openvino_logits(compiled: Any, batch: Mapping[str, torch.Tensor]) -> torch.T
 def ir_megabytes(xml_path: Path) -> float:
     """The IR's size on disk: its graph and its weights."""
     return (xml_path.stat().st_size + xml_path.with_suffix(".bin").stat().st_size) / 1e6
+
+
+def ir_sizes_mb(files: Mapping[str, Path], cpu_flags: frozenset[str]) -> dict[str, float]:
+    """Megabytes on disk of each compiled target's IR (bf16 is the fp32 IR's)."""
+    return {name: ir_megabytes(path) for name, path in compiled_targets(files, cpu_flags).items()}
+
+
+def openvino_fields(successor_dir: Path, files: Mapping[str, Path], calibration_rows: int) -> dict[str, str | None]:
+    """The ``deployment`` block's OpenVINO fields: the IR files inside the successor's folder, how int8 was made."""
+    fp32, int8 = files.get("openvino_fp32"), files.get("openvino_int8")
+    made = f"static int8 by NNCF (transformer preset), calibrated on {calibration_rows} training rows"
+    return {
+        "openvino": str(fp32.relative_to(successor_dir)) if fp32 else None,
+        "openvino_int8": str(int8.relative_to(successor_dir)) if int8 else None,
+        "calibration": made if int8 else None,
+    }

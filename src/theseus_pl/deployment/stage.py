@@ -37,14 +37,12 @@ from theseus_pl.deployment.onnx_export import (
     session_logits,
 )
 from theseus_pl.deployment.openvino_export import (
-    PRECISION_HINTS,
-    compile_openvino,
-    compiled_targets,
-    convert_openvino,
-    ir_megabytes,
+    compiled_models,
+    export_openvino,
+    ir_sizes_mb,
+    openvino_fields,
     openvino_files,
     openvino_logits,
-    quantize_openvino,
     require_openvino,
 )
 from theseus_pl.deployment.record import Deployment, DeploySettings
@@ -102,14 +100,10 @@ def deploy(
     example = _batch(rows, tokenizer, 2, EXPORT_LENGTH)
     export_onnx(successor, example, files["onnx_fp32"])
     cpu = this_cpu()
-    if ir_files:  # from the unfused graph, made of ONNX's standard operators (fuse_for_ort adds ONNX Runtime's own)
-        log.info("Converting it to OpenVINO: %s", ir_files["openvino_fp32"])
-        convert_openvino(files["onnx_fp32"], ir_files["openvino_fp32"])
-    if "openvino_int8" in ir_files:
-        log.info("Quantising it to static int8 with NNCF on %d training rows: %s", settings.calibration_rows,
-                 ir_files["openvino_int8"])  # fmt: skip
-        calibration = calibration_rows(datamodule, tokenizer, settings.calibration_rows)  # type: ignore[arg-type]
-        quantize_openvino(ir_files["openvino_fp32"], ir_files["openvino_int8"], calibration)
+    # From the unfused graph, made of ONNX's standard operators (fuse_for_ort adds ONNX Runtime's own); int8 only
+    # where there are training rows (planned_openvino_files).
+    calibration = functools.partial(calibration_rows, datamodule, tokenizer, settings.calibration_rows)
+    calibrated = export_openvino(files["onnx_fp32"], ir_files, calibration)
     reduce_range = int8_reduce_range(cpu.flags)
     if "onnx_int8" in files:  # from the unfused graph: see fuse_for_ort
         log.info("Quantising it to int8: %s", files["onnx_int8"])
@@ -117,8 +111,7 @@ def deploy(
     fusions = fuse_for_ort(files["onnx_fp32"], example, TOLERANCE / 10)
     log.info("ONNX Runtime fusions in %s: %s", files["onnx_fp32"].name, fusions or "none (the unfused graph is kept)")
     sessions = {name: inference_session(path, threads) for name, path in files.items()}
-    ir_targets = compiled_targets(ir_files, cpu.flags)
-    compiled = {name: compile_openvino(path, threads, PRECISION_HINTS[name]) for name, path in ir_targets.items()}
+    compiled = compiled_models(ir_files, cpu.flags, threads)
     bf16 = _bf16_copy(successor, settings.target, cpu.flags)
 
     log.info("Checking the ONNX models against PyTorch on %s", "the dev set" if datamodule else "example sentences")
@@ -154,7 +147,7 @@ def deploy(
         own_latency, own_busy = timed_latency(timers, own, settings.batch_sizes, settings.repeats, OWN_LENGTHS)
         latency, busy = latency | own_latency, busy | own_busy
     sizes = sizes_mb(successor_dir, predecessor_dir, files)
-    sizes.update({name: ir_megabytes(path) for name, path in ir_targets.items()})
+    sizes.update(ir_sizes_mb(ir_files, cpu.flags))
     if bf16 is not None:  # as its bf16 weights would be saved
         sizes["pytorch_bf16"] = sum(t.numel() * t.element_size() for t in bf16.state_dict().values()) / 1e6
     sizes = {name: sizes[name] for name in timers if name in sizes}  # in the latency table's order
@@ -177,13 +170,7 @@ def deploy(
         dev_score=scores,
         versions=deployment_versions(openvino=bool(ir_files)),
         fusions=fusions,
-        openvino=_inside(successor_dir, ir_files.get("openvino_fp32")),
-        openvino_int8=_inside(successor_dir, ir_files.get("openvino_int8")),
-        calibration=(
-            f"static int8 by NNCF (transformer preset), calibrated on {settings.calibration_rows} training rows"
-            if "openvino_int8" in ir_files
-            else None
-        ),
+        **openvino_fields(successor_dir, ir_files, calibrated),
     )
 
 
@@ -442,10 +429,6 @@ def deployment_versions(openvino: bool) -> dict[str, str]:
 
         versions.update(openvino=ov.__version__, nncf=nncf.__version__)
     return versions
-
-
-def _inside(successor_dir: Path, path: Path | None) -> str | None:
-    return None if path is None else str(path.relative_to(successor_dir))
 
 
 def _onnx_call(session: Any, batch: Mapping[str, torch.Tensor]) -> Callable[[], object]:

@@ -84,14 +84,7 @@ class EmbeddingModelRun(RunKind):
         self.source = _source(cfg.data)
         try:
             self.sts_pairs = sts_dev_pairs(cfg.data)
-            sentences = glue_sentences(self.source, list(cfg.data.train_tasks))
-            known = set(sentences)
-            sentences += [text for text in corpus_sentences(list(cfg.data.corpora)) if text not in known]
-            scored = {*self.sts_pairs["sentence1"], *self.sts_pairs["sentence2"]}
-            sentences = [text for text in sentences if text not in scored]  # STS-B train and dev share 249
-            data = cfg.data
-            self.train_sentences, self.held_out = held_out_split(sentences, data.held_out, data.max_sentences,
-                                                                 data.split_seed)  # fmt: skip
+            self.train_sentences, self.held_out = training_text(cfg.data, self.sts_pairs)
         except (ValueError, FileNotFoundError, KeyError) as error:
             problems.append(str(error) if str(error).startswith("data.") else f"data: {error}")
         problems += schedule_problems(cfg, self.settings, train_rows=None)
@@ -248,6 +241,18 @@ class EmbeddingModelRun(RunKind):
         files = {"results.json": results_path, "config.yaml": self.output_dir / ".hydra" / "config.yaml",
                  "model_card.md": Path(results.successor.dir) / "README.md"}  # fmt: skip
         publish_embedding_model(experiment, results, files)
+
+
+def training_text(data: DictConfig, sts_pairs: Dataset) -> tuple[list[str], list[str]]:
+    """(training, held-out) sentences of a run of ``data``: the named tasks' training sentences and the corpora's,
+    less every sentence of the STS-B dev ``sts_pairs`` it is scored on, split as ``data`` says. A later deployment of
+    the run's folder calibrates on the same training sentences."""
+    sentences = glue_sentences(_source(data), list(data.train_tasks))
+    known = set(sentences)
+    sentences += [text for text in corpus_sentences(list(data.corpora)) if text not in known]
+    scored = {*sts_pairs["sentence1"], *sts_pairs["sentence2"]}
+    sentences = [text for text in sentences if text not in scored]  # STS-B train and dev share 249
+    return held_out_split(sentences, data.held_out, data.max_sentences, data.split_seed)
 
 
 def sts_dev_pairs(data: DictConfig) -> Dataset:

@@ -1,6 +1,7 @@
-"""A sentence-embedding successor deployed to ONNX Runtime: ``python -m theseus_pl.deploy RUN_DIR`` on a finished
-sentence-embedding run's folder (:mod:`theseus_pl.deployment.embedding_stage`), checked and scored on the run's own
-STS-B dev pairs and timed beside its predecessor; the run's ``results.json`` and model card gain the block."""
+"""A sentence-embedding successor deployed to ONNX Runtime (and OpenVINO): ``python -m theseus_pl.deploy RUN_DIR`` on a
+finished sentence-embedding run's folder (:mod:`theseus_pl.deployment.embedding_stage`), checked and scored on the
+run's own STS-B dev pairs, OpenVINO's int8 calibrated on its own training sentences, timed beside its predecessor; the
+run's ``results.json`` and model card gain the block."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from omegaconf import OmegaConf
 from theseus_pl.app.config.resolvers import register_resolvers
 from theseus_pl.app.results.embedding_model import EmbeddingResults
 from theseus_pl.app.results.envelope import write_results
-from theseus_pl.app.run.embedding_model import sts_dev_pairs
+from theseus_pl.app.run.embedding_model import sts_dev_pairs, training_text
 from theseus_pl.app.ship.deploy_folder import CONFIG, finished_record
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxruntime
@@ -33,7 +34,7 @@ def is_embedding_run(run_dir: Path) -> bool:
 
 def deploy_embedding_run(run_dir: Path, settings: DeploySettings, glue_dir: str | None = None) -> Deployment:
     """Deploy a finished sentence-embedding run's successor on the run's STS-B dev pairs (from ``glue_dir``, else
-    the folder the run read)."""
+    the folder the run read); OpenVINO's int8 is calibrated on the run's training sentences (never dev)."""
     results = _checked(run_dir, settings)
     from theseus_pl.core.embeddings import load_embedding_model
     from theseus_pl.deployment.embedding_stage import StsPairs, deploy_embedding_model
@@ -44,13 +45,15 @@ def deploy_embedding_run(run_dir: Path, settings: DeploySettings, glue_dir: str 
         cfg.data.glue_dir = glue_dir
     rows = sts_dev_pairs(cfg.data)
     pairs = StsPairs(rows["sentence1"], rows["sentence2"], rows["label"])
+    training_sentences = training_text(cfg.data, rows)[0] if settings.openvino else []
     predecessor_dir = Path(results.predecessor.dir)
     predecessor = load_embedding_model(predecessor_dir) if predecessor_dir.is_dir() else None
     if predecessor is None:
         log.warning("The run's predecessor (%s) is gone: no ratios over it.", predecessor_dir)
     successor_dir = run_dir / "successor"
     results.deployment = deploy_embedding_model(successor_dir, settings, pairs, predecessor,
-                                                predecessor_dir if predecessor else None)  # fmt: skip
+                                                predecessor_dir if predecessor else None,
+                                                training_sentences)  # fmt: skip
     write_results(run_dir / "results.json", results)
     write_model_card(successor_dir, results)
     return results.deployment
@@ -60,14 +63,18 @@ def planned_embedding_deployment(run_dir: Path, settings: DeploySettings) -> lis
     """The dry run of :func:`deploy_embedding_run`: its checks before any export, then what it would do."""
     results = _checked(run_dir, settings)
     successor_dir, predecessor_dir = run_dir / "successor", Path(results.predecessor.dir)
-    files = onnx_files(successor_dir, settings.quantize)
+    from theseus_pl.deployment.embedding_stage import planned_ir_files
+
+    files = onnx_files(successor_dir, settings.quantize) | planned_ir_files(successor_dir, settings, True)
     beside = f", beside the predecessor {predecessor_dir}" if predecessor_dir.is_dir() else ""
     length = f"{settings.sequence_length} tokens a row" if settings.sequence_length else "each batch's longest row"
     own = f"; again at the dev rows' own lengths ({OWN_LENGTHS_IN_WORDS})" if settings.own_lengths else ""
     auto = f" (the fastest within {settings.max_score_drop} STS-B points of the fp32 successor)"
+    folders, backends = ("onnx/ and openvino/ are", "backend='onnx' and 'openvino'") if settings.openvino else (
+        "onnx/ is", "backend='onnx'")  # fmt: skip
     return [
-        f"export the encoder of {successor_dir}: {', '.join(map(str, files.values()))} (the folder's onnx/ is "
-        "replaced; SentenceTransformer(path, backend='onnx') reads it)",
+        f"export the encoder of {successor_dir}: {', '.join(map(str, files.values()))} (the folder's {folders} "
+        f"replaced, where sentence-transformers' {backends} looks)",
         f"check the exported fp32 sentence vectors against PyTorch's and score each model on the run's "
         f"{results.data.sts_pairs:,} STS-B dev pairs",
         f"time it at batch sizes {', '.join(map(str, settings.batch_sizes))} ({length}), {settings.repeats} calls "

@@ -7,16 +7,27 @@ from theseus_pl.app.ship.card_text import number
 from theseus_pl.deployment.record import Deployment
 from theseus_pl.deployment.targets import OWN_LENGTHS, OWN_LENGTHS_IN_WORDS
 
-DEPLOYED_MODELS = {  # the deployment block's names, as the card shows them
+DEPLOYED_MODELS = {  # the deployment block's names, as the card shows them (with the file, from the block)
     "pytorch_predecessor": "PyTorch predecessor",
     "pytorch_successor": "PyTorch successor",
     "pytorch_bf16": "PyTorch successor in bf16 (`model.to(torch.bfloat16)`)",
-    "onnx_fp32": "ONNX fp32 (`onnx/model.onnx`)",
-    "onnx_int8": "ONNX int8 (`onnx/model_int8.onnx`)",
-    "openvino_fp32": "OpenVINO fp32 (`openvino/model.xml`)",
-    "openvino_bf16": "OpenVINO bf16 (`openvino/model.xml` compiled in bf16)",
-    "openvino_int8": "OpenVINO int8 (`openvino/model_int8.xml`)",
+    "onnx_fp32": "ONNX fp32",
+    "onnx_int8": "ONNX int8",
+    "openvino_fp32": "OpenVINO fp32",
+    "openvino_bf16": "OpenVINO bf16",
+    "openvino_int8": "OpenVINO int8",
 }
+
+
+def deployed_model(deployment: Deployment, name: str) -> str:
+    """A deployed model's title with the file it is, as the block records it (each kind names its files where its
+    users' loaders look): "ONNX int8 (`onnx/model_int8.onnx`)"."""
+    files = {"onnx_fp32": deployment.onnx, "onnx_int8": deployment.onnx_int8, "openvino_fp32": deployment.openvino,
+             "openvino_bf16": deployment.openvino, "openvino_int8": deployment.openvino_int8}  # fmt: skip
+    file = files.get(name)
+    if not file:
+        return DEPLOYED_MODELS[name]
+    return f"{DEPLOYED_MODELS[name]} (`{file}`{' compiled in bf16' if name == 'openvino_bf16' else ''})"
 
 
 def latency_table(deployment: Deployment, predecessor_score: float | None, score_title: str) -> str:
@@ -26,10 +37,10 @@ def latency_table(deployment: Deployment, predecessor_score: float | None, score
     scores = {"pytorch_predecessor": predecessor_score, **(deployment.dev_score or {})}
     header = " | ".join(f"p50 ms, {row_in_words(key)}" for key in latency)
     rows = "\n".join(
-        f"| {title} | {number(scores.get(name), 2)} | "
+        f"| {deployed_model(deployment, name)} | {number(scores.get(name), 2)} | "
         + " | ".join(number(latency[key].get(name), 1) for key in latency)
         + f" | {number(deployment.size_mb.get(name), 1)} |"
-        for name, title in DEPLOYED_MODELS.items()
+        for name in DEPLOYED_MODELS
         if name in deployment.size_mb
     )
     return f"""| model | {score_title} | {header} | size (MB) |
@@ -56,7 +67,7 @@ def padded_to(deployment: Deployment) -> str:
 def target_sentence(deployment: Deployment) -> str:
     if not deployment.target:
         return ""
-    return f" The model to ship here: {DEPLOYED_MODELS[deployment.target]}, {deployment.target_reason}."
+    return f" The model to ship here: {deployed_model(deployment, deployment.target)}, {deployment.target_reason}."
 
 
 def int8_sentence(deployment: Deployment) -> str:
@@ -72,3 +83,16 @@ def busy_sentences(deployment: Deployment) -> str:
         "latencies are not the models' alone."
         for row, cores in deployment.busy_cores.items()
     )
+
+
+def openvino_sentence(deployment: Deployment) -> str:
+    if not deployment.openvino:
+        return ""
+    int8 = f"; `{deployment.openvino_int8}` is its {deployment.calibration}" if deployment.openvino_int8 else ""
+    return f" `{deployment.openvino}` is the same graph in OpenVINO{int8}."
+
+
+def runtime_versions(deployment: Deployment) -> str:
+    """The runtimes' versions the latencies were taken with: "1.32.0, OpenVINO 2026.4.1"."""
+    openvino = f", OpenVINO {deployment.versions['openvino']}" if "openvino" in deployment.versions else ""
+    return deployment.versions["onnxruntime"] + openvino

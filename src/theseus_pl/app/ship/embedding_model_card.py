@@ -15,7 +15,9 @@ from theseus_pl.app.ship.deployment_table import (
     busy_sentences,
     int8_sentence,
     latency_table,
+    openvino_sentence,
     padded_to,
+    runtime_versions,
     target_sentence,
 )
 from theseus_pl.deployment.record import Deployment
@@ -132,13 +134,18 @@ def _speed(results: EmbeddingResults) -> str:
 
 
 def _deployment(results: EmbeddingResults, repo_id: str | None) -> str:
-    """The ONNX files' section (after ``python -m theseus_pl.deploy RUN_DIR``): how they were checked, their STS-B
+    """The exported files' section (after ``python -m theseus_pl.deploy RUN_DIR``): how they were checked, their STS-B
     scores, latencies and sizes, and how to load the one to ship."""
     deployment = results.deployment
     if deployment is None:
         return ""
     settings = deployment.settings
-    notes = int8_sentence(deployment) + target_sentence(deployment) + busy_sentences(deployment)
+    notes = (
+        int8_sentence(deployment)
+        + openvino_sentence(deployment)
+        + target_sentence(deployment)
+        + busy_sentences(deployment)
+    )
     return f"""
 ## Deployment
 
@@ -146,44 +153,70 @@ def _deployment(results: EmbeddingResults, repo_id: str | None) -> str:
 sequence axes), where sentence-transformers' ONNX backend looks for it; pooling and normalisation stay this folder's
 modules. Its sentence vectors match PyTorch's within {deployment.max_abs_diff:.1e} on {deployment.checked_on}.{notes}
 Latency is the median of {settings.repeats} calls on {settings.threads} CPU threads (ONNX Runtime
-{deployment.versions["onnxruntime"]}), sentences padded to {padded_to(deployment)}, on the machine that exported it.
+{runtime_versions(deployment)}), sentences padded to {padded_to(deployment)}, on the machine that exported it.
 
 {latency_table(deployment, results.predecessor.sts, "STS-B dev Spearman (x100)")}
 {_how_to_run(deployment, repo_id)}"""
 
 
 def _how_to_run(deployment: Deployment, repo_id: str | None) -> str:
-    """The file to ship (ONNX Runtime's int8 file where that won) through sentence-transformers' ONNX backend, and
-    through ONNX Runtime directly, which needs no Optimum (whose ONNX package pins transformers 4)."""
-    if deployment.target == "pytorch_successor":
+    """The file to ship through sentence-transformers' backend for its runtime, and through the runtime directly,
+    which needs no Optimum (whose ONNX and OpenVINO packages pin transformers below 5 and 5.6)."""
+    target = deployment.target or ""
+    if target == "pytorch_successor":
         return "The PyTorch successor was the fastest here: load it as above.\n"
-    file = deployment.onnx_int8 if deployment.target == "onnx_int8" and deployment.onnx_int8 else deployment.onnx
-    kwargs = f', model_kwargs={{"file_name": "{Path(file).name}"}}' if Path(file).name != "model.onnx" else ""
     model = quoted(repo_id, "<this folder>")
-    graph = f'hf_hub_download("{repo_id}", "{file}")' if repo_id else f'"<this folder>/{file}"'
+    if target.startswith("openvino") and deployment.openvino:
+        int8 = target == "openvino_int8" and deployment.openvino_int8
+        file = deployment.openvino_int8 if int8 else deployment.openvino
+        precision = "bf16" if target == "openvino_bf16" else "f32"
+        weights = file.removesuffix(".xml") + ".bin"
+        fetch = f'hf_hub_download("{repo_id}", "{weights}")  # the weights, beside the graph\n' if repo_id else ""
+        run = f"""{fetch}compiled = openvino.Core().compile_model(
+    {_file(repo_id, file)}, "CPU", {{"INFERENCE_PRECISION_HINT": "{precision}"}}
+)
+features = model.preprocess(["A man is playing a guitar.", "Someone plays an instrument."])
+inputs = {{port.get_any_name(): features[port.get_any_name()].numpy() for port in compiled.inputs}}
+features["token_embeddings"] = torch.from_numpy(compiled(inputs)[0])"""
+        return _snippets(model, "openvino", file, "OpenVINO", "Optimum Intel, which needs transformers < 5.6", run,
+                         repo_id)  # fmt: skip
+    file = deployment.onnx_int8 if target == "onnx_int8" and deployment.onnx_int8 else deployment.onnx
+    run = f"""session = onnxruntime.InferenceSession({_file(repo_id, file)})
+features = model.preprocess(["A man is playing a guitar.", "Someone plays an instrument."])
+inputs = {{node.name: features[node.name].numpy() for node in session.get_inputs()}}
+features["token_embeddings"] = torch.from_numpy(session.run(["last_hidden_state"], inputs)[0])"""
+    return _snippets(model, "onnx", file, "ONNX Runtime", "Optimum, which needs transformers 4", run, repo_id)
+
+
+def _snippets(model: str, backend: str, file: str, runtime: str, needs: str, run: str, repo_id: str | None) -> str:
+    """Two ways to run ``file``: sentence-transformers' ``backend`` (``file_name`` named where it is not the
+    backend's default), and ``runtime`` alone (``run``: its lines from the tokens to the token vectors), the folder's
+    own modules tokenising and pooling."""
+    default = {"onnx": "model.onnx", "openvino": "openvino_model.xml"}[backend]
+    kwargs = f', model_kwargs={{"file_name": "{Path(file).name}"}}' if Path(file).name != default else ""
     download = "from huggingface_hub import hf_hub_download\n" if repo_id else ""
     return f"""
-With sentence-transformers' ONNX backend (`pip install "sentence-transformers[onnx]"`: Optimum, which needs
-transformers 4):
+With sentence-transformers' {runtime} backend (`pip install "sentence-transformers[{backend}]"`: {needs}):
 
 ```python
-model = SentenceTransformer({model}, backend="onnx"{kwargs})
+model = SentenceTransformer({model}, backend="{backend}"{kwargs})
 ```
 
-With ONNX Runtime alone, the folder's own modules doing the tokenising and pooling:
+With {runtime} alone, the folder's own modules doing the tokenising and pooling:
 
 ```python
-import onnxruntime
+import {"onnxruntime" if backend == "onnx" else "openvino"}
 import torch
 {download}from sentence_transformers import SentenceTransformer
 
 model = SentenceTransformer({model})  # its tokenizer, pooling and normalisation
-session = onnxruntime.InferenceSession({graph})
-features = model.preprocess(["A man is playing a guitar.", "Someone plays an instrument."])
-inputs = {{node.name: features[node.name].numpy() for node in session.get_inputs()}}
-features["token_embeddings"] = torch.from_numpy(session.run(["last_hidden_state"], inputs)[0])
+{run}
 for module in list(model)[1:]:
     features = module(features)
 embeddings = features["sentence_embedding"]
 ```
 """
+
+
+def _file(repo_id: str | None, file: str) -> str:
+    return f'hf_hub_download("{repo_id}", "{file}")' if repo_id else f'"<this folder>/{file}"'

@@ -24,7 +24,9 @@ from theseus_pl.app.ship.deployment_table import (
     busy_sentences,
     int8_sentence,
     latency_table,
+    openvino_sentence,
     padded_to,
+    runtime_versions,
     target_sentence,
 )
 from theseus_pl.app.ship.embedding_model_card import embedding_model_card
@@ -194,10 +196,9 @@ def _deployment(results: RunResults, repo_id: str | None) -> str:
     deployment = results.deployment
     if deployment is None:
         return ""
-    versions = deployment.versions["onnxruntime"] + _openvino_version(deployment)
     notes = (
         int8_sentence(deployment)
-        + _openvino_sentence(deployment)
+        + openvino_sentence(deployment)
         + target_sentence(deployment)
         + busy_sentences(deployment)
     )
@@ -207,7 +208,7 @@ def _deployment(results: RunResults, repo_id: str | None) -> str:
 `{deployment.onnx}` is this model exported by `torch.onnx`, with dynamic batch and sequence axes; its logits
 match PyTorch's within {deployment.max_abs_diff:.1e} on {deployment.checked_on}.{notes}
 Latency is the median of {deployment.settings.repeats} calls on {deployment.settings.threads} CPU threads (ONNX Runtime
-{versions}), rows padded to {padded_to(deployment)}, on the machine that exported it.
+{runtime_versions(deployment)}), rows padded to {padded_to(deployment)}, on the machine that exported it.
 
 {latency_table(deployment, results.predecessor.score, "dev score (x100)")}
 {_how_to_run(deployment, results, repo_id)}"""
@@ -250,10 +251,6 @@ logits = session.run(["logits"], {{node.name: inputs[node.name] for node in sess
 """
 
 
-def _openvino_version(deployment: Deployment) -> str:
-    return f", OpenVINO {deployment.versions['openvino']}" if "openvino" in deployment.versions else ""
-
-
 def _hub_import(repo_id: str | None, name: str) -> str:
     return f"from huggingface_hub import {name}\n" if repo_id else ""
 
@@ -264,13 +261,6 @@ def _local_path(repo_id: str | None, file: str | None = None) -> str:
     if repo_id:
         return f'hf_hub_download("{repo_id}", "{file}")' if file else f'snapshot_download("{repo_id}")'
     return f'"<this folder>/{file}"' if file else '"<this folder>"'
-
-
-def _openvino_sentence(deployment: Deployment) -> str:
-    if not deployment.openvino:
-        return ""
-    int8 = f"; `{deployment.openvino_int8}` is its {deployment.calibration}" if deployment.openvino_int8 else ""
-    return f" `{deployment.openvino}` is the same graph in OpenVINO{int8}."
 
 
 def _origin(results: RunResults) -> str:
