@@ -49,7 +49,7 @@ def test_the_dry_run_says_what_it_would_write_and_writes_nothing(embedding_run, 
     assert (
         f"{embedding_run / 'successor/openvino/openvino_model.xml'}, "
         f"{embedding_run / 'successor/openvino/openvino_model_qint8_quantized.xml'} (the folder's onnx/ and openvino/ "
-        "are replaced, where sentence-transformers' backend='onnx' and 'openvino' looks)"
+        "are emptied first; sentence-transformers' backend='onnx' and 'openvino' looks there)"
     ) in capsys.readouterr().out
     assert not (embedding_run / "successor" / "onnx").exists()
     assert not (embedding_run / "successor" / "openvino").exists()
@@ -137,3 +137,14 @@ def test_openvino_ships_where_sentence_transformers_looks_calibrated_on_training
         ["A man is playing a guitar.", "Someone plays an instrument."], convert_to_tensor=True
     )
     assert torch.allclose(namespace["embeddings"], expected, atol=1e-4)
+
+
+def test_a_deploy_without_openvino_leaves_no_earlier_openvino_model_beside_its_block(embedding_run):
+    main([str(embedding_run), "--openvino", "--quantize", "none", "--repeats", "1", "--batch-sizes", "1",
+          "--no-own-lengths"])  # fmt: skip
+    assert (embedding_run / "successor" / "openvino" / "openvino_model.xml").is_file()
+    block = main([str(embedding_run), "--repeats", "1", "--batch-sizes", "1", "--no-own-lengths"])
+    assert block.openvino is None and not (embedding_run / "successor" / "openvino").exists()
+    assert sorted(path.name for path in (embedding_run / "successor" / "onnx").iterdir()) == [
+        "model.onnx", "model_int8.onnx"
+    ]  # fmt: skip

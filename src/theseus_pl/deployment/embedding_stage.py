@@ -56,6 +56,7 @@ from theseus_pl.deployment.stage import (
     EXAMPLE_SENTENCES,
     EXPORT_LENGTH,
     TOLERANCE,
+    cleared_export_folders,
     deployment_versions,
     onnx_deployment,
     onnx_files,
@@ -135,9 +136,7 @@ def deploy_embedding_model(
     sentences = pairs.sentences if pairs else list(EXAMPLE_SENTENCES)
     files = onnx_files(successor_dir, settings.quantize)
     ir_files = planned_ir_files(successor_dir, settings, bool(training_sentences))
-    exported_dirs = {path.parent for path in (*files.values(), *ir_files.values())}
-    for folder in exported_dirs:  # each folder holds what this block describes, nothing older
-        shutil.rmtree(folder, ignore_errors=True)
+    exported_dirs = cleared_export_folders(successor_dir)
     log.info("Exporting the successor's encoder to %s", files["onnx_fp32"])
     example = _tokens(successor, sentences[:2], EXPORT_LENGTH)
     export_onnx(embedding_encoder(successor), example, files["onnx_fp32"], TOKEN_VECTORS)

@@ -36,6 +36,7 @@ from theseus_pl.deployment.onnx_export import (
     require_onnxruntime,
     session_logits,
 )
+from theseus_pl.deployment.openvino_export import FOLDER as OPENVINO_FOLDER
 from theseus_pl.deployment.openvino_export import (
     compiled_models,
     export_openvino,
@@ -93,9 +94,7 @@ def deploy(
     rows = _timing_rows(datamodule, tokenizer, max(2, OWN_LENGTH_BATCHES * max(settings.batch_sizes)))
     files = onnx_files(successor_dir, settings.quantize)
     ir_files = planned_openvino_files(successor_dir, settings, has_training_rows=datamodule is not None)
-    exported_dirs = {path.parent for path in (*files.values(), *ir_files.values())}
-    for folder in exported_dirs:  # each folder holds what this block describes, nothing older
-        shutil.rmtree(folder, ignore_errors=True)
+    exported_dirs = cleared_export_folders(successor_dir)
     log.info("Exporting the successor to %s", files["onnx_fp32"])
     example = _batch(rows, tokenizer, 2, EXPORT_LENGTH)
     export_onnx(successor, example, files["onnx_fp32"])
@@ -249,6 +248,17 @@ def own_length_batches(
     return [_batch(picked[start : start + size], tokenizer, size) for start in starts] or [
         _batch(picked, tokenizer, size)  # fewer rows than one batch: repeated to fill it
     ]
+
+
+def cleared_export_folders(successor_dir: Path) -> list[Path]:
+    """The folders a deployment writes into the successor's (``onnx/``, ``openvino/``), emptied before it exports:
+    each then holds what the new block describes, and none keeps an earlier deployment's files the block does not
+    name (an OpenVINO model left from a deploy with ``openvino`` beside a block without it). Removed again where a
+    check refuses the export."""
+    folders = [successor_dir / "onnx", successor_dir / OPENVINO_FOLDER]
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+    return folders
 
 
 def planned_openvino_files(successor_dir: Path, settings: DeploySettings, has_training_rows: bool) -> dict[str, Path]:

@@ -70,11 +70,10 @@ def planned_embedding_deployment(run_dir: Path, settings: DeploySettings) -> lis
     length = f"{settings.sequence_length} tokens a row" if settings.sequence_length else "each batch's longest row"
     own = f"; again at the dev rows' own lengths ({OWN_LENGTHS_IN_WORDS})" if settings.own_lengths else ""
     auto = f" (the fastest within {settings.max_score_drop} STS-B points of the fp32 successor)"
-    folders, backends = ("onnx/ and openvino/ are", "backend='onnx' and 'openvino'") if settings.openvino else (
-        "onnx/ is", "backend='onnx'")  # fmt: skip
+    backends = "backend='onnx' and 'openvino'" if settings.openvino else "backend='onnx'"
     return [
-        f"export the encoder of {successor_dir}: {', '.join(map(str, files.values()))} (the folder's {folders} "
-        f"replaced, where sentence-transformers' {backends} looks)",
+        f"export the encoder of {successor_dir}: {', '.join(map(str, files.values()))} (the folder's onnx/ and "
+        f"openvino/ are emptied first; sentence-transformers' {backends} looks there)",
         f"check the exported fp32 sentence vectors against PyTorch's and score each model on the run's "
         f"{results.data.sts_pairs:,} STS-B dev pairs",
         f"time it at batch sizes {', '.join(map(str, settings.batch_sizes))} ({length}), {settings.repeats} calls "
