@@ -45,8 +45,9 @@ def test_every_experiment_composes_and_instantiates(experiment, tiny_tokenizer, 
         text = "the 'text' column of Salesforce/wikitext" if experiment == "smollm2_1b7_curriculum" else offline
         assert text_source(cfg.data).describe().startswith(text)
     elif run_kind_name(cfg) == EMBEDDING_MODEL:  # a sentence model on sentences (tests/app/test_embedding_runs.py)
-        assert cfg.method.name.startswith("embedding_") and cfg.data.train_tasks
-        assert all(is_glue_task(task) for task in cfg.data.train_tasks)
+        assert cfg.method.name.startswith("embedding_")
+        tasks = [cfg.data.pairs] if cfg.data.get("pairs") else cfg.data.train_tasks  # labelled pairs, or sentences
+        assert tasks and all(is_glue_task(task) for task in tasks)
     else:
         datamodule = instantiate(cfg.data, tokenizer=tiny_tokenizer)
         expected = "rotten_tomatoes" if experiment == "demo" else glue_task(experiment.split("_")[0]).name

@@ -93,9 +93,10 @@ def test_check_names_the_kind_the_loss_and_the_sentences(sentence_files, tmp_pat
     lines = plan(compose_config(*_overrides(sentence_files, tmp_path, "check_steps=0")))
     assert lines[0].startswith("kind: sentence-embedding model")
     assert re.fullmatch(r"data: the training sentences of STS-B, CoLA \(GLUE, from the classic GLUE files; their "
-                        r"labels unused\): \d+ training sentences \(at most 128 tokens\), 8 held out; scored on 12 "
+                        r"labels unused\): \d+ training sentences \(at most 128 tokens a sentence\), 8 held out; "
+                        r"scored on 12 "
                         r"STS-B dev pairs", lines[1])  # fmt: skip
-    assert "loss: the MSE to the predecessor's sentence vectors (no soft targets)" in lines
+    assert "loss: the mean squared error to the teacher's sentence vectors (no soft targets)" in lines
     assert not (tmp_path / "run").exists()
 
 

@@ -139,16 +139,20 @@ def test_a_task_model_run_reads_every_setting_of_its_experiment(experiment, tiny
 
 @pytest.mark.slow
 @pytest.mark.parametrize("experiment", experiments_of(EMBEDDING_MODEL))
-@pytest.mark.parametrize("method", ["embedding_theseus", "embedding_mse"])
+@pytest.mark.parametrize("method", ["embedding_theseus", "the kept layers trained"])
 def test_a_sentence_embedding_run_reads_every_setting_of_its_experiment(experiment, method, tmp_path, monkeypatch):
-    """Each method that trains: the schedule's settings are read by the checks even where the method replaces
-    nothing (a sweep varies methods under one schedule). (embedding_truncation trains nothing, so no Trainer builds
-    the callbacks, as for a decoder LM's ShortGPT.)"""
+    """Each method that trains (the kept layers: embedding_mse on sentences, embedding_fine_tuning on labelled
+    pairs): the schedule's settings are read by the checks even where the method replaces nothing (a sweep varies
+    methods under one schedule). (embedding_truncation trains nothing, so no Trainer builds the callbacks, as for a
+    decoder LM's ShortGPT.)"""
     model = save_tiny_embedding_model(tmp_path / "model", normalize=True)
+    on_pairs = bool(compose_config(f"+experiment={experiment}").data.get("pairs"))
+    if method != "embedding_theseus":
+        method = "embedding_fine_tuning" if on_pairs else "embedding_mse"
     cfg = compose_config(
         f"+experiment={experiment}", f"method={method}", f"model.base={model}",
-        f"data.glue_dir={make_sentence_glue_dir(tmp_path / 'glue')}", "data.max_sentences=40", "data.held_out=8",
-        "data.batch_size=8", "theseus.successor_layers=2", "schedule_steps=3", "trainer.max_steps=6",
+        f"data.glue_dir={make_sentence_glue_dir(tmp_path / 'glue')}", *([] if on_pairs else ["data.max_sentences=40"]),
+        "data.held_out=8", "data.batch_size=8", "theseus.successor_layers=2", "schedule_steps=3", "trainer.max_steps=6",
         "trainer.val_check_interval=2", "logger=csv", "benchmark.repeats=1", f"paths.cache_dir={tmp_path / 'cache'}",
         f"paths.output_dir={tmp_path / 'run'}",
     )  # fmt: skip

@@ -1,6 +1,6 @@
 """A sentence-embedding model as something that trains: an encoder, the predecessor's pooling (and normalisation)
 after it, and the loss of sentence-transformers' distillation recipe, the mean squared error to the teacher's
-sentence vectors.
+sentence vectors, or on labelled pairs (``data=sentence_pairs``) its CoSENT loss on the pairs' cosine similarities.
 
 The teacher's vectors come in as ``labels`` (one vector per sentence, computed once by the whole predecessor): the
 all-predecessor path of a Theseus model is that same predecessor, so its vectors are the soft targets the paper's
@@ -39,13 +39,21 @@ class SentenceOutput(ModelOutput):
 def sentence_output(
     head: nn.Module, token_states: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor | None
 ) -> SentenceOutput:
-    """The head's sentence vectors from the encoder's last hidden states; the loss where ``labels`` (the teacher's
-    vectors) are given: the mean over sentences and dimensions of the squared difference, sentence-transformers'
-    ``MSELoss``."""
+    """The head's sentence vectors from the encoder's last hidden states, and the loss where ``labels`` are given:
+    the teacher's vectors (one a sentence), then the mean over sentences and dimensions of the squared difference
+    (sentence-transformers' ``MSELoss``); or the gold scores of pairs (one per two sentences: the batch's first half
+    are the pairs' first sentences, its second half their second ones), then sentence-transformers' ``CoSENTLoss``."""
     features = head({"token_embeddings": token_states, "attention_mask": attention_mask})
     vectors = features["sentence_embedding"]
-    loss = F.mse_loss(vectors.float(), labels.float()) if labels is not None else None
-    return SentenceOutput(loss=loss, logits=vectors)
+    if labels is None:
+        return SentenceOutput(loss=None, logits=vectors)
+    if labels.dim() == 1:
+        from sentence_transformers.sentence_transformer.losses import CoSENTLoss  # the embeddings extra
+
+        half = len(vectors) // 2
+        loss = CoSENTLoss(None).compute_loss_from_embeddings([vectors[:half].float(), vectors[half:].float()], labels)
+        return SentenceOutput(loss=loss, logits=vectors)
+    return SentenceOutput(loss=F.mse_loss(vectors.float(), labels.float()), logits=vectors)
 
 
 class SentenceObjective(nn.Module):

@@ -1,4 +1,5 @@
-"""Held-out fidelity of a sentence-embedding student to its teacher, what training watches and checkpoints choose on.
+"""Held-out fidelity of a sentence-embedding student to its teacher, what training watches and checkpoints choose on
+(:class:`PairScoreMetrics`: on labelled pairs, the held-out pairs' Spearman instead).
 
 On held-out training sentences (never STS-B dev, which scores the finished run), against the teacher's vectors given as
 the batch's ``labels``:
@@ -15,6 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torchmetrics import Metric
+from torchmetrics.utilities import dim_zero_cat
 
 
 class EmbeddingMetrics(Metric):
@@ -40,3 +42,31 @@ class EmbeddingMetrics(Metric):
             raise ValueError("No held-out sentence was scored: the held-out sentences are empty.")
         cosine = float(self.cosine_sum / self.sentences)
         return {"score": 100 * cosine, "cosine": cosine, "mse": float(self.squared_sum / self.values)}
+
+
+class PairScoreMetrics(Metric):
+    """On held-out labelled pairs (``data=sentence_pairs``): the Spearman correlation (x100, the ``score``) of each
+    pair's cosine similarity with its gold score, as STS-B dev scores the finished run. A batch's vectors are its
+    pairs' first sentences then their second ones; ``labels`` the gold scores."""
+
+    full_state_update = False
+    headline = "score"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.add_state("cosines", default=[], dist_reduce_fx="cat")
+        self.add_state("scores", default=[], dist_reduce_fx="cat")
+
+    def update(self, vectors: torch.Tensor, scores: torch.Tensor) -> None:
+        half = len(vectors) // 2
+        self.cosines.append(F.cosine_similarity(vectors[:half].float(), vectors[half:].float(), dim=-1))
+        self.scores.append(scores.float())
+
+    def compute(self) -> dict[str, float]:
+        from scipy.stats import spearmanr
+
+        if not self.cosines:
+            raise ValueError("No held-out pair was scored: the held-out pairs are empty.")
+        cosines, scores = dim_zero_cat(self.cosines), dim_zero_cat(self.scores)
+        spearman = float(spearmanr(scores.cpu().numpy(), cosines.cpu().numpy()).statistic)
+        return {"score": 100 * spearman, "spearman": spearman}

@@ -214,7 +214,7 @@ def _wrong_kind(method: CompressionMethod, kind: str) -> str:
     if kind == EMBEDDING_MODEL:
         return (
             f"method={method.name} does not compress sentence-embedding models; on one use embedding_theseus, "
-            "embedding_mse or embedding_truncation."
+            "embedding_mse (embedding_fine_tuning on labelled pairs) or embedding_truncation."
         )
     if kind == LANGUAGE_MODEL:
         return (
@@ -230,6 +230,17 @@ def _wrong_kind(method: CompressionMethod, kind: str) -> str:
 def _embedding_problems(cfg: DictConfig, method: CompressionMethod, theseus: TheseusSettings) -> list[str]:
     """Settings a sentence-embedding run does not read (yet), or cannot honour."""
     problems = []
+    pairs = cfg.data.get("pairs")
+    if pairs and method.name == "embedding_mse":
+        problems.append(
+            f"method=embedding_mse trains the kept layers to the predecessor's sentence vectors; data.pairs={pairs} "
+            "trains on gold scores: use method=embedding_fine_tuning (the kept layers on the pairs' CoSENT loss)."
+        )
+    if not pairs and method.name == "embedding_fine_tuning":
+        problems.append(
+            "method=embedding_fine_tuning trains the kept layers on labelled pairs (data=sentence_pairs); on "
+            "unlabelled sentences the same student trained to the predecessor's vectors is method=embedding_mse."
+        )
     if isinstance(method, SoftTargets) and method.alpha > 0:
         problems.append(
             f"method.alpha={method.alpha} weighs a KL to soft targets in; a sentence-embedding run has no classes: its "

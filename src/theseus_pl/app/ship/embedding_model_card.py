@@ -52,16 +52,15 @@ def _body(results: EmbeddingResults, repo_id: str | None) -> str:
     )
     schedule = f" (replacement schedule `{results.schedule}`)" if results.schedule else ""
     if results.steps:
-        chosen = (
-            f" The checkpoint scored is step {results.best_step}'s, the closest to the teacher's vectors on held-out "
-            "sentences."
-            if results.best_step
-            else ""
-        )
+        best = "the closest to the teacher's vectors on held-out sentences"
+        over = f"{data.train_sentences:,} training sentences"
+        if data.train_pairs is not None:
+            best = "the best Spearman on held-out training pairs"
+            over = f"{data.train_pairs:,} training pairs ({data.train_sentences:,} distinct sentences)"
+        chosen = f" The checkpoint scored is step {results.best_step}'s, {best}." if results.best_step else ""
         trained = (
-            f"It was then trained for {results.steps} steps ({data.train_sentences_seen:,} sentences seen) on the mean "
-            f"squared error to the teacher's sentence vectors, over {data.train_sentences:,} training sentences "
-            f"({data.source}).{chosen}"
+            f"It was then trained for {results.steps} steps ({data.train_sentences_seen:,} sentences seen) on "
+            f"{data.loss}, over {over} ({data.source}).{chosen}"
         )
     else:
         trained = "It was not trained: its layers are the teacher's as they were."
@@ -74,8 +73,9 @@ vectors. It was compressed to {successor.layers} layers with theseus_pl's `{resu
 successor started as {kept}, and keeps the teacher's tokenizer, pooling and normalisation: its vectors have the same
 size. {trained}
 
-`embedding_theseus` is progressive module replacing (BERT-of-Theseus, Xu et al., EMNLP 2020); `embedding_mse` trains
-the kept layers alone on the same loss; `embedding_truncation` keeps them untrained.
+`embedding_theseus` is progressive module replacing (BERT-of-Theseus, Xu et al., EMNLP 2020); `embedding_mse` (on
+unlabelled sentences) and `embedding_fine_tuning` (on labelled pairs) train the kept layers alone on the same loss;
+`embedding_truncation` keeps them untrained.
 
 ## Results
 

@@ -1,0 +1,134 @@
+"""A sentence-embedding run on labelled pairs (``data=sentence_pairs``): every method trains on STS-B's training pairs
+with sentence-transformers' own CoSENT loss, chooses its checkpoint on held-out training pairs' Spearman, writes a
+folder sentence-transformers loads, and never trains on a held-out pair or a pair holding a dev sentence."""
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from app_runs import compose_config
+from embedding_models import HIDDEN, make_sentence_glue_dir, save_tiny_embedding_model
+from sentence_transformers import SentenceTransformer
+from sentence_transformers.sentence_transformer.losses import CoSENTLoss
+
+from theseus_pl.app.checks.refused import RunRefused
+from theseus_pl.app.checks.settings import checked_settings
+from theseus_pl.app.results.embedding_model import PAIRS_LOSS
+from theseus_pl.app.results.reading import read_run
+from theseus_pl.app.run.pipeline import plan, run, run_kind
+from theseus_pl.core.embeddings import embedding_encoder, pair_spearman, sentence_head
+from theseus_pl.core.sentence_objective import SentenceObjective
+from theseus_pl.data.sources import GlueDirSource
+from theseus_pl.data.tasks import glue_task
+from theseus_pl.lightning.embedding_metrics import PairScoreMetrics
+
+
+@pytest.fixture(scope="module")
+def pair_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("embedding_pairs")
+    return save_tiny_embedding_model(root / "model", normalize=True), make_sentence_glue_dir(root / "glue")
+
+
+def _overrides(pair_files: tuple[Path, Path], tmp_path: Path, *more: str) -> list[str]:
+    model, glue = pair_files
+    return [
+        "+experiment=minilm_embedding_pairs", f"model.base={model}", "model.hub_id=null", f"data.glue_dir={glue}",
+        "data.held_out=8", "data.batch_size=8", "theseus.successor_layers=2", "theseus.init=every_other",
+        "schedule_steps=3", "trainer.max_steps=6", "trainer.val_check_interval=2", "logger=csv", "benchmark.repeats=1",
+        "optimizer.lr=1e-3", f"paths.cache_dir={tmp_path / 'cache'}", f"paths.output_dir={tmp_path / 'run'}", *more,
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("method", "steps"), [("embedding_theseus", 6), ("embedding_fine_tuning", 6), ("embedding_truncation", 0)]
+)
+def test_every_method_on_pairs_writes_a_folder_sentence_transformers_loads(pair_files, tmp_path, method, steps):
+    results = run(compose_config(*_overrides(pair_files, tmp_path, f"method={method}")))
+    written = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert read_run(tmp_path / "run" / "results.json") == results
+    data = written["data"]
+    assert (data["loss"], data["train_pairs"]) == (PAIRS_LOSS, 22)  # 30 training pairs, 8 held out
+    assert written["steps"] == steps and data["train_sentences_seen"] == steps * 8  # 4 pairs: 8 sentences a step
+    successor = SentenceTransformer(str(tmp_path / "run" / "successor"), device="cpu")
+    assert successor.encode(["the cat sat"], convert_to_tensor=True).shape == (1, HIDDEN)
+    assert successor[0].auto_model.config.num_hidden_layers == 2
+    card = (tmp_path / "run" / "successor" / "README.md").read_text()
+    if steps:
+        assert f"on {PAIRS_LOSS}, over 22 training pairs" in card
+        assert written["best_step"] in (2, 4, 6) and "the best Spearman on held-out training pairs" in card
+
+
+def test_the_loss_is_sentence_transformers_cosent_on_each_pair_and_validation_the_pairs_spearman(pair_files):
+    model = SentenceTransformer(str(pair_files[0]), device="cpu")
+    first, second = ["the cat sat", "a dog said hi", "he is good"], ["the cat sat on a mat", "hi", "he is not good"]
+    scores = torch.tensor([4.0, 1.0, 2.5])
+    batch = dict(model.tokenizer([*first, *second], padding=True, return_tensors="pt"))
+    features = [dict(model.tokenizer(texts, padding=True, return_tensors="pt")) for texts in (first, second)]
+    with torch.no_grad():
+        ours = SentenceObjective(embedding_encoder(model), sentence_head(model))(labels=scores, **batch)
+        assert float(ours.loss) == pytest.approx(float(CoSENTLoss(model)(features, scores)), abs=1e-5)
+
+    metric = PairScoreMetrics()
+    metric.update(ours.logits, scores)
+    half = len(first)
+    expected = pair_spearman(ours.logits[:half], ours.logits[half:], scores.tolist())
+    assert metric.compute()["score"] == pytest.approx(expected, abs=1e-9)
+
+
+def test_held_out_pairs_and_pairs_with_a_dev_sentence_are_never_trained_on(pair_files, tmp_path):
+    glue = tmp_path / "glue"
+    shutil.copytree(pair_files[1], glue)
+    dev = GlueDirSource(glue).read(glue_task("STS-B"), "validation")
+    with (glue / "STS-B" / "train.tsv").open("a", encoding="utf-8") as train:
+        train.write(f"0\tg\tf\ty\t1\tn\tn\t{dev['sentence1'][0]}\tthe cat\t3.000\n")  # a dev sentence in a pair
+    cfg = compose_config(*_overrides(pair_files, tmp_path, f"data.glue_dir={glue}"))
+    kind = run_kind(cfg, checked_settings(cfg))
+    kind.check()
+    kind.prepare_data()
+    pairs = kind.datamodule.pairs
+    train = set(zip(pairs["train"].first, pairs["train"].second, strict=True))
+    held_out = set(zip(pairs["validation"].first, pairs["validation"].second, strict=True))
+    assert len(train) == 22 and len(held_out) == 8 and not train & held_out  # the 31st pair dropped
+    assert not {*pairs["train"].sentences, *pairs["validation"].sentences} & {*dev["sentence1"], *dev["sentence2"]}
+    batch = next(iter(kind.datamodule.train_dataloader()))
+    assert batch["input_ids"].shape[0] == 8 and batch["labels"].shape == (4,)  # 4 pairs: 8 sentences, 4 scores
+
+
+def test_check_names_the_pairs_and_the_loss(pair_files, tmp_path):
+    lines = plan(compose_config(*_overrides(pair_files, tmp_path, "check_steps=0")))
+    assert re.fullmatch(r"data: the training pairs of STS-B \(GLUE, from the classic GLUE files; their gold scores the "
+                        r"labels\): 22 training pairs \(at most 128 tokens a sentence\), 8 held out; scored on 12 "
+                        r"STS-B dev pairs", lines[1])  # fmt: skip
+    assert f"loss: {PAIRS_LOSS} (no soft targets)" in lines
+    assert "training: 6 optimizer steps of 8 sentences (48 sentences, 1.1 passes)" in lines
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("override", "refusal"),
+    [
+        ("method=embedding_mse", "method=embedding_mse trains the kept layers to the predecessor's sentence vectors; "
+                                 "data.pairs=STS-B trains on gold scores: use method=embedding_fine_tuning"),
+        ("data.pairs=SST-2", "data.pairs=SST-2: its rows are no sentence pairs with a similarity score; name STS-B"),
+        ("data.held_out=30", "data.held_out=30 leaves no training pair of the 30 there are"),
+    ],
+)  # fmt: skip
+def test_what_a_pairs_run_cannot_use_is_refused_before_compute(pair_files, tmp_path, override, refusal):
+    with pytest.raises(RunRefused) as refused:
+        run(compose_config(*_overrides(pair_files, tmp_path, override)))
+    assert any(problem.startswith(refusal) for problem in refused.value.problems), refused.value.problems
+    assert not (tmp_path / "run").exists()
+
+
+def test_fine_tuning_on_unlabelled_sentences_is_refused_naming_the_recipe(pair_files, tmp_path):
+    model, glue = pair_files
+    cfg = compose_config("+experiment=minilm_embedding_quick", "method=embedding_fine_tuning", f"model.base={model}",
+                         f"data.glue_dir={glue}", f"paths.output_dir={tmp_path / 'run'}")  # fmt: skip
+    with pytest.raises(RunRefused) as refused:
+        run(cfg)
+    assert "method=embedding_fine_tuning trains the kept layers on labelled pairs (data=sentence_pairs); on " \
+           "unlabelled sentences the same student trained to the predecessor's vectors is method=embedding_mse." \
+           in refused.value.problems  # fmt: skip
