@@ -244,7 +244,7 @@ def _embedding_problems(cfg: DictConfig, method: CompressionMethod, theseus: The
     if isinstance(method, SoftTargets) and method.alpha > 0:
         problems.append(
             f"method.alpha={method.alpha} weighs a KL to soft targets in; a sentence-embedding run has no classes: its "
-            "loss is already the MSE to the predecessor's sentence vectors. Leave it 0."
+            "loss is already the MSE to the predecessor's sentence vectors (CoSENT on labelled pairs). Leave it 0."
         )
     elif isinstance(method, SoftTargets) and method.teacher != PREDECESSOR_TEACHER:
         problems.append(
