@@ -154,8 +154,14 @@ def deploy_embedding_model(
     head = sentence_head(successor)
     models: dict[str, Callable[[Mapping[str, torch.Tensor]], torch.Tensor]] = {
         REFERENCE: functools.partial(_pytorch_vectors, successor),
-        **{name: functools.partial(_onnx_vectors, session, head) for name, session in sessions.items()},
-        **{name: functools.partial(_openvino_vectors, model, head) for name, model in compiled.items()},
+        **{
+            name: functools.partial(_pooled, functools.partial(session_logits, session, output=TOKEN_VECTORS), head)
+            for name, session in sessions.items()
+        },
+        **{
+            name: functools.partial(_pooled, functools.partial(openvino_logits, model), head)
+            for name, model in compiled.items()
+        },
     }
 
     checked_on = f"{len(sentences)} " + ("STS-B dev sentences" if pairs else "example sentences (no STS pairs)")
@@ -241,14 +247,13 @@ def _pytorch_vectors(model: SentenceModel, batch: Mapping[str, torch.Tensor]) ->
         return model(dict(batch))["sentence_embedding"]  # a copy: the modules add their outputs to the dict
 
 
-def _onnx_vectors(session: Any, head: torch.nn.Module, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    tokens = session_logits(session, batch, TOKEN_VECTORS)
-    with torch.inference_mode():
-        return sentence_output(head, tokens, batch["attention_mask"], None).logits
-
-
-def _openvino_vectors(compiled: Any, head: torch.nn.Module, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    tokens = openvino_logits(compiled, batch)
+def _pooled(
+    token_vectors: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
+    head: torch.nn.Module,
+    batch: Mapping[str, torch.Tensor],
+) -> torch.Tensor:
+    """An exported encoder's sentence vectors: its token vectors for ``batch`` through the folder's own ``head``."""
+    tokens = token_vectors(batch)
     with torch.inference_mode():
         return sentence_output(head, tokens, batch["attention_mask"], None).logits
 
