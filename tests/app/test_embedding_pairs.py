@@ -114,6 +114,7 @@ def test_check_names_the_pairs_and_the_loss(pair_files, tmp_path):
                                  "data.pairs=STS-B trains on gold scores: use method=embedding_fine_tuning"),
         ("data.pairs=SST-2", "data.pairs=SST-2: its rows are no sentence pairs with a similarity score; name STS-B"),
         ("data.held_out=30", "data.held_out=30 leaves no training pair of the 30 there are"),
+        ("data.batch_size=7", "data.batch_size=7: a batch of pairs holds an even number of sentences (two a pair)."),
     ],
 )  # fmt: skip
 def test_what_a_pairs_run_cannot_use_is_refused_before_compute(pair_files, tmp_path, override, refusal):

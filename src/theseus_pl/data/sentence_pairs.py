@@ -104,8 +104,9 @@ class TokenizedPairs(Dataset):
 class SentencePairDataModule(ResumableDataModule):
     """Tokenised training and held-out pairs; a batch is its pairs' ``2n`` sentences padded together (first sentences,
     then second ones) with the ``n`` scores as ``labels``; training batches of similar lengths (``group_by_length``)
-    in an order fixed by the seed, resumable mid-epoch. ``batch_size`` counts sentences, as ``data=sentences``'s does,
-    so the two kinds of training text compare at equal sentences a step."""
+    in an order fixed by the seed, resumable mid-epoch. The ``batch_size`` given counts sentences, as
+    ``data=sentences``'s does, so the two kinds of training text compare at equal sentences a step; the attribute,
+    what the loader and the resumed order count, is pairs."""
 
     def __init__(
         self,

@@ -102,9 +102,11 @@ class EmbeddingModelRun(RunKind):
         try:
             self.sts_pairs = sts_dev_pairs(cfg.data)
             if self.on_pairs:
-                scored = {*self.sts_pairs["sentence1"], *self.sts_pairs["sentence2"]}
-                pairs = glue_pairs(self.source, cfg.data.pairs, leaving_out=scored)
+                pairs = glue_pairs(self.source, cfg.data.pairs, leaving_out=_scored_sentences(self.sts_pairs))
                 self.train_pairs, self.held_out_pairs = held_out_pairs(pairs, cfg.data.held_out, cfg.data.split_seed)
+                if cfg.data.batch_size % 2:
+                    problems.append(f"data.batch_size={cfg.data.batch_size}: a batch of pairs holds an even number "
+                                    "of sentences (two a pair).")  # fmt: skip
             else:
                 self.train_sentences, self.held_out = training_text(cfg.data, self.sts_pairs)
         except (ValueError, FileNotFoundError, KeyError) as error:
@@ -289,9 +291,14 @@ def training_text(data: DictConfig, sts_pairs: Dataset) -> tuple[list[str], list
     sentences = glue_sentences(_source(data), list(data.train_tasks))
     known = set(sentences)
     sentences += [text for text in corpus_sentences(list(data.corpora)) if text not in known]
-    scored = {*sts_pairs["sentence1"], *sts_pairs["sentence2"]}
+    scored = _scored_sentences(sts_pairs)
     sentences = [text for text in sentences if text not in scored]  # STS-B train and dev share 249
     return held_out_split(sentences, data.held_out, data.max_sentences, data.split_seed)
+
+
+def _scored_sentences(sts_pairs: Dataset) -> set[str]:
+    """Every sentence of the STS-B dev pairs a run is scored on: never training text."""
+    return {*sts_pairs["sentence1"], *sts_pairs["sentence2"]}
 
 
 def sts_dev_pairs(data: DictConfig) -> Dataset:
