@@ -95,6 +95,10 @@ def test_openvino_ships_where_sentence_transformers_looks_calibrated_on_training
         return quantize(graph, int8, batches)
 
     monkeypatch.setattr(openvino_export, "quantize_openvino", recorded)
+    config = embedding_run / ".hydra" / "config.yaml"
+    saved = OmegaConf.load(config)
+    del saved.data["corpora"]  # as a run folder written before data.corpora existed has it
+    OmegaConf.save(saved, config)
     block = main([str(embedding_run), "--openvino", "--calibration-rows", "5", "--repeats", "2",
                   "--target", "openvino_fp32"])  # fmt: skip
     successor_dir = embedding_run / "successor"

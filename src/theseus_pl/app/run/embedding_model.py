@@ -290,7 +290,8 @@ def training_text(data: DictConfig, sts_pairs: Dataset) -> tuple[list[str], list
     the run's folder calibrates on the same training sentences."""
     sentences = glue_sentences(_source(data), list(data.train_tasks))
     known = set(sentences)
-    sentences += [text for text in corpus_sentences(list(data.corpora)) if text not in known]
+    corpora = list(data.get("corpora") or [])  # a run folder from before data.corpora has none
+    sentences += [text for text in corpus_sentences(corpora) if text not in known]
     scored = _scored_sentences(sts_pairs)
     sentences = [text for text in sentences if text not in scored]  # STS-B train and dev share 249
     return held_out_split(sentences, data.held_out, data.max_sentences, data.split_seed)
