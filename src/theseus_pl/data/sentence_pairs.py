@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 from transformers import PreTrainedTokenizerBase
 
 from theseus_pl.data.sources import Source
 from theseus_pl.data.tasks import glue_task
-from theseus_pl.data.training_order import LengthGroupedSampler, ResumableDataModule, ShuffledSampler
+from theseus_pl.data.training_order import SentenceSplitsDataModule
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ class TokenizedPairs(Dataset):
         return {"first": self.first[index], "second": self.second[index], "score": self.scores[index]}
 
 
-class SentencePairDataModule(ResumableDataModule):
+class SentencePairDataModule(SentenceSplitsDataModule):
     """Tokenised training and held-out pairs; a batch is its pairs' ``2n`` sentences padded together (first sentences,
     then second ones) with the ``n`` scores as ``labels``; training batches of similar lengths (``group_by_length``)
     in an order fixed by the seed, resumable mid-epoch. The ``batch_size`` given counts sentences, as
@@ -137,15 +137,3 @@ class SentencePairDataModule(ResumableDataModule):
                                         return_tensors="pt"))  # fmt: skip
         batch["labels"] = torch.tensor([row["score"] for row in rows], dtype=torch.float32)
         return batch
-
-    def train_dataloader(self) -> DataLoader:
-        train = self.splits["train"]
-        if self.group_by_length:
-            order = LengthGroupedSampler(train.lengths, self.batch_size, self.seed)
-        else:
-            order = ShuffledSampler(len(train), self.seed)
-        return DataLoader(train, batch_size=self.batch_size, collate_fn=self.collate,
-                          sampler=self.resume_order(order))  # fmt: skip
-
-    def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.splits["validation"], batch_size=self.eval_batch_size, collate_fn=self.collate)

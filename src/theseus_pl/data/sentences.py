@@ -23,7 +23,7 @@ from transformers import PreTrainedTokenizerBase
 from theseus_pl.data.sources import Source
 from theseus_pl.data.tasks import glue_task
 from theseus_pl.data.text_corpus import CORPORA
-from theseus_pl.data.training_order import LengthGroupedSampler, ResumableDataModule, ShuffledSampler
+from theseus_pl.data.training_order import SentenceSplitsDataModule
 
 
 def glue_sentences(source: Source, tasks: Sequence[str], split: str = "train") -> list[str]:
@@ -107,7 +107,7 @@ class TokenizedSentences(Dataset):
         return row
 
 
-class SentenceDataModule(ResumableDataModule):
+class SentenceDataModule(SentenceSplitsDataModule):
     """Tokenised training and held-out sentences, with their teacher vectors as ``labels`` once
     :meth:`set_targets` gave them; batches padded to their longest sentence, training batches of similar lengths
     (``group_by_length``) in an order fixed by the seed, resumable mid-epoch."""
@@ -158,15 +158,3 @@ class SentenceDataModule(ResumableDataModule):
         order = torch.tensor(dataset.lengths).argsort(descending=True, stable=True)
         loader = DataLoader(Subset(dataset, order.tolist()), batch_size=self.eval_batch_size, collate_fn=self.collate)
         return loader, order
-
-    def train_dataloader(self) -> DataLoader:
-        train = self.splits["train"]
-        if self.group_by_length:
-            order = LengthGroupedSampler(train.lengths, self.batch_size, self.seed)
-        else:
-            order = ShuffledSampler(len(train), self.seed)
-        return DataLoader(train, batch_size=self.batch_size, collate_fn=self.collate,
-                          sampler=self.resume_order(order))  # fmt: skip
-
-    def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.splits["validation"], batch_size=self.eval_batch_size, collate_fn=self.collate)

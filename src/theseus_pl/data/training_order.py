@@ -13,10 +13,11 @@ cuts them into the batches, and under DDP Lightning can still wrap them in its d
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import lightning.pytorch as pl
 import torch
-from torch.utils.data import Sampler
+from torch.utils.data import DataLoader, Sampler
 
 
 class EpochSeededSampler(Sampler[int]):
@@ -110,3 +111,29 @@ class ResumableDataModule(pl.LightningDataModule):
     def load_state_dict(self, state_dict: dict[str, int]) -> None:
         """Lightning restores this before it asks for the training loader, which then starts where the run was."""
         self._resume_batches = state_dict.get("train_batches_done", 0)
+
+
+class SentenceSplitsDataModule(ResumableDataModule):
+    """The loaders a sentence-embedding run's data modules share: ``splits["train"]`` in batches of similar lengths
+    (``group_by_length``, by the split's ``lengths``) or shuffled, in an order fixed by the seed and resumable
+    mid-epoch; ``splits["validation"]`` in order. Each subclass says what a row is and how ``collate`` batches rows."""
+
+    splits: dict[str, Any]
+    group_by_length: bool
+    seed: int
+    eval_batch_size: int
+
+    def collate(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def train_dataloader(self) -> DataLoader:
+        train = self.splits["train"]
+        if self.group_by_length:
+            order: EpochSeededSampler = LengthGroupedSampler(train.lengths, self.batch_size, self.seed)
+        else:
+            order = ShuffledSampler(len(train), self.seed)
+        return DataLoader(train, batch_size=self.batch_size, collate_fn=self.collate,
+                          sampler=self.resume_order(order))  # fmt: skip
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.splits["validation"], batch_size=self.eval_batch_size, collate_fn=self.collate)
