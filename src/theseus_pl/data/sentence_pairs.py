@@ -125,7 +125,6 @@ class SentencePairDataModule(SentenceSplitsDataModule):
         self.tokenizer = tokenizer
         self.pairs = {"train": train, "validation": held_out}
         self.max_length = max_length
-        self.sentences_per_batch = batch_size
         self.batch_size = batch_size // 2  # pairs: what the loader and the resumed order count
         self.eval_batch_size = max(1, (eval_batch_size or batch_size) // 2)
         self.group_by_length = group_by_length
