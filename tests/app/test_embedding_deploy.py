@@ -62,6 +62,11 @@ def test_the_encoder_ships_checked_scored_and_timed_and_the_cards_snippet_runs(e
     results = read_run(embedding_run / "results.json")
     assert results.deployment == block  # written into the run's record, read back whole
     assert json.loads((embedding_run / "results.json").read_text())["deployment"]["onnx"] == "onnx/model.onnx"
+    # sentence-transformers' ONNX backend finds both without exporting (its own lookup; loading needs Optimum's ONNX
+    # package, which pins transformers 4): the fp32 graph by default (optimum's ONNX_WEIGHTS_NAME), int8 by its name.
+    for kwargs in ({}, {"file_name": "model_int8.onnx"}):
+        export, found = backend_should_export(successor_dir, True, kwargs, "model.onnx", "*.onnx", "ONNX")
+        assert not export and found["subfolder"] == "onnx"
 
     assert block.max_abs_diff <= block.tolerance and block.checked_on == "24 STS-B dev sentences"
     scores = block.dev_score
