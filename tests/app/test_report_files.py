@@ -99,23 +99,27 @@ def test_sentence_embedding_runs_get_a_table_of_their_own_a_line_per_run_without
     busy = {**an_embedding_run().speed, "other_cores": 1.3}
     untrained = an_embedding_run("embedding_truncation", 70.0, steps=0, best_step=None, schedule=None, speed=busy)
     plant(runs / "truncation", untrained)
+    pairs = replace(an_embedding_run(successor_sts=80.0).data, train_pairs=4841)  # trained on STS-B's labelled pairs
+    plant(runs / "pairs", an_embedding_run(successor_sts=80.0, data=pairs))
     plant(runs / "rte", a_run())  # a task-model run beside them: its tables as well
     report = main([str(runs), "--output", str(tmp_path / "out")])
     table = (tmp_path / "out" / "embedding_table.md").read_text().splitlines()
     assert table[0] == (
         "| method | seed | steps | layers | kept | STS-B predecessor | STS-B successor | retained % | cosine | MSE "
-        "| batch-1 speed-up | batch-32 speed-up | folder |"
+        "| batch-1 speed-up | batch-32 speed-up | trained on | folder |"
     )
     fidelity, top = "0.9712 | 1.23e-04", "3 | 3 4 5 | 82.00"  # 3 layers, the top ones
+    theseus, vectors, pairs, fast = "embedding_theseus", "teacher's vectors", "labelled pairs", "1.90 | 1.94"
     assert table[2:] == [
-        f"| embedding_theseus | 1 | 500 | {top} | 78.50 | 95.73 | {fidelity} | 1.90 | 1.94 | {runs}/theseus_s1 |",
-        f"| embedding_theseus | 2 | 500 | {top} | 79.00 | 96.34 | {fidelity} | 1.90 | 1.94 | {runs}/theseus_s2 |",
-        f"| embedding_truncation | 1 | 0 | {top} | 70.00 | 85.37 | {fidelity} |  |  | {runs}/truncation |",
-    ]  # the busy machine's speed-ups left out
+        f"| {theseus} | 1 | 500 | {top} | 78.50 | 95.73 | {fidelity} | {fast} | {vectors} | {runs}/theseus_s1 |",
+        f"| {theseus} | 2 | 500 | {top} | 79.00 | 96.34 | {fidelity} | {fast} | {vectors} | {runs}/theseus_s2 |",
+        f"| embedding_truncation | 1 | 0 | {top} | 70.00 | 85.37 | {fidelity} |  |  | {vectors} | {runs}/truncation |",
+        f"| {theseus} | 1 | 500 | {top} | 80.00 | 97.56 | {fidelity} | {fast} | {pairs} | {runs}/pairs |",
+    ]  # the busy machine's speed-ups left out; the same method on pairs a line of its own
     assert (tmp_path / "out" / "embedding_table.csv").is_file() and (tmp_path / "out" / "table.md").is_file()
     assert report["warnings"] == [
         "1 sentence-embedding run(s) timed their speed while other processes kept the machine busy: their speed-ups "
         f"are left out of the table ({runs}/truncation)."
     ]
     printed = capsys.readouterr().out
-    assert "| embedding_truncation |" in printed and "4 finished runs;" in printed
+    assert "| embedding_truncation |" in printed and "5 finished runs;" in printed

@@ -3,7 +3,8 @@
 A sentence-embedding run's ``results.json`` (:class:`~theseus_pl.app.results.embedding_model.EmbeddingResults`,
 ``kind`` ``embedding_model``) is scored on STS-B dev for both models and on its fidelity to the teacher's vectors, so
 its table has a line per run (method, seed, steps, the layers kept) with both STS-B scores, the share kept, the
-successor's mean cosine and squared error to the teacher's vectors, and its speed-up at each batch size timed. A
+successor's mean cosine and squared error to the teacher's vectors, its speed-up at each batch size timed, and what it
+trained on (the teacher's vectors, or labelled pairs: the same method names serve both). A
 speed-up timed while other processes kept the machine busy is not the model's: its cell is left empty, and a warning
 names the run.
 """
@@ -18,10 +19,12 @@ from theseus_pl.app.report.files import write_markdown_and_csv
 from theseus_pl.app.results.embedding_model import EmbeddingResults
 
 STEM = "embedding_table"  # embedding_table.md and embedding_table.csv
+TEACHER_VECTORS, LABELLED_PAIRS = "teacher's vectors", "labelled pairs"  # a run's "trained on"
 
 
 def embedding_model_table(runs: list[EmbeddingResults]) -> pd.DataFrame:
-    """One line per run, sorted by its layers (most first), method, the layers kept, steps and seed. The fidelity
+    """One line per run, sorted by its layers (most first), what it trained on, method, the layers kept, steps and
+    seed. The fidelity
     figures are text in the precision they need (an MSE per dimension is near 1e-4, a mean cosine near 1), since the
     report's files give numbers to two decimals."""
     rows = []
@@ -36,11 +39,14 @@ def embedding_model_table(runs: list[EmbeddingResults]) -> pd.DataFrame:
             "cosine": f"{successor.cosine:.4f}" if _known(successor.cosine) else "",
             "MSE": f"{successor.mse:.2e}" if _known(successor.mse) else "",
             **{f"batch-{size} speed-up": speed.get(f"batch{size}_speedup", float("nan")) for size in _sizes(runs)},
+            "trained on": TEACHER_VECTORS if run.data.train_pairs is None else LABELLED_PAIRS,
             "folder": str(run.folder or ""),
         })  # fmt: skip
     table = pd.DataFrame(rows)
     return table.sort_values(
-        ["layers", "method", "kept", "steps", "seed"], ascending=[False, True, True, True, True], kind="stable"
+        ["layers", "trained on", "method", "kept", "steps", "seed"],
+        ascending=[False, False, True, True, True, True],
+        kind="stable",
     ).reset_index(drop=True)
 
 
