@@ -86,7 +86,9 @@ def test_each_method_config_names_its_class_and_is_called_by_its_file_name(path)
     assert config["name"] == path.stem
     given = ["method.successor=/a/run/successor"] if "successor" in config else []  # transfer's required key
     kinds = get_class(config["_target_"]).kinds
-    if path.stem.startswith("embedding_") or kinds == (EMBEDDING_MODEL,):
+    if path.stem == "embedding_fine_tuning":
+        given.append("+experiment=minilm_embedding_pairs")  # the kept layers on labelled pairs
+    elif path.stem.startswith("embedding_") or kinds == (EMBEDDING_MODEL,):
         given.append("+experiment=minilm_embedding_quick")  # a sentence-embedding method runs on sentences
     elif path.stem.startswith("lm_") or TASK_MODEL not in kinds:
         given.append("+experiment=smollm2_quick")  # a decoder method runs on language-model text
