@@ -15,6 +15,7 @@ The head is whatever follows the sentence-transformers ``Transformer`` module (`
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,12 +49,18 @@ def sentence_output(
     if labels is None:
         return SentenceOutput(loss=None, logits=vectors)
     if labels.dim() == 1:
-        from sentence_transformers.sentence_transformer.losses import CoSENTLoss  # the embeddings extra
-
         half = len(vectors) // 2
-        loss = CoSENTLoss(None).compute_loss_from_embeddings([vectors[:half].float(), vectors[half:].float()], labels)
+        loss = _cosent().compute_loss_from_embeddings([vectors[:half].float(), vectors[half:].float()], labels)
         return SentenceOutput(loss=loss, logits=vectors)
     return SentenceOutput(loss=F.mse_loss(vectors.float(), labels.float()), logits=vectors)
+
+
+@functools.cache
+def _cosent() -> nn.Module:
+    """sentence-transformers' CoSENT loss, made once rather than every training step (it holds no model state)."""
+    from sentence_transformers.sentence_transformer.losses import CoSENTLoss  # the embeddings extra
+
+    return CoSENTLoss(None)
 
 
 class SentenceObjective(nn.Module):
