@@ -35,8 +35,10 @@ valid, the deploy extra is installed) and prints what it would export, time and 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -117,12 +119,13 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
             )
             print("\n".join([f"Dry run: nothing was exported. Deploying {args.folder} would:", *plan]))
             return None
-        if embedding_run:
-            block = deploy_embedding_run(args.folder, settings, args.glue_dir)
-        elif is_run_folder(args.folder):
-            block = deploy_run(args.folder, settings, args.glue_dir)
-        else:
-            block = deploy_model(args.folder, settings, args.task, args.glue_dir, args.predecessor)
+        with _stdout_kept_for_json():
+            if embedding_run:
+                block = deploy_embedding_run(args.folder, settings, args.glue_dir)
+            elif is_run_folder(args.folder):
+                block = deploy_run(args.folder, settings, args.glue_dir)
+            else:
+                block = deploy_model(args.folder, settings, args.task, args.glue_dir, args.predecessor)
     except (DeploymentError, ValueError) as error:
         refuse(str(error))
     print(json.dumps(deployment_dict(block), indent=2))
@@ -139,11 +142,18 @@ def _deploy_gguf(args: argparse.Namespace) -> list[dict[str, Any]] | None:
             plan = planned_language_model_deployment(args.folder, settings)
             print("\n".join([f"Dry run: nothing was exported. Deploying {args.folder} would:", *plan]))
             return None
-        rows = deploy_language_model_run(args.folder, settings)
+        with _stdout_kept_for_json():
+            rows = deploy_language_model_run(args.folder, settings)
     except (GGUFExportError, ValueError) as error:
         refuse(str(error))
     print(json.dumps(rows, indent=2))
     return rows
+
+
+def _stdout_kept_for_json() -> contextlib.AbstractContextManager[Any]:
+    """While deploying, what anything prints goes to stderr, so stdout holds the JSON block alone (``| jq`` works):
+    libraries print there unasked (transformers prints a W&B notice on import when ``WANDB_MODE=offline``)."""
+    return contextlib.redirect_stdout(sys.stderr)
 
 
 def cli() -> None:

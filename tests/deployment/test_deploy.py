@@ -134,6 +134,22 @@ def test_without_dev_data_the_model_is_checked_on_example_sentences(tmp_path, ti
     assert block.target in ("pytorch_successor", "onnx_fp32")  # bf16 was not checked against PyTorch's logits
 
 
+def test_the_command_prints_its_json_block_alone_whatever_a_library_prints_while_it_deploys(
+    tmp_path, tiny_tokenizer, capsys, monkeypatch
+):
+    successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
+
+    def chatty_deploy(*args, **kwargs):  # as transformers' import prints its W&B notice under WANDB_MODE=offline
+        print("[INFO] Running in WANDB offline mode")
+        return deploy_model(*args, **kwargs)
+
+    monkeypatch.setattr("theseus_pl.deploy.deploy_model", chatty_deploy)
+    block = main([str(successor), "--quantize", "none", "--batch-sizes", "1", "--repeats", "1", "--no-own-lengths"])
+    printed = capsys.readouterr()
+    assert json.loads(printed.out) == deployment_dict(block)  # `| jq` reads it
+    assert "Running in WANDB offline mode" in printed.err
+
+
 def test_a_cpu_without_bf16_instructions_times_no_bf16_copy_unless_the_target_names_it(
     tmp_path, tiny_tokenizer, monkeypatch
 ):
