@@ -84,7 +84,7 @@ def dev_score(logits: Logits, datamodule: Any) -> float:
     return float(metric.compute()["score"])
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--glue-dir")
@@ -93,7 +93,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--output", type=Path, default=Path("static_int8.json"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     successor_dir = args.run_dir / "successor"
     register_resolvers()
@@ -105,7 +105,7 @@ def main() -> None:
     tokenizer = datamodule.tokenizer
     split = datamodule.splits[datamodule.task.eval_splits[0]]
     names = [name for name in tokenizer.model_input_names if name in split.column_names]
-    rows = [{name: row[name] for name in names} for row in split.select(range(256))]
+    rows = [{name: row[name] for name in names} for row in split.select(range(min(256, len(split))))]
     cpu = this_cpu()
     reduce_range = int8_reduce_range(cpu.flags)
     calibration = calibration_rows(datamodule, tokenizer, args.calibration_rows)
@@ -117,12 +117,14 @@ def main() -> None:
         if (successor_dir / path).is_file():
             compiled = compile_openvino(successor_dir / path, args.threads, "f32")
             models[name] = functools.partial(openvino_logits, compiled)
-    staging = Path(tempfile.mkdtemp(dir=args.run_dir))
-    unfused = export_onnx(load_sequence_classifier(successor_dir), own_length_batches(rows, tokenizer, 2)[0],
-                          staging / "unfused.onnx")  # fmt: skip
-    for method in args.method:
-        path = quantize_static_int8(unfused, staging / f"static_{method}.onnx", calibration, reduce_range, method)
-        models[f"onnx_int8_static_{method}"] = functools.partial(session_logits, inference_session(path, args.threads))
+    with tempfile.TemporaryDirectory() as folder:  # the sessions hold the models: nothing is left in the run
+        staging = Path(folder)
+        unfused = export_onnx(load_sequence_classifier(successor_dir), own_length_batches(rows, tokenizer, 2)[0],
+                              staging / "unfused.onnx")  # fmt: skip
+        for method in args.method:
+            path = quantize_static_int8(unfused, staging / f"static_{method}.onnx", calibration, reduce_range, method)
+            session = inference_session(path, args.threads)
+            models[f"onnx_int8_static_{method}"] = functools.partial(session_logits, session)
 
     scores = {name: dev_score(logits, datamodule) for name, logits in models.items()}
     timers = {
@@ -143,6 +145,7 @@ def main() -> None:
     }
     args.output.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
+    return report
 
 
 if __name__ == "__main__":
