@@ -21,14 +21,11 @@ from typing import Any
 import onnxruntime as ort
 import pandas as pd
 import torch
-from hydra.utils import instantiate
-from omegaconf import OmegaConf
 
-from theseus_pl.app.config.resolvers import register_resolvers
-from theseus_pl.app.ship.deploy_folder import CONFIG
+from theseus_pl.app.ship.deploy_folder import run_dev_data
 from theseus_pl.core.precision import this_cpu
 from theseus_pl.deployment.onnx_export import session_logits
-from theseus_pl.deployment.stage import own_length_batches
+from theseus_pl.deployment.stage import own_length_batches, timing_rows
 
 
 def operator_times(model: Path, batches: list[dict[str, torch.Tensor]], threads: int, repeats: int) -> pd.DataFrame:
@@ -72,16 +69,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--output", type=Path, default=Path("onnx_profile.json"))
     args = parser.parse_args(argv)
     successor_dir = args.run_dir / "successor"
-    register_resolvers()
-    cfg = OmegaConf.load(args.run_dir / CONFIG)
-    if args.glue_dir:
-        cfg.data.glue_dir = args.glue_dir
-    datamodule = instantiate(cfg.data, tokenizer=str(successor_dir))
-    datamodule.setup("validate")
+    datamodule = run_dev_data(args.run_dir, args.glue_dir)
     tokenizer = datamodule.tokenizer
-    split = datamodule.splits[datamodule.task.eval_splits[0]]
-    names = [name for name in tokenizer.model_input_names if name in split.column_names]
-    rows = [{name: row[name] for name in names} for row in split.select(range(min(256, len(split))))]
+    rows = timing_rows(datamodule, tokenizer, 256)
     batches = own_length_batches(rows, tokenizer, args.batch_size)
     table = operator_times(successor_dir / args.model, batches, args.threads, args.repeats)
     cpu = this_cpu()

@@ -1,6 +1,6 @@
 """ONNX Runtime's static (calibrated, QDQ) int8 beside the models a deployment ships, on a deployed classifier run.
 
-    python benchmarks/static_int8.py RUN_DIR [--glue-dir PATH] [--calibration-rows 300] [--method minmax entropy]
+    python benchmarks/static_int8.py RUN_DIR [--glue-dir PATH] [--calibration-rows 300] [--method minmax [entropy]]
         [--threads 2] [--repeats 20] [--output static_int8.json]
 
 ``RUN_DIR`` is a finished run deployed with int8 (``python -m theseus_pl.deploy RUN_DIR``, ``--openvino`` for the
@@ -24,15 +24,18 @@ from typing import Any
 
 import numpy as np
 import torch
-from hydra.utils import instantiate
-from omegaconf import OmegaConf
 
-from theseus_pl.app.config.resolvers import register_resolvers
-from theseus_pl.app.ship.deploy_folder import CONFIG
+from theseus_pl.app.ship.deploy_folder import run_dev_data
 from theseus_pl.core.precision import this_cpu
 from theseus_pl.deployment.onnx_export import export_onnx, inference_session, int8_reduce_range, session_logits
 from theseus_pl.deployment.openvino_export import compile_openvino, openvino_logits
-from theseus_pl.deployment.stage import calibration_rows, load_sequence_classifier, own_length_batches, timed_latency
+from theseus_pl.deployment.stage import (
+    calibration_rows,
+    load_sequence_classifier,
+    own_length_batches,
+    timed_latency,
+    timing_rows,
+)
 from theseus_pl.deployment.targets import OWN_LENGTHS
 from theseus_pl.lightning.metrics import TaskMetrics
 
@@ -89,23 +92,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--glue-dir")
     parser.add_argument("--calibration-rows", type=int, default=300)
-    parser.add_argument("--method", nargs="+", default=["minmax", "entropy"], choices=["minmax", "entropy"])
+    parser.add_argument("--method", nargs="+", default=["minmax"], choices=["minmax", "entropy"],
+                        help="calibration (entropy: ONNX Runtime 1.32 refuses rows of different lengths)")  # fmt: skip
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--output", type=Path, default=Path("static_int8.json"))
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     successor_dir = args.run_dir / "successor"
-    register_resolvers()
-    cfg = OmegaConf.load(args.run_dir / CONFIG)
-    if args.glue_dir:
-        cfg.data.glue_dir = args.glue_dir
-    datamodule = instantiate(cfg.data, tokenizer=str(successor_dir))
-    datamodule.setup("validate")
+    datamodule = run_dev_data(args.run_dir, args.glue_dir)
     tokenizer = datamodule.tokenizer
-    split = datamodule.splits[datamodule.task.eval_splits[0]]
-    names = [name for name in tokenizer.model_input_names if name in split.column_names]
-    rows = [{name: row[name] for name in names} for row in split.select(range(min(256, len(split))))]
+    rows = timing_rows(datamodule, tokenizer, 256)
     cpu = this_cpu()
     reduce_range = int8_reduce_range(cpu.flags)
     calibration = calibration_rows(datamodule, tokenizer, args.calibration_rows)

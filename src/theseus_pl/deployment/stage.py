@@ -91,7 +91,7 @@ def deploy(
     tokenizer = datamodule.tokenizer if datamodule else AutoTokenizer.from_pretrained(successor_dir)
     threads = settings.threads or torch.get_num_threads()
     torch.set_num_threads(threads)
-    rows = _timing_rows(datamodule, tokenizer, max(2, OWN_LENGTH_BATCHES * max(settings.batch_sizes)))
+    rows = timing_rows(datamodule, tokenizer, max(2, OWN_LENGTH_BATCHES * max(settings.batch_sizes)))
     files = onnx_files(successor_dir, settings.quantize)
     ir_files = planned_openvino_files(successor_dir, settings, has_training_rows=datamodule is not None)
     exported_dirs = cleared_export_folders(successor_dir)
@@ -316,7 +316,7 @@ def _model_inputs(row: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase) ->
     return {name: row[name] for name in tokenizer.model_input_names if name in row}
 
 
-def _timing_rows(
+def timing_rows(
     datamodule: TextTaskDataModule | None, tokenizer: PreTrainedTokenizerBase, limit: int
 ) -> list[dict[str, Any]]:
     """Up to ``limit`` tokenised rows, without labels, for the export's example and the timing batches: the first

@@ -85,14 +85,8 @@ def finished_run(run_dir: Path) -> RunResults:
 def deploy_run(run_dir: Path, settings: DeploySettings, glue_dir: str | None = None) -> Deployment:
     """Deploy a finished run's successor on the run's own dev set; its results.json and model card gain the block."""
     results = finished_run(run_dir)
-    results_path, successor_dir, config_path = run_dir / "results.json", run_dir / "successor", run_dir / CONFIG
-    register_resolvers()
-    cfg = OmegaConf.load(config_path)
-    cfg.data._target_ = RENAMED_TARGETS.get(cfg.data._target_, cfg.data._target_)
-    if glue_dir is not None:
-        cfg.data.glue_dir = glue_dir
-    datamodule: TextTaskDataModule = instantiate(cfg.data, tokenizer=str(successor_dir))
-    datamodule.setup("validate")
+    results_path, successor_dir = run_dir / "results.json", run_dir / "successor"
+    datamodule = run_dev_data(run_dir, glue_dir)
     predecessor_dir = Path(results.predecessor.dir)
     predecessor = load_sequence_classifier(predecessor_dir) if predecessor_dir.is_dir() else None
     if predecessor is None:
@@ -102,6 +96,19 @@ def deploy_run(run_dir: Path, settings: DeploySettings, glue_dir: str | None = N
     write_results(results_path, results)
     write_model_card(successor_dir, results)
     return deployment
+
+
+def run_dev_data(run_dir: Path, glue_dir: str | None = None) -> TextTaskDataModule:
+    """A classifier run's data module, as its config made it (``glue_dir`` in place of the run's), tokenising with
+    its successor's tokenizer, its dev set ready: what a deployment of the run, or a benchmark on it, scores on."""
+    register_resolvers()
+    cfg = OmegaConf.load(run_dir / CONFIG)
+    cfg.data._target_ = RENAMED_TARGETS.get(cfg.data._target_, cfg.data._target_)
+    if glue_dir is not None:
+        cfg.data.glue_dir = glue_dir
+    datamodule: TextTaskDataModule = instantiate(cfg.data, tokenizer=str(run_dir / "successor"))
+    datamodule.setup("validate")
+    return datamodule
 
 
 def deploy_model(
