@@ -152,7 +152,9 @@ def _deploy_gguf(args: argparse.Namespace) -> list[dict[str, Any]] | None:
 
 def _stdout_kept_for_json() -> contextlib.AbstractContextManager[Any]:
     """While deploying, what anything prints goes to stderr, so stdout holds the JSON block alone (``| jq`` works):
-    libraries print there unasked (transformers prints a W&B notice on import when ``WANDB_MODE=offline``)."""
+    libraries print there unasked (transformers prints a W&B notice on import when ``WANDB_MODE=offline``; NNCF logs
+    and draws its progress to stdout while it calibrates, through a handler made with the stream of the moment it is
+    imported, which is inside this block: the OpenVINO export imports it only when it quantises)."""
     return contextlib.redirect_stdout(sys.stderr)
 
 

@@ -9,11 +9,9 @@ correction); ONNX Runtime's int8 measures each batch's range at run time instead
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import logging
-import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,28 +93,9 @@ def quantize_openvino(xml_path: Path, int8_path: Path, calibration: Sequence[Map
     model = openvino.Core().read_model(xml_path)
     names = {port.get_any_name() for port in model.inputs}
     rows = [{name: tensor.numpy() for name, tensor in batch.items() if name in names} for batch in calibration]
-    with _stdout_to_stderr(logging.getLogger("nncf")):
-        quantized = nncf.quantize(
-            model, nncf.Dataset(rows), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(rows)
-        )
+    quantized = nncf.quantize(model, nncf.Dataset(rows), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(rows))
     openvino.save_model(quantized, int8_path)
     return int8_path
-
-
-@contextlib.contextmanager
-def _stdout_to_stderr(logger: logging.Logger) -> Iterator[None]:
-    """NNCF writes its log and progress bars to stdout, where ``python -m theseus_pl.deploy`` prints its JSON block:
-    to stderr while it works."""
-    handlers = [handler for handler in logger.handlers if isinstance(handler, logging.StreamHandler)]
-    streams = [handler.stream for handler in handlers]
-    for handler in handlers:
-        handler.setStream(sys.stderr)
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
-    finally:
-        for handler, stream in zip(handlers, streams, strict=True):
-            handler.setStream(stream)
 
 
 def compiled_models(files: Mapping[str, Path], cpu_flags: frozenset[str], threads: int) -> dict[str, Any]:
