@@ -2,7 +2,8 @@
 
 wandb 0.31 ships no Python reader for it. The file is a LevelDB-style log: a 7-byte header, then 32 KiB blocks
 of chunks, each with a 7-byte header (CRC, length, type: 1 full, 2 first, 3 middle, 4 last) and a piece of a
-serialised ``wandb.proto.wandb_internal_pb2.Record``.
+serialised ``wandb.proto.wandb_internal_pb2.Record``. The CRC is zlib's CRC-32 of the type byte, then the piece
+(wandb-core's ``CRCAlgoIEEE``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import struct
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,15 +36,20 @@ class OfflineRun:
 
 
 def records(path: Path) -> list[wandb_internal_pb2.Record]:
+    """The log's whole records, up to the first chunk not yet whole on disk.
+
+    W&B's service appends to the log while a test reads it: the last chunk may be cut short or not yet hold its
+    bytes, which its CRC tells (a parse of it failed once in CI). What follows it is left for the next read."""
     data, position, pieces, found = path.read_bytes(), HEADER, [], []
     while position + HEADER <= len(data):
         if BLOCK - position % BLOCK < HEADER:  # a block's tail too short for a header is padding
             position += BLOCK - position % BLOCK
             continue
-        _, length, kind = struct.unpack("<IHB", data[position : position + HEADER])
-        if kind == 0 and length == 0:
+        checksum, length, kind = struct.unpack("<IHB", data[position : position + HEADER])
+        piece = data[position + HEADER : position + HEADER + length]
+        if not _whole(checksum, kind, piece, length):  # so are the zeros past the written end
             break
-        pieces.append(data[position + HEADER : position + HEADER + length])
+        pieces.append(piece)
         position += HEADER + length
         if kind in (1, 4):
             record = wandb_internal_pb2.Record()
@@ -50,6 +57,10 @@ def records(path: Path) -> list[wandb_internal_pb2.Record]:
             found.append(record)
             pieces = []
     return found
+
+
+def _whole(checksum: int, kind: int, piece: bytes, length: int) -> bool:
+    return len(piece) == length and zlib.crc32(piece, zlib.crc32(bytes([kind]))) == checksum
 
 
 def read_offline_run(folder: Path, wait: float = 30.0) -> OfflineRun:
