@@ -93,3 +93,16 @@ def test_a_schedule_that_cannot_finish_is_said_with_the_other_problems(tiny_base
     problems = refusal([*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "schedule_steps=6", "optimizer.lr=abc"])
     assert problems[0].startswith("optimizer.lr='abc' must be a number above 0")
     assert problems[1].startswith("The replacement schedule reaches p = 1 at step 6 but the run has 6 optimizer steps")
+
+
+def test_a_validation_interval_lightning_cannot_count_is_refused_with_its_own_fix(
+    tiny_base, glue_dir, tmp_path, no_training
+):
+    """A share of an epoch with validation counted over the whole run: Lightning refuses it, and the refusal names
+    the two settings and the fix, not a strategy."""
+    overrides = tiny_run_overrides(tiny_base, glue_dir, tmp_path)
+    [problem] = refusal([*overrides, "trainer.val_check_interval=0.5"])
+    assert problem.startswith("trainer.val_check_interval=0.5 is a share of an epoch, which Lightning takes only where")
+    assert problem.endswith("Fix: a whole number of steps (trainer.val_check_interval=100), or "
+                            "trainer.check_val_every_n_epoch=1.")  # fmt: skip
+    assert not (tmp_path / "run").exists()

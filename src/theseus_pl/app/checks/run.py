@@ -75,7 +75,8 @@ def checked_datamodule(cfg: DictConfig, settings: RunSettings) -> TextTaskDataMo
 
 def device_problems(cfg: DictConfig) -> list[str]:
     """A GPU asked for on a machine without one, or more GPUs than it has (Lightning would say so only after the data
-    is tokenised, under a traceback), and bf16 asked for on a CPU where this torch build has no bf16 autocast."""
+    is tokenised, under a traceback), bf16 asked for on a CPU where this torch build has no bf16 autocast, and
+    trainer settings Lightning refuses (a validation interval it cannot count among them)."""
     accelerator = str(cfg.trainer.get("accelerator", "auto"))
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         return [
@@ -96,6 +97,13 @@ def device_problems(cfg: DictConfig) -> list[str]:
         return [
             f"trainer.precision={requested} trains under bf16 autocast on this CPU, which this torch build cannot do "
             f"({problem}). Fix: trainer.precision=32-true."
+        ]
+    interval, every_epochs = cfg.trainer.get("val_check_interval"), cfg.trainer.get("check_val_every_n_epoch")
+    if isinstance(interval, float) and every_epochs is None:  # refused by Lightning; said here with its own fix
+        return [
+            f"trainer.val_check_interval={interval} is a share of an epoch, which Lightning takes only where "
+            "validation is counted within epochs (trainer.check_val_every_n_epoch=null counts batches over the whole "
+            "run). Fix: a whole number of steps (trainer.val_check_interval=100), or trainer.check_val_every_n_epoch=1."
         ]
     try:
         planned_trainer(cfg, "32-true" if requested == AUTO else requested)
