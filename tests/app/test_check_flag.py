@@ -40,11 +40,15 @@ def test_check_prints_the_plan_and_writes_no_run_folder(tiny_base, glue_dir, tmp
     assert plan["outputs"].startswith(f"would be written to {tmp_path / 'outputs' / 'RTE'}")
     # The projected times: 3 steps of each timed (the predecessor is still to be fine-tuned: its epochs too).
     epochs, batches_an_epoch = 1, -(-24 // 4)  # tiny_run_overrides: 24 training rows, batches of 4
-    fine_tuning = re.fullmatch(r"about \d+ s \(([\d,]+) batches at ([\d.e-]+) s; 3 timed on the run's own batches, "
-                               r"[\d.e-]+-[\d.e-]+ s; validation and export not counted(; other processes .+)?\)",
-                               plan["time of the predecessor's fine-tuning"])  # fmt: skip
+    # Validation counted: after each epoch of the fine-tuning, every 2 steps of the method's 6; then the final scoring.
+    timed = (r"about \d+ s \(([\d,]+) batches at ([\d.e-]+) s; 3 timed on the run's own batches, [\d.e-]+-[\d.e-]+ s; "
+             r"(\d+) dev passes at ([\d.e-]+) s \(validation and the final scoring\); export not counted"
+             r"(; other processes .+)?\)")  # fmt: skip
+    fine_tuning = re.fullmatch(timed, plan["time of the predecessor's fine-tuning"])
     assert fine_tuning and int(fine_tuning[1]) == epochs * batches_an_epoch and float(fine_tuning[2]) > 0
-    assert plan["time of training"].startswith("about ") and "(6 batches at " in plan["time of training"]
+    assert int(fine_tuning[3]) == epochs + 1 and float(fine_tuning[4]) > 0
+    training = re.fullmatch(timed, plan["time of training"])
+    assert training and int(training[1]) == 6 and int(training[3]) == 6 // 2 + 1 and float(training[4]) > 0
     assert not (tmp_path / "outputs").exists()  # nothing of the run is left: no folder, no log
     assert not (tmp_path / "cache" / "predecessors").exists()  # the predecessor was not fine-tuned
     assert not list((tmp_path / "cache").glob("theseus-pl-stand-in-*"))  # its stand-in is gone
@@ -91,11 +95,14 @@ def test_a_theseus_run_is_timed_at_rates_spread_over_its_phases():
     assert sampled_rates(None, steps=400, timed=4) is None  # a method without a schedule: the rate is not set
 
 
-def test_the_projection_is_the_mean_step_times_the_batches_and_says_when_the_machine_was_busy():
+def test_the_projection_is_the_mean_step_times_the_batches_plus_the_dev_passes_and_says_when_the_machine_was_busy():
     alone = projection_line("training", 2_000, Timings({"step": [2.0, 3.0, 4.0]}, other_cores=0.05))
     assert alone == ("time of training: about 1 h 40 min (2,000 batches at 3 s; 3 timed on the run's own batches, "
                      "2-4 s; validation and export not counted)")  # fmt: skip
     assert projection_line("training", 10, Timings({"step": [0.5]}, None)).startswith("time of training: about 5 s (")
+    validated = projection_line("training", 2_000, Timings({"step": [3.0], "validation": [40.0]}, None), passes=21)
+    assert validated == ("time of training: about 1 h 54 min (2,000 batches at 3 s; 1 timed on the run's own batches; "
+                         "21 dev passes at 40 s (validation and the final scoring); export not counted)")  # fmt: skip
     busy = projection_line("training", 100, Timings({"step": [1.0]}, other_cores=1.4))
     assert busy.endswith("other processes kept 1.4 cores busy meanwhile: the time is not this run's alone)")
 

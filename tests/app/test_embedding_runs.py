@@ -89,14 +89,17 @@ def test_the_predecessors_score_is_computed_once_into_the_cache(sentence_files, 
     assert again.predecessor.sts == first.predecessor.sts and (tmp_path / "cache" / "sentence_sts").is_dir()
 
 
-def test_check_names_the_kind_the_loss_and_the_sentences(sentence_files, tmp_path):
-    lines = plan(compose_config(*_overrides(sentence_files, tmp_path, "check_steps=0")))
+def test_check_names_the_kind_the_loss_and_the_sentences_and_times_the_training(sentence_files, tmp_path):
+    lines = plan(compose_config(*_overrides(sentence_files, tmp_path, "check_steps=1")))
     assert lines[0].startswith("kind: sentence-embedding model")
     assert re.fullmatch(r"data: the training sentences of STS-B, CoLA \(GLUE, from the classic GLUE files; their "
                         r"labels unused\): \d+ training sentences \(at most 128 tokens a sentence\), 8 held out; "
                         r"scored on 12 "
                         r"STS-B dev pairs", lines[1])  # fmt: skip
     assert "loss: the mean squared error to the teacher's sentence vectors (no soft targets)" in lines
+    # its validation (the dev pairs' correlation) timed and counted: every 2 of its 6 steps, then the final scoring
+    assert re.search(r"^time of training: about \d+ s \(6 batches at [\d.e-]+ s; 1 timed on the run's own batches; "
+                     r"4 dev passes at [\d.e-]+ s \(validation", "\n".join(lines), re.MULTILINE)  # fmt: skip
     assert not (tmp_path / "run").exists()
 
 
