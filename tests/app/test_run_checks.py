@@ -7,7 +7,7 @@ from conftest import tiny_model
 from glue_files import write_tsv
 
 from theseus_pl.app.checks.refused import RunRefused
-from theseus_pl.app.run.pipeline import run
+from theseus_pl.app.run.pipeline import refusal_problems, run
 
 HEADER = ["index", "sentence1", "sentence2", "label"]
 
@@ -105,4 +105,20 @@ def test_a_validation_interval_lightning_cannot_count_is_refused_with_its_own_fi
     assert problem.startswith("trainer.val_check_interval=0.5 is a share of an epoch, which Lightning takes only where")
     assert problem.endswith("Fix: a whole number of steps (trainer.val_check_interval=100), or "
                             "trainer.check_val_every_n_epoch=1.")  # fmt: skip
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_validation_interval_longer_than_an_epoch_counted_within_epochs_is_refused_before_compute(
+    tiny_base, glue_dir, tmp_path, no_training
+):
+    """Lightning refuses it only as the method's training starts, after the predecessor's fine-tuning."""
+    overrides = [*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "trainer.check_val_every_n_epoch=1"]
+    [problem] = refusal([*overrides, "trainer.val_check_interval=100"])
+    assert problem == (  # tiny_run_overrides: 24 training rows in batches of 4
+        "trainer.val_check_interval=100 counts batches within each epoch (trainer.check_val_every_n_epoch=1), and an "
+        "epoch here is 6 batches (24 rows, 4 a batch): the run would never validate, and Lightning refuses it once "
+        "training starts. Fix: trainer.val_check_interval=6 or less, or trainer.check_val_every_n_epoch=null (batches "
+        "counted over the whole run)."
+    )
+    assert refusal_problems(compose_config(*overrides, "trainer.val_check_interval=6")) == []  # one an epoch: fine
     assert not (tmp_path / "run").exists()

@@ -24,7 +24,7 @@ from transformers import AutoConfig, PretrainedConfig
 
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.resources import checked_resources
-from theseus_pl.app.checks.schedule import schedule_problems
+from theseus_pl.app.checks.schedule import schedule_problems, validation_problems
 from theseus_pl.app.checks.settings import RunSettings
 from theseus_pl.app.config.terms import SUCCESSOR_SETTINGS, in_config_terms, naming_group
 from theseus_pl.app.methods.method import TheseusSettings
@@ -61,13 +61,13 @@ def checked_datamodule(cfg: DictConfig, settings: RunSettings) -> TextTaskDataMo
         read_problems, train_rows = file_problems(cfg, task) if task is not None else ([], None)
         problems += read_problems
         if not read_problems:
-            problems += schedule_problems(cfg, settings, train_rows)
+            problems += schedule_problems(cfg, settings, train_rows) + validation_problems(cfg, train_rows)
         raise RunRefused(list(dict.fromkeys(problems)))  # a missing file is found by the preflight and the read
     datamodule: TextTaskDataModule = instantiate(cfg.data, tokenizer=start_model)
     problems = data_problems(datamodule) + length_problems(start_model, datamodule)
     if not problems:
         rows = len(sample_rows(datamodule.load("train"), datamodule.max_train_samples, datamodule.seed))
-        problems += schedule_problems(cfg, settings, rows)
+        problems += schedule_problems(cfg, settings, rows) + validation_problems(cfg, rows)
     if problems:
         raise RunRefused(problems)
     return datamodule

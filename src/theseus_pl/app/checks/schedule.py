@@ -40,6 +40,24 @@ def schedule_problems(cfg: DictConfig, settings: RunSettings, train_rows: int | 
     return problems
 
 
+def validation_problems(cfg: DictConfig, train_rows: int | None) -> list[str]:
+    """A validation interval longer than an epoch where validation is counted within each epoch: Lightning refuses
+    it only as training starts, after the predecessor's fine-tuning. ``train_rows``: None, not checked."""
+    interval, every_epochs = cfg.trainer.get("val_check_interval"), cfg.trainer.get("check_val_every_n_epoch")
+    batch_size, validates = cfg.data.batch_size, cfg.trainer.get("limit_val_batches", 1.0) != 0
+    if every_epochs is None or train_rows is None or not (validates and positive_int(interval)):
+        return []
+    epoch_batches = -(-train_rows // batch_size) if positive_int(batch_size) else interval
+    if interval <= epoch_batches:
+        return []
+    return [
+        f"trainer.val_check_interval={interval} counts batches within each epoch (trainer.check_val_every_n_epoch="
+        f"{every_epochs}), and an epoch here is {epoch_batches:,} batches ({train_rows:,} rows, {batch_size} a batch): "
+        f"the run would never validate, and Lightning refuses it once training starts. Fix: trainer.val_check_interval="
+        f"{epoch_batches} or less, or trainer.check_val_every_n_epoch=null (batches counted over the whole run)."
+    ]
+
+
 def _number(value: Any) -> float:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
