@@ -193,7 +193,7 @@ class EmbeddingModelRun(RunKind):
             f"tokens a sentence), {held_out:,} held out; scored on {len(self.sts_pairs):,} STS-B dev pairs",
             f"predecessor: {named}, {self.layers} layers, {self.predecessor.get_embedding_dimension()}-dimensional "
             "vectors (its pooling kept)",
-            f"training: {steps} optimizer steps of {cfg.data.batch_size} sentences{each_process(world_size)} "
+            f"training: {steps:,} optimizer steps of {cfg.data.batch_size} sentences{each_process(world_size)} "
             f"({seen:,} sentences, {seen / max(train_sentences, 1):.1f} passes)",
         ]
 

@@ -140,7 +140,7 @@ class LanguageModelRun(RunKind):
             f"{held_out:,} held-out windows",
             *other,
             f"predecessor: {named} ({made}), {layers} layers",
-            f"training: {steps} optimizer steps of {batch} windows{each_process(world_size)} ({tokens:,} tokens)",
+            f"training: {steps:,} optimizer steps of {batch} windows{each_process(world_size)} ({tokens:,} tokens)",
             *memory,
         ]
 

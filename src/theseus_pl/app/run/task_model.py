@@ -104,9 +104,8 @@ class TaskModelRun(RunKind):
         return [
             f"data: {task.name}, {datamodule.source.describe(task)}: {train:,} training rows; scored on {scored} rows",
             f"predecessor: {named} ({made}), {AutoConfig.from_pretrained(named).num_hidden_layers} layers",
-            f"training: {steps or 'up to trainer.max_epochs'} optimizer steps of {cfg.data.batch_size} rows"
-            + each_process(world_size)
-            + (f" ({rows})" if rows else ""),
+            f"training: {f'{steps:,}' if steps else 'up to trainer.max_epochs'} optimizer steps of "
+            f"{cfg.data.batch_size} rows" + each_process(world_size) + (f" ({rows})" if rows else ""),
         ]
 
     def method_inputs(self, optimizer: dict[str, Any]) -> MethodInputs:
