@@ -6,13 +6,14 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from app_runs import compose_config, tiny_run_overrides
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 from test_app import EXPERIMENTS
 
 from theseus_pl.app.run.pipeline import plan
-from theseus_pl.app.run.projection import projection_line, sampled_rates
+from theseus_pl.app.run.projection import padded_tokens, projection_line, representative_batches, sampled_rates
 from theseus_pl.core.schedules import CurriculumSchedule
 from theseus_pl.core.timing import Timings
 
@@ -123,3 +124,16 @@ def test_the_paper_protocols_runs_print_their_projected_time(method, tiny_base, 
     assert lines["time of the predecessor's fine-tuning"].startswith("about ")
     assert not (tmp_path / "cache" / "predecessors").exists()
     assert not list((tmp_path / "cache").glob("theseus-pl-stand-in-*"))
+
+
+def test_the_timed_batches_stand_for_the_runs_sizes_and_the_loader_is_read_once():
+    """Length-grouped batches differ in size: the timed ones are the midpoints of equal stretches of them sorted by
+    padded tokens, after the largest (the untimed step); the run's order is read once (a second read is another
+    order)."""
+    lengths = [7, 1, 9, 3, 5, 2, 8, 4, 6, 10]  # ten batches of 2 rows, in the shuffled order the run would train on
+    order = ({"input_ids": torch.zeros(2, length, dtype=torch.long)} for length in lengths)  # readable once only
+    chosen = representative_batches(order, 3)
+    assert [padded_tokens(batch) // 2 for batch in chosen] == [10, 2, 6, 9]  # sorted ranks 1, 5, 8 of 0-9
+    few = representative_batches([{"input_ids": torch.zeros(1, n)} for n in (4, 2)], 3)
+    assert [padded_tokens(batch) for batch in few] == [4, 2, 4, 4]  # fewer batches than steps: repeated
+    assert padded_tokens({"features": torch.zeros(3, 5)}) == 1  # no token ids: every batch weighs the same
