@@ -47,8 +47,8 @@ def validation_problems(cfg: DictConfig, train_rows: int | None) -> list[str]:
     batch_size, validates = cfg.data.batch_size, cfg.trainer.get("limit_val_batches", 1.0) != 0
     if every_epochs is None or train_rows is None or not (validates and positive_int(interval)):
         return []
-    epoch_batches = -(-train_rows // batch_size) if positive_int(batch_size) else interval
-    if interval <= epoch_batches:
+    epoch_batches = batches_an_epoch(train_rows, batch_size) if positive_int(batch_size) else None
+    if epoch_batches is None or interval <= epoch_batches:
         return []
     return [
         f"trainer.val_check_interval={interval} counts batches within each epoch (trainer.check_val_every_n_epoch="
@@ -71,5 +71,10 @@ def total_steps(cfg: DictConfig, train_rows: int | None) -> int | None:
         return max_steps
     if train_rows is None or not positive_int(cfg.data.batch_size):
         return None
-    epoch_steps = -(-train_rows // cfg.data.batch_size) // trainer.get("accumulate_grad_batches", 1)
+    epoch_steps = batches_an_epoch(train_rows, cfg.data.batch_size) // trainer.get("accumulate_grad_batches", 1)
     return min(max_steps if max_steps > 0 else max_epochs * epoch_steps, max_epochs * epoch_steps)
+
+
+def batches_an_epoch(train_rows: int, batch_size: int) -> int:
+    """The training batches of one epoch, the last one partial (the loaders keep it)."""
+    return -(-train_rows // batch_size)
