@@ -97,6 +97,15 @@ def test_held_out_pairs_and_pairs_with_a_dev_sentence_are_never_trained_on(pair_
     assert batch["input_ids"].shape[0] == 8 and batch["labels"].shape == (4,)  # 4 pairs: 8 sentences, 4 scores
 
 
+def test_an_epoch_of_pairs_counts_two_sentences_a_pair_for_the_validation_interval(pair_files, tmp_path):
+    overrides = _overrides(pair_files, tmp_path, "data.batch_size=6", "trainer.check_val_every_n_epoch=1")
+    with pytest.raises(RunRefused) as refused:  # 22 training pairs, 3 a batch
+        run(compose_config(*overrides, "trainer.val_check_interval=9"))
+    (problem,) = refused.value.problems
+    assert "an epoch here is 8 batches (44 training sentences, 6 a batch)" in problem
+    assert not (tmp_path / "run").exists()
+
+
 def test_check_names_the_pairs_and_the_loss(pair_files, tmp_path):
     lines = plan(compose_config(*_overrides(pair_files, tmp_path, "check_steps=0")))
     assert re.fullmatch(r"data: the training pairs of STS-B \(GLUE, from the classic GLUE files; their gold scores the "

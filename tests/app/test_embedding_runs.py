@@ -17,7 +17,7 @@ from sentence_transformers import SentenceTransformer
 
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.results.reading import read_run
-from theseus_pl.app.run.pipeline import plan, run
+from theseus_pl.app.run.pipeline import plan, refusal_problems, run
 from theseus_pl.data.sources import GlueDirSource
 from theseus_pl.data.tasks import glue_task
 
@@ -166,6 +166,26 @@ def test_what_the_kind_cannot_use_is_refused_before_compute(sentence_files, tmp_
     with pytest.raises(RunRefused) as refused:
         run(compose_config(*_overrides(sentence_files, tmp_path, override)))
     assert any(problem.startswith(refusal) for problem in refused.value.problems), refused.value.problems
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_validation_interval_longer_than_an_epoch_of_sentences_is_refused_before_compute(sentence_files, tmp_path):
+    """An epoch counts the training sentences ``data.batch_size`` a batch, as the loader makes them."""
+    from theseus_pl.app.checks.settings import checked_settings
+    from theseus_pl.app.run.pipeline import run_kind
+
+    overrides = _overrides(sentence_files, tmp_path)
+    kind = run_kind(cfg := compose_config(*overrides), checked_settings(cfg))
+    kind.check()
+    kind.prepare_data()
+    batches, sentences = len(kind.datamodule.train_dataloader()), len(kind.datamodule.texts["train"])
+    with pytest.raises(RunRefused) as refused:
+        run(compose_config(*overrides, "trainer.check_val_every_n_epoch=1", "trainer.val_check_interval=1000"))
+    (problem,) = refused.value.problems
+    assert problem.startswith("trainer.val_check_interval=1000 counts batches within each epoch")
+    assert f"an epoch here is {batches} batches ({sentences} training sentences, 8 a batch)" in problem
+    assert refusal_problems(compose_config(*overrides, "trainer.check_val_every_n_epoch=1",
+                                           f"trainer.val_check_interval={batches}")) == []  # fmt: skip
     assert not (tmp_path / "run").exists()
 
 

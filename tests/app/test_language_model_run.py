@@ -4,6 +4,7 @@ import json
 import re
 from pathlib import Path
 
+import lightning.pytorch as pl
 import pytest
 import torch
 from app_runs import compose_config, tiny_run_overrides
@@ -149,6 +150,24 @@ def test_a_schedule_that_never_ends_replacing_is_refused_as_on_an_encoder_run(ti
         run(compose_config(*_overrides(tiny_lm, tmp_path, "schedule_steps=10")))
     (problem,) = refused.value.problems
     assert problem.startswith("The replacement schedule reaches p = 1 at step 10 but the run has 6 optimizer steps")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_validation_interval_longer_than_an_epoch_of_windows_is_refused_before_anything_trains(
+    tiny_lm, tmp_path, monkeypatch
+):
+    """The windows are counted as the text is tokenised, after the first checks: Lightning would refuse the interval
+    under a traceback once training starts."""
+    monkeypatch.setattr(pl.Trainer, "fit", lambda *args, **kwargs: pytest.fail("a Trainer started"))
+    overrides = _overrides(tiny_lm, tmp_path, "trainer.check_val_every_n_epoch=1", "trainer.val_check_interval=1000")
+    with pytest.raises(RunRefused) as refused:
+        run(compose_config(*overrides))
+    (problem,) = refused.value.problems
+    windows = re.search(r"an epoch here is (\d+) batches \((\d+) training windows, 4 a batch\)", problem)
+    assert problem.startswith("trainer.val_check_interval=1000 counts batches within each epoch")
+    assert windows and int(windows[1]) == -(-int(windows[2]) // 4) < 1000
+    assert problem.endswith(f"Fix: trainer.val_check_interval={windows[1]} or less, or "
+                            "trainer.check_val_every_n_epoch=null (batches counted over the whole run).")  # fmt: skip
     assert not (tmp_path / "run").exists()
 
 

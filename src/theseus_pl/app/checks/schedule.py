@@ -40,9 +40,10 @@ def schedule_problems(cfg: DictConfig, settings: RunSettings, train_rows: int | 
     return problems
 
 
-def validation_problems(cfg: DictConfig, train_rows: int | None) -> list[str]:
+def validation_problems(cfg: DictConfig, train_rows: int | None, unit: str = "rows") -> list[str]:
     """A validation interval longer than an epoch where validation is counted within each epoch: Lightning refuses
-    it only as training starts, after the predecessor's fine-tuning. ``train_rows``: None, not checked."""
+    it only as training starts, after the predecessor is made. ``train_rows``: the training rows (windows of text,
+    sentences), ``data.batch_size`` of them a batch; None: not checked. ``unit``: what a row is, in words."""
     interval, every_epochs = cfg.trainer.get("val_check_interval"), cfg.trainer.get("check_val_every_n_epoch")
     batch_size, validates = cfg.data.batch_size, cfg.trainer.get("limit_val_batches", 1.0) != 0
     if every_epochs is None or train_rows is None or not (validates and positive_int(interval)):
@@ -52,9 +53,10 @@ def validation_problems(cfg: DictConfig, train_rows: int | None) -> list[str]:
         return []
     return [
         f"trainer.val_check_interval={interval} counts batches within each epoch (trainer.check_val_every_n_epoch="
-        f"{every_epochs}), and an epoch here is {epoch_batches:,} batches ({train_rows:,} rows, {batch_size} a batch): "
-        f"the run would never validate, and Lightning refuses it once training starts. Fix: trainer.val_check_interval="
-        f"{epoch_batches} or less, or trainer.check_val_every_n_epoch=null (batches counted over the whole run)."
+        f"{every_epochs}), and an epoch here is {epoch_batches:,} batches ({train_rows:,} {unit}, {batch_size} a "
+        "batch): the run would never validate, and Lightning refuses it once training starts. Fix: "
+        f"trainer.val_check_interval={epoch_batches} or less, or trainer.check_val_every_n_epoch=null (batches counted "
+        "over the whole run)."
     ]
 
 

@@ -29,7 +29,7 @@ from omegaconf import DictConfig
 
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.run import device_problems
-from theseus_pl.app.checks.schedule import schedule_problems
+from theseus_pl.app.checks.schedule import schedule_problems, validation_problems
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL
 from theseus_pl.app.methods.method import Method, MethodInputs
 from theseus_pl.app.results.embedding_model import (
@@ -99,6 +99,7 @@ class EmbeddingModelRun(RunKind):
                     f"(the predecessor's encoder has {self.layers} layers)."
                 )
         self.source = _source(cfg.data)
+        train_sentences = None  # counted where the data can be read: a batch counts sentences, two a pair
         try:
             self.sts_pairs = sts_dev_pairs(cfg.data)
             if self.on_pairs:
@@ -107,11 +108,14 @@ class EmbeddingModelRun(RunKind):
                 if cfg.data.batch_size % 2:
                     problems.append(f"data.batch_size={cfg.data.batch_size}: a batch of pairs holds an even number "
                                     "of sentences (two a pair).")  # fmt: skip
+                train_sentences = 2 * len(self.train_pairs)
             else:
                 self.train_sentences, self.held_out = training_text(cfg.data, self.sts_pairs)
+                train_sentences = len(self.train_sentences)
         except (ValueError, FileNotFoundError, KeyError) as error:
             problems.append(str(error) if str(error).startswith("data.") else f"data: {error}")
-        problems += schedule_problems(cfg, self.settings, train_rows=None)
+        problems += schedule_problems(cfg, self.settings, train_sentences)
+        problems += validation_problems(cfg, train_sentences, "training sentences")
         if problems:
             raise RunRefused(problems)
 

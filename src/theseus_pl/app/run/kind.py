@@ -35,7 +35,8 @@ class RunKind:
         raise NotImplementedError
 
     def prepare_data(self) -> None:
-        """What the data needs once the run is seeded."""
+        """What the data needs once the run is seeded; a kind that counts its training data only here (a decoder's
+        text, as windows) refuses here what needs the count (:class:`~theseus_pl.app.checks.refused.RunRefused`)."""
 
     def prepare_predecessor(self, evaluation: dict[str, Any]) -> None:
         """What the predecessor needs before a method is built from it (a task model: fine-tuning, or the cache)."""

@@ -32,7 +32,7 @@ from theseus_pl.app.checks.language_model import harness_task_folders, language_
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.resources import language_model_resource_problems
 from theseus_pl.app.checks.run import device_problems
-from theseus_pl.app.checks.schedule import schedule_problems
+from theseus_pl.app.checks.schedule import schedule_problems, validation_problems
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.methods.method import CompressionMethod, Method, MethodInputs, SoftTargets
 from theseus_pl.app.predecessors.adapted import adapted_predecessor
@@ -99,9 +99,15 @@ class LanguageModelRun(RunKind):
             raise RunRefused(problems)
 
     def prepare_data(self) -> None:
+        """The text tokenised into windows (cached), then what needs them counted refused before anything trains."""
         cache_dir = Path(self.cfg.paths.cache_dir)
         self.datamodule = language_model_datamodule(self.cfg, self.tokenizer, cache_dir)
         self.datamodule.setup("fit")
+        windows = len(self.datamodule.splits["train"])
+        if problems := schedule_problems(self.cfg, self.settings, windows) + validation_problems(
+            self.cfg, windows, "training windows"
+        ):
+            raise RunRefused(problems)
         self.other_windows = _other_windows(self.cfg, self.tokenizer, cache_dir)
 
     def plan(self, steps: int | None, world_size: int) -> list[str]:

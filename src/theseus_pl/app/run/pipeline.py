@@ -66,11 +66,11 @@ def run(cfg: DictConfig) -> RunRecord | None:
     resumed, resume_refusals = resume_problems(output_dir, cfg)
     kind = run_kind(cfg, settings)
     _check(kind, resume_refusals)  # before any training and before W&B starts
-    output_dir.mkdir(parents=True, exist_ok=True)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     pl.seed_everything(cfg.seed, workers=True)
-    kind.prepare_data()
+    kind.prepare_data()  # may still refuse the run: what needs data counted only as it is prepared
+    output_dir.mkdir(parents=True, exist_ok=True)
     hardware = run_hardware(cfg.trainer, Path(cfg.paths.cache_dir))
     log.info("Training in %s: %s.", hardware.precision, hardware.precision_reason)
     evaluation = evaluation_settings(cfg.trainer, hardware.precision)
