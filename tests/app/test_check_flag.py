@@ -12,6 +12,7 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 from test_app import EXPERIMENTS
 
+from theseus_pl.app.run import projection
 from theseus_pl.app.run.pipeline import plan
 from theseus_pl.app.run.projection import padded_tokens, projection_line, representative_batches, sampled_rates
 from theseus_pl.core.schedules import CurriculumSchedule
@@ -104,6 +105,8 @@ def test_the_projection_is_the_mean_step_times_the_batches_plus_the_dev_passes_a
     validated = projection_line("training", 2_000, Timings({"step": [3.0], "validation": [40.0]}, None), passes=21)
     assert validated == ("time of training: about 1 h 54 min (2,000 batches at 3 s; 1 timed on the run's own batches; "
                          "21 dev passes at 40 s (validation and the final scoring); export not counted)")  # fmt: skip
+    once = projection_line("training", 10, Timings({"step": [1.0], "validation": [2.0]}, None), passes=1)
+    assert once.endswith("1 dev pass at 2 s (validation and the final scoring); export not counted)")
     busy = projection_line("training", 100, Timings({"step": [1.0]}, other_cores=1.4))
     assert busy.endswith("other processes kept 1.4 cores busy meanwhile: the time is not this run's alone)")
 
@@ -124,6 +127,26 @@ def test_the_paper_protocols_runs_print_their_projected_time(method, tiny_base, 
     assert lines["time of the predecessor's fine-tuning"].startswith("about ")
     assert not (tmp_path / "cache" / "predecessors").exists()
     assert not list((tmp_path / "cache").glob("theseus-pl-stand-in-*"))
+
+
+def test_the_predecessors_fine_tuning_is_timed_as_it_runs_without_the_methods_gradient_clipping(
+    tiny_base, glue_dir, tmp_path, monkeypatch
+):
+    """Fine-tuning the predecessor clips no gradients (the paper's recipe); the method's trainer does
+    (``trainer.gradient_clip_val``): each is timed under its own settings."""
+    timed_settings = []
+
+    def recorded(module, datamodule, trainer_settings, timed, rates):
+        timed_settings.append(trainer_settings)
+        return Timings({"step": [1.0] * timed}, None)
+
+    monkeypatch.setattr(projection, "timed_steps", recorded)
+    cfg = compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "model.predecessor=null",
+                         "trainer.gradient_clip_val=0.5")  # fmt: skip
+    lines = dict(line.split(": ", 1) for line in plan(cfg))
+    assert lines["time of the predecessor's fine-tuning"].startswith("about ")
+    fine_tuning, training = timed_settings
+    assert fine_tuning.get("gradient_clip_val") is None and training["gradient_clip_val"] == 0.5
 
 
 def test_the_timed_batches_stand_for_the_runs_sizes_and_the_loader_is_read_once():

@@ -166,7 +166,8 @@ def projection_line(what: str, batches: int, timings: Timings, passes: int = 0) 
     spread = f", {min(seconds):.3g}-{max(seconds):.3g} s" if len(seconds) > 1 else ""
     validation = timings.get("validation")
     counted = (
-        f"{passes:,} dev passes at {validation[0]:.3g} s (validation and the final scoring); export not counted"
+        f"{passes:,} dev pass{'es' if passes != 1 else ''} at {validation[0]:.3g} s (validation and the final "
+        "scoring); export not counted"
         if validation
         else "validation and export not counted"
     )
@@ -201,7 +202,7 @@ def projected_time(cfg: DictConfig, kind: RunKind, steps: int | None, precision:
     lines = []
     with tempfile.TemporaryDirectory(prefix="theseus-pl-stand-in-", dir=_made(Path(cfg.paths.cache_dir))) as stand_in:
         fine_tuning = kind.stand_in_predecessor(Path(stand_in), evaluation)
-        lines += _timed_fine_tuning(fine_tuning, kind, settings, evaluation, timed)
+        lines += _timed_fine_tuning(fine_tuning, kind, evaluation, timed)
         method = kind.settings.method.build(kind.method_inputs(OmegaConf.to_container(cfg.optimizer, resolve=True)))
         assert method.module is not None  # the caller times methods that train
         accumulated = cfg.trainer.get("accumulate_grad_batches", 1)
@@ -227,18 +228,15 @@ def _run_validations(trainer_cfg: DictConfig, batches: int, epoch_batches: int) 
 
 
 def _timed_fine_tuning(
-    fine_tuning: tuple[pl.LightningModule, int] | None,
-    kind: RunKind,
-    settings: dict[str, Any],
-    evaluation: dict[str, Any],
-    timed: int,
+    fine_tuning: tuple[pl.LightningModule, int] | None, kind: RunKind, evaluation: dict[str, Any], timed: int
 ) -> list[str]:
-    """The predecessor's fine-tuning line, where it is still to be made; its model is freed on return, before the
-    method's models load (a base-size model and its optimizer state take some 2 GB)."""
+    """The predecessor's fine-tuning line, where it is still to be made, timed with the Trainer settings that
+    fine-tuning uses (``evaluation``: no gradient clipping, whatever the method's trainer says); its model is freed on
+    return, before the method's models load (a base-size model and its optimizer state take some 2 GB)."""
     if fine_tuning is None:
         return []
     module, batches = fine_tuning
-    steps = timed_steps(module, kind.datamodule, settings, timed, None)
+    steps = timed_steps(module, kind.datamodule, evaluation, timed, None)
     epochs = batches // len(kind.datamodule.train_dataloader())  # validated after each, then scored once more
     timings = timed_validation(module, kind.datamodule, evaluation, steps)
     return [projection_line("the predecessor's fine-tuning", batches, timings, epochs + 1)]
