@@ -108,6 +108,36 @@ def test_a_validation_interval_lightning_cannot_count_is_refused_with_its_own_fi
     assert not (tmp_path / "run").exists()
 
 
+def test_a_trainer_setting_lightning_refuses_is_named_with_lightnings_reason_not_a_strategy_fix(
+    tiny_base, glue_dir, tmp_path, no_training
+):
+    overrides = tiny_run_overrides(tiny_base, glue_dir, tmp_path)
+    precision, validation = refusal([*overrides, "trainer.precision=17", "+trainer.limit_val_batches=-1"])
+    assert precision.startswith("trainer.precision=17: Lightning refuses it: Precision 17 is invalid.")
+    assert precision.endswith("Fix: trainer.precision=auto (bf16-mixed where it is faster, else 32-true), 32-true or "
+                              "bf16-mixed.")  # fmt: skip
+    assert validation == ("trainer.limit_val_batches=-1: Lightning refuses it: You have passed invalid value -1 for "
+                          "limit_val_batches, it has to be in [0.0, 1.0] or an int.")  # fmt: skip
+    [placement] = refusal([*overrides, "trainer.strategy=fsdp"])  # a combination: the placement, and its fix
+    assert placement.startswith(
+        "Lightning refuses the trainer settings (trainer.accelerator=cpu, trainer.strategy=fsdp"
+    )
+    assert "Fix: a strategy Lightning offers on this accelerator" in placement
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_run_that_would_train_nothing_or_divide_by_zero_steps_is_refused_whatever_else_is_wrong(
+    tiny_base, glue_dir, tmp_path, no_training
+):
+    """With another problem the data files are read and the schedule counted too: a zero accumulation must not
+    reach that count (a ZeroDivisionError under a traceback once)."""
+    overrides = [*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "trainer.max_steps=-1", "trainer.max_epochs=2"]
+    problems = refusal([*overrides, "+trainer.accumulate_grad_batches=0", "data.max_length=1"])
+    assert [problem.split(" must ")[0] for problem in problems] == [
+        "data.max_length=1", "trainer.accumulate_grad_batches=0"
+    ]  # fmt: skip
+
+
 def test_a_validation_interval_longer_than_an_epoch_counted_within_epochs_is_refused_before_compute(
     tiny_base, glue_dir, tmp_path, no_training
 ):

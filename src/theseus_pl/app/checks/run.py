@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import difflib
 import inspect
+from typing import Any
 
 import lightning.pytorch as pl
 import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from transformers import AutoConfig, PretrainedConfig
 
 from theseus_pl.app.checks.refused import RunRefused
@@ -113,13 +114,38 @@ def device_problems(cfg: DictConfig) -> list[str]:
             return [unknown_trainer_argument(cfg.trainer, error)]
         if not isinstance(error, ValueError | MisconfigurationException):
             raise
-        given = ", ".join(f"trainer.{key}={cfg.trainer.get(key)}" for key in ("accelerator", "strategy", "devices"))
-        return [
-            f"Lightning refuses the trainer settings ({given}): {error} Fix: a strategy Lightning offers on this "
-            "accelerator: trainer=ddp on GPUs, or trainer=cpu trainer.devices=2 "
-            "trainer.strategy=ddp_find_unused_parameters_true for processes on the CPU."
-        ]
+        return lightning_refusals(cfg.trainer, error)
     return []
+
+
+PLACEMENT = ("accelerator", "strategy", "devices", "num_nodes")  # where and in how many processes a run trains
+OWN_FIXES = {"precision": "Fix: trainer.precision=auto (bf16-mixed where it is faster, else 32-true), 32-true or "
+                          "bf16-mixed."}  # fmt: skip
+
+
+def lightning_refusals(trainer: DictConfig, error: Exception) -> list[str]:
+    """Lightning's refusal of the trainer settings, naming the settings it is about: each setting outside the
+    placement that Lightning refuses on its own (``trainer.precision=17``, ``trainer.limit_val_batches=-1``), else
+    the placement (accelerator, strategy, devices), with a strategy Lightning offers as the fix."""
+    settings: dict[str, Any] = OmegaConf.to_container(trainer, resolve=True)  # type: ignore[assignment]
+    refused = []
+    for key, value in settings.items():
+        if key in (*PLACEMENT, "_target_") or (key == "precision" and value == AUTO):
+            continue
+        try:
+            with quiet_trainer_construction():
+                pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False, **{key: value})
+        except (ValueError, MisconfigurationException) as alone:
+            fix = f" {OWN_FIXES[key]}" if key in OWN_FIXES else ""
+            refused.append(f"trainer.{key}={value}: Lightning refuses it: {alone}{fix}")
+    if refused:
+        return refused
+    given = ", ".join(f"trainer.{key}={trainer.get(key)}" for key in ("accelerator", "strategy", "devices"))
+    return [
+        f"Lightning refuses the trainer settings ({given}): {error} Fix: a strategy Lightning offers on this "
+        "accelerator: trainer=ddp on GPUs, or trainer=cpu trainer.devices=2 "
+        "trainer.strategy=ddp_find_unused_parameters_true for processes on the CPU."
+    ]
 
 
 def unknown_trainer_argument(trainer: DictConfig, error: TypeError) -> str:

@@ -66,14 +66,15 @@ def _number(value: Any) -> float:
 
 def total_steps(cfg: DictConfig, train_rows: int | None) -> int | None:
     """The run's optimizer steps on one device: ``max_steps``, or fewer when ``max_epochs`` ends it first (None when
-    that needs ``train_rows`` and they are not known)."""
+    that needs ``train_rows`` and they are not known, or settings that are refused)."""
     trainer: Mapping[str, Any] = OmegaConf.to_container(cfg.trainer, resolve=True)  # type: ignore[assignment]
     max_steps, max_epochs = trainer.get("max_steps", -1), trainer.get("max_epochs")
     if max_epochs is None or max_epochs < 0:
         return max_steps
-    if train_rows is None or not positive_int(cfg.data.batch_size):
+    accumulated = trainer.get("accumulate_grad_batches", 1)
+    if train_rows is None or not (positive_int(cfg.data.batch_size) and positive_int(accumulated)):
         return None
-    epoch_steps = batches_an_epoch(train_rows, cfg.data.batch_size) // trainer.get("accumulate_grad_batches", 1)
+    epoch_steps = batches_an_epoch(train_rows, cfg.data.batch_size) // accumulated
     return min(max_steps if max_steps > 0 else max_epochs * epoch_steps, max_epochs * epoch_steps)
 
 

@@ -58,7 +58,8 @@ MAX_SEED = 2**32 - 1  # Lightning's seed_everything takes an unsigned 32-bit see
 T = TypeVar("T")
 
 
-def validation_interval(value: Any) -> bool:
+def share_or_count(value: Any) -> bool:
+    """A whole number of batches (at least 1) or a share of an epoch in (0, 1]: how Lightning counts batches."""
     return positive_int(value) or (isinstance(value, float) and 0 < value <= 1)
 
 
@@ -78,7 +79,15 @@ RULES: dict[str, Rule] = {
                             "null (the task's own) or at least 2 tokens"),
     "data.max_train_samples": Rule(optional_positive_int, "null (all rows) or a whole number, at least 1"),
     "data.max_eval_samples": Rule(optional_positive_int, "null (all rows) or a whole number, at least 1"),
-    "trainer.val_check_interval": Rule(validation_interval,
+    # A run that trains no step would export an untrained successor (see trainer.max_steps in checked_settings).
+    "trainer.max_epochs": Rule(lambda v: v is None or v == -1 or positive_int(v),
+                               "-1 (the run ends at trainer.max_steps) or a whole number of epochs, at least 1: 0 "
+                               "trains nothing"),
+    "trainer.limit_train_batches": Rule(lambda v: v is None or share_or_count(v),
+                                        "a whole number of batches an epoch, at least 1, or a share of an epoch in "
+                                        "(0, 1]: 0 trains nothing"),
+    "trainer.accumulate_grad_batches": Rule(optional_positive_int, "a whole number of batches a step, at least 1"),
+    "trainer.val_check_interval": Rule(share_or_count,
                                        "a whole number of steps, or a share of an epoch in (0, 1]"),
     "checkpoint.every_n_steps": Rule(optional_positive_int,
                                      "null (at validations only) or a whole number, at least 1"),
