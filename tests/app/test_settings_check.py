@@ -44,6 +44,18 @@ def test_every_experiment_passes_as_shipped(experiment):
         ("+trainer.limit_train_batches=0", "trainer.limit_train_batches=0 must be a whole number of batches an epoch"),
         ("+trainer.limit_train_batches=1.5", "trainer.limit_train_batches=1.5 must be a whole number of batches"),
         ("+trainer.accumulate_grad_batches=0", "trainer.accumulate_grad_batches=0 must be a whole number of batches"),
+        ("optimizer.warmup_ratio=1.5", "optimizer.warmup_ratio=1.5 must be a share of the steps in [0, 1)"),
+        ("optimizer.weight_decay=abc", "optimizer.weight_decay='abc' must be a number, 0 or more"),
+        ("finetune.warmup_ratio=-0.1", "finetune.warmup_ratio=-0.1 must be a share of the steps in [0, 1)"),
+        (
+            "+optimizer.wieght_decay=0.1",
+            "optimizer.wieght_decay is no setting of the optimizer group: did you mean optimizer.weight_decay?",
+        ),
+        (
+            "+finetune.betas=[0.9,0.99]",
+            "finetune.betas is no setting of the finetune group: its settings are epochs, "
+            "lr, weight_decay, warmup_ratio, steps.",
+        ),
         ("replacement.b=abc", "replacement.b='abc' must be a number."),
         ("logger.wandb.init_timeout=0", "logger.wandb.init_timeout=0 must be a number of seconds above 0"),
         ("threads=0", "threads=0 must be null (torch's default) or a whole number of threads"),

@@ -17,6 +17,7 @@ used to report an untrained successor as "100% retained".
 
 from __future__ import annotations
 
+import difflib
 import importlib.resources
 import re
 from collections.abc import Callable, Iterable
@@ -45,6 +46,7 @@ from theseus_pl.core.settings import (
     SettingsError,
     boolean,
     field_problems,
+    number,
     optional_positive_int,
     positive_int,
     positive_number,
@@ -73,6 +75,10 @@ RULES: dict[str, Rule] = {
     "finetune.lr": Rule(positive_number, "a number above 0, e.g. 2e-5"),
     "finetune.epochs": Rule(positive_int, "a whole number of epochs, at least 1"),
     "finetune.steps": Rule(optional_positive_int, "null (no adaptation) or a whole number of steps, at least 1"),
+    "finetune.weight_decay": Rule(lambda v: number(v) and v >= 0, "a number, 0 or more, e.g. 0.01"),
+    "finetune.warmup_ratio": Rule(lambda v: number(v) and 0 <= v < 1, "a share of the steps in [0, 1), e.g. 0.1"),
+    "optimizer.weight_decay": Rule(lambda v: number(v) and v >= 0, "a number, 0 or more, e.g. 0.01"),
+    "optimizer.warmup_ratio": Rule(lambda v: number(v) and 0 <= v < 1, "a share of the steps in [0, 1), e.g. 0.1"),
     "data.batch_size": Rule(positive_int, "a whole number, at least 1"),
     "data.eval_batch_size": Rule(optional_positive_int, "null or a whole number, at least 1"),
     "data.max_length": Rule(lambda v: v is None or (whole_number(v) and v >= 2),
@@ -108,6 +114,26 @@ RULES: dict[str, Rule] = {
 }  # fmt: skip
 
 
+# The groups of plain options, each read whole by the code that trains (AdamW and its schedule; the predecessor's
+# fine-tuning or adaptation): a key outside these would be passed on, a TypeError, or dropped unread.
+PLAIN_GROUPS = {
+    "optimizer": ("lr", "weight_decay", "warmup_ratio"),
+    "finetune": ("epochs", "lr", "weight_decay", "warmup_ratio", "steps"),
+}
+
+
+def unknown_key_problems(cfg: DictConfig) -> list[str]:
+    """Each key added to a plain group (``+optimizer.betas=...``) that nothing reads, with the nearest one that is."""
+    problems = []
+    for group, known in PLAIN_GROUPS.items():
+        for key in cfg.get(group) or {}:
+            if key not in known:
+                near = difflib.get_close_matches(str(key), known, n=1)
+                hint = f"did you mean {group}.{near[0]}?" if near else f"its settings are {', '.join(known)}."
+                problems.append(f"{group}.{key} is no setting of the {group} group: {hint}")
+    return problems
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """Every problem with a run's settings, and the settings objects built from its config (None where a group
@@ -130,7 +156,7 @@ def checked_settings(cfg: DictConfig) -> RunSettings:
             f"trainer.max_steps={max_steps!r} must be at least 1 (or -1 with trainer.max_epochs at least 1): a run "
             "with no training step would export an untrained successor."
         )
-    reported = list(problems.values())
+    reported = list(problems.values()) + unknown_key_problems(cfg)
     theseus = _built(cfg, "theseus", lambda values: TheseusSettings(**values), problems, reported)
     method = _built(cfg, "method", method_from_config, problems, reported)
     schedule = _built(cfg, "replacement", lambda values: build_schedule(**values), problems, reported,
