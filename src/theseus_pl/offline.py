@@ -24,13 +24,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from theseus_pl.app.config.side_commands import command_parser, refuse
-from theseus_pl.app.run.paper_grid import BASELINE_INITS, GRIDS
+from theseus_pl.app.run.paper_grid import BASELINE_INITS, GRIDS, paper_experiment
 
 PACK_RECORD = "pack.json"  # what the node's run reads of the pack: the model's hub id, the tasks
 DEFAULT_TASKS = ("RTE", "CoLA", "STS-B", "SST-2")
@@ -49,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     pack.add_argument("--glue-dir", type=Path, default=Path("../shared/data/glue"), help="the GLUE folder")
     pack.add_argument("--tasks", nargs="+", default=list(DEFAULT_TASKS), help="GLUE task folders to pack")
     pack.add_argument("--python", default="3.12", help="the node's Python version (its wheels' tags)")
-    pack.add_argument("--piece-mb", type=float, default=64.0, help="the largest piece, in MiB")
+    pack.add_argument("--piece-mb", type=_piece_size, default=64.0, help="the largest piece, in MiB")
     pack.add_argument("--wheel", nargs="*", help="the packages the node lacks (default: what a PyTorch image lacks)")
     run = commands.add_parser("run", help="run the grid on the node, then write the report")
     run.add_argument("--dry-run", action="store_true", dest="dry_run_here", help="print the command lines")
@@ -77,12 +78,30 @@ def main(argv: Sequence[str] | None = None) -> None:
         _run(args, overrides)
 
 
+def _piece_size(text: str) -> float:
+    """``--piece-mb``: a size in MiB of at least one byte (a piece of none would pack nothing)."""
+    try:
+        mib = float(text)
+    except ValueError:
+        mib = 0.0
+    if not (math.isfinite(mib) and mib * 2**20 >= 1):
+        raise argparse.ArgumentTypeError(f"{text!r} is no size of a piece: a number of MiB above 0, e.g. 64")
+    return mib
+
+
 def _pack(args: argparse.Namespace) -> None:
     from theseus_pl.app.ship.offline_pack import NODE_WHEELS, build_pack, glue_tasks_problem
 
+    try:  # a task the node could not run is refused here, not there
+        for task in args.tasks:
+            paper_experiment(task)
+    except ValueError as error:
+        refuse(f"--tasks: {error}")
     problem = glue_tasks_problem(args.glue_dir, args.tasks)  # before the model is found: --dry-run refuses it too
     if problem:
         refuse(problem)
+    if args.output.exists() and not args.output.is_dir():
+        refuse(f"{args.output} is a file: give pack a new folder.")
     model_dir, hub_id = _model_folder(args.model)
     project_root = Path(__file__).resolve().parents[2]
     if not (project_root / "pyproject.toml").is_file():

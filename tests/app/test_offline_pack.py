@@ -90,6 +90,30 @@ def test_pack_refuses_missing_glue_tasks_by_name_dry_run_too(tmp_path: Path) -> 
         assert not (tmp_path / "pack").exists()
 
 
+@pytest.mark.parametrize(
+    ("arguments", "refusal"),
+    [
+        (["--tasks", "RTE", "FOO"], "error: --tasks: No paper experiment for FOO: the tasks are CoLA, SST-2, "),
+        (["--piece-mb", "0"], "error: argument --piece-mb: '0' is no size of a piece: a number of MiB above 0"),
+        (["--piece-mb", "inf"], "error: argument --piece-mb: 'inf' is no size of a piece"),
+        (["--output-is-a-file"], "is a file: give pack a new folder."),
+    ],
+)
+def test_pack_refuses_what_would_pack_nothing_or_fail_on_the_node(tmp_path: Path, arguments, refusal) -> None:
+    """A piece of no size packed nothing and said it had; an unknown task failed only on the node."""
+    output = tmp_path / "pack"
+    if arguments == ["--output-is-a-file"]:
+        output.write_text("a file")
+        arguments = []
+    glue = make_tiny_rte_glue_dir(tmp_path / "glue")
+    done = subprocess.run([sys.executable, "-m", "theseus_pl.offline", "pack", str(output), "--model", str(tmp_path),
+                           "--glue-dir", str(glue), "--tasks", "RTE", *arguments],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert refusal in done.stderr
+    assert output.is_file() or not output.exists()
+
+
 @pytest.mark.slow
 def test_pack_unpack_install_and_run_the_grid_in_miniature(tmp_path: Path, tiny_tokenizer) -> None:
     base = save_tiny_base(tmp_path / "base", tiny_tokenizer)
