@@ -160,6 +160,11 @@ def test_a_predecessor_folder_without_pooling_is_refused_in_one_line(sentence_fi
         ("data.corpora=[wikipedia]", "data.corpora: wikipedia is no corpus here: name any of convention_speeches"),
         ("theseus.successor_layers=4", "theseus.successor_layers=4 must be between 1 and 3"),
         ("data.held_out=500", "data.held_out=500 leaves no training sentence of the"),
+        ("data.held_out=0", "data.held_out=0 must be a whole number of sentences, at least 1: held out from training"),
+        ("data.held_out=abc", "data.held_out='abc' must be a whole number of sentences, at least 1"),
+        ("data.max_sentences=0", "data.max_sentences=0 must be null (every sentence) or a whole number, at least 1."),
+        ("data.train_tasks=[]", "data.train_tasks and data.corpora name no sentence: there is nothing to train on."),
+        ("data.split_seed=abc", "data.split_seed='abc' must be a whole number from 0 to 4294967295."),
     ],
 )  # fmt: skip
 def test_what_the_kind_cannot_use_is_refused_before_compute(sentence_files, tmp_path, override, refusal):

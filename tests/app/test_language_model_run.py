@@ -136,6 +136,9 @@ def test_a_language_model_run_goes_through_the_same_settings_checks_as_an_encode
         ("theseus.successor.intermediate_size=16", "theseus.successor.intermediate_size=16 narrows encoder successors"),
         ("evaluation.single_modules=true", "evaluation.single_modules=true scores each Theseus module alone on a task"),
         ("finetune.epochs=2", "finetune.epochs=2: a decoder-LM run compresses its predecessor as given"),
+        ("data.max_eval_windows=0", "data.max_eval_windows=0 must be null (every held-out window) or a whole number"),
+        ("data.split_seed=abc", "data.split_seed='abc' must be a whole number from 0 to 4294967295."),
+        ("data.held_out=abc", "data.held_out=abc must be between 0 and 1 (the share of documents held out)."),
     ],
 )
 def test_a_setting_a_language_model_run_does_not_read_is_refused_not_ignored(tiny_lm, tmp_path, override, refusal):

@@ -20,6 +20,7 @@ import torch
 from torch.utils.data import Dataset
 from transformers import PreTrainedTokenizerBase
 
+from theseus_pl.data.sentences import check_held_out
 from theseus_pl.data.sources import Source
 from theseus_pl.data.tasks import glue_task
 from theseus_pl.data.training_order import SentenceSplitsDataModule
@@ -63,6 +64,7 @@ def glue_pairs(source: Source, task_name: str, leaving_out: Collection[str] = ()
 
 def held_out_pairs(pairs: Pairs, held_out: int, seed: int) -> tuple[Pairs, Pairs]:
     """(training, held-out) pairs: ``held_out`` drawn by ``seed``, the rest in the same draw's order."""
+    check_held_out(held_out, "pairs")
     if held_out >= len(pairs):
         raise ValueError(
             f"data.held_out={held_out} leaves no training pair of the {len(pairs)} there are: hold out fewer."

@@ -20,6 +20,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Subset
 from transformers import PreTrainedTokenizerBase
 
+from theseus_pl.core.settings import optional_positive_int, positive_int
 from theseus_pl.data.sources import Source
 from theseus_pl.data.tasks import glue_task
 from theseus_pl.data.text_corpus import CORPORA
@@ -74,6 +75,11 @@ def held_out_split(
 ) -> tuple[list[str], list[str]]:
     """(training, held-out) sentences: ``held_out`` drawn by ``seed`` first, then at most ``limit`` of the rest (None:
     all) in the same draw's order, so a smaller budget's sentences are a prefix of a larger one's."""
+    if not sentences:
+        raise ValueError("data.train_tasks and data.corpora name no sentence: there is nothing to train on.")
+    check_held_out(held_out, "sentences")
+    if not optional_positive_int(limit):
+        raise ValueError(f"data.max_sentences={limit!r} must be null (every sentence) or a whole number, at least 1.")
     if held_out >= len(sentences):
         raise ValueError(
             f"data.held_out={held_out} leaves no training sentence of the {len(sentences)} there are: hold out fewer."
@@ -82,6 +88,13 @@ def held_out_split(
     random.Random(seed).shuffle(order)
     kept, train = order[:held_out], order[held_out:]
     return (train[:limit] if limit is not None else train), kept
+
+
+def check_held_out(held_out: object, unit: str) -> None:
+    """A ValueError unless ``held_out`` is a count of ``unit`` to hold out (a decoder LM's is a share instead)."""
+    if not positive_int(held_out):
+        raise ValueError(f"data.held_out={held_out!r} must be a whole number of {unit}, at least 1: held out from "
+                         "training, they are what validation and the record's fidelity are measured on.")  # fmt: skip
 
 
 class TokenizedSentences(Dataset):

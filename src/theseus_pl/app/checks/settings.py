@@ -85,6 +85,9 @@ RULES: dict[str, Rule] = {
                             "null (the task's own) or at least 2 tokens"),
     "data.max_train_samples": Rule(optional_positive_int, "null (all rows) or a whole number, at least 1"),
     "data.max_eval_samples": Rule(optional_positive_int, "null (all rows) or a whole number, at least 1"),
+    "data.max_eval_windows": Rule(optional_positive_int, "null (every held-out window) or a whole number, at least 1"),
+    "data.split_seed": Rule(lambda v: v is None or (whole_number(v) and 0 <= v <= MAX_SEED),
+                            f"a whole number from 0 to {MAX_SEED}"),
     # A run that trains no step would export an untrained successor (see trainer.max_steps in checked_settings).
     "trainer.max_epochs": Rule(lambda v: v is None or v == -1 or positive_int(v),
                                "-1 (the run ends at trainer.max_steps) or a whole number of epochs, at least 1: 0 "
