@@ -22,6 +22,7 @@ from datasets import Dataset, DatasetDict, load_from_disk
 from torch.utils.data import DataLoader
 from transformers import PreTrainedTokenizerBase
 
+from theseus_pl.core.settings import number
 from theseus_pl.data.cache_entry import load_or_build
 from theseus_pl.data.text_corpus import TextSource
 from theseus_pl.data.tokenized import default_cache_dir, tokenizer_fingerprint
@@ -35,7 +36,7 @@ IGNORED = -100  # the label the loss and the perplexity skip (Hugging Face's con
 def held_out_documents(count: int, fraction: float, seed: int) -> list[int]:
     """The indices (ascending) of the documents held out for evaluation: ``round(count * fraction)`` of them, at least
     one, drawn by ``seed``; a ValueError when that would leave nothing to train on."""
-    if not (isinstance(fraction, int | float) and 0 < fraction < 1):
+    if not (number(fraction) and 0 < fraction < 1):
         raise ValueError(f"data.held_out={fraction} must be between 0 and 1 (the share of documents held out).")
     held = max(1, round(count * fraction))
     if held >= count:

@@ -65,6 +65,9 @@ def share_or_count(value: Any) -> bool:
     return positive_int(value) or (isinstance(value, float) and 0 < value <= 1)
 
 
+WEIGHT_DECAY = Rule(lambda v: number(v) and v >= 0, "a number, 0 or more, e.g. 0.01")
+WARMUP_SHARE = Rule(lambda v: number(v) and 0 <= v < 1, "a share of the steps in [0, 1), e.g. 0.1")
+
 # The run's plain options (no settings object of their own), by config key.
 RULES: dict[str, Rule] = {
     "seed": Rule(lambda v: whole_number(v) and 0 <= v <= MAX_SEED, f"a whole number from 0 to {MAX_SEED}"),
@@ -75,10 +78,10 @@ RULES: dict[str, Rule] = {
     "finetune.lr": Rule(positive_number, "a number above 0, e.g. 2e-5"),
     "finetune.epochs": Rule(positive_int, "a whole number of epochs, at least 1"),
     "finetune.steps": Rule(optional_positive_int, "null (no adaptation) or a whole number of steps, at least 1"),
-    "finetune.weight_decay": Rule(lambda v: number(v) and v >= 0, "a number, 0 or more, e.g. 0.01"),
-    "finetune.warmup_ratio": Rule(lambda v: number(v) and 0 <= v < 1, "a share of the steps in [0, 1), e.g. 0.1"),
-    "optimizer.weight_decay": Rule(lambda v: number(v) and v >= 0, "a number, 0 or more, e.g. 0.01"),
-    "optimizer.warmup_ratio": Rule(lambda v: number(v) and 0 <= v < 1, "a share of the steps in [0, 1), e.g. 0.1"),
+    "finetune.weight_decay": WEIGHT_DECAY,
+    "finetune.warmup_ratio": WARMUP_SHARE,
+    "optimizer.weight_decay": WEIGHT_DECAY,
+    "optimizer.warmup_ratio": WARMUP_SHARE,
     "data.batch_size": Rule(positive_int, "a whole number, at least 1"),
     "data.eval_batch_size": Rule(optional_positive_int, "null or a whole number, at least 1"),
     "data.max_length": Rule(lambda v: v is None or (whole_number(v) and v >= 2),
