@@ -108,8 +108,16 @@ def test_the_command_line_keeps_a_finished_runs_record_and_refuses_what_it_canno
     folder = tmp_path / "cli"
     assert _app(*overrides, f"hydra.run.dir={folder}").returncode == 0
     record = {path.name: path.read_bytes() for path in (folder / ".hydra").iterdir()}
-    again = _app(*overrides, f"hydra.run.dir={folder}", "optimizer.lr=0.5", "seed=7")
+    again = _app(*overrides, f"hydra.run.dir={folder}", "benchmark.repeats=2")  # what runs after training only
     assert again.returncode == 0 and "holds a finished run (results.json); nothing was changed" in again.stdout
+    # Other training settings: it would end as if it had run them, so it is refused, naming both values.
+    other = _app(*overrides, f"hydra.run.dir={folder}", "optimizer.lr=0.5", "seed=7")
+    assert other.returncode == 2 and other.stderr.splitlines()[1] == (
+        f"- {folder} holds a finished run of other settings than this command's: optimizer.lr=0.001 there, 0.5 here; "
+        "seed=42 there, 7 here; it would be left as it is. Fix: resume=force to redo it here with this command's "
+        "settings, or hydra.run.dir=ANOTHER_FOLDER for a new run."
+    )
+    assert "seed=42 there, 7 here" in _app(*overrides, f"hydra.run.dir={folder}", "seed=7", "--check").stderr
     assert {path.name: path.read_bytes() for path in (folder / ".hydra").iterdir()} == record
     checked = _app(*overrides, f"hydra.run.dir={folder}", "--check")
     assert f"outputs: {folder} holds a finished run, which the run would leave as it is" in checked.stdout

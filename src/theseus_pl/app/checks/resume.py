@@ -79,13 +79,45 @@ def resume_problems(output_dir: Path, cfg: DictConfig) -> tuple[ResumePoint | No
     differ = [key for key in sorted({*recorded, *settings}) if recorded.get(key, NOT_SET) != settings.get(key, NOT_SET)]
     if not differ:
         return ResumePoint(last, step), []
+    return None, [
+        f"{last} (step {step}) was trained with other settings than this command's: "
+        f"{_both_values(cfg, differ, recorded, settings)}. Rerun with its settings to resume, resume=false to start "
+        "over in this folder, or hydra.run.dir=ANOTHER_FOLDER for a new run."
+    ]
+
+
+def finished_run_problems(output_dir: Path, cfg: DictConfig) -> list[str]:
+    """A command that would leave the finished run in ``output_dir`` as it is, though it asks for other settings than
+    those that trained it (its ``.hydra/config.yaml``): it would end as if it had run what it asked for. Settings
+    only one of the two configs has (another version of theseus_pl wrote it) are not compared; a folder without
+    Hydra's record (a run made from Python) is not checked."""
+    composed = output_dir / ".hydra" / "config.yaml"
+    if cfg.resume == "force" or not (output_dir / "results.json").is_file() or not composed.is_file():
+        return []
+    recorded_config = OmegaConf.load(composed)
+    recorded_config.paths = cfg.paths  # free to change, and resolved by Hydra's resolver only inside the run's job
+    try:
+        recorded = training_settings(recorded_config)  # type: ignore[arg-type]
+    except Exception as error:  # an interpolation this version cannot resolve: nothing to compare against
+        log.warning("%s cannot be resolved (%s): the finished run's settings are not compared.", composed, error)
+        return []
+    settings = training_settings(cfg)
+    differ = [key for key in sorted(recorded.keys() & settings.keys()) if recorded[key] != settings[key]]
+    if not differ:
+        return []
+    return [
+        f"{output_dir} holds a finished run of other settings than this command's: "
+        f"{_both_values(cfg, differ, recorded, settings)}; it would be left as it is. Fix: resume=force to redo it "
+        "here with this command's settings, or hydra.run.dir=ANOTHER_FOLDER for a new run."
+    ]
+
+
+def _both_values(cfg: DictConfig, differ: list[str], recorded: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
+    """Each differing key with its value there and here; keys set by interpolation (``data.seed: ${seed}``) only
+    where nothing else differs."""
     interpolated = {key for key, value in _flat(OmegaConf.to_container(cfg)).items() if "${" in str(value)}
     named = [key for key in differ if key not in interpolated] or differ
-    both = "; ".join(f"{key}={recorded.get(key, NOT_SET)} there, {settings.get(key, NOT_SET)} here" for key in named)
-    return None, [
-        f"{last} (step {step}) was trained with other settings than this command's: {both}. Rerun with its settings "
-        "to resume, resume=false to start over in this folder, or hydra.run.dir=ANOTHER_FOLDER for a new run."
-    ]
+    return "; ".join(f"{key}={recorded.get(key, NOT_SET)} there, {settings.get(key, NOT_SET)} here" for key in named)
 
 
 def _free_to_change(key: str) -> bool:

@@ -21,7 +21,7 @@ from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf
 
 from theseus_pl.app.checks.refused import RunRefused
-from theseus_pl.app.checks.resume import ResumePoint, resume_problems, training_settings
+from theseus_pl.app.checks.resume import ResumePoint, finished_run_problems, resume_problems, training_settings
 from theseus_pl.app.checks.run import planned_trainer
 from theseus_pl.app.checks.schedule import total_steps
 from theseus_pl.app.checks.settings import RunSettings, checked_settings
@@ -60,7 +60,7 @@ def run(cfg: DictConfig) -> RunRecord | None:
     started, memory_since = time.perf_counter(), start_peak_memory()
     output_dir = Path(cfg.paths.output_dir)
     settings = checked_settings(cfg)  # each group's settings object, built and checked once, for either kind
-    finished = None if settings.problems else finished_run(output_dir, cfg.resume)
+    finished = None if settings.problems else finished_run(output_dir, cfg)
     if finished is not None:
         return finished
     resumed, resume_refusals = resume_problems(output_dir, cfg)
@@ -152,7 +152,7 @@ def plan(cfg: DictConfig) -> list[str]:
     output_dir = Path(cfg.paths.output_dir)
     resumed, resume_refusals = resume_problems(output_dir, cfg)
     kind = run_kind(cfg, settings)
-    _check(kind, resume_refusals)
+    _check(kind, resume_refusals + finished_run_problems(output_dir, cfg))
     kind.prepare_data()
     method, theseus, schedule = settings.method, settings.theseus, settings.schedule
     assert method is not None and theseus is not None and schedule is not None  # the checks passed

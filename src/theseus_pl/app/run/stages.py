@@ -16,6 +16,7 @@ from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig
 
 from theseus_pl.app.checks.refused import RunRefused
+from theseus_pl.app.checks.resume import finished_run_problems
 from theseus_pl.app.methods.method import Method
 from theseus_pl.app.predecessors.classifier import looks_like_path
 from theseus_pl.app.results.envelope import Hardware, ResultsError, RunRecord
@@ -48,9 +49,9 @@ def evaluation_settings(trainer_cfg: DictConfig, precision: str) -> dict[str, An
     }
 
 
-def finished_run(output_dir: Path, resume: bool | str) -> RunRecord | None:
+def finished_run(output_dir: Path, cfg: DictConfig) -> RunRecord | None:
     """A finished run's results (its ``results.json``, of either kind), left untouched; None when this folder is to be
-    trained (``resume`` permitting).
+    trained (``cfg.resume`` permitting). A command of other training settings is refused (:class:`RunRefused`).
 
     Only ``resume=force`` redoes a finished run in place: it removes the old results and checkpoints first, so
     nothing of the old run is resumed or mistaken for the new one's.
@@ -58,7 +59,7 @@ def finished_run(output_dir: Path, resume: bool | str) -> RunRecord | None:
     results = output_dir / "results.json"
     if not results.is_file():
         return None
-    if resume == "force":
+    if cfg.resume == "force":
         log.warning("resume=force: redoing the finished run in %s; its results and checkpoints go.", output_dir)
         results.unlink()
         shutil.rmtree(output_dir / "checkpoints", ignore_errors=True)
@@ -70,6 +71,8 @@ def finished_run(output_dir: Path, resume: bool | str) -> RunRecord | None:
             f"{error} This folder's run finished, but its record is damaged: resume=force redoes the run in place, "
             "or hydra.run.dir=ANOTHER_FOLDER runs it anew elsewhere."
         ]) from None  # fmt: skip
+    if problems := finished_run_problems(output_dir, cfg):
+        raise RunRefused(problems)
     log.warning(
         "%s holds a finished run (results.json); nothing was changed. To redo it, rerun with resume=force (in place) "
         "or into another folder (hydra.run.dir=DIR).", output_dir,
