@@ -3,6 +3,7 @@
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from theseus_pl.app.predecessors.classifier import cache_key, load_classifier
+from theseus_pl.app.predecessors.classifier import cache_key, fine_tune, load_classifier
 from theseus_pl.app.results.reading import read_results
 from theseus_pl.app.run import task_model
 from theseus_pl.app.run.pipeline import run
@@ -169,3 +170,14 @@ def test_a_base_saved_in_half_precision_is_fine_tuned_in_fp32(tiny_base, tmp_pat
     AutoTokenizer.from_pretrained(tiny_base).save_pretrained(half)
     model = load_classifier(str(half), glue_task("RTE"), new_head=True)
     assert {parameter.dtype for parameter in model.parameters()} == {torch.float32}
+
+
+def test_the_predecessors_fine_tuning_shows_the_runs_progress_bar_line_by_line(tiny_base, glue_dir, tmp_path, capsys):
+    """tqdm's bar, as the run's own fit: Lightning's default where ``rich`` is installed writes nothing to a log file
+    until the fit ends, and at base size the fine-tuning is an hour of silence."""
+    cfg = compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path))
+    datamodule = instantiate(cfg.data, tokenizer=cfg.model.base)
+    fine_tune(cfg.model.base, datamodule, OmegaConf.to_container(cfg.finetune), tmp_path / "predecessor",
+              evaluation_settings(cfg.trainer, "32-true"))  # fmt: skip
+    shown = capsys.readouterr()
+    assert re.search(r"Epoch 0: 100%\|█+\| 6/6 ", shown.out + shown.err)  # 24 training rows, 4 a batch; Rich: "0/0 ━"

@@ -149,6 +149,13 @@ class ResumeCheckpoint(Checkpoint):
             self._saved_step = trainer.global_step
 
 
+def progress_bar() -> ClosingProgressBar:
+    """The bar of a fit the run makes outside its own Trainer (the predecessor's fine-tuning or adaptation): the run's
+    kind (``callbacks.progress_bar``), not Lightning's default, which is Rich's where ``rich`` is installed and writes
+    nothing to a log file until the fit ends (an hour at base size)."""
+    return ClosingProgressBar(refresh_rate=10)
+
+
 class ClosingProgressBar(TQDMProgressBar):
     """Lightning's tqdm progress bar, closed when a fit fails as when it ends.
 

@@ -26,6 +26,7 @@ from theseus_pl.core.io import is_sequence_classifier
 from theseus_pl.data.cache_entry import content_digest, load_or_build, manifest_problem
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.tasks import TaskSpec, head_label_problem
+from theseus_pl.lightning.callbacks import progress_bar
 from theseus_pl.lightning.evaluation import evaluate
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.modules import FineTuningModule
@@ -185,7 +186,7 @@ def fine_tune(
     with tempfile.TemporaryDirectory(prefix="theseus-pl-finetune-") as work:
         checkpoint = ModelCheckpoint(dirpath=work, monitor="val/score", mode="max", save_weights_only=True)
         trainer = pl.Trainer(
-            **trainer_settings, max_epochs=finetune["epochs"], callbacks=[checkpoint], logger=False,
+            **trainer_settings, max_epochs=finetune["epochs"], callbacks=[checkpoint, progress_bar()], logger=False,
             default_root_dir=work,
         )  # fmt: skip
         trainer.fit(module, datamodule=datamodule)
