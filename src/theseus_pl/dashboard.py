@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from theseus_pl.app.config.side_commands import command_parser
-from theseus_pl.app.report.tables import REPORTED, find_records
+from theseus_pl.app.report.tables import REPORTED, find_records, no_results
 from theseus_pl.app.results.envelope import UnknownKind
 from theseus_pl.app.tracking.dashboard import (
     check_kinds,
@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> Any:
         except FileNotFoundError as error:
             parser.error(str(error))
         if not runs:
-            parser.error(f"No results.json under {folder}: give the folder of a finished sweep (a multirun folder).")
+            parser.error(str(no_results([folder], "the folder of a finished sweep (a multirun folder)")))
     if args.report is not None:
         try:
             item = sweep_report(args.entity, args.project, args.report, runs)

@@ -243,6 +243,20 @@ def test_a_damaged_run_is_skipped_in_one_line_and_the_others_are_reported(tmp_pa
     assert skipped.startswith(f"Skipped {damaged.parent}: {damaged} cannot be read (JSONDecodeError: ")
 
 
+def test_a_folder_whose_every_run_is_damaged_is_refused_as_unreadable_not_as_empty(tmp_path, capsys):
+    plant(tmp_path / "runs" / "a", a_run("SST-2", "kd", 84.0, 81.0))
+    damaged = tmp_path / "runs" / "a" / "results.json"
+    damaged.write_text(damaged.read_text()[:300])
+    with pytest.raises(SystemExit) as refused:
+        main([str(tmp_path / "runs"), "--output", str(tmp_path / "out")])
+    assert refused.value.code == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.endswith(f"error: No readable results.json under {tmp_path / 'runs'}: the 1 found could not be read "
+                          "(the warnings above say why); give the folders of finished runs (a run folder or a "
+                          "multirun folder such as multirun/2026-01-01_12-00-00).")  # fmt: skip
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_report_of_a_folder_that_is_not_there_is_refused_in_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as refused:
         main([str(tmp_path / "nowhere")])

@@ -66,7 +66,7 @@ def find_runs(folders: Sequence[Path]) -> tuple[list[RunResults], list[str]]:
     records, missing = find_records(folders)
     runs = by_kind(records, REPORTED, REPORT)[TASK_MODEL]
     if not runs:
-        _no_results(folders)
+        raise no_results(folders)
     return runs, missing
 
 
@@ -100,11 +100,20 @@ def results_files(folders: Sequence[Path]) -> list[Path]:
     return files
 
 
-def _no_results(folders: Sequence[Path]) -> None:
-    raise FileNotFoundError(
-        f"No results.json under {', '.join(map(str, folders))}: give the folders of finished runs (a run folder "
-        "or a multirun folder such as multirun/2026-01-01_12-00-00)."
-    )
+FINISHED_RUNS = "the folders of finished runs (a run folder or a multirun folder such as multirun/2026-01-01_12-00-00)"
+
+
+def no_results(folders: Sequence[Path], give: str = FINISHED_RUNS) -> FileNotFoundError:
+    """The error for folders that yielded no run: "no results.json" is untrue where every one found was skipped as
+    unreadable, so that case names the count and points at the warnings."""
+    where = ", ".join(map(str, folders))
+    found = len(results_files(folders))
+    if found:
+        return FileNotFoundError(
+            f"No readable results.json under {where}: the {found} found could not be read (the warnings above say "
+            f"why); give {give}."
+        )
+    return FileNotFoundError(f"No results.json under {where}: give {give}.")
 
 
 def _is_wandb_copy(results: Path) -> bool:
@@ -342,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     try:
         records, missing = find_records(args.folders)  # one pass over the runs of every kind
         if not records:
-            _no_results(args.folders)
+            raise no_results(args.folders)
     except FileNotFoundError as error:
         parser.error(str(error))
     try:
