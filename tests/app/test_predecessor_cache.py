@@ -181,3 +181,13 @@ def test_the_predecessors_fine_tuning_shows_the_runs_progress_bar_line_by_line(t
               evaluation_settings(cfg.trainer, "32-true"))  # fmt: skip
     shown = capsys.readouterr()
     assert re.search(r"Epoch 0: 100%\|█+\| 6/6 ", shown.out + shown.err)  # 24 training rows, 4 a batch; Rich: "0/0 ━"
+
+
+def test_a_dev_pass_shows_the_runs_progress_bar_line_by_line(tiny_base, glue_dir, tmp_path, capsys):
+    """Scoring the successor and the predecessor on dev, as the fine-tuning: tqdm's bar, not Rich's silent one."""
+    cfg = compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path))
+    datamodule = instantiate(cfg.data, tokenizer=cfg.model.base)
+    evaluate(load_classifier(cfg.model.base, datamodule.task, new_head=True), datamodule,
+             evaluation_settings(cfg.trainer, "32-true"))  # fmt: skip
+    shown = capsys.readouterr()
+    assert re.search(r"Validation DataLoader 0: 100%\|█+\| \d+/\d+ ", shown.out + shown.err)

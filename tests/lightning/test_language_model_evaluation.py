@@ -1,5 +1,7 @@
 """The held-out comparison of a compressed LM with its predecessor."""
 
+import re
+
 import pytest
 from decoder_models import InMemoryText, tiny_decoder, tiny_documents, tiny_lm_tokenizer
 
@@ -31,3 +33,14 @@ def test_a_shallower_model_is_measured_against_its_predecessor(tmp_path):
     assert values["kl"] > 0 and values["agreement"] < 1
     assert set(alone) == {"perplexity", "nll"}
     assert values["reference_perplexity"] == pytest.approx(alone["perplexity"])  # the predecessor's, in the same pass
+
+
+def test_the_held_out_pass_shows_the_runs_tqdm_bar_and_none_where_bars_are_off(tmp_path, capsys):
+    """Lightning's default bar is Rich's where ``rich`` is installed, and it writes nothing to a log file."""
+    model = tiny_decoder("llama")
+    evaluate_language_model(model, _windows(tmp_path), SETTINGS)
+    shown = capsys.readouterr()
+    assert re.search(r"Validation DataLoader 0: 100%\|█+\| \d+/\d+ ", shown.out + shown.err)
+    evaluate_language_model(model, _windows(tmp_path), SETTINGS | {"enable_progress_bar": False})
+    shown = capsys.readouterr()
+    assert "Validation" not in shown.out + shown.err

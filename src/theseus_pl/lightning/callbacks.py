@@ -156,6 +156,12 @@ def progress_bar() -> ClosingProgressBar:
     return ClosingProgressBar(refresh_rate=10)
 
 
+def progress_bars(settings: Mapping[str, Any]) -> list[ClosingProgressBar]:
+    """The ``callbacks`` of a Trainer made from ``settings`` to score a model (every dev pass after training): its
+    bar, as :func:`progress_bar`, unless the settings turn bars off (Lightning refuses a bar given then)."""
+    return [progress_bar()] if settings.get("enable_progress_bar", True) else []
+
+
 class ClosingProgressBar(TQDMProgressBar):
     """Lightning's tqdm progress bar, closed when a fit fails as when it ends.
 

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
+from theseus_pl.lightning.callbacks import progress_bars
 from theseus_pl.lightning.language_model_metrics import LanguageModelMetrics
 from theseus_pl.lightning.modules import Batch
 
@@ -42,7 +43,7 @@ def evaluate_language_model(
     ``reference_perplexity`` and ``reference_nll`` from the same pass; ``settings`` are the Trainer's (accelerator,
     precision)."""
     comparison = _Comparison(model, reference)
-    trainer = pl.Trainer(**settings, logger=False, enable_checkpointing=False)
+    trainer = pl.Trainer(**settings, logger=False, enable_checkpointing=False, callbacks=progress_bars(settings))
     with torch.no_grad():
         trainer.validate(comparison, windows, verbose=False)
     values = comparison.metrics.compute()

@@ -14,6 +14,7 @@ from theseus_pl.core.io import is_pickled, is_sequence_classifier, load_successo
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.sources import GlueDirSource
 from theseus_pl.data.tasks import TaskSpec, head_label_problem
+from theseus_pl.lightning.callbacks import progress_bar
 from theseus_pl.lightning.modules import ClassifierModule
 
 STSB_RANGE = (0.0, 5.0)
@@ -113,7 +114,9 @@ def predict_and_write(
     model: torch.nn.Module, datamodule: TextTaskDataModule, output_dir: Path, trainer: pl.Trainer | None = None
 ) -> list[Path]:
     """Predict every test split of the datamodule's task and write one submission file per split."""
-    trainer = trainer or pl.Trainer(accelerator="auto", devices=1, logger=False, enable_checkpointing=False)
+    trainer = trainer or pl.Trainer(
+        accelerator="auto", devices=1, logger=False, enable_checkpointing=False, callbacks=[progress_bar()]
+    )
     outputs = trainer.predict(ClassifierModule(model.eval()), datamodule=datamodule)
     splits = datamodule.task.test_splits
     per_split = outputs if len(splits) > 1 else [outputs]
