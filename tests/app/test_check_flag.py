@@ -35,7 +35,9 @@ def test_check_prints_the_plan_and_writes_no_run_folder(tiny_base, glue_dir, tmp
     plan = dict(line.strip().split(": ", 1) for line in lines[1:])
     assert plan["kind"] == "task model (an encoder compressed on a task)"
     assert plan["data"].startswith("RTE, GLUE RTE, from the classic GLUE files: ")
-    assert plan["predecessor"].endswith("(fine-tuned on the task first, or from the cache), 4 layers")
+    cache = tmp_path / "cache" / "predecessors"
+    assert re.fullmatch(rf".* \(fine-tuned on the task first, 6 steps, into the cache: {cache}/RTE-[0-9a-f]{{16}}\), "
+                        "4 layers", plan["predecessor"])  # fmt: skip
     assert plan["training"].startswith("6 optimizer steps of 4 rows (24 rows")
     assert plan["method"] == "theseus, 2 layers kept"
     assert plan["schedule"].startswith("curriculum: p = ") and plan["precision"]

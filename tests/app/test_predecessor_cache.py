@@ -15,12 +15,21 @@ import torch
 from app_runs import compose_config, tiny_run_overrides
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
+from raise_at_step import RaiseAtStep
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from theseus_pl.app.predecessors.classifier import cache_key, fine_tune, load_classifier
+from theseus_pl.app.predecessors import classifier
+from theseus_pl.app.predecessors.classifier import (
+    cache_key,
+    cached_predecessor_folder,
+    fine_tune,
+    fine_tuning_work,
+    interrupted_at,
+    load_classifier,
+)
 from theseus_pl.app.results.reading import read_results
 from theseus_pl.app.run import task_model
-from theseus_pl.app.run.pipeline import run
+from theseus_pl.app.run.pipeline import plan, run
 from theseus_pl.app.run.stages import evaluation_settings, run_hardware
 from theseus_pl.core.precision import resolve_precision
 from theseus_pl.data.cache_entry import MANIFEST, write_manifest
@@ -178,7 +187,7 @@ def test_the_predecessors_fine_tuning_shows_the_runs_progress_bar_line_by_line(t
     cfg = compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path))
     datamodule = instantiate(cfg.data, tokenizer=cfg.model.base)
     fine_tune(cfg.model.base, datamodule, OmegaConf.to_container(cfg.finetune), tmp_path / "predecessor",
-              evaluation_settings(cfg.trainer, "32-true"))  # fmt: skip
+              evaluation_settings(cfg.trainer, "32-true"), tmp_path / "work")  # fmt: skip
     shown = capsys.readouterr()
     assert re.search(r"Epoch 0: 100%\|█+\| 6/6 ", shown.out + shown.err)  # 24 training rows, 4 a batch; Rich: "0/0 ━"
 
@@ -191,3 +200,50 @@ def test_a_dev_pass_shows_the_runs_progress_bar_line_by_line(tiny_base, glue_dir
              evaluation_settings(cfg.trainer, "32-true"))  # fmt: skip
     shown = capsys.readouterr()
     assert re.search(r"Validation DataLoader 0: 100%\|█+\| \d+/\d+ ", shown.out + shown.err)
+
+
+def test_a_fine_tuning_interrupted_midway_continues_where_it_stopped(tiny_base, glue_dir, tmp_path, monkeypatch):
+    """Killed after step 8 of 12 (mid-epoch), it trains the last 4 from its checkpoint: without dropout, to the same
+    weights as an uninterrupted fine-tuning (data order, optimizer, schedule and best epoch restored); ``--check``
+    says it would continue."""
+    config = json.loads((tiny_base / "config.json").read_text())
+    config |= {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}  # dropout draws anew after a resume
+    (tiny_base / "config.json").write_text(json.dumps(config))
+    cfg = compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "finetune.epochs=2",
+                         "trainer.precision=32-true", "check_steps=0")  # 6 batches an epoch  # fmt: skip
+    finetune = OmegaConf.to_container(cfg.finetune)
+    cached = cached_predecessor_folder(cfg.model.base, instantiate(cfg.data, tokenizer=cfg.model.base), finetune,
+                                       cfg.seed, Path(cfg.paths.cache_dir), "32-true")  # fmt: skip
+
+    def fine_tuned(name: str, work: Path) -> Path:
+        torch.manual_seed(0)  # the new head, as the run's seed would
+        datamodule = instantiate(cfg.data, tokenizer=cfg.model.base)  # a new process's
+        fine_tune(cfg.model.base, datamodule, finetune, tmp_path / name, evaluation_settings(cfg.trainer, "32-true"),
+                  work, every_n_steps=4)  # fmt: skip
+        return tmp_path / name
+
+    with monkeypatch.context() as patched:
+        patched.setattr(classifier, "progress_bar", lambda: RaiseAtStep(8))
+        with pytest.raises(RuntimeError, match="planned failure at step 8"):
+            fine_tuned("resumed", fine_tuning_work(cached))
+    assert interrupted_at(fine_tuning_work(cached)) == 8  # every 4 steps: kept when the fine-tuning failed
+    planned = dict(line.split(": ", 1) for line in plan(cfg))
+    assert planned["predecessor"].endswith(
+        "(its interrupted fine-tuning on the task continues from step 8 of 12), 4 layers"
+    )
+    resumed, whole = fine_tuned("resumed", fine_tuning_work(cached)), fine_tuned("whole", tmp_path / "work")
+    made, once = (json.loads((folder / "predecessor.json").read_text()) for folder in (resumed, whole))
+    assert made["resumed_at_step"] == 8 and "resumed_at_step" not in once
+    assert made["dev_metrics"] == once["dev_metrics"]
+    weights = [AutoModelForSequenceClassification.from_pretrained(folder).state_dict() for folder in (resumed, whole)]
+    assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[1])
+    assert not fine_tuning_work(cached).exists() and not (tmp_path / "work").exists()  # gone once written
+
+
+def test_a_fine_tuning_that_diverged_leaves_nothing_to_continue(tiny_base, glue_dir, tmp_path):
+    cfg = compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "finetune.lr=1e12")
+    datamodule = instantiate(cfg.data, tokenizer=cfg.model.base)
+    with pytest.raises(RuntimeError, match="diverged"):
+        fine_tune(cfg.model.base, datamodule, OmegaConf.to_container(cfg.finetune), tmp_path / "predecessor",
+                  evaluation_settings(cfg.trainer, "32-true"), tmp_path / "work", every_n_steps=2)  # fmt: skip
+    assert not (tmp_path / "work").exists()  # a resume would diverge again

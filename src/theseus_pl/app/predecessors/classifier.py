@@ -2,7 +2,9 @@
 
 Every run of a sweep that shares the base model, task, data and fine-tuning settings reuses one cached
 predecessor: the cache key holds everything that determines it. When several jobs need it at once, one fine-tunes
-and the others wait for it; a damaged entry is rebuilt (``cache_entry``).
+and the others wait for it; a damaged entry is rebuilt (``cache_entry``). A fine-tuning killed midway (an hour at
+base size on a CPU) continues from its last checkpoint when a run needs the same predecessor again: its work
+folder, beside the entry it will become, is named by the same key.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import tempfile
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,7 @@ from theseus_pl.core.io import is_sequence_classifier
 from theseus_pl.data.cache_entry import content_digest, load_or_build, manifest_problem
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.tasks import TaskSpec, head_label_problem
-from theseus_pl.lightning.callbacks import progress_bar
+from theseus_pl.lightning.callbacks import ResumeCheckpoint, progress_bar
 from theseus_pl.lightning.evaluation import evaluate
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.modules import FineTuningModule
@@ -123,14 +125,17 @@ def prepare_predecessor(
     seed: int,
     cache_dir: Path,
     trainer_settings: dict[str, Any],
+    every_n_steps: int | None = None,
 ) -> Predecessor:
+    """The run's predecessor: the one given, the cached one, or ``base`` fine-tuned now into the cache (its resume
+    checkpoint written after every epoch's validation and every ``every_n_steps`` optimizer steps)."""
     if given:
         return Predecessor(str(Path(given).expanduser()) if looks_like_path(given) else given, "given")
     directory = cached_predecessor_folder(base, datamodule, finetune, seed, cache_dir, trainer_settings["precision"])
 
     def build(staging: Path) -> None:
         log.info("Fine-tuning %s on %s into the predecessor (cached as %s)", base, datamodule.task.name, directory)
-        fine_tune(base, datamodule, finetune, staging, trainer_settings)
+        fine_tune(base, datamodule, finetune, staging, trainer_settings, fine_tuning_work(directory), every_n_steps)
 
     dev_metrics, built = load_or_build(directory, load_checked, build, f"{datamodule.task.name} predecessor")
     if not built:
@@ -145,6 +150,24 @@ def cached_predecessor_folder(
     return (
         cache_dir / "predecessors" / f"{datamodule.task.name}-{cache_key(base, datamodule, finetune, seed, precision)}"
     )
+
+
+def fine_tuning_work(folder: Path) -> Path:
+    """Where the fine-tuning of the predecessor cached at ``folder`` keeps its checkpoints until it ends."""
+    return folder.parent / f".work-{folder.name}"
+
+
+def interrupted_at(work: Path) -> int | None:
+    """The optimizer step an interrupted fine-tuning in ``work`` continues from (None: there is none to continue)."""
+    last = work / "last.ckpt"
+    if not last.is_file():
+        return None
+    try:  # memory-mapped: the weights are not read
+        return int(torch.load(last, map_location="cpu", weights_only=False, mmap=True)["global_step"])
+    except Exception as error:  # cut short, or from a version that saved otherwise: torch's reasons are many
+        log.warning("%s cannot be read (%s: %s); the fine-tuning starts over.", last, type(error).__name__, error)
+        shutil.rmtree(work, ignore_errors=True)
+        return None
 
 
 def is_cached(folder: Path) -> bool:
@@ -177,26 +200,44 @@ def fine_tune(
     finetune: dict[str, Any],
     directory: Path,
     trainer_settings: dict[str, Any],
+    work: Path,
+    every_n_steps: int | None = None,
 ) -> None:
     """Fine-tune every parameter of ``base`` (paper: batch 32, lr 2e-5, 4 epochs) into ``directory``; keep the best
     dev epoch. The directory then holds the model, its tokenizer and ``predecessor.json`` (how it was made, and the
-    dev metrics of the kept model)."""
+    dev metrics of the kept model).
+
+    ``work`` holds the checkpoints while it trains: the best epoch's weights and ``last.ckpt``, written after every
+    validation and every ``every_n_steps`` optimizer steps. A fine-tuning killed midway continues from there when
+    called again with the same ``work``, in the data order it had reached, with its optimizer, schedule and best epoch;
+    dropout after the resume draws anew, so the model is close to, not bit for bit, the uninterrupted one
+    (``predecessor.json`` records the step it continued from). ``work`` is removed once the predecessor is written,
+    and when the fine-tuning diverged (a resume would diverge again)."""
     model = load_classifier(base, datamodule.task, new_head=True)
     module = fine_tuning_module(model, datamodule.task, finetune)
-    with tempfile.TemporaryDirectory(prefix="theseus-pl-finetune-") as work:
-        checkpoint = ModelCheckpoint(dirpath=work, monitor="val/score", mode="max", save_weights_only=True)
-        trainer = pl.Trainer(
-            **trainer_settings, max_epochs=finetune["epochs"], callbacks=[checkpoint, progress_bar()], logger=False,
-            default_root_dir=work,
-        )  # fmt: skip
-        trainer.fit(module, datamodule=datamodule)
+    resumed_at = interrupted_at(work)
+    if resumed_at is not None:
+        log.info("Continuing the fine-tuning interrupted at step %d (%s)", resumed_at, work / "last.ckpt")
+    checkpoint = ModelCheckpoint(dirpath=work, monitor="val/score", mode="max", save_weights_only=True)
+    trainer = pl.Trainer(
+        **trainer_settings, max_epochs=finetune["epochs"], logger=False, default_root_dir=work,
+        callbacks=[checkpoint, ResumeCheckpoint(work, every_n_steps), progress_bar()],
+    )  # fmt: skip
+    trainer.fit(module, datamodule=datamodule, ckpt_path=work / "last.ckpt" if resumed_at is not None else None)
+    try:
         _require_finite(base, checkpoint.best_model_score, trainer.callback_metrics.get("train/loss"))
-        best = torch.load(checkpoint.best_model_path, map_location="cpu", weights_only=True)["state_dict"]
+    except RuntimeError:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    best = torch.load(checkpoint.best_model_path, map_location="cpu", weights_only=True)["state_dict"]
     module.load_state_dict(best)
     made = {"base": base, "finetune": finetune, "dev_metrics": evaluate(model, datamodule, trainer_settings)}
+    if resumed_at is not None:
+        made["resumed_at_step"] = resumed_at
     model.save_pretrained(directory)
     datamodule.tokenizer.save_pretrained(directory)
     (directory / "predecessor.json").write_text(json.dumps(made, indent=2))
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def _require_finite(base: str, best_score: torch.Tensor | None, last_loss: torch.Tensor | None) -> None:

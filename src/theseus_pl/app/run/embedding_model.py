@@ -182,7 +182,7 @@ class EmbeddingModelRun(RunKind):
         path = Path(self.cfg.paths.cache_dir) / "sentence_sts" / key
         return load_or_build(path, load, build, "the predecessor's STS-B dev score")[0]
 
-    def plan(self, steps: int | None, world_size: int) -> list[str]:
+    def plan(self, steps: int | None, world_size: int, precision: str) -> list[str]:
         cfg, datamodule = self.cfg, self.datamodule
         if isinstance(datamodule, SentencePairDataModule):
             train, held_out, unit = len(datamodule.pairs["train"]), len(datamodule.pairs["validation"]), "pairs"

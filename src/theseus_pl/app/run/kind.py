@@ -47,10 +47,11 @@ class RunKind:
         is returned with its batch count (to be timed too); None where the predecessor needs no training."""
         return None
 
-    def plan(self, steps: int | None, world_size: int) -> list[str]:
+    def plan(self, steps: int | None, world_size: int, precision: str) -> list[str]:
         """What this kind's run would read and train on, in lines (``--check``), once :meth:`check` passed and the
         data is prepared; ``steps``: the run's optimizer steps (None where an epoch count leaves them unknown);
-        ``world_size``: the processes that train together, each on its own batches (DDP)."""
+        ``world_size``: the processes that train together, each on its own batches (DDP); ``precision``: the one
+        the run would train in (a cached predecessor is cached by it)."""
         raise NotImplementedError
 
     def method_inputs(self, optimizer: dict[str, Any]) -> MethodInputs:

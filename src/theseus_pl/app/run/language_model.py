@@ -110,7 +110,7 @@ class LanguageModelRun(RunKind):
             raise RunRefused(problems)
         self.other_windows = _other_windows(self.cfg, self.tokenizer, cache_dir)
 
-    def plan(self, steps: int | None, world_size: int) -> list[str]:
+    def plan(self, steps: int | None, world_size: int, precision: str) -> list[str]:
         cfg, datamodule = self.cfg, self.datamodule
         train, held_out = len(datamodule.splits["train"]), len(datamodule.splits["validation"])
         window, batch = datamodule.window, datamodule.batch_size

@@ -161,7 +161,7 @@ def plan(cfg: DictConfig) -> list[str]:
     world_size = planned_trainer(cfg, hardware.precision).world_size
     return [
         f"kind: {kind.description}",
-        *kind.plan(steps, world_size),
+        *kind.plan(steps, world_size, hardware.precision),
         f"method: {method.name}, {theseus.successor_layers} layers kept"
         + ("" if method.trains else ", trains nothing"),
         *([f"loss: {method.loss_in_words(kind.loss)}"] if isinstance(method, SoftTargets) and method.trains else []),

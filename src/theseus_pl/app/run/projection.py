@@ -237,7 +237,7 @@ def _timed_fine_tuning(
         return []
     module, batches = fine_tuning
     steps = timed_steps(module, kind.datamodule, evaluation, timed, None)
-    epochs = batches // len(kind.datamodule.train_dataloader())  # validated after each, then scored once more
+    epochs = -(-batches // len(kind.datamodule.train_dataloader()))  # validated after each, then scored once more
     timings = timed_validation(module, kind.datamodule, evaluation, steps)
     return [projection_line("the predecessor's fine-tuning", batches, timings, epochs + 1)]
 

@@ -23,6 +23,8 @@ from theseus_pl.app.predecessors.classifier import (
     Predecessor,
     cached_predecessor_folder,
     fine_tuning_module,
+    fine_tuning_work,
+    interrupted_at,
     is_cached,
     load_classifier,
     prepare_predecessor,
@@ -71,34 +73,30 @@ class TaskModelRun(RunKind):
         finetune = OmegaConf.to_container(cfg.finetune, resolve=True)  # resolved: sweeps interpolate values
         self.predecessor = prepare_predecessor(
             cfg.model.base, cfg.model.predecessor, self.datamodule, finetune, cfg.seed, Path(cfg.paths.cache_dir),
-            evaluation,
+            evaluation, cfg.checkpoint.every_n_steps,
         )  # fmt: skip
 
     def stand_in_predecessor(self, folder: Path, evaluation: dict[str, Any]) -> tuple[pl.LightningModule, int] | None:
         cfg, datamodule = self.cfg, self.datamodule
         finetune = OmegaConf.to_container(cfg.finetune, resolve=True)
-        cache_dir, precision = Path(cfg.paths.cache_dir), evaluation["precision"]
-        if cfg.model.predecessor or is_cached(
-            cached_predecessor_folder(cfg.model.base, datamodule, finetune, cfg.seed, cache_dir, precision)
-        ):
+        cached = self._cached_predecessor(evaluation["precision"])
+        if cfg.model.predecessor or is_cached(cached):
             self.prepare_predecessor(evaluation)  # given, or from the cache: nothing is trained
             return None
         model = load_classifier(cfg.model.base, datamodule.task, new_head=True)
         model.save_pretrained(folder)
         self.predecessor = Predecessor(str(folder), "stand-in")
-        batches = finetune["epochs"] * len(datamodule.train_dataloader())
-        return fine_tuning_module(model, datamodule.task, finetune), batches
+        done = interrupted_at(fine_tuning_work(cached)) or 0  # an interrupted fine-tuning has only the rest to run
+        return fine_tuning_module(model, datamodule.task, finetune), self._fine_tuning_batches() - done
 
-    def plan(self, steps: int | None, world_size: int) -> list[str]:
+    def plan(self, steps: int | None, world_size: int, precision: str) -> list[str]:
         cfg, datamodule = self.cfg, self.datamodule
         task = datamodule.task
         datamodule.setup("fit")  # the splits the check tokenised, from the cache
         train = len(datamodule.splits["train"])
         scored = ", ".join(f"{len(datamodule.splits[split]):,} {split}" for split in task.eval_splits)
         named = cfg.model.predecessor or cfg.model.base
-        made = (
-            "given, fine-tuned already" if cfg.model.predecessor else "fine-tuned on the task first, or from the cache"
-        )
+        made = "given, fine-tuned already" if cfg.model.predecessor else self._predecessor_state(precision)
         seen = (steps or 0) * rows_per_step(cfg, world_size)
         rows = f"{seen:,} rows, {seen / train:.1f} epochs" if steps else ""
         return [
@@ -107,6 +105,25 @@ class TaskModelRun(RunKind):
             f"training: {f'{steps:,}' if steps else 'up to trainer.max_epochs'} optimizer steps of "
             f"{cfg.data.batch_size} rows" + each_process(world_size) + (f" ({rows})" if rows else ""),
         ]
+
+    def _predecessor_state(self, precision: str) -> str:
+        """Where the predecessor fine-tuned from the base would come from, in words for the plan."""
+        cached = self._cached_predecessor(precision)
+        if is_cached(cached):
+            return f"fine-tuned on the task, from the cache: {cached}"
+        batches, done = self._fine_tuning_batches(), interrupted_at(fine_tuning_work(cached))
+        if done is not None:
+            return f"its interrupted fine-tuning on the task continues from step {done} of {batches}"
+        return f"fine-tuned on the task first, {batches} steps, into the cache: {cached}"
+
+    def _cached_predecessor(self, precision: str) -> Path:
+        """The folder the predecessor fine-tuned from the base is cached in, made or not."""
+        cfg, finetune = self.cfg, OmegaConf.to_container(self.cfg.finetune, resolve=True)
+        return cached_predecessor_folder(cfg.model.base, self.datamodule, finetune, cfg.seed, Path(cfg.paths.cache_dir),
+                                         precision)  # fmt: skip
+
+    def _fine_tuning_batches(self) -> int:
+        return self.cfg.finetune.epochs * len(self.datamodule.train_dataloader())
 
     def method_inputs(self, optimizer: dict[str, Any]) -> MethodInputs:
         settings, datamodule = self.settings, self.datamodule
