@@ -30,6 +30,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from hydra.errors import HydraException
+
+from theseus_pl.app.checks.multirun import multirun_jobs, multirun_refusals
 from theseus_pl.app.config.side_commands import command_parser, refuse
 from theseus_pl.app.run.paper_grid import BASELINE_INITS, GRIDS, paper_experiment
 
@@ -59,7 +62,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     run.add_argument("--tasks", nargs="+", help="a part of the pack's tasks (default: all)")
     run.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="seeds of every grid point")
     run.add_argument("--grid", choices=GRIDS, default="paper", help="the paper's grid, or its first point")
-    run.add_argument("--steps-to-full", nargs="+", help="replacing steps of every run, in place of the grid's")
+    run.add_argument(
+        "--steps-to-full", nargs="+", type=int, help="replacing steps of every run, in place of the grid's"
+    )
     run.add_argument(
         "--baseline-inits",
         nargs="*",
@@ -67,8 +72,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=list(BASELINE_INITS),
         help="the baselines' starts (default both; none given: Theseus alone)",
     )
-    run.add_argument("--jobs", type=int, default=16, help="jobs at once, over every multirun")
-    run.add_argument("--minutes", type=float, help="stop what still runs after this long (its finished jobs count)")
+    run.add_argument("--jobs", type=_jobs, default=16, help="jobs at once, over every multirun")
+    run.add_argument("--minutes", type=_minutes, help="stop what still runs after this long (its finished jobs count)")
     args = parser.parse_args(argv)
     args.dry_run = args.dry_run or args.dry_run_here  # before the command's name or after it
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
@@ -87,6 +92,24 @@ def _piece_size(text: str) -> float:
     if not (math.isfinite(mib) and mib * 2**20 >= 1):
         raise argparse.ArgumentTypeError(f"{text!r} is no size of a piece: a number of MiB above 0, e.g. 64")
     return mib
+
+
+def _jobs(text: str) -> int:
+    """``--jobs``: at least one job at once (none would start nothing, and wait)."""
+    if not (text.isdigit() and int(text) >= 1):
+        raise argparse.ArgumentTypeError(f"{text!r} is no count of jobs: a whole number, at least 1")
+    return int(text)
+
+
+def _minutes(text: str) -> float:
+    """``--minutes``: a deadline after the start (one at or before it would stop every job as it starts)."""
+    try:
+        minutes = float(text)
+    except ValueError:
+        minutes = 0.0
+    if not (math.isfinite(minutes) and minutes > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is no deadline: a number of minutes above 0, e.g. 8")
+    return minutes
 
 
 def _pack(args: argparse.Namespace) -> None:
@@ -149,7 +172,10 @@ def _model_folder(model: str) -> tuple[Path, str | None]:
 def _run(args: argparse.Namespace, overrides: list[str]) -> None:
     from dataclasses import replace
 
+    from theseus_pl.app.config.resolvers import register_resolvers
     from theseus_pl.app.run.paper_grid import grid_named, multirun_commands, run_side_by_side
+
+    register_resolvers()  # the jobs' settings are composed here, as each job composes them
 
     try:
         record = json.loads((args.unpacked / PACK_RECORD).read_text())
@@ -172,6 +198,9 @@ def _run(args: argparse.Namespace, overrides: list[str]) -> None:
                                      baseline_inits=args.baseline_inits)  # fmt: skip
     except ValueError as error:
         refuse(str(error))
+    refusals = [problem for command in commands.values() for problem in _job_refusals(command)]
+    if refusals:
+        refuse("no job was started; the grid's jobs would be refused:\n- " + "\n- ".join(refusals))
     if args.dry_run:
         print("\n".join(" ".join(command) for command in commands.values()))
         return
@@ -182,6 +211,19 @@ def _run(args: argparse.Namespace, overrides: list[str]) -> None:
     subprocess.run(report_command, check=False)  # its own logging, and no results is its refusal to print
     failed = {folder: status for folder, status in statuses.items() if status}
     print(f"Report in {report}." + (f" Multiruns that failed: {failed} (their logs: <folder>.log)." if failed else ""))
+
+
+def _job_refusals(command: list[str]) -> list[str]:
+    """What would refuse the jobs of one multirun (``python -m theseus_pl -m OVERRIDES``), found here before any
+    starts: on a leased GPU node a bad seed or override would otherwise fail every job in turn, on the lease's
+    clock. Each job's settings are checked as the run checks them; its model and data, by each job as it starts."""
+    overrides = command[command.index("theseus_pl") + 2 :]
+    folder = command[-1].removeprefix("hydra.sweep.dir=")
+    try:
+        multirun_jobs(overrides)  # composes the settings every job shares: Hydra's own refusals, once
+    except (HydraException, ValueError) as error:
+        return [f"{folder}: {error}"]
+    return [f"{folder}: {problem}" for problem in multirun_refusals(overrides, each_value_once=True)]
 
 
 def cli() -> None:

@@ -7,7 +7,9 @@ import sys
 
 from app_runs import tiny_run_overrides
 
+from theseus_pl.app.checks import multirun
 from theseus_pl.app.checks.multirun import multirun_jobs, multirun_refusals
+from theseus_pl.app.checks.settings import checked_settings
 from theseus_pl.app.run.pipeline import refusal_problems
 
 
@@ -49,4 +51,24 @@ def test_a_job_refused_by_what_its_predecessor_says_is_named_before_any_job_runs
     assert multirun_refusals(sweep, refusal_problems) == [  # the tiny predecessor has 4
         "job 0 (theseus.successor_layers=99): theseus.successor_layers=99 must be between 1 and the predecessor's 4 "
         "layers."
+    ]
+
+
+def test_a_problem_every_job_shares_is_said_once():
+    assert multirun_refusals(["+experiment=demo", "seed=1,2,3", "optimizer.lr=0"]) == [
+        "every job: optimizer.lr=0 must be a number above 0, e.g. 2e-5."
+    ]
+
+
+def test_each_value_once_checks_a_job_for_each_swept_value_not_every_combination(monkeypatch):
+    """What a grid of hundreds of jobs (``python -m theseus_pl.offline run``) checks in seconds."""
+    checked = []
+    monkeypatch.setattr(multirun, "checked_settings", lambda cfg: checked.append(cfg) or checked_settings(cfg))
+    sweep = ["+experiment=demo", "seed=1,2,3", "optimizer.lr=1e-5,0,2e-5"]  # 9 jobs
+    refusals = multirun_refusals(sweep, each_value_once=True)
+    assert [(cfg.seed, cfg.optimizer.lr) for cfg in checked] == [(1, 1e-5), (1, 0), (1, 2e-5), (2, 1e-5), (3, 1e-5)]
+    assert refusals == ["job 1 (seed=1 optimizer.lr=0): optimizer.lr=0 must be a number above 0, e.g. 2e-5."]
+    shared = ["+experiment=demo", "seed=1,2", "optimizer.weight_decay=0.01,0.02", "optimizer.lr=0"]  # 4 jobs
+    assert multirun_refusals(shared, each_value_once=True) == [
+        "all 3 jobs checked (one for each swept value): optimizer.lr=0 must be a number above 0, e.g. 2e-5."
     ]

@@ -17,6 +17,7 @@ from safetensors.torch import load_file
 
 from theseus_pl.app.run.paper_grid import grid_named, multirun_commands
 from theseus_pl.app.ship.offline_pack import cut_into_pieces, half_precision_copy
+from theseus_pl.offline import main
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -77,6 +78,29 @@ def test_run_refuses_a_folder_that_is_no_unpacked_pack(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "theseus_pl.offline", "run", str(tmp_path), "--output",
                            str(tmp_path / "runs")], capture_output=True, text=True, check=False)  # fmt: skip
     assert done.returncode == 2 and "holds no readable pack.json" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("arguments", "refusal"),
+    [
+        (["--jobs", "0"], "error: argument --jobs: '0' is no count of jobs: a whole number, at least 1"),
+        (["--minutes", "-3"], "error: argument --minutes: '-3' is no deadline: a number of minutes above 0"),
+        (["--steps-to-full", "abc"], "error: argument --steps-to-full: invalid int value: 'abc'"),
+        (["--seeds", "1", "-1"], "(seed=-1 method=fine_tuning theseus.init=bottom): seed=-1 must be a whole number"),
+        (["--", "optimizer.lr=0"], "/RTE/baselines: all 5 jobs checked (one for each swept value): optimizer.lr=0 "),
+        (["--", "foo=bar"], "/RTE/theseus: Could not override 'foo'."),
+    ],
+)
+def test_run_refuses_what_would_fail_every_job_on_the_node_before_any_starts(tmp_path: Path, arguments, refusal,
+                                                                              capsys) -> None:  # fmt: skip
+    """Each job of the grid refused its bad seed or override only as it started, one after another, on the GPU
+    lease's clock; --jobs 0 or --minutes 0 started nothing, or stopped every job at once."""
+    (tmp_path / "pack.json").write_text(json.dumps({"tasks": ["RTE"], "hub_id": None}))
+    with pytest.raises(SystemExit) as refused:
+        main(["run", str(tmp_path), "--output", str(tmp_path / "runs"), "--grid", "first", *arguments])
+    assert refused.value.code == 2
+    assert refusal in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
 
 
 def test_pack_refuses_missing_glue_tasks_by_name_dry_run_too(tmp_path: Path) -> None:

@@ -54,24 +54,50 @@ def multirun_jobs(overrides: Sequence[str]) -> list[list[str]] | None:
 
 
 def multirun_refusals(
-    overrides: Sequence[str], job_problems: Callable[[DictConfig], list[str]] | None = None
+    overrides: Sequence[str],
+    job_problems: Callable[[DictConfig], list[str]] | None = None,
+    each_value_once: bool = False,
 ) -> list[str]:
-    """``job i (overrides): problem`` for every problem of every job the sweep would run; none when every job's
-    settings pass (or the jobs cannot be listed here). ``job_problems``: what else refuses a job whose settings pass
-    (the run's own checks of its models and data, which this floor cannot import)."""
+    """``job i (overrides): problem`` for every problem of every job the sweep would run (``every job: problem``
+    where all of several share it); none when every job's settings pass (or the jobs cannot be listed here).
+    ``job_problems``: what else refuses a job whose settings pass (the run's own checks of its models and data, which
+    this floor cannot import). ``each_value_once``: check only the jobs that first hold each swept value (as many as
+    the values, not their product: a grid of hundreds of jobs composed in seconds), so a problem of one value is
+    found and one of a combination of values may not be."""
     try:
         jobs = multirun_jobs(overrides)
     except (HydraException, ValueError) as error:  # the sweep itself is malformed: Hydra says so when it starts
         log.debug("Could not list the sweep's jobs (%s); each job checks itself.", error)
         return []
-    refusals = []
+    jobs = jobs or []
+    checked = _first_of_each_value(jobs) if each_value_once else range(len(jobs))
+    by_problem: dict[str, list[str]] = {}
     with initialize_config_module(CONFIG[0], version_base="1.3"):
-        for number, job in enumerate(jobs or []):
-            cfg = compose(CONFIG[1], overrides=[*job, "paths.output_dir=unused"])
-            swept = " ".join(override for override in job if override not in overrides)  # what varies between jobs
-            named = f"job {number} ({swept or 'as given'})"
+        for number in checked:
+            cfg = compose(CONFIG[1], overrides=[*jobs[number], "paths.output_dir=unused"])
+            swept = " ".join(override for override in jobs[number] if override not in overrides)  # what varies
             problems = checked_settings(cfg).problems
             if not problems and job_problems is not None:
                 problems = job_problems(cfg)
-            refusals += [f"{named}: {problem}" for problem in problems]
-    return refusals
+            for problem in problems:
+                by_problem.setdefault(problem, []).append(f"job {number} ({swept or 'as given'})")
+    lines = []
+    for problem, names in by_problem.items():
+        if len(checked) == 1 or len(names) < len(checked):
+            lines += [f"{name}: {problem}" for name in names]
+        elif len(checked) == len(jobs):
+            lines.append(f"every job: {problem}")
+        else:
+            lines.append(f"all {len(checked)} jobs checked (one for each swept value): {problem}")
+    return lines
+
+
+def _first_of_each_value(jobs: list[list[str]]) -> list[int]:
+    """The numbers of the jobs that first hold one of the sweep's values (``seed=2``, ``optimizer.lr=1e-5``)."""
+    seen: set[str] = set()
+    firsts = []
+    for number, job in enumerate(jobs):
+        if not seen.issuperset(job):
+            firsts.append(number)
+            seen.update(job)
+    return firsts
