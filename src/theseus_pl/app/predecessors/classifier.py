@@ -166,7 +166,6 @@ def interrupted_at(work: Path) -> int | None:
         return int(torch.load(last, map_location="cpu", weights_only=False, mmap=True)["global_step"])
     except Exception as error:  # cut short, or from a version that saved otherwise: torch's reasons are many
         log.warning("%s cannot be read (%s: %s); the fine-tuning starts over.", last, type(error).__name__, error)
-        shutil.rmtree(work, ignore_errors=True)
         return None
 
 
@@ -216,7 +215,9 @@ def fine_tune(
     model = load_classifier(base, datamodule.task, new_head=True)
     module = fine_tuning_module(model, datamodule.task, finetune)
     resumed_at = interrupted_at(work)
-    if resumed_at is not None:
+    if resumed_at is None:
+        shutil.rmtree(work, ignore_errors=True)  # what a fine-tuning left before its first checkpoint, or a damaged one
+    else:
         log.info("Continuing the fine-tuning interrupted at step %d (%s)", resumed_at, work / "last.ckpt")
     checkpoint = ModelCheckpoint(dirpath=work, monitor="val/score", mode="max", save_weights_only=True)
     trainer = pl.Trainer(
