@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from test_app import EXPERIMENTS
 
 from theseus_pl.app.run import projection
-from theseus_pl.app.run.pipeline import plan
+from theseus_pl.app.run.pipeline import plan, run
 from theseus_pl.app.run.projection import padded_tokens, projection_line, representative_batches, sampled_rates
 from theseus_pl.core.schedules import CurriculumSchedule
 from theseus_pl.core.timing import Timings
@@ -97,6 +97,18 @@ def test_a_theseus_run_is_timed_at_rates_spread_over_its_phases():
     rates = sampled_rates(schedule, steps=400, timed=4)
     assert rates == [schedule.rate(50), schedule.rate(150), 1.0, 1.0] and 0.3 < rates[0] < rates[1] < 1
     assert sampled_rates(None, steps=400, timed=4) is None  # a method without a schedule: the rate is not set
+    assert sampled_rates(schedule, steps=400, timed=2, start=100) == [schedule.rate(175), 1.0]  # a resumed run's rest
+
+
+def test_a_resumed_run_is_projected_for_the_steps_it_has_left(tiny_base, glue_dir, tmp_path):
+    """A run killed at step 4 of 6: ``--check`` timed all 6 steps, as if it started over."""
+    overrides = [*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "trainer.precision=32-true", "check_steps=2"]
+    with pytest.raises(RuntimeError, match="planned failure at step 4"):
+        run(compose_config(*overrides, "+callbacks.kill._target_=raise_at_step.RaiseAtStep", "+callbacks.kill.step=4"))
+    lines = dict(line.split(": ", 1) for line in plan(compose_config(*overrides)))
+    assert lines["outputs"].startswith(f"{tmp_path / 'run'}, resuming from step 4")
+    assert re.match(r"about \d+ s \(2 batches at [\d.e-]+ s; 2 timed on the run's own batches",
+                    lines["time of the rest of training, from step 4"])  # fmt: skip
 
 
 def test_the_projection_is_the_mean_step_times_the_batches_plus_the_dev_passes_and_says_when_the_machine_was_busy():

@@ -167,7 +167,11 @@ def plan(cfg: DictConfig) -> list[str]:
         *([f"loss: {method.loss_in_words(kind.loss)}"] if isinstance(method, SoftTargets) and method.trains else []),
         f"schedule: {schedule.describe() if method.needs_schedule else 'none (the method replaces no modules)'}",
         f"precision: {hardware.precision} ({hardware.precision_reason})",
-        *(projected_time(cfg, kind, steps, hardware.precision) if method.trains and cfg.check_steps else []),
+        *(
+            projected_time(cfg, kind, steps, hardware.precision, resumed.step if resumed else 0)
+            if method.trains and cfg.check_steps
+            else []
+        ),
         _outputs_line(output_dir, cfg.resume, resumed),
     ]
 

@@ -78,12 +78,12 @@ def _synchronize() -> None:
         torch.cuda.synchronize()
 
 
-def sampled_rates(schedule: ReplacementSchedule | None, steps: int, timed: int) -> list[float] | None:
-    """The replacement rates at the midpoints of ``timed`` equal stretches of a run of ``steps`` steps (None for a
-    method without a schedule)."""
+def sampled_rates(schedule: ReplacementSchedule | None, steps: int, timed: int, start: int = 0) -> list[float] | None:
+    """The replacement rates at the midpoints of ``timed`` equal stretches of a run's steps ``start`` to ``steps``
+    (``start``: where a resumed run continues; None for a method without a schedule)."""
     if schedule is None:
         return None
-    return [schedule.rate(int((i + 0.5) * steps / timed)) for i in range(timed)]
+    return [schedule.rate(start + int((i + 0.5) * (steps - start) / timed)) for i in range(timed)]
 
 
 def timed_steps(
@@ -191,9 +191,10 @@ def _duration(seconds: float) -> str:
     return f"{minutes} min" if minutes < 90 else f"{minutes // 60} h {minutes % 60:02d} min"
 
 
-def projected_time(cfg: DictConfig, kind: RunKind, steps: int | None, precision: str) -> list[str]:
+def projected_time(cfg: DictConfig, kind: RunKind, steps: int | None, precision: str, done: int = 0) -> list[str]:
     """The plan's lines of projected time: the predecessor's fine-tuning where it is still to be made, and the
-    method's training (``steps`` optimizer steps; None: one epoch, for a run bounded by epochs)."""
+    method's training (``steps`` optimizer steps; None: one epoch, for a run bounded by epochs), of which a resumed
+    run has ``done`` already."""
     timed = cfg.check_steps
     if cfg.threads:
         torch.set_num_threads(cfg.threads)  # as the run would: the timing is the run's
@@ -207,14 +208,15 @@ def projected_time(cfg: DictConfig, kind: RunKind, steps: int | None, precision:
         assert method.module is not None  # the caller times methods that train
         accumulated = cfg.trainer.get("accumulate_grad_batches", 1)
         epoch_batches = len(kind.datamodule.train_dataloader())
-        batches = steps * accumulated if steps else epoch_batches
+        done = done if steps else 0  # an epoch-bounded run: one epoch timed, wherever it resumes
+        batches = (steps - done) * accumulated if steps else epoch_batches
         timings = timed_steps(method.module, kind.datamodule, settings, timed,
-                              sampled_rates(method.schedule, steps or batches, timed))  # fmt: skip
+                              sampled_rates(method.schedule, steps or batches, timed, done))  # fmt: skip
         validations = _run_validations(cfg.trainer, batches, epoch_batches)
         if validations is not None:
             limit = {"limit_val_batches": cfg.trainer.get("limit_val_batches", 1.0)}
             timings = timed_validation(method.module, kind.datamodule, {**evaluation, **limit}, timings)
-        what = "training" if steps else "one epoch of training"
+        what = f"the rest of training, from step {done:,}" if done else "training" if steps else "one epoch of training"
         lines.append(projection_line(what, batches, timings, 1 + (validations or 0)))
     return lines
 
