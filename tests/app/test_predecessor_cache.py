@@ -247,3 +247,13 @@ def test_a_fine_tuning_that_diverged_leaves_nothing_to_continue(tiny_base, glue_
         fine_tune(cfg.model.base, datamodule, OmegaConf.to_container(cfg.finetune), tmp_path / "predecessor",
                   evaluation_settings(cfg.trainer, "32-true"), tmp_path / "work", every_n_steps=2)  # fmt: skip
     assert not (tmp_path / "work").exists()  # a resume would diverge again
+
+
+def test_a_run_without_resume_checkpoints_fine_tunes_its_predecessor_without_them(base_overrides, tmp_path,
+                                                                                   monkeypatch):  # fmt: skip
+    """``~callbacks.resume_checkpoint`` (a node whose disk is small): no ``last.ckpt`` for the predecessor either."""
+    monkeypatch.setattr(classifier, "progress_bar", lambda: RaiseAtStep(8))  # after the first epoch's validation
+    for dropped, kept in ((["~callbacks.resume_checkpoint"], 0), ([], 1)):
+        with pytest.raises(RuntimeError, match="planned failure at step 8"):
+            run(compose_config(*base_overrides, "finetune.epochs=2", *dropped))
+        assert len(list((tmp_path / "cache" / "predecessors").glob(".work-*/last.ckpt"))) == kept

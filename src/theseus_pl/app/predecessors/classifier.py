@@ -126,16 +126,19 @@ def prepare_predecessor(
     cache_dir: Path,
     trainer_settings: dict[str, Any],
     every_n_steps: int | None = None,
+    resumable: bool = True,
 ) -> Predecessor:
-    """The run's predecessor: the one given, the cached one, or ``base`` fine-tuned now into the cache (its resume
-    checkpoint written after every epoch's validation and every ``every_n_steps`` optimizer steps)."""
+    """The run's predecessor: the one given, the cached one, or ``base`` fine-tuned now into the cache (where
+    ``resumable``, its resume checkpoint written after every epoch's validation and every ``every_n_steps`` optimizer
+    steps)."""
     if given:
         return Predecessor(str(Path(given).expanduser()) if looks_like_path(given) else given, "given")
     directory = cached_predecessor_folder(base, datamodule, finetune, seed, cache_dir, trainer_settings["precision"])
 
     def build(staging: Path) -> None:
         log.info("Fine-tuning %s on %s into the predecessor (cached as %s)", base, datamodule.task.name, directory)
-        fine_tune(base, datamodule, finetune, staging, trainer_settings, fine_tuning_work(directory), every_n_steps)
+        fine_tune(base, datamodule, finetune, staging, trainer_settings, fine_tuning_work(directory), every_n_steps,
+                  resumable)  # fmt: skip
 
     dev_metrics, built = load_or_build(directory, load_checked, build, f"{datamodule.task.name} predecessor")
     if not built:
@@ -201,6 +204,7 @@ def fine_tune(
     trainer_settings: dict[str, Any],
     work: Path,
     every_n_steps: int | None = None,
+    resumable: bool = True,
 ) -> None:
     """Fine-tune every parameter of ``base`` (paper: batch 32, lr 2e-5, 4 epochs) into ``directory``; keep the best
     dev epoch. The directory then holds the model, its tokenizer and ``predecessor.json`` (how it was made, and the
@@ -211,7 +215,8 @@ def fine_tune(
     called again with the same ``work``, in the data order it had reached, with its optimizer, schedule and best epoch;
     dropout after the resume draws anew, so the model is close to, not bit for bit, the uninterrupted one
     (``predecessor.json`` records the step it continued from). ``work`` is removed once the predecessor is written,
-    and when the fine-tuning diverged (a resume would diverge again)."""
+    and when the fine-tuning diverged (a resume would diverge again). Not ``resumable`` (a run without its own resume
+    checkpoint, where disk is short), no ``last.ckpt`` is written."""
     model = load_classifier(base, datamodule.task, new_head=True)
     module = fine_tuning_module(model, datamodule.task, finetune)
     resumed_at = interrupted_at(work)
@@ -222,7 +227,7 @@ def fine_tune(
     checkpoint = ModelCheckpoint(dirpath=work, monitor="val/score", mode="max", save_weights_only=True)
     trainer = pl.Trainer(
         **trainer_settings, max_epochs=finetune["epochs"], logger=False, default_root_dir=work,
-        callbacks=[checkpoint, ResumeCheckpoint(work, every_n_steps), progress_bar()],
+        callbacks=[checkpoint, *([ResumeCheckpoint(work, every_n_steps)] if resumable else []), progress_bar()],
     )  # fmt: skip
     trainer.fit(module, datamodule=datamodule, ckpt_path=work / "last.ckpt" if resumed_at is not None else None)
     try:

@@ -73,7 +73,7 @@ class TaskModelRun(RunKind):
         finetune = OmegaConf.to_container(cfg.finetune, resolve=True)  # resolved: sweeps interpolate values
         self.predecessor = prepare_predecessor(
             cfg.model.base, cfg.model.predecessor, self.datamodule, finetune, cfg.seed, Path(cfg.paths.cache_dir),
-            evaluation, cfg.checkpoint.every_n_steps,
+            evaluation, cfg.checkpoint.every_n_steps, cfg.callbacks.get("resume_checkpoint") is not None,
         )  # fmt: skip
 
     def stand_in_predecessor(self, folder: Path, evaluation: dict[str, Any]) -> tuple[pl.LightningModule, int] | None:
