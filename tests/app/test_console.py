@@ -2,11 +2,14 @@
 
 import io
 import logging
+import re
 
 import transformers
+from app_runs import compose_config, tiny_run_overrides
 from conftest import tiny_model
 
 from theseus_pl.app.predecessors.classifier import load_classifier
+from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.tracking.console import ConsoleFormatter, configure_console
 from theseus_pl.data.tasks import glue_task
 
@@ -61,3 +64,13 @@ def test_loading_a_base_with_a_new_head_prints_no_load_report(tmp_path):
     finally:
         transformers.logging.remove_handler(handler)
         transformers.logging.set_verbosity(before)
+
+
+def test_a_run_asked_for_no_progress_bar_trains_without_one(tiny_base, glue_dir, tmp_path, capsys):
+    """``+trainer.enable_progress_bar=false``: Lightning refused the run's own bar (callbacks.progress_bar) with a
+    traceback once the predecessor was made; now no bar is shown, the dev passes' and the fine-tuning's neither."""
+    overrides = [*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "+trainer.enable_progress_bar=false"]
+    results = run(compose_config(*overrides, "benchmark.repeats=0"))
+    assert results.successor.score is not None
+    shown = capsys.readouterr()
+    assert not re.search(r"Epoch \d+:|Validation DataLoader", shown.out + shown.err)

@@ -157,8 +157,9 @@ def progress_bar() -> ClosingProgressBar:
 
 
 def progress_bars(settings: Mapping[str, Any]) -> list[ClosingProgressBar]:
-    """The ``callbacks`` of a Trainer made from ``settings`` to score a model (every dev pass after training): its
-    bar, as :func:`progress_bar`, unless the settings turn bars off (Lightning refuses a bar given then)."""
+    """The bar of a Trainer made from ``settings`` outside the run's own (a dev pass, the predecessor's fine-tuning
+    or adaptation), as :func:`progress_bar`; none where the settings turn bars off (``enable_progress_bar``: the run's
+    ``trainer.enable_progress_bar``; Lightning refuses a bar given then)."""
     return [progress_bar()] if settings.get("enable_progress_bar", True) else []
 
 

@@ -25,7 +25,7 @@ from theseus_pl.core.decoders import load_causal_lm
 from theseus_pl.data.cache_entry import load_or_build
 from theseus_pl.data.language_model import LanguageModelingDataModule, window_loader
 from theseus_pl.data.training_order import ShuffledSampler
-from theseus_pl.lightning.callbacks import progress_bar
+from theseus_pl.lightning.callbacks import progress_bars
 from theseus_pl.lightning.language_model_metrics import LanguageModelMetrics
 from theseus_pl.lightning.modules import FineTuningModule
 
@@ -88,7 +88,7 @@ def _adapt(
     with tempfile.TemporaryDirectory(prefix="theseus-pl-adapt-") as work:
         trainer = pl.Trainer(
             **trainer_settings, max_steps=settings["steps"], logger=False, enable_checkpointing=False,
-            limit_val_batches=0, default_root_dir=work, callbacks=[progress_bar()],
+            limit_val_batches=0, default_root_dir=work, callbacks=progress_bars(trainer_settings),
         )  # fmt: skip
         trainer.fit(module, loader)
     loss = trainer.callback_metrics.get("train/loss")

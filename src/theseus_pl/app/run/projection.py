@@ -100,8 +100,8 @@ def timed_steps(
     batches = representative_batches(datamodule.train_dataloader(), timed)
     with tempfile.TemporaryDirectory(prefix="theseus-pl-check-") as work:
         trainer = pl.Trainer(
-            **trainer_settings, max_steps=timed + 1, limit_val_batches=0, num_sanity_val_steps=0, logger=False,
-            enable_checkpointing=False, enable_progress_bar=False, callbacks=[clock], default_root_dir=work,
+            **{**trainer_settings, "enable_progress_bar": False}, max_steps=timed + 1, limit_val_batches=0,
+            num_sanity_val_steps=0, logger=False, enable_checkpointing=False, callbacks=[clock], default_root_dir=work,
         )  # fmt: skip
         loader = DataLoader(batches, batch_size=None, collate_fn=_as_collated)
         _, other_cores = other_cores_while(lambda: trainer.fit(module, train_dataloaders=loader))
@@ -136,7 +136,7 @@ def timed_validation(
     ``validation``), the busier of the two timings' machines kept."""
     with tempfile.TemporaryDirectory(prefix="theseus-pl-check-") as work:
         trainer = pl.Trainer(
-            **trainer_settings, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+            **{**trainer_settings, "enable_progress_bar": False}, logger=False, enable_checkpointing=False,
             default_root_dir=work,
         )  # fmt: skip
         started = time.perf_counter()

@@ -12,6 +12,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from hydra.utils import instantiate
+from lightning.pytorch.callbacks import ProgressBar
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig
 
@@ -40,12 +41,14 @@ def run_hardware(trainer_cfg: DictConfig, cache_dir: Path) -> Hardware:
 
 
 def evaluation_settings(trainer_cfg: DictConfig, precision: str) -> dict[str, Any]:
-    """One device with the run's accelerator and precision: for evaluation and predecessor fine-tuning."""
+    """One device with the run's accelerator and precision: for evaluation and predecessor fine-tuning; their
+    progress bars shown as the run's are (``trainer.enable_progress_bar``)."""
     return {
         "accelerator": trainer_cfg.get("accelerator", "auto"),
         "precision": precision,
         "devices": 1,
         "enable_model_summary": False,
+        "enable_progress_bar": trainer_cfg.get("enable_progress_bar", True),
     }
 
 
@@ -91,8 +94,7 @@ def train(
 ) -> tuple[pl.Trainer, str | None]:
     """The fitted Trainer, and the checkpoint it resumed from (None for a fresh run); ``settings``, those that shape
     training, go into every checkpoint (what a resume is compared with)."""
-    callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
-    callbacks += [*method.callbacks, StepSeed(cfg.seed), SettingsInCheckpoint(settings)]
+    callbacks = [*_configured_callbacks(cfg), *method.callbacks, StepSeed(cfg.seed), SettingsInCheckpoint(settings)]
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers, precision=precision)
     resumed_from = str(resume_from) if resume_from else None
     if resumed_from:
@@ -103,6 +105,15 @@ def train(
         # have finished (its data preparation barrier would make a new group of every rank and hang).
         torch.distributed.destroy_process_group()
     return trainer, resumed_from
+
+
+def _configured_callbacks(cfg: DictConfig) -> list[pl.Callback]:
+    """The callbacks of ``cfg.callbacks``, but the progress bar where ``trainer.enable_progress_bar`` is false: the
+    user asked for none, and Lightning refuses a bar then (after the predecessor was made)."""
+    callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
+    if cfg.trainer.get("enable_progress_bar", True):
+        return callbacks
+    return [callback for callback in callbacks if not isinstance(callback, ProgressBar)]
 
 
 def load_best_checkpoint(trainer: pl.Trainer | None, method: Method) -> tuple[str | None, int | None]:
