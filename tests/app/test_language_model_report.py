@@ -251,7 +251,7 @@ def test_a_folder_whose_every_run_is_damaged_is_refused_as_unreadable_not_as_emp
         main([str(tmp_path / "runs"), "--output", str(tmp_path / "out")])
     assert refused.value.code == 2
     error = capsys.readouterr().err.splitlines()[-1]
-    assert error.endswith(f"error: No readable results.json under {tmp_path / 'runs'}: the 1 found could not be read "
+    assert error.endswith(f"error: No readable results.json under {tmp_path / 'runs'}: 1 found could not be read "
                           "(the warnings above say why); give the folders of finished runs (a run folder or a "
                           "multirun folder such as multirun/2026-01-01_12-00-00).")  # fmt: skip
     assert not (tmp_path / "out").exists()

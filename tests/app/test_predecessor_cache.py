@@ -10,6 +10,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import lightning.pytorch as pl
 import pytest
 import torch
 from app_runs import compose_config, tiny_run_overrides
@@ -20,6 +21,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from theseus_pl.app.predecessors import classifier
 from theseus_pl.app.predecessors.classifier import (
+    WORK_VERSIONS,
     cache_key,
     cached_predecessor_folder,
     fine_tune,
@@ -193,13 +195,26 @@ def test_the_predecessors_fine_tuning_shows_the_runs_progress_bar_line_by_line(t
 
 
 def test_a_dev_pass_shows_the_runs_progress_bar_line_by_line(tiny_base, glue_dir, tmp_path, capsys):
-    """Scoring the successor and the predecessor on dev, as the fine-tuning: tqdm's bar, not Rich's silent one."""
-    cfg = compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path))
-    datamodule = instantiate(cfg.data, tokenizer=cfg.model.base)
-    evaluate(load_classifier(cfg.model.base, datamodule.task, new_head=True), datamodule,
-             evaluation_settings(cfg.trainer, "32-true"))  # fmt: skip
-    shown = capsys.readouterr()
-    assert re.search(r"Validation DataLoader 0: 100%\|█+\| \d+/\d+ ", shown.out + shown.err)
+    """Scoring the successor and the predecessor on dev, as the fine-tuning: tqdm's bar, not Rich's silent one; none
+    where the run turns its bars off."""
+    for shows in (True, False):
+        cfg = compose_config(
+            *tiny_run_overrides(tiny_base, glue_dir, tmp_path), f"+trainer.enable_progress_bar={shows}"
+        )
+        datamodule = instantiate(cfg.data, tokenizer=cfg.model.base)
+        evaluate(load_classifier(cfg.model.base, datamodule.task, new_head=True), datamodule,
+                 evaluation_settings(cfg.trainer, "32-true"))  # fmt: skip
+        shown = capsys.readouterr()
+        bar = re.search(r"Validation DataLoader 0: 100%\|█+\| \d+/\d+ ", shown.out + shown.err)
+        assert bool(bar) == shows
+
+
+class StepsTrained(pl.Callback):
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: object) -> None:
+        self.steps.append(trainer.global_step)
 
 
 def test_a_fine_tuning_interrupted_midway_continues_where_it_stopped(tiny_base, glue_dir, tmp_path, monkeypatch):
@@ -223,7 +238,7 @@ def test_a_fine_tuning_interrupted_midway_continues_where_it_stopped(tiny_base, 
         return tmp_path / name
 
     with monkeypatch.context() as patched:
-        patched.setattr(classifier, "progress_bar", lambda: RaiseAtStep(8))
+        patched.setattr(classifier, "progress_bars", lambda settings: [RaiseAtStep(8)])
         with pytest.raises(RuntimeError, match="planned failure at step 8"):
             fine_tuned("resumed", fine_tuning_work(cached))
     assert interrupted_at(fine_tuning_work(cached)) == 8  # every 4 steps: kept when the fine-tuning failed
@@ -231,7 +246,12 @@ def test_a_fine_tuning_interrupted_midway_continues_where_it_stopped(tiny_base, 
     assert planned["predecessor"].endswith(
         "(its interrupted fine-tuning on the task continues from step 8 of 12), 4 layers"
     )
-    resumed, whole = fine_tuned("resumed", fine_tuning_work(cached)), fine_tuned("whole", tmp_path / "work")
+    trained = StepsTrained()
+    with monkeypatch.context() as patched:
+        patched.setattr(classifier, "progress_bars", lambda settings: [trained])
+        resumed = fine_tuned("resumed", fine_tuning_work(cached))
+    assert trained.steps == [8, 9, 10, 11]  # the rest, not the whole fine-tuning again
+    whole = fine_tuned("whole", tmp_path / "work")
     made, once = (json.loads((folder / "predecessor.json").read_text()) for folder in (resumed, whole))
     assert made["resumed_at_step"] == 8 and "resumed_at_step" not in once
     assert made["dev_metrics"] == once["dev_metrics"]
@@ -252,8 +272,21 @@ def test_a_fine_tuning_that_diverged_leaves_nothing_to_continue(tiny_base, glue_
 def test_a_run_without_resume_checkpoints_fine_tunes_its_predecessor_without_them(base_overrides, tmp_path,
                                                                                    monkeypatch):  # fmt: skip
     """``~callbacks.resume_checkpoint`` (a node whose disk is small): no ``last.ckpt`` for the predecessor either."""
-    monkeypatch.setattr(classifier, "progress_bar", lambda: RaiseAtStep(8))  # after the first epoch's validation
+    monkeypatch.setattr(classifier, "progress_bars", lambda settings: [RaiseAtStep(8)])  # after epoch 1's validation
     for dropped, kept in ((["~callbacks.resume_checkpoint"], 0), ([], 1)):
         with pytest.raises(RuntimeError, match="planned failure at step 8"):
             run(compose_config(*base_overrides, "finetune.epochs=2", *dropped))
         assert len(list((tmp_path / "cache" / "predecessors").glob(".work-*/last.ckpt"))) == kept
+        assert len(list((tmp_path / "cache" / "predecessors").glob(".work-*"))) == kept  # none left without it
+
+
+def test_a_checkpoint_from_other_library_versions_is_not_continued(tmp_path):
+    """Lightning or transformers of another version may not restore what an earlier one saved: start over."""
+    work = tmp_path / ".work-RTE-0123456789abcdef"
+    work.mkdir()
+    torch.save({"global_step": 3}, work / "last.ckpt")
+    assert interrupted_at(work) is None  # written by a version that recorded none
+    (work / WORK_VERSIONS).write_text(json.dumps(classifier.library_versions()))
+    assert interrupted_at(work) == 3
+    (work / WORK_VERSIONS).write_text(json.dumps(classifier.library_versions() | {"lightning": "2.5.0"}))
+    assert interrupted_at(work) is None

@@ -79,7 +79,7 @@ def multirun_refusals(
             problems = checked_settings(cfg).problems
             if not problems and job_problems is not None:
                 problems = job_problems(cfg)
-            for problem in problems:
+            for problem in dict.fromkeys(problems):  # once a job, as a job is counted once
                 by_problem.setdefault(problem, []).append(f"job {number} ({swept or 'as given'})")
     lines = []
     for problem, names in by_problem.items():

@@ -24,11 +24,12 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from safetensors import safe_open
 from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
 
+import theseus_pl
 from theseus_pl.core.io import is_sequence_classifier
 from theseus_pl.data.cache_entry import content_digest, load_or_build, manifest_problem
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.tasks import TaskSpec, head_label_problem
-from theseus_pl.lightning.callbacks import ResumeCheckpoint, progress_bar
+from theseus_pl.lightning.callbacks import ResumeCheckpoint, progress_bars
 from theseus_pl.lightning.evaluation import evaluate
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.modules import FineTuningModule
@@ -160,16 +161,34 @@ def fine_tuning_work(folder: Path) -> Path:
     return folder.parent / f".work-{folder.name}"
 
 
+WORK_VERSIONS = "versions.json"  # the libraries that wrote a work folder's checkpoints
+
+
 def interrupted_at(work: Path) -> int | None:
-    """The optimizer step an interrupted fine-tuning in ``work`` continues from (None: there is none to continue)."""
+    """The optimizer step an interrupted fine-tuning in ``work`` continues from; None where there is none to
+    continue: no ``last.ckpt``, one that cannot be read, or one written by other versions of the libraries that save
+    and restore it (Lightning, torch, transformers, theseus_pl), which may not restore what they read."""
     last = work / "last.ckpt"
     if not last.is_file():
         return None
+    try:
+        written_by = json.loads((work / WORK_VERSIONS).read_text())
+    except (OSError, ValueError):
+        written_by = None
+    if written_by != library_versions():
+        log.warning("%s was written by other library versions (%s); the fine-tuning starts over.", last, written_by)
+        return None
     try:  # memory-mapped: the weights are not read
         return int(torch.load(last, map_location="cpu", weights_only=False, mmap=True)["global_step"])
-    except Exception as error:  # cut short, or from a version that saved otherwise: torch's reasons are many
+    except Exception as error:  # cut short: torch's reasons are many
         log.warning("%s cannot be read (%s: %s); the fine-tuning starts over.", last, type(error).__name__, error)
         return None
+
+
+def library_versions() -> dict[str, str]:
+    """The versions of what saves and restores a fine-tuning's checkpoints, as a work folder records them."""
+    return {"lightning": pl.__version__, "torch": torch.__version__, "transformers": transformers.__version__,
+            "theseus_pl": theseus_pl.__version__}  # fmt: skip
 
 
 def is_cached(folder: Path) -> bool:
@@ -221,21 +240,30 @@ def fine_tune(
     module = fine_tuning_module(model, datamodule.task, finetune)
     resumed_at = interrupted_at(work)
     if resumed_at is None:
-        shutil.rmtree(work, ignore_errors=True)  # what a fine-tuning left before its first checkpoint, or a damaged one
+        shutil.rmtree(work, ignore_errors=True)  # what a fine-tuning left before its first checkpoint, or a stale one
+        work.mkdir(parents=True)
+        (work / WORK_VERSIONS).write_text(json.dumps(library_versions()))
     else:
         log.info("Continuing the fine-tuning interrupted at step %d (%s)", resumed_at, work / "last.ckpt")
-    checkpoint = ModelCheckpoint(dirpath=work, monitor="val/score", mode="max", save_weights_only=True)
+    # One file, replaced in place (atomically), so that the best epoch a last.ckpt names is on disk whenever a kill
+    # comes: a new file beside the old one, and the old one deleted, would leave a window where it is not.
+    checkpoint = ModelCheckpoint(dirpath=work, filename="best", enable_version_counter=False, monitor="val/score",
+                                 mode="max", save_weights_only=True)  # fmt: skip
+    resume = [ResumeCheckpoint(work, every_n_steps)] if resumable else []
     trainer = pl.Trainer(
         **trainer_settings, max_epochs=finetune["epochs"], logger=False, default_root_dir=work,
-        callbacks=[checkpoint, *([ResumeCheckpoint(work, every_n_steps)] if resumable else []), progress_bar()],
+        callbacks=[checkpoint, *resume, *progress_bars(trainer_settings)],
     )  # fmt: skip
-    trainer.fit(module, datamodule=datamodule, ckpt_path=work / "last.ckpt" if resumed_at is not None else None)
     try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=work / "last.ckpt" if resumed_at is not None else None)
         _require_finite(base, checkpoint.best_model_score, trainer.callback_metrics.get("train/loss"))
-    except RuntimeError:
-        shutil.rmtree(work, ignore_errors=True)
+    except BaseException as error:
+        if not resumable or isinstance(error, DivergedError):  # nothing to continue from, or a resume would diverge
+            shutil.rmtree(work, ignore_errors=True)
+        elif resumed_at is not None and isinstance(error, Exception):
+            log.error("The fine-tuning continued from %s failed; delete %s to start it over.", work / "last.ckpt", work)
         raise
-    best = torch.load(checkpoint.best_model_path, map_location="cpu", weights_only=True)["state_dict"]
+    best = torch.load(work / "best.ckpt", map_location="cpu", weights_only=True)["state_dict"]
     module.load_state_dict(best)
     made = {"base": base, "finetune": finetune, "dev_metrics": evaluate(model, datamodule, trainer_settings)}
     if resumed_at is not None:
@@ -246,6 +274,10 @@ def fine_tune(
     shutil.rmtree(work, ignore_errors=True)
 
 
+class DivergedError(RuntimeError):
+    """A fine-tuning whose dev score or training loss is not finite."""
+
+
 def _require_finite(base: str, best_score: torch.Tensor | None, last_loss: torch.Tensor | None) -> None:
     """A predecessor that diverged must never enter the cache, where every later run of its settings would reuse it."""
     problems = []
@@ -254,7 +286,7 @@ def _require_finite(base: str, best_score: torch.Tensor | None, last_loss: torch
     if last_loss is not None and not torch.isfinite(last_loss):
         problems.append(f"last training loss {float(last_loss)}")
     if problems:
-        raise RuntimeError(
+        raise DivergedError(
             f"Fine-tuning {base} into the predecessor diverged ({', '.join(problems)}); nothing was cached. "
             "Lower finetune.lr, or check the training data."
         )

@@ -104,16 +104,24 @@ FINISHED_RUNS = "the folders of finished runs (a run folder or a multirun folder
 
 
 def no_results(folders: Sequence[Path], give: str = FINISHED_RUNS) -> FileNotFoundError:
-    """The error for folders that yielded no run: "no results.json" is untrue where every one found was skipped as
-    unreadable, so that case names the count and points at the warnings."""
+    """The error for folders that yielded no run to report: "no results.json" is untrue where some were found and
+    skipped as unreadable, so that case names their count and points at the warnings."""
     where = ", ".join(map(str, folders))
-    found = len(results_files(folders))
-    if found:
+    unreadable = sum(not _readable(path) for path in results_files(folders))
+    if unreadable:
         return FileNotFoundError(
-            f"No readable results.json under {where}: the {found} found could not be read (the warnings above say "
+            f"No readable results.json under {where}: {unreadable} found could not be read (the warnings above say "
             f"why); give {give}."
         )
     return FileNotFoundError(f"No results.json under {where}: give {give}.")
+
+
+def _readable(results: Path) -> bool:
+    try:
+        read_run(results)
+    except ResultsError:
+        return False
+    return True
 
 
 def _is_wandb_copy(results: Path) -> bool:
