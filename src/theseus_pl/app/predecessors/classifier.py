@@ -241,7 +241,7 @@ def fine_tune(
     resumed_at = interrupted_at(work)
     if resumed_at is None:
         shutil.rmtree(work, ignore_errors=True)  # what a fine-tuning left before its first checkpoint, or a stale one
-        work.mkdir(parents=True)
+        work.mkdir(parents=True, exist_ok=True)
         (work / WORK_VERSIONS).write_text(json.dumps(library_versions()))
     else:
         log.info("Continuing the fine-tuning interrupted at step %d (%s)", resumed_at, work / "last.ckpt")
