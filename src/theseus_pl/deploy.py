@@ -39,7 +39,7 @@ import contextlib
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,19 +97,19 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.gguf:
         return _deploy_gguf(args)
+    settings = _checked(args.folder, lambda: DeploySettings(
+        quantize=None if args.quantize == "none" else args.quantize,
+        sequence_length=args.sequence_length or None,
+        batch_sizes=tuple(args.batch_sizes),
+        repeats=args.repeats,
+        threads=args.threads,
+        target=args.target,
+        max_score_drop=args.max_score_drop,
+        openvino=args.openvino,
+        calibration_rows=args.calibration_rows,
+        own_lengths=args.own_lengths,
+    ))  # fmt: skip
     try:
-        settings = DeploySettings(
-            quantize=None if args.quantize == "none" else args.quantize,
-            sequence_length=args.sequence_length or None,
-            batch_sizes=tuple(args.batch_sizes),
-            repeats=args.repeats,
-            threads=args.threads,
-            target=args.target,
-            max_score_drop=args.max_score_drop,
-            openvino=args.openvino,
-            calibration_rows=args.calibration_rows,
-            own_lengths=args.own_lengths,
-        )
         embedding_run = is_embedding_run(args.folder)
         if args.dry_run:
             plan = (
@@ -134,10 +134,10 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
 
 def _deploy_gguf(args: argparse.Namespace) -> list[dict[str, Any]] | None:
     """``--gguf`` on a decoder-LM run's folder: print the rows written (or, with ``--dry-run``, the plan)."""
+    llama_cpp = {"true": True, "false": False}.get(args.llama_cpp, args.llama_cpp)
+    settings = _checked(args.folder, lambda: DeploySettings(gguf=tuple(args.gguf), llama_cpp=llama_cpp,
+                                                           repeats=args.repeats, threads=args.threads))  # fmt: skip
     try:
-        llama_cpp = {"true": True, "false": False}.get(args.llama_cpp, args.llama_cpp)
-        settings = DeploySettings(gguf=tuple(args.gguf), llama_cpp=llama_cpp, repeats=args.repeats,
-                                  threads=args.threads)  # fmt: skip
         if args.dry_run:
             plan = planned_language_model_deployment(args.folder, settings)
             print("\n".join([f"Dry run: nothing was exported. Deploying {args.folder} would:", *plan]))
@@ -148,6 +148,20 @@ def _deploy_gguf(args: argparse.Namespace) -> list[dict[str, Any]] | None:
         refuse(str(error))
     print(json.dumps(rows, indent=2))
     return rows
+
+
+def _checked(folder: Path, settings: Callable[[], DeploySettings]) -> DeploySettings:
+    """The command's settings, or its refusal naming every problem at once: a folder that is not there, and each
+    option out of range."""
+    problems = [] if folder.is_dir() else [f"{folder} is not a folder: give a finished run's folder or a checkpoint's."]
+    built = None
+    try:
+        built = settings()
+    except ValueError as error:
+        problems.append(str(error))
+    if problems or built is None:
+        refuse("\n".join(problems))
+    return built
 
 
 def _stdout_kept_for_json() -> contextlib.AbstractContextManager[Any]:

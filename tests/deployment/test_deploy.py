@@ -270,6 +270,17 @@ def test_a_folder_that_is_not_a_sequence_classifier_is_refused(tmp_path, tiny_to
         main([str(tmp_path / "encoder"), *dry_run])
 
 
+@pytest.mark.parametrize("gguf", [[], ["--gguf", "f16"]], ids=["onnx", "gguf"])
+def test_a_folder_that_is_not_there_is_named_with_every_bad_option_at_once(tmp_path, gguf, capsys):
+    """It was named "holds no config.json" (or "has no results.json"), and only once the options were right."""
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "nowhere"), "--threads", "0", *gguf])
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {tmp_path / 'nowhere'} is not a folder: give a finished run's folder or a checkpoint's.",
+        "deploy.threads=0 must be null or at least 1.",
+    ]
+
+
 def test_a_dry_run_prints_what_it_would_export_time_and_write_and_exports_nothing(tmp_path, tiny_tokenizer, capsys):
     successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
     predecessor = saved_classifier(tmp_path / "predecessor", tiny_tokenizer, layers=4, seed=1)
