@@ -151,14 +151,18 @@ def test_pipeline_end_to_end_on_a_tiny_model(tiny_base, glue_dir, tmp_path):
     assert [p.name.startswith(".") for p in (tmp_path / "cache" / "predecessors").iterdir()].count(False) == 1
 
 
-def test_an_interrupted_run_resumes_from_its_latest_validation(tiny_base, glue_dir, tmp_path):
+def test_an_interrupted_run_resumes_from_its_latest_validation(tiny_base, glue_dir, tmp_path, recwarn):
     overrides = tiny_run_overrides(tiny_base, glue_dir, tmp_path)  # validates every 2 of 6 steps
     killed = ["+callbacks.fail._target_=raise_at_step.RaiseAtStep", "+callbacks.fail.step=5"]
     with pytest.raises(RuntimeError, match="planned failure at step 5"):
         run(compose_config(*overrides, *killed))
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
     assert torch.load(last, map_location="cpu", weights_only=False)["global_step"] == 4  # whatever its score
+    recwarn.clear()
     resumed = run(compose_config(*overrides))
+    # Lightning's "Previous log files ... will be deleted" was untrue (the rows are carried over), and its notice of
+    # a checkpoint folder that is not empty named the file the run resumes from
+    assert not [str(w.message) for w in recwarn if "is not empty" in str(w.message)]
     assert resumed.resumed_from == str(last)
     assert resumed.steps == 6
     assert not last.parent.exists()  # kept while unfinished, deleted once the run has finished

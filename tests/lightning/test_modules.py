@@ -205,6 +205,21 @@ def test_a_failed_fit_closes_its_progress_bars_so_nothing_prints_later(tmp_path,
     assert capsys.readouterr().out == ""
 
 
+def test_a_fit_resumed_mid_epoch_shows_its_epoch_total_and_place(tmp_path, capsys):
+    """Lightning skips its epoch-start hooks when it resumes mid-epoch, so its bar said "Training: 5/?": no epoch, no
+    total, no time left (at base size an epoch of SST-2 is hours), and a rate counted from the epoch's start."""
+    callbacks = [*replacement_callbacks(ConstantSchedule(p=0.5, switch_step=2)), ResumeCheckpoint(tmp_path, 3)]
+    make_trainer(tmp_path, 3, callbacks, enable_checkpointing=True).fit(theseus_module(), tiny_loader())
+    capsys.readouterr()
+    bar = ClosingProgressBar(refresh_rate=1)
+    callbacks = [*replacement_callbacks(ConstantSchedule(p=0.5, switch_step=2)), bar]
+    trainer = make_trainer(tmp_path, 6, callbacks, enable_progress_bar=True)
+    trainer.fit(theseus_module(), tiny_loader(), ckpt_path=str(tmp_path / "last.ckpt"))  # 8 batches an epoch, 6 run
+    last_line = capsys.readouterr().out.replace("\r", "\n").strip().splitlines()[-1]
+    assert last_line.startswith("Epoch 0: 100%") and " 6/6 " in last_line
+    assert bar.train_progress_bar.initial == 3  # its rate and time left count the steps of this fit only
+
+
 def test_training_without_a_replacement_scheduler_says_what_to_add(tmp_path):
     with pytest.raises(
         RuntimeError, match=r"add the callbacks from theseus_pl\.lightning\.callbacks\.replacement_callbacks"

@@ -5,7 +5,7 @@ import warnings
 
 import pytest
 
-from theseus_pl.lightning.quiet import install_filters
+from theseus_pl.lightning.quiet import expect_own_files, install_filters
 
 PYTREE = "`isinstance(treespec, LeafSpec)` is deprecated, use `isinstance(treespec, TreeSpec)` instead."
 
@@ -45,3 +45,24 @@ def test_the_litlogger_tip_is_dropped_and_other_lightning_info_kept(caplog):
         rank_zero.info("💡 Tip: For seamless cloud logging and experiment tracking, try installing [litlogger]")
         rank_zero.info("GPU available: False, used: False")
     assert [record.getMessage() for record in caplog.records] == ["GPU available: False, used: False"]
+
+
+def test_only_the_named_folders_notices_of_files_already_there_are_silenced():
+    """A resumed run's own checkpoint and log folders: their files are read back. Any other folder's notice stays."""
+    checkpoints = (
+        "Checkpoint directory {}/checkpoints exists and is not empty.",
+        "lightning.pytorch.callbacks.model_checkpoint",
+    )
+    csv_log = ("Experiment logs directory {}/csv/ exists and is not empty. Previous log files in this directory will "
+               "be deleted when the new ones are saved!", "lightning.fabric.loggers.csv_logs")  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        expect_own_files("/runs/rte (1)")
+        for notice, module in (checkpoints, csv_log):
+            for folder in ("/runs/rte (1)", "/runs/rte (1)-b", "/runs/rte"):
+                warnings.warn_explicit(notice.format(folder), UserWarning, "lightning.py", 1, module=module)
+        warnings.warn_explicit(checkpoints[0].format("/runs/rte (1)"), UserWarning, "mine.py", 1, module="my_code")
+    others = [
+        notice.format(folder) for notice, _ in (checkpoints, csv_log) for folder in ("/runs/rte (1)-b", "/runs/rte")
+    ]
+    assert [str(w.message) for w in caught] == [*others, checkpoints[0].format("/runs/rte (1)")]

@@ -1,6 +1,6 @@
 """Lightning callbacks: the ones that drive module replacing (the rate, the phase switch), the ones that let a
 killed run resume exactly (a checkpoint that does not wait for a better score, a seed per step), and a progress bar
-that a failed run closes."""
+that a failed run closes and a resumed one shows whole."""
 
 from __future__ import annotations
 
@@ -164,11 +164,32 @@ def progress_bars(settings: Mapping[str, Any]) -> list[ClosingProgressBar]:
 
 
 class ClosingProgressBar(TQDMProgressBar):
-    """Lightning's tqdm progress bar, closed when a fit fails as when it ends.
+    """Lightning's tqdm progress bar, closed when a fit fails as when it ends, and whole after a resume.
 
     Lightning's own leaves its bars open on an exception, and an open bar prints its last line whenever it is
     collected: at the end of the process, after everything else a failed job of a multirun (or a test) printed.
+    A fit resumed mid-epoch skips the epoch-start hook that names the epoch and sets the bar's total, so Lightning's
+    said "Training: 130/?" until the epoch ended (hours, for an epoch of SST-2 at base size), with no time left and a
+    rate counted from the epoch's start; this one starts such an epoch's bar at the resumed batch.
     """
+
+    _resumed_mid_epoch = False  # this fit's first epoch: until its first batch
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        super().on_train_start(trainer, pl_module)
+        self._resumed_mid_epoch = trainer.fit_loop.restarted_mid_epoch
+
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        if self._resumed_mid_epoch:
+            self._resumed_mid_epoch = False
+            # Lightning's total counts from here (the batches left, or the steps left where fewer)
+            total = min(trainer.num_training_batches, batch_idx + self.total_train_batches)
+            bar = self.train_progress_bar
+            bar.reset(total=None if total == float("inf") else total)
+            bar.initial = bar.n = batch_idx  # the batches before the resume: counted, but not in the rate
+            bar.set_description(f"Epoch {trainer.current_epoch}")
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         for stage in ("train", "val", "test", "predict"):

@@ -1,14 +1,16 @@
 """Narrow filters for Lightning's messages that point at nothing a user of theseus_pl can change.
 
-Each filter matches one message from one module; every other warning, and every warning about a choice the user
-made, still shows. They are installed when :mod:`theseus_pl.lightning` is first imported, for the app and for
-library users alike, unless ``THESEUS_PL_VERBOSE`` is set (``python -m theseus_pl --verbose`` sets it).
+Each filter matches one message from the module that gives it; every other warning, and every warning about a choice
+the user made, still shows. They are installed when :mod:`theseus_pl.lightning` is first imported, for the app and for
+library users alike (those of a folder's files, :func:`expect_own_files`, by a run that resumes from that folder),
+unless ``THESEUS_PL_VERBOSE`` is set (``python -m theseus_pl --verbose`` sets it).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +26,9 @@ MID_EPOCH_RESUME = "You're resuming from a checkpoint that ended before the epoc
 SKIPPED_STEP = r"`training_step` returned `None`"
 # Lightning's model summary cannot size a bf16-mixed model's parameters (printed by every bf16 fit).
 SUMMARY_PRECISION = r"Precision bf16-mixed is not supported by the model summary"
+# Lightning's notices that a checkpoint or CSV log folder already holds files ("... will be deleted" for the log).
+FOLDER_NOT_EMPTY = r"(Checkpoint|Experiment logs) directory {folder}(/\S*)? exists and is not empty"
+FOLDER_NOTICE_MODULES = r"lightning\.(pytorch\.callbacks\.model_checkpoint|fabric\.loggers\.csv_logs)"
 
 
 def verbose() -> bool:
@@ -52,6 +57,16 @@ def install_filters() -> None:
     rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     if not any(isinstance(f, _DropMessage) for f in rank_zero.filters):
         rank_zero.addFilter(_DropMessage(LITLOGGER_TIP))
+
+
+def expect_own_files(folder: str | os.PathLike[str]) -> None:
+    """Silence Lightning's notices that a checkpoint or log folder in ``folder`` already holds files, for a folder
+    whose files are the run's own, left there to resume from: its ``last.ckpt`` is read back and its log rows before
+    the checkpoint carried over, so "exists and is not empty" points at nothing to change and the CSV log's "Previous
+    log files ... will be deleted" is untrue. Every other folder keeps the notices."""
+    if not verbose():
+        message = FOLDER_NOT_EMPTY.format(folder=re.escape(str(folder)))
+        warnings.filterwarnings("ignore", message=message, module=FOLDER_NOTICE_MODULES)
 
 
 @contextmanager

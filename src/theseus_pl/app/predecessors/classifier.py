@@ -33,6 +33,7 @@ from theseus_pl.lightning.callbacks import ResumeCheckpoint, progress_bars
 from theseus_pl.lightning.evaluation import evaluate
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.modules import FineTuningModule
+from theseus_pl.lightning.quiet import expect_own_files
 
 log = logging.getLogger(__name__)
 
@@ -245,6 +246,7 @@ def fine_tune(
         (work / WORK_VERSIONS).write_text(json.dumps(library_versions()))
     else:
         log.info("Continuing the fine-tuning interrupted at step %d (%s)", resumed_at, work / "last.ckpt")
+    expect_own_files(work)  # its versions.json, and what it resumes from
     # One file, replaced in place (atomically), so that the best epoch a last.ckpt names is on disk whenever a kill
     # comes: a new file beside the old one, and the old one deleted, would leave a window where it is not.
     checkpoint = ModelCheckpoint(dirpath=work, filename="best", enable_version_counter=False, monitor="val/score",

@@ -45,6 +45,7 @@ from theseus_pl.app.tracking.loggers import build_loggers, log_summary_row
 from theseus_pl.app.tracking.run_identity import run_identity
 from theseus_pl.app.tracking.wandb_run import finish, run_link, wandb_run
 from theseus_pl.core.memory import checkpoint_activations, peak_memory, start_peak_memory
+from theseus_pl.lightning.quiet import expect_own_files
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,8 @@ def run(cfg: DictConfig) -> RunRecord | None:
         log.info("Activation checkpointing: %s.", ", ".join(switched) or "no transformers model trains here, none")
     identity = run_identity(cfg, kind.name, method.name)
     resume_from, resume_step = (resumed.path, resumed.step) if resumed else (None, None)
+    if resumed:
+        expect_own_files(output_dir)  # its checkpoints and log rows are read back, not replaced
     logged_config = {**OmegaConf.to_container(cfg, resolve=True), "hardware": asdict(hardware)}  # type: ignore[dict-item]
     loggers = build_loggers(output_dir, cfg.logger.wandb, logged_config, identity, resume_step)
     experiment = wandb_run(loggers)  # the W&B run, as Lightning calls it; None without W&B
