@@ -14,6 +14,7 @@ import lightning.pytorch as pl
 import pytest
 import torch
 from app_runs import compose_config, tiny_run_overrides
+from filelock import FileLock
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from raise_at_step import RaiseAtStep
@@ -248,6 +249,10 @@ def test_a_fine_tuning_interrupted_midway_continues_where_it_stopped(
     assert planned["predecessor"].endswith(
         "(its interrupted fine-tuning on the task continues from step 8 of 12), 4 layers"
     )
+    with FileLock(cached.parent / f".{cached.name}.lock"):  # as a job of the sweep holds it while it fine-tunes
+        planned = dict(line.split(": ", 1) for line in plan(cfg))
+    assert f"(another job is fine-tuning it on the task now, at step 8 of 12 when last saved; this run waits, then " \
+           f"loads it: {cached}), 4 layers" in planned["predecessor"]  # fmt: skip
     trained = StepsTrained()
     with monkeypatch.context() as patched:
         patched.setattr(classifier, "progress_bars", lambda settings: [trained])

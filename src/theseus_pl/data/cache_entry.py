@@ -44,7 +44,7 @@ def load_or_build(path: Path, load: Callable[[Path], T], build: Callable[[Path],
     if found is not None:
         return found[0], False
     path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(path.parent / f".{path.name}.lock")
+    lock = _build_lock(path)
     try:
         lock.acquire(timeout=0)
     except Timeout:
@@ -65,6 +65,24 @@ def load_or_build(path: Path, load: Callable[[Path], T], build: Callable[[Path],
         return load(path), True
     finally:
         lock.release()
+
+
+def being_built(path: Path) -> bool:
+    """Whether another process is building the entry at ``path`` now (it holds the build lock): a job that needs the
+    entry would wait for it, then load it."""
+    if not path.parent.is_dir():
+        return False
+    lock = _build_lock(path)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return True
+    lock.release()
+    return False
+
+
+def _build_lock(path: Path) -> FileLock:
+    return FileLock(path.parent / f".{path.name}.lock")
 
 
 def _load_checked(path: Path, load: Callable[[Path], T], what: str) -> tuple[T] | None:

@@ -48,6 +48,7 @@ from theseus_pl.core.io import is_pickled, load_successor, save_successor
 from theseus_pl.core.precision import uses_gpu
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.timing import inference_speedup, was_busy
+from theseus_pl.data.cache_entry import being_built
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.record import wanted
 from theseus_pl.deployment.stage import deploy
@@ -112,6 +113,9 @@ class TaskModelRun(RunKind):
         if is_cached(cached):
             return f"fine-tuned on the task, from the cache: {cached}"
         batches, done = self._fine_tuning_batches(), interrupted_at(fine_tuning_work(cached))
+        if being_built(cached):
+            saved = f", at step {done} of {batches} when last saved" if done is not None else f", {batches} steps"
+            return f"another job is fine-tuning it on the task now{saved}; this run waits, then loads it: {cached}"
         if done is not None:
             return f"its interrupted fine-tuning on the task continues from step {done} of {batches}"
         return f"fine-tuned on the task first, {batches} steps, into the cache: {cached}"
