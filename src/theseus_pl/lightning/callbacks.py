@@ -13,7 +13,7 @@ from typing import Any
 import lightning.pytorch as pl
 import numpy as np
 import torch
-from lightning.pytorch.callbacks import Callback, Checkpoint, TQDMProgressBar
+from lightning.pytorch.callbacks import Callback, Checkpoint, ModelCheckpoint, TQDMProgressBar
 from lightning.pytorch.trainer.states import TrainerFn
 
 from theseus_pl.core.schedules import ReplacementSchedule
@@ -113,6 +113,34 @@ class SettingsInCheckpoint(Callback):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
     ) -> None:
         checkpoint[SETTINGS_KEY] = self.settings
+
+
+class BestCheckpoint(ModelCheckpoint):
+    """Lightning's ModelCheckpoint (the best model on the dev score) whose state follows its folder: a run moved or
+    copied elsewhere (back from a GPU node; a cache moved while a predecessor's fine-tuning was interrupted) resumes
+    there with its best score and file.
+
+    Lightning restores the state only where the folder's path is unchanged. After a move it forgot the best score,
+    so the next validation became the best whatever its score, and kept the best file's old path, which a resume with
+    no validation left loaded (a file no longer there).
+    """
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        before = state_dict.get("dirpath")
+        if before and self.dirpath and before != self.dirpath:
+            state_dict = _moved_paths(state_dict, Path(before), Path(self.dirpath))
+        super().load_state_dict(state_dict)
+
+
+def _moved_paths(state_dict: dict[str, Any], before: Path, after: Path) -> dict[str, Any]:
+    """``state_dict`` with every path in ``before`` (its folder, its best and last files) put in ``after``."""
+
+    def moved(path: str) -> str:
+        return str(after / Path(path).relative_to(before)) if path and Path(path).is_relative_to(before) else path
+
+    paths = {key: moved(value) for key, value in state_dict.items() if key.endswith(("dirpath", "_path"))}
+    best_k = {moved(path): score for path, score in state_dict.get("best_k_models", {}).items()}
+    return {**state_dict, **paths, "best_k_models": best_k}
 
 
 class ResumeCheckpoint(Checkpoint):

@@ -20,7 +20,6 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 import transformers
-from lightning.pytorch.callbacks import ModelCheckpoint
 from safetensors import safe_open
 from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
 
@@ -29,7 +28,7 @@ from theseus_pl.core.io import is_sequence_classifier
 from theseus_pl.data.cache_entry import content_digest, load_or_build, manifest_problem
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.tasks import TaskSpec, head_label_problem
-from theseus_pl.lightning.callbacks import ResumeCheckpoint, progress_bars
+from theseus_pl.lightning.callbacks import BestCheckpoint, ResumeCheckpoint, progress_bars
 from theseus_pl.lightning.evaluation import evaluate
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.modules import FineTuningModule
@@ -249,8 +248,8 @@ def fine_tune(
     expect_own_files(work)  # its versions.json, and what it resumes from
     # One file, replaced in place (atomically), so that the best epoch a last.ckpt names is on disk whenever a kill
     # comes: a new file beside the old one, and the old one deleted, would leave a window where it is not.
-    checkpoint = ModelCheckpoint(dirpath=work, filename="best", enable_version_counter=False, monitor="val/score",
-                                 mode="max", save_weights_only=True)  # fmt: skip
+    checkpoint = BestCheckpoint(dirpath=work, filename="best", enable_version_counter=False, monitor="val/score",
+                                mode="max", save_weights_only=True)  # fmt: skip
     resume = [ResumeCheckpoint(work, every_n_steps)] if resumable else []
     trainer = pl.Trainer(
         **trainer_settings, max_epochs=finetune["epochs"], logger=False, default_root_dir=work,
