@@ -298,3 +298,24 @@ def test_a_checkpoint_from_other_library_versions_is_not_continued(tmp_path):
     assert interrupted_at(work) == 3
     (work / WORK_VERSIONS).write_text(json.dumps(classifier.library_versions() | {"lightning": "2.5.0"}))
     assert interrupted_at(work) is None
+
+
+def test_check_reports_a_work_folder_it_will_not_continue_once(tiny_base, glue_dir, tmp_path, caplog):
+    """The plan's predecessor line and its projected time both ask where the fine-tuning would continue from: the
+    warning came twice."""
+    cfg = compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "trainer.precision=32-true",
+                         "check_steps=1")  # fmt: skip
+    cached = cached_predecessor_folder(cfg.model.base, instantiate(cfg.data, tokenizer=cfg.model.base),
+                                       OmegaConf.to_container(cfg.finetune), cfg.seed, Path(cfg.paths.cache_dir),
+                                       "32-true")  # fmt: skip
+    work = fine_tuning_work(cached)
+    work.mkdir(parents=True)
+    torch.save({"global_step": 3}, work / "last.ckpt")
+    other = classifier.library_versions() | {"lightning": "2.5.0"}
+    (work / WORK_VERSIONS).write_text(json.dumps(other))
+    with caplog.at_level(logging.WARNING, logger=classifier.__name__):
+        planned = dict(line.split(": ", 1) for line in plan(cfg))
+    assert "(fine-tuned on the task first, 6 steps, into the cache:" in planned["predecessor"]
+    assert "time of the predecessor's fine-tuning" in planned
+    warned = f"{work / 'last.ckpt'} was written by other library versions ({other}); the fine-tuning starts over."
+    assert [record.getMessage() for record in caplog.records].count(warned) == 1

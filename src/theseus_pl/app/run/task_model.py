@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from transformers import AutoConfig
 
 from theseus_pl.app.checks.run import checked_datamodule
+from theseus_pl.app.checks.settings import RunSettings
 from theseus_pl.app.methods.method import Method, MethodInputs
 from theseus_pl.app.predecessors.classifier import (
     Predecessor,
@@ -65,6 +66,10 @@ class TaskModelRun(RunKind):
     datamodule: TextTaskDataModule
     predecessor: Predecessor
 
+    def __init__(self, cfg: DictConfig, settings: RunSettings) -> None:
+        super().__init__(cfg, settings)
+        self._interrupted: dict[Path, int | None] = {}
+
     def check(self) -> None:
         self.datamodule = checked_datamodule(self.cfg, self.settings)  # refuses with every problem, settings' too
         self.name = self.datamodule.task.name
@@ -87,7 +92,7 @@ class TaskModelRun(RunKind):
         model = load_classifier(cfg.model.base, datamodule.task, new_head=True)
         model.save_pretrained(folder)
         self.predecessor = Predecessor(str(folder), "stand-in")
-        done = interrupted_at(fine_tuning_work(cached)) or 0  # an interrupted fine-tuning has only the rest to run
+        done = self._interrupted_at(cached) or 0  # an interrupted fine-tuning has only the rest to run
         return fine_tuning_module(model, datamodule.task, finetune), self._fine_tuning_batches() - done
 
     def plan(self, steps: int | None, world_size: int, precision: str) -> list[str]:
@@ -112,13 +117,20 @@ class TaskModelRun(RunKind):
         cached = self._cached_predecessor(precision)
         if is_cached(cached):
             return f"fine-tuned on the task, from the cache: {cached}"
-        batches, done = self._fine_tuning_batches(), interrupted_at(fine_tuning_work(cached))
+        batches, done = self._fine_tuning_batches(), self._interrupted_at(cached)
         if being_built(cached):
             saved = f", at step {done} of {batches} when last saved" if done is not None else f", {batches} steps"
             return f"another job is fine-tuning it on the task now{saved}; this run waits, then loads it: {cached}"
         if done is not None:
             return f"its interrupted fine-tuning on the task continues from step {done} of {batches}"
         return f"fine-tuned on the task first, {batches} steps, into the cache: {cached}"
+
+    def _interrupted_at(self, cached: Path) -> int | None:
+        """The step the predecessor's interrupted fine-tuning would continue from, read once: a work folder that is
+        damaged or of other library versions is reported once, not by the plan and again by its projected time."""
+        if cached not in self._interrupted:
+            self._interrupted[cached] = interrupted_at(fine_tuning_work(cached))
+        return self._interrupted[cached]
 
     def _cached_predecessor(self, precision: str) -> Path:
         """The folder the predecessor fine-tuned from the base is cached in, made or not."""
