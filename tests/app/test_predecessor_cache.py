@@ -20,16 +20,9 @@ from omegaconf import OmegaConf
 from raise_at_step import RaiseAtStep
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from theseus_pl.app.predecessors import classifier
-from theseus_pl.app.predecessors.classifier import (
-    WORK_VERSIONS,
-    cache_key,
-    cached_predecessor_folder,
-    fine_tune,
-    fine_tuning_work,
-    interrupted_at,
-    load_classifier,
-)
+from theseus_pl.app.predecessors import resumable_training
+from theseus_pl.app.predecessors.classifier import cache_key, cached_predecessor_folder, fine_tune, load_classifier
+from theseus_pl.app.predecessors.resumable_training import WORK_VERSIONS, interrupted_at, library_versions, work_folder
 from theseus_pl.app.results.reading import read_results
 from theseus_pl.app.run import task_model
 from theseus_pl.app.run.pipeline import plan, run
@@ -241,10 +234,10 @@ def test_a_fine_tuning_interrupted_midway_continues_where_it_stopped(
         return tmp_path / name
 
     with monkeypatch.context() as patched:
-        patched.setattr(classifier, "progress_bars", lambda settings: [RaiseAtStep(8)])
+        patched.setattr(resumable_training, "progress_bars", lambda settings: [RaiseAtStep(8)])
         with pytest.raises(RuntimeError, match="planned failure at step 8"):
-            fine_tuned("resumed", fine_tuning_work(cached))
-    assert interrupted_at(fine_tuning_work(cached)) == 8  # every 4 steps: kept when the fine-tuning failed
+            fine_tuned("resumed", work_folder(cached))
+    assert interrupted_at(work_folder(cached)) == 8  # every 4 steps: kept when the fine-tuning failed
     planned = dict(line.split(": ", 1) for line in plan(cfg))
     assert planned["predecessor"].endswith(
         "(its interrupted fine-tuning on the task continues from step 8 of 12), 4 layers"
@@ -255,8 +248,8 @@ def test_a_fine_tuning_interrupted_midway_continues_where_it_stopped(
            f"loads it: {cached}), 4 layers" in planned["predecessor"]  # fmt: skip
     trained = StepsTrained()
     with monkeypatch.context() as patched:
-        patched.setattr(classifier, "progress_bars", lambda settings: [trained])
-        resumed = fine_tuned("resumed", fine_tuning_work(cached))
+        patched.setattr(resumable_training, "progress_bars", lambda settings: [trained])
+        resumed = fine_tuned("resumed", work_folder(cached))
     assert trained.steps == [8, 9, 10, 11]  # the rest, not the whole fine-tuning again
     whole = fine_tuned("whole", tmp_path / "work")
     made, once = (json.loads((folder / "predecessor.json").read_text()) for folder in (resumed, whole))
@@ -264,7 +257,7 @@ def test_a_fine_tuning_interrupted_midway_continues_where_it_stopped(
     assert made["dev_metrics"] == once["dev_metrics"]
     weights = [AutoModelForSequenceClassification.from_pretrained(folder).state_dict() for folder in (resumed, whole)]
     assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[1])
-    assert not fine_tuning_work(cached).exists() and not (tmp_path / "work").exists()  # gone once written
+    assert not work_folder(cached).exists() and not (tmp_path / "work").exists()  # gone once written
     assert not [str(w.message) for w in recwarn if "is not empty" in str(w.message)]
 
 
@@ -280,7 +273,9 @@ def test_a_fine_tuning_that_diverged_leaves_nothing_to_continue(tiny_base, glue_
 def test_a_run_without_resume_checkpoints_fine_tunes_its_predecessor_without_them(base_overrides, tmp_path,
                                                                                    monkeypatch):  # fmt: skip
     """``~callbacks.resume_checkpoint`` (a node whose disk is small): no ``last.ckpt`` for the predecessor either."""
-    monkeypatch.setattr(classifier, "progress_bars", lambda settings: [RaiseAtStep(8)])  # after epoch 1's validation
+    monkeypatch.setattr(
+        resumable_training, "progress_bars", lambda settings: [RaiseAtStep(8)]
+    )  # after epoch 1's validation
     for dropped, kept in ((["~callbacks.resume_checkpoint"], 0), ([], 1)):
         with pytest.raises(RuntimeError, match="planned failure at step 8"):
             run(compose_config(*base_overrides, "finetune.epochs=2", *dropped))
@@ -294,9 +289,9 @@ def test_a_checkpoint_from_other_library_versions_is_not_continued(tmp_path):
     work.mkdir()
     torch.save({"global_step": 3}, work / "last.ckpt")
     assert interrupted_at(work) is None  # written by a version that recorded none
-    (work / WORK_VERSIONS).write_text(json.dumps(classifier.library_versions()))
+    (work / WORK_VERSIONS).write_text(json.dumps(library_versions()))
     assert interrupted_at(work) == 3
-    (work / WORK_VERSIONS).write_text(json.dumps(classifier.library_versions() | {"lightning": "2.5.0"}))
+    (work / WORK_VERSIONS).write_text(json.dumps(library_versions() | {"lightning": "2.5.0"}))
     assert interrupted_at(work) is None
 
 
@@ -308,14 +303,14 @@ def test_check_reports_a_work_folder_it_will_not_continue_once(tiny_base, glue_d
     cached = cached_predecessor_folder(cfg.model.base, instantiate(cfg.data, tokenizer=cfg.model.base),
                                        OmegaConf.to_container(cfg.finetune), cfg.seed, Path(cfg.paths.cache_dir),
                                        "32-true")  # fmt: skip
-    work = fine_tuning_work(cached)
+    work = work_folder(cached)
     work.mkdir(parents=True)
     torch.save({"global_step": 3}, work / "last.ckpt")
-    other = classifier.library_versions() | {"lightning": "2.5.0"}
+    other = library_versions() | {"lightning": "2.5.0"}
     (work / WORK_VERSIONS).write_text(json.dumps(other))
-    with caplog.at_level(logging.WARNING, logger=classifier.__name__):
+    with caplog.at_level(logging.WARNING, logger=resumable_training.__name__):
         planned = dict(line.split(": ", 1) for line in plan(cfg))
     assert "(fine-tuned on the task first, 6 steps, into the cache:" in planned["predecessor"]
     assert "time of the predecessor's fine-tuning" in planned
-    warned = f"{work / 'last.ckpt'} was written by other library versions ({other}); the fine-tuning starts over."
+    warned = f"{work / 'last.ckpt'} was written by other library versions ({other}); the training starts over."
     assert [record.getMessage() for record in caplog.records].count(warned) == 1

@@ -23,16 +23,15 @@ import transformers
 from safetensors import safe_open
 from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
 
-import theseus_pl
+from theseus_pl.app.predecessors.resumable_training import DivergedError, train_resumably, work_folder
 from theseus_pl.core.io import is_sequence_classifier
-from theseus_pl.data.cache_entry import content_digest, load_or_build, manifest_problem
+from theseus_pl.data.cache_entry import content_digest, load_or_build
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.tasks import TaskSpec, head_label_problem
-from theseus_pl.lightning.callbacks import BestCheckpoint, ResumeCheckpoint, progress_bars
+from theseus_pl.lightning.callbacks import BestCheckpoint
 from theseus_pl.lightning.evaluation import evaluate
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.modules import FineTuningModule
-from theseus_pl.lightning.quiet import expect_own_files
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +137,7 @@ def prepare_predecessor(
 
     def build(staging: Path) -> None:
         log.info("Fine-tuning %s on %s into the predecessor (cached as %s)", base, datamodule.task.name, directory)
-        fine_tune(base, datamodule, finetune, staging, trainer_settings, fine_tuning_work(directory), every_n_steps,
+        fine_tune(base, datamodule, finetune, staging, trainer_settings, work_folder(directory), every_n_steps,
                   resumable)  # fmt: skip
 
     dev_metrics, built = load_or_build(directory, load_checked, build, f"{datamodule.task.name} predecessor")
@@ -154,46 +153,6 @@ def cached_predecessor_folder(
     return (
         cache_dir / "predecessors" / f"{datamodule.task.name}-{cache_key(base, datamodule, finetune, seed, precision)}"
     )
-
-
-def fine_tuning_work(folder: Path) -> Path:
-    """Where the fine-tuning of the predecessor cached at ``folder`` keeps its checkpoints until it ends."""
-    return folder.parent / f".work-{folder.name}"
-
-
-WORK_VERSIONS = "versions.json"  # the libraries that wrote a work folder's checkpoints
-
-
-def interrupted_at(work: Path) -> int | None:
-    """The optimizer step an interrupted fine-tuning in ``work`` continues from; None where there is none to
-    continue: no ``last.ckpt``, one that cannot be read, or one written by other versions of the libraries that save
-    and restore it (Lightning, torch, transformers, theseus_pl), which may not restore what they read."""
-    last = work / "last.ckpt"
-    if not last.is_file():
-        return None
-    try:
-        written_by = json.loads((work / WORK_VERSIONS).read_text())
-    except (OSError, ValueError):
-        written_by = None
-    if written_by != library_versions():
-        log.warning("%s was written by other library versions (%s); the fine-tuning starts over.", last, written_by)
-        return None
-    try:  # memory-mapped: the weights are not read
-        return int(torch.load(last, map_location="cpu", weights_only=False, mmap=True)["global_step"])
-    except Exception as error:  # cut short: torch's reasons are many
-        log.warning("%s cannot be read (%s: %s); the fine-tuning starts over.", last, type(error).__name__, error)
-        return None
-
-
-def library_versions() -> dict[str, str]:
-    """The versions of what saves and restores a fine-tuning's checkpoints, as a work folder records them."""
-    return {"lightning": pl.__version__, "torch": torch.__version__, "transformers": transformers.__version__,
-            "theseus_pl": theseus_pl.__version__}  # fmt: skip
-
-
-def is_cached(folder: Path) -> bool:
-    """Whether the cache holds a whole predecessor at ``folder`` (one that would be loaded, not made again)."""
-    return folder.is_dir() and manifest_problem(folder) is None
 
 
 def fine_tuning_module(model: PreTrainedModel, task: TaskSpec, finetune: dict[str, Any]) -> FineTuningModule:
@@ -229,41 +188,24 @@ def fine_tune(
     dev epoch. The directory then holds the model, its tokenizer and ``predecessor.json`` (how it was made, and the
     dev metrics of the kept model).
 
-    ``work`` holds the checkpoints while it trains: the best epoch's weights and ``last.ckpt``, written after every
-    validation and every ``every_n_steps`` optimizer steps. A fine-tuning killed midway continues from there when
-    called again with the same ``work``, in the data order it had reached, with its optimizer, schedule and best epoch;
-    dropout after the resume draws anew, so the model is close to, not bit for bit, the uninterrupted one
-    (``predecessor.json`` records the step it continued from). ``work`` is removed once the predecessor is written,
-    and when the fine-tuning diverged (a resume would diverge again). Not ``resumable`` (a run without its own resume
-    checkpoint, where disk is short), no ``last.ckpt`` is written."""
+    ``work`` holds the checkpoints while it trains (:func:`train_resumably`): the best epoch's weights and
+    ``last.ckpt``. A fine-tuning killed midway continues from there when called again with the same ``work``; dropout
+    after the resume draws anew, so the model is close to, not bit for bit, the uninterrupted one
+    (``predecessor.json`` records the step it continued from)."""
     model = load_classifier(base, datamodule.task, new_head=True)
     module = fine_tuning_module(model, datamodule.task, finetune)
-    resumed_at = interrupted_at(work)
-    if resumed_at is None:
-        shutil.rmtree(work, ignore_errors=True)  # what a fine-tuning left before its first checkpoint, or a stale one
-        work.mkdir(parents=True, exist_ok=True)
-        (work / WORK_VERSIONS).write_text(json.dumps(library_versions()))
-    else:
-        log.info("Continuing the fine-tuning interrupted at step %d (%s)", resumed_at, work / "last.ckpt")
-    expect_own_files(work)  # its versions.json, and what it resumes from
     # One file, replaced in place (atomically), so that the best epoch a last.ckpt names is on disk whenever a kill
     # comes: a new file beside the old one, and the old one deleted, would leave a window where it is not.
     checkpoint = BestCheckpoint(dirpath=work, filename="best", enable_version_counter=False, monitor="val/score",
                                 mode="max", save_weights_only=True)  # fmt: skip
-    resume = [ResumeCheckpoint(work, every_n_steps)] if resumable else []
-    trainer = pl.Trainer(
-        **trainer_settings, max_epochs=finetune["epochs"], logger=False, default_root_dir=work,
-        callbacks=[checkpoint, *resume, *progress_bars(trainer_settings)],
-    )  # fmt: skip
-    try:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=work / "last.ckpt" if resumed_at is not None else None)
+
+    def check_finite(trainer: pl.Trainer) -> None:
         _require_finite(base, checkpoint.best_model_score, trainer.callback_metrics.get("train/loss"))
-    except BaseException as error:
-        if not resumable or isinstance(error, DivergedError):  # nothing to continue from, or a resume would diverge
-            shutil.rmtree(work, ignore_errors=True)
-        elif resumed_at is not None and isinstance(error, Exception):
-            log.error("The fine-tuning continued from %s failed; delete %s to start it over.", work / "last.ckpt", work)
-        raise
+
+    resumed_at = train_resumably(
+        module, work, trainer_settings, check_finite, callbacks=[checkpoint], every_n_steps=every_n_steps,
+        resumable=resumable, trainer_args={"max_epochs": finetune["epochs"]}, datamodule=datamodule,
+    )  # fmt: skip
     best = torch.load(work / "best.ckpt", map_location="cpu", weights_only=True)["state_dict"]
     module.load_state_dict(best)
     made = {"base": base, "finetune": finetune, "dev_metrics": evaluate(model, datamodule, trainer_settings)}
@@ -273,10 +215,6 @@ def fine_tune(
     datamodule.tokenizer.save_pretrained(directory)
     (directory / "predecessor.json").write_text(json.dumps(made, indent=2))
     shutil.rmtree(work, ignore_errors=True)
-
-
-class DivergedError(RuntimeError):
-    """A fine-tuning whose dev score or training loss is not finite."""
 
 
 def _require_finite(base: str, best_score: torch.Tensor | None, last_loss: torch.Tensor | None) -> None:

@@ -6,14 +6,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import lightning.pytorch as pl
 from omegaconf import DictConfig
 
 from theseus_pl.app.checks.settings import RunSettings
 from theseus_pl.app.methods.method import Method, MethodInputs
+from theseus_pl.app.predecessors.resumable_training import interrupted_at, work_folder
 from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
+
+
+class PredecessorTraining(NamedTuple):
+    """What ``--check`` times of a predecessor still to be trained before the method: its module, the batches left,
+    the training in words, and whether it validates after each epoch (a fine-tuning keeps its best dev epoch; a
+    decoder's adaptation to its text validates never)."""
+
+    module: pl.LightningModule
+    batches: int
+    what: str
+    validates: bool
 
 
 class RunKind:
@@ -28,6 +40,7 @@ class RunKind:
     def __init__(self, cfg: DictConfig, settings: RunSettings) -> None:
         self.cfg, self.settings = cfg, settings
         self.output_dir = Path(cfg.paths.output_dir)
+        self._interrupted: dict[Path, int | None] = {}
 
     def check(self) -> None:
         """Raise :class:`~theseus_pl.app.checks.refused.RunRefused` with the settings' problems and this kind's
@@ -41,11 +54,19 @@ class RunKind:
     def prepare_predecessor(self, evaluation: dict[str, Any]) -> None:
         """What the predecessor needs before a method is built from it (a task model: fine-tuning, or the cache)."""
 
-    def stand_in_predecessor(self, folder: Path, evaluation: dict[str, Any]) -> tuple[pl.LightningModule, int] | None:
+    def stand_in_predecessor(self, folder: Path, evaluation: dict[str, Any]) -> PredecessorTraining | None:
         """Ready :meth:`method_inputs` for ``--check``'s timing without training anything: where the predecessor is
-        still to be made, a model of its shapes saved into ``folder`` stands in, and the module that would make it
-        is returned with its batch count (to be timed too); None where the predecessor needs no training."""
+        still to be made, a model of its shapes saved into ``folder`` stands in, and the training that would make it
+        is returned (to be timed too); None where the predecessor needs no training."""
         return None
+
+    def interrupted_training(self, entry: Path) -> int | None:
+        """The step the interrupted training of the cache entry at ``entry`` would continue from, read once: a work
+        folder that is damaged or of other library versions is reported once, not by the plan and again by its
+        projected time."""
+        if entry not in self._interrupted:
+            self._interrupted[entry] = interrupted_at(work_folder(entry))
+        return self._interrupted[entry]
 
     def plan(self, steps: int | None, world_size: int, precision: str) -> list[str]:
         """What this kind's run would read and train on, in lines (``--check``), once :meth:`check` passed and the

@@ -39,7 +39,7 @@ from lightning.pytorch.callbacks import Callback
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader
 
-from theseus_pl.app.run.kind import RunKind
+from theseus_pl.app.run.kind import PredecessorTraining, RunKind
 from theseus_pl.app.run.stages import evaluation_settings
 from theseus_pl.core.schedules import ReplacementSchedule
 from theseus_pl.core.timing import Timings, other_cores_while
@@ -202,8 +202,8 @@ def projected_time(cfg: DictConfig, kind: RunKind, steps: int | None, precision:
     settings = {**evaluation, "gradient_clip_val": cfg.trainer.get("gradient_clip_val")}
     lines = []
     with tempfile.TemporaryDirectory(prefix="theseus-pl-stand-in-", dir=_made(Path(cfg.paths.cache_dir))) as stand_in:
-        fine_tuning = kind.stand_in_predecessor(Path(stand_in), evaluation)
-        lines += _timed_fine_tuning(fine_tuning, kind, evaluation, timed)
+        training = kind.stand_in_predecessor(Path(stand_in), evaluation)
+        lines += _timed_predecessor_training(training, kind, evaluation, timed)
         method = kind.settings.method.build(kind.method_inputs(OmegaConf.to_container(cfg.optimizer, resolve=True)))
         assert method.module is not None  # the caller times methods that train
         accumulated = cfg.trainer.get("accumulate_grad_batches", 1)
@@ -229,19 +229,20 @@ def _run_validations(trainer_cfg: DictConfig, batches: int, epoch_batches: int) 
     return validation_count(batches, epoch_batches, interval, every_epochs)
 
 
-def _timed_fine_tuning(
-    fine_tuning: tuple[pl.LightningModule, int] | None, kind: RunKind, evaluation: dict[str, Any], timed: int
+def _timed_predecessor_training(
+    training: PredecessorTraining | None, kind: RunKind, evaluation: dict[str, Any], timed: int
 ) -> list[str]:
-    """The predecessor's fine-tuning line, where it is still to be made, timed with the Trainer settings that
-    fine-tuning uses (``evaluation``: no gradient clipping, whatever the method's trainer says); its model is freed on
+    """The line of the predecessor's training, where it is still to be made, timed with the Trainer settings that
+    training uses (``evaluation``: no gradient clipping, whatever the method's trainer says); its model is freed on
     return, before the method's models load (a base-size model and its optimizer state take some 2 GB)."""
-    if fine_tuning is None:
+    if training is None:
         return []
-    module, batches = fine_tuning
-    steps = timed_steps(module, kind.datamodule, evaluation, timed, None)
-    epochs = -(-batches // len(kind.datamodule.train_dataloader()))  # validated after each, then scored once more
-    timings = timed_validation(module, kind.datamodule, evaluation, steps)
-    return [projection_line("the predecessor's fine-tuning", batches, timings, epochs + 1)]
+    steps = timed_steps(training.module, kind.datamodule, evaluation, timed, None)
+    if not training.validates:
+        return [projection_line(training.what, training.batches, steps)]
+    epochs = -(-training.batches // len(kind.datamodule.train_dataloader()))  # validated after each, then scored
+    timings = timed_validation(training.module, kind.datamodule, evaluation, steps)
+    return [projection_line(training.what, training.batches, timings, epochs + 1)]
 
 
 def _made(folder: Path) -> Path:

@@ -18,18 +18,15 @@ from omegaconf import DictConfig, OmegaConf
 from transformers import AutoConfig
 
 from theseus_pl.app.checks.run import checked_datamodule
-from theseus_pl.app.checks.settings import RunSettings
 from theseus_pl.app.methods.method import Method, MethodInputs
 from theseus_pl.app.predecessors.classifier import (
     Predecessor,
     cached_predecessor_folder,
     fine_tuning_module,
-    fine_tuning_work,
-    interrupted_at,
-    is_cached,
     load_classifier,
     prepare_predecessor,
 )
+from theseus_pl.app.predecessors.resumable_training import entry_state, is_cached
 from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
 from theseus_pl.app.results.task_model import (
     DataFacts,
@@ -40,7 +37,7 @@ from theseus_pl.app.results.task_model import (
     RunResults,
     SuccessorResult,
 )
-from theseus_pl.app.run.kind import RunKind
+from theseus_pl.app.run.kind import PredecessorTraining, RunKind
 from theseus_pl.app.run.stages import each_process, hub_id, load_best_checkpoint, rows_per_step
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.app.tracking.wandb_run import publish
@@ -49,7 +46,6 @@ from theseus_pl.core.io import is_pickled, load_successor, save_successor
 from theseus_pl.core.precision import uses_gpu
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.timing import inference_speedup, was_busy
-from theseus_pl.data.cache_entry import being_built
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.record import wanted
 from theseus_pl.deployment.stage import deploy
@@ -66,10 +62,6 @@ class TaskModelRun(RunKind):
     datamodule: TextTaskDataModule
     predecessor: Predecessor
 
-    def __init__(self, cfg: DictConfig, settings: RunSettings) -> None:
-        super().__init__(cfg, settings)
-        self._interrupted: dict[Path, int | None] = {}
-
     def check(self) -> None:
         self.datamodule = checked_datamodule(self.cfg, self.settings)  # refuses with every problem, settings' too
         self.name = self.datamodule.task.name
@@ -82,7 +74,7 @@ class TaskModelRun(RunKind):
             evaluation, cfg.checkpoint.every_n_steps, cfg.callbacks.get("resume_checkpoint") is not None,
         )  # fmt: skip
 
-    def stand_in_predecessor(self, folder: Path, evaluation: dict[str, Any]) -> tuple[pl.LightningModule, int] | None:
+    def stand_in_predecessor(self, folder: Path, evaluation: dict[str, Any]) -> PredecessorTraining | None:
         cfg, datamodule = self.cfg, self.datamodule
         finetune = OmegaConf.to_container(cfg.finetune, resolve=True)
         cached = self._cached_predecessor(evaluation["precision"])
@@ -92,8 +84,13 @@ class TaskModelRun(RunKind):
         model = load_classifier(cfg.model.base, datamodule.task, new_head=True)
         model.save_pretrained(folder)
         self.predecessor = Predecessor(str(folder), "stand-in")
-        done = self._interrupted_at(cached) or 0  # an interrupted fine-tuning has only the rest to run
-        return fine_tuning_module(model, datamodule.task, finetune), self._fine_tuning_batches() - done
+        done = self.interrupted_training(cached) or 0  # an interrupted fine-tuning has only the rest to run
+        return PredecessorTraining(
+            fine_tuning_module(model, datamodule.task, finetune),
+            self._fine_tuning_batches() - done,
+            "the predecessor's fine-tuning",
+            validates=True,
+        )
 
     def plan(self, steps: int | None, world_size: int, precision: str) -> list[str]:
         cfg, datamodule = self.cfg, self.datamodule
@@ -115,22 +112,14 @@ class TaskModelRun(RunKind):
     def _predecessor_state(self, precision: str) -> str:
         """Where the predecessor fine-tuned from the base would come from, in words for the plan."""
         cached = self._cached_predecessor(precision)
-        if is_cached(cached):
-            return f"fine-tuned on the task, from the cache: {cached}"
-        batches, done = self._fine_tuning_batches(), self._interrupted_at(cached)
-        if being_built(cached):
-            saved = f", at step {done} of {batches} when last saved" if done is not None else f", {batches} steps"
-            return f"another job is fine-tuning it on the task now{saved}; this run waits, then loads it: {cached}"
-        if done is not None:
-            return f"its interrupted fine-tuning on the task continues from step {done} of {batches}"
-        return f"fine-tuned on the task first, {batches} steps, into the cache: {cached}"
-
-    def _interrupted_at(self, cached: Path) -> int | None:
-        """The step the predecessor's interrupted fine-tuning would continue from, read once: a work folder that is
-        damaged or of other library versions is reported once, not by the plan and again by its projected time."""
-        if cached not in self._interrupted:
-            self._interrupted[cached] = interrupted_at(fine_tuning_work(cached))
-        return self._interrupted[cached]
+        return entry_state(
+            cached,
+            self._fine_tuning_batches(),
+            self.interrupted_training(cached),
+            "fine-tuned on the task",
+            "fine-tuning it on the task",
+            "fine-tuning on the task",
+        )
 
     def _cached_predecessor(self, precision: str) -> Path:
         """The folder the predecessor fine-tuned from the base is cached in, made or not."""
