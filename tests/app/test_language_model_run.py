@@ -12,6 +12,7 @@ from decoder_models import tiny_bpe_tokenizer, tiny_decoder, tiny_documents, tin
 from glue_files import write_tsv
 from huggingface_hub import ModelCard
 from omegaconf import OmegaConf
+from raise_at_step import RaiseAtStep
 from test_wandb_runs import app
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from wandb_records import read_offline_run
@@ -20,6 +21,8 @@ from theseus_pl.app.checks import language_model as language_model_checks
 from theseus_pl.app.checks import run as run_checks
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.run import device_problems
+from theseus_pl.app.predecessors import resumable_training
+from theseus_pl.app.predecessors.resumable_training import interrupted_at
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run import language_model as language_model_run
 from theseus_pl.app.run.pipeline import plan, run
@@ -409,6 +412,56 @@ def test_the_adapted_teacher_is_cached_reused_by_two_runs_and_scored_as_the_refe
     assert written["teacher"]["dir"] == str(entry) and written["method"] == "lm_theseus_curriculum"
 
 
+class StepsTrained(pl.Callback):
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: object) -> None:
+        self.steps.append(trainer.global_step)
+
+
+def test_an_adaptation_interrupted_midway_continues_where_it_stopped(tiny_lm, tmp_path, monkeypatch):
+    """Failed after step 3 of 4 (a checkpoint every 2), the rerun adapts the last 2 steps from its checkpoint, to the
+    weights of an uninterrupted adaptation (data order, optimizer and schedule restored); ``--check`` says it would
+    continue and times the rest. The adaptation was an hour or more a teacher of a real model, started over."""
+    adapted = ["method=shortgpt_healed", "method.alpha=1.0", "method.teacher=adapted", "finetune.steps=4",
+               "finetune.lr=1e-2", "trainer.precision=32-true", "data.other_text.corpus=null",
+               "checkpoint.every_n_steps=2"]  # fmt: skip
+    cfg = compose_config(*_overrides(tiny_lm, tmp_path, *adapted))
+    with monkeypatch.context() as patched:
+        patched.setattr(resumable_training, "progress_bars", lambda settings: [RaiseAtStep(3)])
+        with pytest.raises(RuntimeError, match="planned failure at step 3"):
+            run(cfg)
+    (work,) = (tmp_path / "cache" / "adapted").glob(".work-*")
+    assert interrupted_at(work) == 2 and not _entries(tmp_path / "cache" / "adapted")
+    lines = dict(line.split(": ", 1) for line in plan(cfg))
+    assert lines["teacher"].endswith("every parameter; its interrupted adaptation to the text continues from step 2 "
+                                     "of 4)")  # fmt: skip
+    assert "(2 batches at " in lines["time of the predecessor's adaptation to the text"]
+    trained = StepsTrained()
+    with monkeypatch.context() as patched:
+        patched.setattr(resumable_training, "progress_bars", lambda settings: [trained])
+        run(compose_config(*_overrides(tiny_lm, tmp_path, *adapted, "resume=force")))
+    assert trained.steps == [2, 3]  # the rest, not the whole adaptation again
+    (entry,) = _entries(tmp_path / "cache" / "adapted")
+    assert not work.exists() and json.loads((entry / "adapted.json").read_text())["resumed_at_step"] == 2
+    elsewhere = [f"paths.cache_dir={tmp_path / 'whole'}" if key.startswith("paths.cache_dir=") else key
+                 for key in _overrides(tiny_lm, tmp_path, *adapted, "resume=force")]  # fmt: skip
+    run(compose_config(*elsewhere))
+    (whole,) = _entries(tmp_path / "whole" / "adapted")
+    assert whole.name == entry.name and "resumed_at_step" not in json.loads((whole / "adapted.json").read_text())
+    weights = [AutoModelForCausalLM.from_pretrained(folder).state_dict() for folder in (entry, whole)]
+    assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[1])
+
+
+def test_an_adaptation_that_diverged_caches_nothing_and_leaves_nothing_to_continue(tiny_lm, tmp_path):
+    diverging = ["method=shortgpt_healed", "method.alpha=1.0", "method.teacher=adapted", "finetune.steps=4",
+                 "finetune.lr=1e12", "trainer.precision=32-true", "checkpoint.every_n_steps=2"]  # fmt: skip
+    with pytest.raises(RuntimeError, match=r"Adapting the predecessor diverged \(last training loss (nan|inf)\)"):
+        run(compose_config(*_overrides(tiny_lm, tmp_path, *diverging)))
+    assert not [path for path in (tmp_path / "cache" / "adapted").iterdir() if not path.name.endswith(".lock")]
+
+
 def _entries(folder):
     """A cache folder's entries (its lock files left out)."""
     return [path for path in folder.iterdir() if not path.name.startswith(".")]
@@ -445,10 +498,13 @@ def test_the_check_plan_names_the_other_text_the_lm_eval_tasks_and_the_adapted_t
         lines["other held-out text"].startswith("Guardian headlines of 2017-2020")
         and "32 windows" in lines["other held-out text"]
     )
-    assert lines["teacher"] == (
-        "the predecessor adapted to the text, 4 steps of 4 windows at lr 2e-05 (every parameter), made once into the "
-        "cache"
+    assert re.fullmatch(
+        rf"the predecessor adapted to the text \(4 windows a step at lr 2e-05, every parameter; adapted to the text "
+        rf"first, 4 steps, into the cache: {re.escape(str(tmp_path / 'cache' / 'adapted'))}/[0-9a-f]{{16}}\)",
+        lines["teacher"],
     )
+    assert lines["time of the predecessor's adaptation to the text"].startswith("about ")
+    assert "(4 batches at " in lines["time of the predecessor's adaptation to the text"]
     assert lines["loss"].startswith("1 x KL to the predecessor adapted to the text's soft targets")
     assert lines["lm-eval"] == "sst2_local on both models, 0-shot, fp32"
     assert lines["time of training"].startswith("about ") and "(6 batches at " in lines["time of training"]

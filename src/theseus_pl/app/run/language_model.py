@@ -35,9 +35,10 @@ from theseus_pl.app.checks.run import device_problems
 from theseus_pl.app.checks.schedule import schedule_problems, validation_problems
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.methods.method import CompressionMethod, Method, MethodInputs, SoftTargets
-from theseus_pl.app.predecessors.adapted import adapted_predecessor
+from theseus_pl.app.predecessors.adapted import adaptation_module, adapted_folder, adapted_predecessor
 from theseus_pl.app.predecessors.gguf import converted_gguf
 from theseus_pl.app.predecessors.harness_scores import cached_harness_scores
+from theseus_pl.app.predecessors.resumable_training import entry_state, is_cached
 from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
 from theseus_pl.app.results.language_model import (
     GenerationSample,
@@ -45,7 +46,7 @@ from theseus_pl.app.results.language_model import (
     LanguageModelResults,
     LanguageModelSide,
 )
-from theseus_pl.app.run.kind import RunKind
+from theseus_pl.app.run.kind import PredecessorTraining, RunKind
 from theseus_pl.app.run.language_model_data import language_model_datamodule
 from theseus_pl.app.run.language_model_shipping import DECODE_TOKENS, shipped_gguf
 from theseus_pl.app.run.stages import each_process, hub_id, rows_per_step
@@ -124,10 +125,13 @@ class LanguageModelRun(RunKind):
             else []
         )
         method = self.settings.method
-        if isinstance(method, SoftTargets) and method.adapted_teacher:
+        if self._adapts_teacher():
+            entry = self._adapted_entry(precision)
+            state = entry_state(entry, cfg.finetune.steps, self.interrupted_training(entry), "adapted to the text",
+                                "adapting it to the text", "adaptation to the text")  # fmt: skip
             other.append(
-                f"teacher: the predecessor adapted to the text, {cfg.finetune.steps} steps of {batch} windows at lr "
-                f"{cfg.finetune.lr:g} (every parameter), made once into the cache"
+                f"teacher: the predecessor adapted to the text ({batch} windows a step at lr {cfg.finetune.lr:g}, "
+                f"every parameter; {state})"
             )
         lm_eval = cfg.evaluation.lm_eval
         if lm_eval.tasks:
@@ -153,13 +157,36 @@ class LanguageModelRun(RunKind):
     def prepare_predecessor(self, evaluation: dict[str, Any]) -> None:
         """The predecessor adapted to the training text, where the method distils from it (from the cache, or
         fine-tuned into it now)."""
-        method = self.settings.method
-        if isinstance(method, SoftTargets) and method.adapted_teacher:
+        if self._adapts_teacher():
             finetune = OmegaConf.to_container(self.cfg.finetune, resolve=True)
+            cfg = self.cfg
             self.adapted_dir = adapted_predecessor(
-                self.predecessor_dir, self.datamodule, finetune, self.cfg.seed, Path(self.cfg.paths.cache_dir),
-                evaluation,
+                self.predecessor_dir, self.datamodule, finetune, cfg.seed, Path(cfg.paths.cache_dir), evaluation,
+                cfg.checkpoint.every_n_steps, cfg.callbacks.get("resume_checkpoint") is not None,
             )  # fmt: skip
+
+    def stand_in_predecessor(self, folder: Path, evaluation: dict[str, Any]) -> PredecessorTraining | None:
+        """The adaptation of the predecessor to the text, where the method distils from it and the cache lacks it
+        (the timed method's teacher is the predecessor itself: the same shapes)."""
+        if not self._adapts_teacher():
+            return None
+        entry = self._adapted_entry(evaluation["precision"])
+        if is_cached(entry):
+            return None
+        finetune = OmegaConf.to_container(self.cfg.finetune, resolve=True)
+        done = self.interrupted_training(entry) or 0  # an interrupted adaptation has only the rest to run
+        return PredecessorTraining(adaptation_module(self.predecessor_dir, finetune), finetune["steps"] - done,
+                                   "the predecessor's adaptation to the text", validates=False)  # fmt: skip
+
+    def _adapts_teacher(self) -> bool:
+        method = self.settings.method
+        return isinstance(method, SoftTargets) and method.adapted_teacher
+
+    def _adapted_entry(self, precision: str) -> Path:
+        """The folder the predecessor adapted to the text is cached in, made or not."""
+        finetune = OmegaConf.to_container(self.cfg.finetune, resolve=True)
+        return adapted_folder(self.predecessor_dir, self.datamodule, finetune, self.cfg.seed,
+                              Path(self.cfg.paths.cache_dir), precision)  # fmt: skip
 
     def method_inputs(self, optimizer: dict[str, Any]) -> MethodInputs:
         settings, datamodule = self.settings, self.datamodule
