@@ -72,6 +72,15 @@ def test_the_card_of_a_version_1_results_file_is_the_card_its_run_wrote(tmp_path
         (["model.base=org/base", "model.predecessor=org/fine-tuned"], "org/fine-tuned"),
         (["model.base=/models/mine"], None),
         (["model.base=/models/mine", "model.hub_id=org/mine"], "org/mine"),
+        # a shipped model's hub id names its packaged copy only: another model given in its place is not called so
+        (["model=minilm", "model.base=/models/mine"], None),
+        (["model=minilm", "model.base=org/other"], "org/other"),
+        (["model=minilm", "model.base=/models/mine", "model.hub_id=org/mine"], "org/mine"),
+        (["model=mpnet_base", "model.base=/unpacked/model"], None),
+        (["+experiment=smollm2_quick"], "HuggingFaceTB/SmolLM2-135M-Instruct"),
+        (["+experiment=smollm2_quick", "model.gguf=null", "model.base=/models/llama"], None),
+        (["+experiment=smollm2_quick", "model.gguf=null", "model.base=org/llama"], "org/llama"),
+        (["model=minilm", "model.predecessor=/cache/fine-tuned-minilm"], "sentence-transformers/all-MiniLM-L6-v2"),
     ],
 )
 def test_base_model_is_the_hub_id_the_user_named(overrides, expected):

