@@ -158,8 +158,8 @@ class LanguageModelRun(RunKind):
         """The predecessor adapted to the training text, where the method distils from it (from the cache, or
         fine-tuned into it now)."""
         if self._adapts_teacher():
-            finetune = OmegaConf.to_container(self.cfg.finetune, resolve=True)
             cfg = self.cfg
+            finetune = OmegaConf.to_container(cfg.finetune, resolve=True)
             self.adapted_dir = adapted_predecessor(
                 self.predecessor_dir, self.datamodule, finetune, cfg.seed, Path(cfg.paths.cache_dir), evaluation,
                 cfg.checkpoint.every_n_steps, cfg.callbacks.get("resume_checkpoint") is not None,

@@ -202,8 +202,9 @@ def projected_time(cfg: DictConfig, kind: RunKind, steps: int | None, precision:
     settings = {**evaluation, "gradient_clip_val": cfg.trainer.get("gradient_clip_val")}
     lines = []
     with tempfile.TemporaryDirectory(prefix="theseus-pl-stand-in-", dir=_made(Path(cfg.paths.cache_dir))) as stand_in:
-        training = kind.stand_in_predecessor(Path(stand_in), evaluation)
-        lines += _timed_predecessor_training(training, kind, evaluation, timed)
+        # passed on, not kept: the predecessor's model is freed once timed, before the method's models load
+        lines += _timed_predecessor_training(kind.stand_in_predecessor(Path(stand_in), evaluation), kind, evaluation,
+                                             timed)  # fmt: skip
         method = kind.settings.method.build(kind.method_inputs(OmegaConf.to_container(cfg.optimizer, resolve=True)))
         assert method.module is not None  # the caller times methods that train
         accumulated = cfg.trainer.get("accumulate_grad_batches", 1)
