@@ -67,6 +67,11 @@ def load_or_build(path: Path, load: Callable[[Path], T], build: Callable[[Path],
         lock.release()
 
 
+def is_cached(path: Path) -> bool:
+    """Whether the cache holds a whole entry at ``path`` (one that would be loaded, not built again)."""
+    return path.is_dir() and manifest_problem(path) is None
+
+
 def being_built(path: Path) -> bool:
     """Whether another process is building the entry at ``path`` now (it holds the build lock): a job that needs the
     entry would wait for it, then load it."""

@@ -38,7 +38,7 @@ from theseus_pl.app.methods.method import CompressionMethod, Method, MethodInput
 from theseus_pl.app.predecessors.adapted import adaptation_module, adapted_folder, adapted_predecessor
 from theseus_pl.app.predecessors.gguf import converted_gguf
 from theseus_pl.app.predecessors.harness_scores import cached_harness_scores
-from theseus_pl.app.predecessors.resumable_training import entry_state, is_cached
+from theseus_pl.app.predecessors.resumable_training import entry_state
 from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
 from theseus_pl.app.results.language_model import (
     GenerationSample,
@@ -56,6 +56,7 @@ from theseus_pl.core.decoders import load_causal_lm, new_token_room
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.memory import training_memory_bytes
 from theseus_pl.core.timing import generation_speed
+from theseus_pl.data.cache_entry import is_cached
 from theseus_pl.data.language_model import (
     IGNORED,
     LanguageModelingDataModule,

@@ -26,7 +26,7 @@ from theseus_pl.app.predecessors.classifier import (
     load_classifier,
     prepare_predecessor,
 )
-from theseus_pl.app.predecessors.resumable_training import entry_state, is_cached
+from theseus_pl.app.predecessors.resumable_training import entry_state
 from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
 from theseus_pl.app.results.task_model import (
     DataFacts,
@@ -46,6 +46,7 @@ from theseus_pl.core.io import is_pickled, load_successor, save_successor
 from theseus_pl.core.precision import uses_gpu
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.timing import inference_speedup, was_busy
+from theseus_pl.data.cache_entry import is_cached
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.record import wanted
 from theseus_pl.deployment.stage import deploy
