@@ -39,6 +39,7 @@ from theseus_pl.app.methods.method import (
     method_from_config,
 )
 from theseus_pl.app.methods.schedules import build_schedule
+from theseus_pl.app.predecessors.adapted import ADAPTATION_KEYS
 from theseus_pl.app.tracking.loggers import wandb_setting_problems
 from theseus_pl.core.schedules import ReplacementSchedule
 from theseus_pl.core.settings import (
@@ -391,7 +392,7 @@ def _language_model_problems(cfg: DictConfig, theseus: TheseusSettings, adapts: 
 # The deploy group's keys a decoder-LM run reads: its GGUF files and their timing in llama.cpp.
 GGUF_SETTINGS = ("deploy.gguf=", "deploy.llama_cpp=", "deploy.repeats=", "deploy.threads=")
 # The finetune group's keys a decoder-LM run reads when it adapts its predecessor to the text (method.teacher=adapted).
-ADAPTATION_SETTINGS = ("finetune.steps=", "finetune.lr=", "finetune.weight_decay=", "finetune.warmup_ratio=")
+ADAPTATION_SETTINGS = tuple(f"finetune.{name}=" for name in ADAPTATION_KEYS)
 
 
 def _changed_from_defaults(cfg: DictConfig, group: str) -> list[str]:

@@ -85,9 +85,14 @@ def adapted_folder(
     return cache_dir / "adapted" / hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
+# The finetune group's keys an adaptation reads (the rest are an encoder's predecessor's): its cache key, and what
+# the settings check lets a decoder-LM run change.
+ADAPTATION_KEYS = ("steps", "lr", "weight_decay", "warmup_ratio")
+
+
 def _settings(finetune: dict[str, Any]) -> dict[str, Any]:
-    """The finetune group's keys an adaptation reads (the rest are an encoder's)."""
-    return {name: finetune[name] for name in ("steps", "lr", "weight_decay", "warmup_ratio")}
+    """The adaptation's own settings, as its cache key holds them."""
+    return {name: finetune[name] for name in ADAPTATION_KEYS}
 
 
 def adaptation_module(predecessor_dir: str, finetune: dict[str, Any]) -> FineTuningModule:
