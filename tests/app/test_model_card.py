@@ -1,5 +1,6 @@
 """The successor's model card: valid hub metadata from results.json, whatever the task's metric and dev sets."""
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -80,11 +81,25 @@ def test_the_card_of_a_version_1_results_file_is_the_card_its_run_wrote(tmp_path
         (["+experiment=smollm2_quick"], "HuggingFaceTB/SmolLM2-135M-Instruct"),
         (["+experiment=smollm2_quick", "model.gguf=null", "model.base=/models/llama"], None),
         (["+experiment=smollm2_quick", "model.gguf=null", "model.base=org/llama"], "org/llama"),
-        (["model=minilm", "model.predecessor=/cache/fine-tuned-minilm"], "sentence-transformers/all-MiniLM-L6-v2"),
+        (["model=minilm", "model.predecessor=org/minilm-rte"], "org/minilm-rte"),
     ],
 )
 def test_base_model_is_the_hub_id_the_user_named(overrides, expected):
     assert hub_id(compose_config(*overrides).model) == expected
+
+
+def test_a_given_predecessor_keeps_the_shipped_id_only_where_it_was_fine_tuned_from_it(tmp_path):
+    shipped = compose_config("model=minilm").model
+    ours, elsewhere = tmp_path / "RTE-0123456789abcdef", tmp_path / "my-classifier"
+    for folder, base in ((ours, shipped.base), (elsewhere, "/models/bert-rte")):
+        folder.mkdir()
+        (folder / "predecessor.json").write_text(json.dumps({"base": base, "finetune": {}}))
+    assert hub_id(compose_config("model=minilm", f"model.predecessor={ours}").model) == shipped.hub_id
+    assert hub_id(compose_config("model=minilm", f"model.predecessor={elsewhere}").model) is None
+    (elsewhere / "predecessor.json").unlink()  # a classifier this tool did not make records no base
+    assert hub_id(compose_config("model=minilm", f"model.predecessor={elsewhere}").model) is None
+    given = compose_config("model=minilm", f"model.predecessor={elsewhere}", "model.hub_id=org/bert-rte").model
+    assert hub_id(given) == "org/bert-rte"
 
 
 def test_a_score_that_is_not_a_number_is_left_out_of_the_metadata():

@@ -50,6 +50,15 @@ def looks_like_path(name: str) -> bool:
     return name.startswith((".", "/", "~")) or Path(name).expanduser().exists() or name.count("/") > 1
 
 
+def made_from(predecessor: str) -> str | None:
+    """The base a predecessor this tool fine-tuned was made from (its ``predecessor.json``); None for a hub id or a
+    folder made elsewhere, whose origin nothing here records."""
+    try:
+        return json.loads((Path(predecessor).expanduser() / "predecessor.json").read_text()).get("base")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def check_fits_task(name: str, task: TaskSpec) -> None:
     """Refuse a fine-tuned predecessor whose classifier head is not the task's (:func:`head_label_problem`), or whose
     config says it is no sequence classifier at all (a bare encoder would get a random head without a word)."""

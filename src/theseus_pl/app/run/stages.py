@@ -4,6 +4,7 @@ precision, training, and the optional steps whose failure is recorded rather tha
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -14,12 +15,12 @@ import torch
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import ProgressBar
 from lightning.pytorch.loggers import Logger
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.resume import finished_run_problems
 from theseus_pl.app.methods.method import Method
-from theseus_pl.app.predecessors.classifier import looks_like_path
+from theseus_pl.app.predecessors.classifier import looks_like_path, made_from
 from theseus_pl.app.results.envelope import Hardware, ResultsError, RunRecord
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.core.precision import AUTO, this_cpu, uses_gpu
@@ -142,9 +143,20 @@ def optional_step(results: RunRecord, step: str, action: Callable[[], object]) -
 
 def hub_id(model: DictConfig) -> str | None:
     """The hub id of the model the user named (``model.hub_id``, else the predecessor or base when it is no local
-    path): for the model card's ``base_model``."""
-    named = model.get("predecessor") or model.get("base")
-    return model.get("hub_id") or (None if not named or looks_like_path(named) else named)
+    path): for the model card's ``base_model``. A shipped model's own id (the config's interpolation, not the
+    user's ``model.hub_id``) holds for a predecessor given beside it only where this tool fine-tuned that predecessor
+    from it: a classifier made elsewhere is not called by the shipped model's name."""
+    named, given = model.get("predecessor") or model.get("base"), model.get("hub_id")
+    if given and model.get("predecessor") and OmegaConf.is_interpolation(model, "hub_id"):
+        given = given if _same_source(made_from(model.predecessor), model.base) else None
+    return given or (None if not named or looks_like_path(named) else named)
+
+
+def _same_source(made_from_base: str | None, base: str) -> bool:
+    """Whether a predecessor's recorded base is ``base`` (paths compared once resolved)."""
+    if made_from_base is None:
+        return False
+    return made_from_base == base or os.path.realpath(made_from_base) == os.path.realpath(base)
 
 
 def each_process(world_size: int) -> str:
