@@ -52,6 +52,20 @@ def test_a_resume_under_other_settings_is_refused_with_both_values_and_the_way_t
     assert resumed.settings["optimizer.lr"] == 0.001 and resumed.settings["seed"] == 42
 
 
+def test_a_resumed_run_records_its_time_through_the_resume_not_since_it(interrupted):
+    overrides, folder = interrupted
+    last = folder / "checkpoints" / "last.ckpt"
+    checkpoint = torch.load(last, map_location="cpu", weights_only=False)
+    (clock,) = [key for key in checkpoint["callbacks"] if key.startswith("RunClock")]
+    assert 0 < checkpoint["callbacks"][clock]["seconds"] < 600  # the killed process's seconds up to step 4
+    checkpoint["callbacks"][clock]["seconds"] = 3600.0  # as if its first four steps had taken an hour
+    torch.save(checkpoint, last)
+    resumed = run(compose_config(*overrides))
+    assert resumed.resumed_from == str(last) and 3600 < resumed.wall_seconds < 3600 + 600
+    afresh = run(compose_config(*overrides, "resume=force"))
+    assert afresh.resumed_from is None and afresh.wall_seconds < 600
+
+
 def test_a_checkpoint_cut_short_is_named_with_how_to_start_over(interrupted):
     overrides, folder = interrupted
     last = folder / "checkpoints" / "last.ckpt"

@@ -5,6 +5,7 @@ that a failed run closes and a resumed one shows whole."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from contextlib import suppress
 from pathlib import Path
@@ -113,6 +114,29 @@ class SettingsInCheckpoint(Callback):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
     ) -> None:
         checkpoint[SETTINGS_KEY] = self.settings
+
+
+class RunClock(Callback):
+    """The run's wall time through its resumes: the seconds since this process started the run (``started``, a
+    ``time.perf_counter()`` value), plus those its checkpoint had counted when a killed run resumes from it.
+
+    Stateful, so every checkpoint carries the seconds counted when it was written; what a killed process did after
+    its last checkpoint is redone, not counted twice. Without it a resumed run recorded only the time since the
+    resume: an hour's run resumed for its last minutes said it took minutes.
+    """
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.before = 0.0  # counted by the processes before this one, up to the checkpoint resumed from
+
+    def seconds(self) -> float:
+        return self.before + time.perf_counter() - self.started
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"seconds": self.seconds()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.before = float(state_dict["seconds"])
 
 
 class BestCheckpoint(ModelCheckpoint):

@@ -45,6 +45,7 @@ from theseus_pl.app.tracking.loggers import build_loggers, log_summary_row
 from theseus_pl.app.tracking.run_identity import run_identity
 from theseus_pl.app.tracking.wandb_run import finish, run_link, wandb_run
 from theseus_pl.core.memory import checkpoint_activations, peak_memory, start_peak_memory
+from theseus_pl.lightning.callbacks import RunClock
 from theseus_pl.lightning.quiet import expect_own_files
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ def run(cfg: DictConfig) -> RunRecord | None:
     job's W&B run ends with it: finished, or failed with the error in its summary, so the next job of a multirun
     (same process under the basic and joblib launchers) starts a fresh run.
     """
-    started, memory_since = time.perf_counter(), start_peak_memory()
+    clock, memory_since = RunClock(time.perf_counter()), start_peak_memory()
     output_dir = Path(cfg.paths.output_dir)
     settings = checked_settings(cfg)  # each group's settings object, built and checked once, for either kind
     finished = None if settings.problems else finished_run(output_dir, cfg)
@@ -92,14 +93,14 @@ def run(cfg: DictConfig) -> RunRecord | None:
         trainer, resumed_from = None, None
         if method.module is not None:  # a method that trains (ShortGPT's removal alone does not)
             trainer, resumed_from = train(cfg, method, kind.datamodule, loggers, resume_from, hardware.precision,
-                                          training_settings(cfg))  # fmt: skip
+                                          training_settings(cfg), clock)  # fmt: skip
         if trainer is not None and not trainer.is_global_zero:
             log.info("Rank %d is done; rank 0 evaluates, exports and writes the results.", trainer.global_rank)
             results = None
         else:
             results = kind.record(trainer, method, resumed_from, evaluation, hardware, run_link(experiment))
             write_results(output_dir / "results.json", results)  # the scores are safe from here on
-            _finish(cfg, kind, results, loggers, experiment, started, memory_since)
+            _finish(cfg, kind, results, loggers, experiment, clock, memory_since)
     except BaseException as error:
         finish(experiment, error)
         raise
@@ -196,7 +197,7 @@ def _finish(
     results: RunRecord,
     loggers: list[Logger],
     experiment: object | None,
-    started: float,
+    clock: RunClock,
     memory_since: str,
 ) -> None:
     """The optional steps, the summary row, W&B; ``results.json`` rewritten as they finish.
@@ -208,7 +209,7 @@ def _finish(
     results_path = output_dir / "results.json"
     for step, action in kind.optional_steps(results):
         optional_step(results, step, action)
-    results.wall_seconds = time.perf_counter() - started
+    results.wall_seconds = clock.seconds()
     results.peak_memory = peak_memory(memory_since)
     optional_step(results, "csv_summary", lambda: log_summary_row(loggers, results, results.steps))
     write_results(results_path, results)  # the copy the W&B run keeps is the finished record

@@ -24,7 +24,7 @@ from theseus_pl.app.predecessors.classifier import looks_like_path, made_from
 from theseus_pl.app.results.envelope import Hardware, ResultsError, RunRecord
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.core.precision import AUTO, this_cpu, uses_gpu
-from theseus_pl.lightning.callbacks import SettingsInCheckpoint, StepSeed
+from theseus_pl.lightning.callbacks import RunClock, SettingsInCheckpoint, StepSeed
 from theseus_pl.lightning.precision import run_precision
 
 log = logging.getLogger(__name__)
@@ -92,10 +92,12 @@ def train(
     resume_from: Path | None,
     precision: str,
     settings: Mapping[str, Any],
+    clock: RunClock,
 ) -> tuple[pl.Trainer, str | None]:
     """The fitted Trainer, and the checkpoint it resumed from (None for a fresh run); ``settings``, those that shape
-    training, go into every checkpoint (what a resume is compared with)."""
-    callbacks = [*_configured_callbacks(cfg), *method.callbacks, StepSeed(cfg.seed), SettingsInCheckpoint(settings)]
+    training, go into every checkpoint (what a resume is compared with), and so does the run's ``clock``."""
+    callbacks = [*_configured_callbacks(cfg), *method.callbacks, StepSeed(cfg.seed), SettingsInCheckpoint(settings),
+                 clock]  # fmt: skip
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers, precision=precision)
     resumed_from = str(resume_from) if resume_from else None
     if resumed_from:
