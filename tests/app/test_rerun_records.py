@@ -15,8 +15,9 @@ from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.resume import training_settings
 from theseus_pl.app.config.run_folder import folder_problem, record_subdir
 from theseus_pl.app.run.pipeline import plan, run
+from theseus_pl.app.run.stages import run_hardware
 from theseus_pl.deploy import main as deploy_main
-from theseus_pl.lightning.callbacks import SETTINGS_KEY
+from theseus_pl.lightning.callbacks import PRECISION_KEY, SETTINGS_KEY
 
 KILLED_AT_5 = ["+callbacks.fail._target_=raise_at_step.RaiseAtStep", "+callbacks.fail.step=5"]
 
@@ -64,6 +65,27 @@ def test_a_resumed_run_records_its_time_through_the_resume_not_since_it(interrup
     assert resumed.resumed_from == str(last) and 3600 < resumed.wall_seconds < 3600 + 600
     afresh = run(compose_config(*overrides, "resume=force"))
     assert afresh.resumed_from is None and afresh.wall_seconds < 600
+
+
+def test_a_resume_in_another_precision_than_its_checkpoints_is_refused_until_asked_for_by_name(interrupted):
+    overrides, folder = interrupted
+    last = folder / "checkpoints" / "last.ckpt"
+    checkpoint = torch.load(last, map_location="cpu", weights_only=False)
+    here = checkpoint[PRECISION_KEY]
+    assert here == run_hardware(compose_config(*overrides).trainer, folder.parent / "cache").precision
+    elsewhere = "bf16-mixed" if here == "32-true" else "32-true"
+    checkpoint[PRECISION_KEY] = elsewhere  # as if trained on a machine where auto chose the other one
+    torch.save(checkpoint, last)
+    for refused_by in (run, plan):  # the run, and --check
+        with pytest.raises(RunRefused) as refused:
+            refused_by(compose_config(*overrides))
+        assert refused.value.problems == [
+            f"{last} (step 4) was trained in {elsewhere}; this command would go on in {here} (trainer.precision=auto "
+            f"chose it on this machine). Rerun with trainer.precision={elsewhere} to resume in it, resume=false to "
+            "start over in this folder, or hydra.run.dir=ANOTHER_FOLDER for a new run."
+        ]
+    resumed = run(compose_config(*overrides, f"trainer.precision={elsewhere}"))  # the fix it names
+    assert resumed.resumed_from == str(last) and resumed.hardware.precision == elsewhere and resumed.steps == 6
 
 
 def test_a_checkpoint_cut_short_is_named_with_how_to_start_over(interrupted):

@@ -101,19 +101,23 @@ class StepSeed(Callback):
 
 
 SETTINGS_KEY = "theseus_pl_settings"  # where a checkpoint keeps the settings of the run that wrote it
+PRECISION_KEY = "theseus_pl_precision"  # ... and the precision it trained in (trainer.precision=auto's choice)
 
 
 class SettingsInCheckpoint(Callback):
-    """Writes the run's settings into every checkpoint it saves (under :data:`SETTINGS_KEY`), so that a rerun can be
-    compared with the run it would resume before a step is taken (``theseus_pl.app.checks.resume``)."""
+    """Writes the run's settings into every checkpoint it saves (under :data:`SETTINGS_KEY`), and the precision it
+    trains in (:data:`PRECISION_KEY`: ``auto`` chooses by the machine), so that a rerun can be compared with the run
+    it would resume before a step is taken (``theseus_pl.app.checks.resume``)."""
 
-    def __init__(self, settings: Mapping[str, Any]) -> None:
+    def __init__(self, settings: Mapping[str, Any], precision: str) -> None:
         self.settings = dict(settings)
+        self.precision = precision
 
     def on_save_checkpoint(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
     ) -> None:
         checkpoint[SETTINGS_KEY] = self.settings
+        checkpoint[PRECISION_KEY] = self.precision
 
 
 class RunClock(Callback):

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from theseus_pl.lightning.callbacks import SETTINGS_KEY
+from theseus_pl.lightning.callbacks import PRECISION_KEY, SETTINGS_KEY
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,7 @@ SHAPING_CALLBACKS = (
     "callbacks.model_checkpoint.mode",
 )
 NOT_SET = "(not set)"
+PRECISION = "trainer.precision"  # what the user asks for (auto); the precision in effect is compared apart
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class ResumePoint:
 
     path: Path
     step: int
+    precision: str | None = None  # the one it trained in (None in checkpoints written before it was recorded)
 
 
 def training_settings(cfg: DictConfig) -> dict[str, Any]:
@@ -77,11 +79,28 @@ def resume_problems(output_dir: Path, cfg: DictConfig) -> tuple[ResumePoint | No
         return ResumePoint(last, step), []
     settings = training_settings(cfg)
     differ = [key for key in sorted({*recorded, *settings}) if recorded.get(key, NOT_SET) != settings.get(key, NOT_SET)]
+    trained_in = checkpoint.get(PRECISION_KEY)
+    if trained_in is not None:  # the precision in effect is compared once this machine's is known (precision_problems)
+        differ = [key for key in differ if key != PRECISION]
     if not differ:
-        return ResumePoint(last, step), []
+        return ResumePoint(last, step, trained_in), []
     return None, [
         f"{last} (step {step}) was trained with other settings than this command's: "
         f"{_both_values(cfg, differ, recorded, settings)}. Rerun with its settings to resume, resume=false to start "
+        "over in this folder, or hydra.run.dir=ANOTHER_FOLDER for a new run."
+    ]
+
+
+def precision_problems(resumed: ResumePoint | None, precision: str, requested: str) -> list[str]:
+    """A resume that would train on in another precision than its checkpoint's: ``trainer.precision=auto`` chooses by
+    the machine, so a run moved to another (back from a GPU node, to a CPU without bf16) would go on in another
+    precision, and its ``results.json`` would name one for the whole run."""
+    if resumed is None or resumed.precision in (None, precision):
+        return []
+    chosen = f"{PRECISION}=auto chose it on this machine" if requested == "auto" else f"{PRECISION}={requested}"
+    return [
+        f"{resumed.path} (step {resumed.step}) was trained in {resumed.precision}; this command would go on in "
+        f"{precision} ({chosen}). Rerun with {PRECISION}={resumed.precision} to resume in it, resume=false to start "
         "over in this folder, or hydra.run.dir=ANOTHER_FOLDER for a new run."
     ]
 

@@ -21,14 +21,20 @@ from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf
 
 from theseus_pl.app.checks.refused import RunRefused
-from theseus_pl.app.checks.resume import ResumePoint, finished_run_problems, resume_problems, training_settings
+from theseus_pl.app.checks.resume import (
+    ResumePoint,
+    finished_run_problems,
+    precision_problems,
+    resume_problems,
+    training_settings,
+)
 from theseus_pl.app.checks.run import planned_trainer
 from theseus_pl.app.checks.schedule import total_steps
 from theseus_pl.app.checks.settings import RunSettings, checked_settings
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.config.resolvers import run_kind_name
 from theseus_pl.app.methods.method import SoftTargets
-from theseus_pl.app.results.envelope import RunRecord, write_results
+from theseus_pl.app.results.envelope import Hardware, RunRecord, write_results
 from theseus_pl.app.run.embedding_model import EmbeddingModelRun
 from theseus_pl.app.run.kind import RunKind
 from theseus_pl.app.run.language_model import LanguageModelRun
@@ -74,6 +80,7 @@ def run(cfg: DictConfig) -> RunRecord | None:
     kind.prepare_data()  # may still refuse the run: what needs data counted only as it is prepared
     output_dir.mkdir(parents=True, exist_ok=True)
     hardware = run_hardware(cfg.trainer, Path(cfg.paths.cache_dir))
+    _check_precision(resumed, hardware)
     log.info("Training in %s: %s.", hardware.precision, hardware.precision_reason)
     evaluation = evaluation_settings(cfg.trainer, hardware.precision)
     kind.prepare_predecessor(evaluation)
@@ -148,6 +155,13 @@ def _check(kind: RunKind, problems: list[str]) -> None:
         raise RunRefused(problems)
 
 
+def _check_precision(resumed: ResumePoint | None, hardware: Hardware) -> None:
+    """A resume refused where this machine would train on in another precision than the checkpoint's."""
+    problems = precision_problems(resumed, hardware.precision, hardware.precision_requested)
+    if problems:
+        raise RunRefused(problems)
+
+
 def plan(cfg: DictConfig) -> list[str]:
     """What the run would do, in lines, once every check it makes before compute has passed (``--check``);
     :class:`~theseus_pl.app.checks.refused.RunRefused` otherwise. It reads configs and data (tokenised into the cache,
@@ -162,6 +176,7 @@ def plan(cfg: DictConfig) -> list[str]:
     assert method is not None and theseus is not None and schedule is not None  # the checks passed
     steps = total_steps(cfg, None) if method.trains else 0
     hardware = run_hardware(cfg.trainer, Path(cfg.paths.cache_dir))
+    _check_precision(resumed, hardware)
     world_size = planned_trainer(cfg, hardware.precision).world_size
     return [
         f"kind: {kind.description}",
