@@ -155,9 +155,9 @@ def hub_id(model: DictConfig) -> str | None:
     return given or (None if not named or looks_like_path(named) else named)
 
 
-def _same_source(made_from_base: str | None, base: str) -> bool:
+def _same_source(made_from_base: str | None, base: str | None) -> bool:
     """Whether a predecessor's recorded base is ``base`` (paths compared once resolved)."""
-    if made_from_base is None:
+    if made_from_base is None or base is None:
         return False
     return made_from_base == base or os.path.realpath(made_from_base) == os.path.realpath(base)
 
