@@ -46,6 +46,9 @@ class Predecessor:
     dev_metrics: dict[str, float] | None = None
 
 
+RECORD = "predecessor.json"  # how a predecessor this tool fine-tuned was made: written once, read by the run
+
+
 def looks_like_path(name: str) -> bool:
     return name.startswith((".", "/", "~")) or Path(name).expanduser().exists() or name.count("/") > 1
 
@@ -54,7 +57,7 @@ def made_from(predecessor: str) -> str | None:
     """The base a predecessor this tool fine-tuned was made from (its ``predecessor.json``); None for a hub id or a
     folder made elsewhere, whose origin nothing here records."""
     try:
-        return json.loads((Path(predecessor).expanduser() / "predecessor.json").read_text()).get("base")
+        return json.loads((Path(predecessor).expanduser() / RECORD).read_text()).get("base")
     except (OSError, ValueError, AttributeError):
         return None
 
@@ -180,7 +183,7 @@ def load_checked(folder: Path) -> dict[str, float] | None:
     for weights in folder.glob("*.safetensors"):
         with safe_open(weights, framework="pt") as tensors:
             tensors.keys()
-    return json.loads((folder / "predecessor.json").read_text()).get("dev_metrics")
+    return json.loads((folder / RECORD).read_text()).get("dev_metrics")
 
 
 def fine_tune(
@@ -222,7 +225,7 @@ def fine_tune(
         made["resumed_at_step"] = resumed_at
     model.save_pretrained(directory)
     datamodule.tokenizer.save_pretrained(directory)
-    (directory / "predecessor.json").write_text(json.dumps(made, indent=2))
+    (directory / RECORD).write_text(json.dumps(made, indent=2))
     shutil.rmtree(work, ignore_errors=True)
 
 
