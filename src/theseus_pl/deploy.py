@@ -29,7 +29,8 @@ Writes ``onnx/model.onnx`` (dynamic batch and sequence axes) and ``onnx/model_in
 Each batch size is timed padded to ``--sequence-length`` and, with dev rows, again at their own lengths (batch 1
 unpadded one at a time, larger sizes length-sorted batches; ``--no-own-lengths`` skips it): ``auto`` chooses on those.
 ``--dry-run`` makes the checks a deployment makes before it exports (the folder holds what it reads, the options are
-valid, the deploy extra is installed) and prints what it would export, time and write; it exports nothing.
+valid, the deploy extra is installed, the dev rows can be read) and prints what it would export, time and write; it
+exports nothing.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
             plan = (
                 planned_embedding_deployment(args.folder, settings)
                 if embedding_run
-                else planned_deployment(args.folder, settings, args.task, args.predecessor)
+                else planned_deployment(args.folder, settings, args.task, args.predecessor, args.glue_dir)
             )
             print("\n".join([f"Dry run: nothing was exported. Deploying {args.folder} would:", *plan]))
             return None
@@ -126,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
                 block = deploy_run(args.folder, settings, args.glue_dir)
             else:
                 block = deploy_model(args.folder, settings, args.task, args.glue_dir, args.predecessor)
-    except (DeploymentError, ValueError) as error:
+    except (DeploymentError, ValueError, OSError, RuntimeError) as error:  # the data source's own message names it
         refuse(str(error))
     print(json.dumps(deployment_dict(block), indent=2))
     return block

@@ -270,6 +270,18 @@ def test_a_folder_that_is_not_a_sequence_classifier_is_refused(tmp_path, tiny_to
         main([str(tmp_path / "encoder"), *dry_run])
 
 
+@DRY_RUN
+def test_dev_rows_that_cannot_be_read_are_refused_in_one_line_before_any_export(tmp_path, tiny_tokenizer, dry_run):
+    """A missing dev file was a FileNotFoundError's traceback, and the dry run passed it."""
+    successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
+    (tmp_path / "glue").mkdir()
+    with pytest.raises(SystemExit, match=rf"^Missing {tmp_path / 'glue' / 'RTE' / 'dev.tsv'}\. The classic GLUE"):
+        main([str(successor), "--task", "RTE", "--glue-dir", str(tmp_path / "glue"), *dry_run])
+    with pytest.raises(SystemExit, match=r"^Unknown task 'FOO'\. GLUE tasks: "):
+        main([str(successor), "--task", "FOO", *dry_run])
+    assert not (successor / "onnx").exists()
+
+
 @pytest.mark.parametrize("gguf", [[], ["--gguf", "f16"]], ids=["onnx", "gguf"])
 def test_a_folder_that_is_not_there_is_named_with_every_bad_option_at_once(tmp_path, gguf, capsys):
     """It was named "holds no config.json" (or "has no results.json"), and only once the options were right."""
@@ -281,12 +293,14 @@ def test_a_folder_that_is_not_there_is_named_with_every_bad_option_at_once(tmp_p
     ]
 
 
-def test_a_dry_run_prints_what_it_would_export_time_and_write_and_exports_nothing(tmp_path, tiny_tokenizer, capsys):
+def test_a_dry_run_prints_what_it_would_export_time_and_write_and_exports_nothing(
+    tmp_path, tiny_tokenizer, glue_dir, capsys
+):
     successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
     predecessor = saved_classifier(tmp_path / "predecessor", tiny_tokenizer, layers=4, seed=1)
     before = sorted(path.name for path in successor.iterdir())
     flags = ["--predecessor", str(predecessor), "--batch-sizes", "1", "8", "--threads", "2", "--dry-run"]
-    assert main([str(successor), "--task", "RTE", *flags]) is None
+    assert main([str(successor), "--task", "RTE", "--glue-dir", str(glue_dir), *flags]) is None
     printed = capsys.readouterr().out
     assert sorted(path.name for path in successor.iterdir()) == before  # no onnx/
     assert f"{successor / 'onnx' / 'model.onnx'}, {successor / 'onnx' / 'model_int8.onnx'}" in printed

@@ -111,6 +111,14 @@ def run_dev_data(run_dir: Path, glue_dir: str | None = None) -> TextTaskDataModu
     return datamodule
 
 
+def task_dev_data(task: str, model_dir: Path, glue_dir: str | None) -> TextTaskDataModule:
+    """A GLUE task's data module, tokenising with the checkpoint's tokenizer, its dev set ready: what a checkpoint
+    deployed with ``--task`` is scored on."""
+    datamodule = TextTaskDataModule(task, str(model_dir), glue_dir=glue_dir)
+    datamodule.setup("validate")
+    return datamodule
+
+
 def deploy_model(
     model_dir: Path,
     settings: DeploySettings,
@@ -119,10 +127,7 @@ def deploy_model(
     predecessor_dir: Path | None = None,
 ) -> Deployment:
     """Deploy any sequence-classification checkpoint; the block is written to ``<model>/onnx/deployment.json``."""
-    datamodule = None
-    if task is not None:
-        datamodule = TextTaskDataModule(task, str(model_dir), glue_dir=glue_dir)
-        datamodule.setup("validate")
+    datamodule = task_dev_data(task, model_dir, glue_dir) if task is not None else None
     predecessor = load_sequence_classifier(predecessor_dir) if predecessor_dir else None
     block = deploy(model_dir, settings, datamodule, predecessor, predecessor_dir)
     write_deployment(deployment_record(model_dir), block)
@@ -130,11 +135,16 @@ def deploy_model(
 
 
 def planned_deployment(
-    folder: Path, settings: DeploySettings, task: str | None = None, predecessor_dir: Path | None = None
+    folder: Path,
+    settings: DeploySettings,
+    task: str | None = None,
+    predecessor_dir: Path | None = None,
+    glue_dir: str | None = None,
 ) -> list[str]:
     """The dry run: the checks a deployment makes before it exports (the folder holds what it reads, the deploy
-    extra is installed, the models are sequence classifiers), then what it would export, time and write, one line
-    each. A folder the real command would refuse is refused here the same way."""
+    extra is installed, the models are sequence classifiers, the dev rows can be read), then what it would export,
+    time and write, one line each. A folder or a dev set the real command would refuse is refused here the same
+    way."""
     if is_run_folder(folder):
         results = finished_run(folder)
         successor_dir, predecessor_dir = folder / "successor", Path(results.predecessor.dir)
@@ -151,6 +161,10 @@ def planned_deployment(
         check_sequence_classifier(predecessor_dir)
     if settings.openvino:
         require_openvino()
+    if is_run_folder(folder):  # the dev rows it is checked on: a source the deployment cannot read is refused now
+        run_dev_data(folder, glue_dir)
+    elif task is not None:
+        task_dev_data(task, folder, glue_dir)
     has_training_rows = is_run_folder(folder) or task is not None
     exports = [
         *onnx_files(successor_dir, settings.quantize).values(),
