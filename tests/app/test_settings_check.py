@@ -66,6 +66,18 @@ def test_every_experiment_passes_as_shipped(experiment):
         ("checkpoint.keep=maybe", "checkpoint.keep='maybe' must be true or false"),
         ("benchmark.repeats=-1", "benchmark.repeats=-1 must be 0 (no speed-up measured) or a whole number"),
         ("benchmark.batch_size=0", "benchmark.batch_size=0 must be a whole number of dev rows"),
+        # These reached torch's DataLoader or Lightning's EarlyStopping as a traceback, or ran on text taken as true.
+        ("data.num_workers=-1", "data.num_workers=-1 must be 0 (rows loaded in the training process) or a whole"),
+        ("data.num_workers=abc", "data.num_workers='abc' must be 0 (rows loaded in the training process)"),
+        (
+            "callbacks.early_stopping.patience=abc",
+            "callbacks.early_stopping.patience='abc' must be a whole number of validations without gain, at least 1",
+        ),
+        ("callbacks.early_stopping.patience=0", "callbacks.early_stopping.patience=0 must be a whole number"),
+        ("evaluation.single_modules=no", "evaluation.single_modules='no' must be true or false."),
+        ("data.regression=yes", "data.regression='yes' must be true or false."),
+        ("data.group_by_length=maybe", "data.group_by_length='maybe' must be true or false."),
+        ("data.pad_to_max_length=1", "data.pad_to_max_length=1 must be true or false."),
     ],
 )
 def test_each_bad_value_is_named_with_what_is_valid(override, message):

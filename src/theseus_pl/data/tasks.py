@@ -160,6 +160,8 @@ def custom_task(
     """A task on the user's own files: one or two text columns, a ``label`` column and its values."""
     if not 1 <= len(text_columns) <= 2:
         raise ValueError(f"data.text_columns={list(text_columns)} must name one or two text columns.")
+    if not isinstance(regression, bool):  # "yes" typed on the command line: text, which would count as true
+        raise ValueError(f"data.regression={regression!r} must be true or false.")
     if regression == bool(labels):
         raise ValueError(
             f"Task {name!r}: give data.labels (the label values in class order, e.g. [negative, positive]) "

@@ -66,6 +66,11 @@ def share_or_count(value: Any) -> bool:
     return positive_int(value) or (isinstance(value, float) and 0 < value <= 1)
 
 
+def optional_boolean(value: Any) -> bool:
+    """true or false, or absent (None): a data option that only some data groups have."""
+    return value is None or boolean(value)
+
+
 WEIGHT_DECAY = Rule(lambda v: number(v) and v >= 0, "a number, 0 or more, e.g. 0.01")
 WARMUP_SHARE = Rule(lambda v: number(v) and 0 <= v < 1, "a share of the steps in [0, 1), e.g. 0.1")
 
@@ -90,6 +95,15 @@ RULES: dict[str, Rule] = {
     "data.max_train_samples": Rule(optional_positive_int, "null (all rows) or a whole number, at least 1"),
     "data.max_eval_samples": Rule(optional_positive_int, "null (all rows) or a whole number, at least 1"),
     "data.max_eval_windows": Rule(optional_positive_int, "null (every held-out window) or a whole number, at least 1"),
+    "data.num_workers": Rule(lambda v: v is None or (whole_number(v) and v >= 0),
+                             "0 (rows loaded in the training process) or a whole number of loader processes"),
+    # Options read as true or false: Hydra types "no" or "yes" as text, which Python would take as true.
+    "data.regression": Rule(optional_boolean, "true or false"),
+    "data.group_by_length": Rule(optional_boolean, "true or false"),
+    "data.pad_to_max_length": Rule(optional_boolean, "true or false"),
+    "evaluation.single_modules": Rule(boolean, "true or false"),
+    "callbacks.early_stopping.patience": Rule(optional_positive_int,
+                                              "a whole number of validations without gain, at least 1"),
     "data.split_seed": Rule(lambda v: v is None or (whole_number(v) and 0 <= v <= MAX_SEED),
                             f"a whole number from 0 to {MAX_SEED}"),
     # A run that trains no step would export an untrained successor (see trainer.max_steps in checked_settings).
@@ -241,7 +255,7 @@ def _method_problems(cfg: DictConfig, method: CompressionMethod, theseus: Theseu
     if kind == LANGUAGE_MODEL:
         return _language_model_problems(cfg, theseus, teacher == ADAPTED_TEACHER)
     problems = _task_problems(cfg, theseus)
-    if cfg.evaluation.single_modules and not method.replaces_modules:
+    if cfg.evaluation.single_modules is True and not method.replaces_modules:
         problems.append("evaluation.single_modules=true scores Theseus modules: it needs method=theseus.")
     if not method.takes_successor_settings:
         problems += [
@@ -298,7 +312,7 @@ def _embedding_problems(cfg: DictConfig, method: CompressionMethod, theseus: The
             f"theseus.init={BLOCK_INFLUENCE} measures layers on language-model windows: decoder-LM runs only. Use "
             "bottom, top or every_other."
         )
-    if cfg.evaluation.single_modules:
+    if cfg.evaluation.single_modules is True:
         problems.append(
             "evaluation.single_modules=true scores each Theseus module alone on a task; a sentence-embedding run is "
             "scored on STS-B dev. Leave it false."
@@ -355,7 +369,7 @@ def _language_model_problems(cfg: DictConfig, theseus: TheseusSettings, adapts: 
     """Settings a language-model run does not read (yet), or cannot honour; ``adapts``: the method distils from the
     predecessor adapted to the text, which reads the finetune group's steps and optimizer settings."""
     problems = []
-    if cfg.evaluation.single_modules:
+    if cfg.evaluation.single_modules is True:
         problems.append(
             "evaluation.single_modules=true scores each Theseus module alone on a task; a decoder-LM run is scored on "
             "held-out windows. Leave it false."
