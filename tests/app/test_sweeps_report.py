@@ -134,6 +134,34 @@ def test_a_report_over_a_version_1_and_a_version_2_run_gives_one_table(tmp_path)
     }
 
 
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["report", "dry run"])
+def test_rows_no_run_has_and_an_output_that_is_a_file_are_refused_before_anything_is_written(tmp_path, dry_run, capsys):
+    """A misspelt --rows put every method in one row named "None" and chose one best point among them."""
+    plant(tmp_path / "runs" / "kd", a_run("RTE", "kd", 80.0, 70.0, settings={"theseus.init": "bottom", "seed": 1}))
+    plant(tmp_path / "runs" / "ft", a_run("RTE", "fine_tuning", 80.0, 60.0, settings={"seed": 1}))
+    out = tmp_path / "out"
+    for rows, why in [
+        ("theseus.initt", "'theseus.initt', which is no results field or setting of these runs: did you mean "
+                          "theseus.init?"),
+        ("", "'', which is no results field or setting of these runs: the settings these runs vary are seed, "
+             "theseus.init."),
+    ]:  # fmt: skip
+        with pytest.raises(SystemExit) as refused:
+            main([str(tmp_path / "runs"), "--rows", rows, "--output", str(out), *dry_run])
+        assert refused.value.code == 2
+        assert capsys.readouterr().err.splitlines()[-1] == f"python -m theseus_pl.report: error: --rows names {why}"
+    assert not out.exists()
+    out.write_text("notes")
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "runs"), "--output", str(out), *dry_run])
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"python -m theseus_pl.report: error: --output {out} is a file: give the folder the tables and plots go into."
+    )
+    # a setting some runs lack is a row key still: a row for the runs that have it, one for those without
+    by_start = main([str(tmp_path / "runs"), "--rows", "method,theseus.init", "--output", str(tmp_path / "by_start")])
+    assert by_start["table"]["kd bottom"] == {"RTE": 70.0} and len(by_start["table"]) == 3
+
+
 def test_a_half_finished_sweep_names_what_is_missing(tmp_path, capsys):
     fake_run(tmp_path / "0", "RTE", "theseus_curriculum", 70.0)
     (tmp_path / "1" / ".hydra").mkdir(parents=True)

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
+import difflib
 import io
 import json
 import logging
@@ -128,6 +130,23 @@ def _is_wandb_copy(results: Path) -> bool:
     """The copy each run saves into its W&B run's files (``wandb/offline-run-*/files/``): the same run again."""
     run_folder = results.parent.parent.name
     return results.parent.name == "files" and run_folder.startswith(("run-", "offline-run-"))
+
+
+def unknown_rows(records: Sequence[RunRecord], rows: str) -> str | None:
+    """Why ``--rows`` names something no task-model run has (None when each name is a results field or a setting of
+    one): a misspelt name would put every run in one row called "None", and choose one best point among methods."""
+    runs = [record for record in records if isinstance(record, RunResults)]  # the runs --rows groups
+    if not runs:
+        return None
+    field_names = {item.name for item in dataclasses.fields(RunResults)}
+    for name in rows.split(","):
+        if name in field_names or any(name in run.settings or run.lookup(name) is not None for run in runs):
+            continue
+        settings = sorted({key for run in runs for key in run.settings})
+        near = difflib.get_close_matches(name, [*settings, *sorted(field_names)], n=1)
+        hint = f"did you mean {near[0]}?" if near else f"the settings these runs vary are {', '.join(settings)}."
+        return f"--rows names {name!r}, which is no results field or setting of these runs: {hint}"
+    return None
 
 
 def _row_key(run: RunResults, rows: str) -> str:
@@ -362,10 +381,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             raise no_results(args.folders)
     except FileNotFoundError as error:
         parser.error(str(error))
+    if problem := unknown_rows(records, args.rows):
+        parser.error(problem)
+    if args.output.exists() and not args.output.is_dir():
+        parser.error(f"--output {args.output} is a file: give the folder the tables and plots go into.")
     try:
         report = (planned_report if args.dry_run else write_report)(records, args.rows, args.output)
     except UnknownKind as error:  # a kind the report has no tables for: refused before anything is written
         parser.error(str(error))
+    except OSError as error:  # a folder it may not write into
+        parser.error(f"The report cannot be written into {args.output}: {error}")
     if missing:
         print(f"{len(missing)} jobs have no results yet:\n  " + "\n  ".join(missing))
     for warning in report["warnings"]:
