@@ -33,7 +33,7 @@ from pathlib import Path
 from hydra.errors import HydraException
 
 from theseus_pl.app.checks.multirun import multirun_jobs, multirun_refusals
-from theseus_pl.app.config.side_commands import command_parser, refuse
+from theseus_pl.app.config.side_commands import command_parser, count_of, refuse
 from theseus_pl.app.run.paper_grid import BASELINE_INITS, GRIDS, paper_experiment
 
 PACK_RECORD = "pack.json"  # what the node's run reads of the pack: the model's hub id, the tasks
@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=list(BASELINE_INITS),
         help="the baselines' starts (default both; none given: Theseus alone)",
     )
-    run.add_argument("--jobs", type=_jobs, default=16, help="jobs at once, over every multirun")
+    run.add_argument("--jobs", type=count_of("count of jobs"), default=16, help="jobs at once, over every multirun")
     run.add_argument("--minutes", type=_minutes, help="stop what still runs after this long (its finished jobs count)")
     args = parser.parse_args(argv)
     args.dry_run = args.dry_run or args.dry_run_here  # before the command's name or after it
@@ -92,13 +92,6 @@ def _piece_size(text: str) -> float:
     if not (math.isfinite(mib) and mib * 2**20 >= 1):
         raise argparse.ArgumentTypeError(f"{text!r} is no size of a piece: a number of MiB above 0, e.g. 64")
     return mib
-
-
-def _jobs(text: str) -> int:
-    """``--jobs``: at least one job at once (none would start nothing, and wait)."""
-    if not (text.isdigit() and int(text) >= 1):
-        raise argparse.ArgumentTypeError(f"{text!r} is no count of jobs: a whole number, at least 1")
-    return int(text)
 
 
 def _minutes(text: str) -> float:
@@ -181,6 +174,8 @@ def _run(args: argparse.Namespace, overrides: list[str]) -> None:
         record = json.loads((args.unpacked / PACK_RECORD).read_text())
     except (OSError, ValueError) as error:
         refuse(f"{args.unpacked} holds no readable {PACK_RECORD} ({error}): give the folder unpack.sh unpacked into.")
+    if not (isinstance(record, dict) and isinstance(record.get("tasks"), list)):
+        refuse(f"{args.unpacked / PACK_RECORD} names no tasks: it is not what pack wrote; unpack the pack again.")
     tasks = args.tasks or record["tasks"]
     missing = [task for task in tasks if task not in record["tasks"]]
     if missing:

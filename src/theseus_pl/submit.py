@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from theseus_pl.app.config.side_commands import command_parser, refuse
+from theseus_pl.app.config.side_commands import command_parser, count_of, refuse
 from theseus_pl.app.ship.submission import (
     load_submission_model,
     predict_and_write,
@@ -36,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> list[Path]:
     parser.add_argument("--task", required=True, help="GLUE task: CoLA, SST-2, MRPC, QQP, STS-B, MNLI, QNLI, RTE, WNLI")
     parser.add_argument("--glue-dir", help="local GLUE folder in the classic layout; default: the hub")
     parser.add_argument("--output", type=Path, default=Path("submission"), help="the folder the .tsv files go into")
-    parser.add_argument("--batch-size", type=int, default=64, help="test rows per prediction batch")
+    parser.add_argument("--batch-size", type=count_of("batch size"), default=64, help="test rows per prediction batch")
     parser.add_argument("--cache-dir", help="tokenisation cache (default: ~/.cache/theseus_pl)")
     args = parser.parse_args(argv)
     try:

@@ -78,6 +78,9 @@ def test_run_refuses_a_folder_that_is_no_unpacked_pack(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "theseus_pl.offline", "run", str(tmp_path), "--output",
                            str(tmp_path / "runs")], capture_output=True, text=True, check=False)  # fmt: skip
     assert done.returncode == 2 and "holds no readable pack.json" in done.stderr and "Traceback" not in done.stderr
+    (tmp_path / "pack.json").write_text("{}")  # readable, but not what pack wrote: it was a KeyError's traceback
+    with pytest.raises(SystemExit, match=r"pack.json names no tasks: it is not what pack wrote; unpack the pack"):
+        main(["run", str(tmp_path), "--output", str(tmp_path / "runs"), "--dry-run"])
 
 
 @pytest.mark.parametrize(

@@ -68,6 +68,19 @@ def refusal(model, task, tmp_path, capsys, *more) -> str:
 
 
 @pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["submit", "dry run"])
+def test_a_batch_size_below_one_is_refused_as_the_command_line_is_read(model_dir, tmp_path, capsys, dry_run):
+    """It passed the dry run, and the real one refused it in torch's words once the test rows were tokenised."""
+    with pytest.raises(SystemExit) as refused:
+        run(model_dir(2), "RTE", tmp_path, *dry_run, "--batch-size", "0")
+    assert refused.value.code == 2 and not (tmp_path / "submission").exists()
+    assert (
+        capsys.readouterr()
+        .err.splitlines()[-1]
+        .endswith("error: argument --batch-size: '0' is no batch size: a whole number, at least 1")
+    )
+
+
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["submit", "dry run"])
 def test_a_model_for_another_task_is_refused(model_dir, tmp_path, capsys, dry_run):
     model = model_dir(3)
     assert refusal(model, "RTE", tmp_path, capsys, *dry_run) == (

@@ -114,6 +114,8 @@ def test_missing_folder_and_file_name_the_path_and_layout(tmp_path, glue_dir):
     assert f"Missing {glue_dir / 'RTE' / 'dev.tsv'}" in message
     message = _error(lambda: FilesSource({"train": tmp_path / "x.csv"}).read(glue_task("RTE"), "train"))
     assert f"data.files.train={tmp_path / 'x.csv'} does not exist" in message
+    message = _error(lambda: FilesSource({"train": tmp_path}).read(glue_task("RTE"), "train"))
+    assert message == f"data.files.train={tmp_path} is a folder: name the train split's file in it."
 
 
 def test_missing_column_is_named_with_the_columns_found(glue_dir):

@@ -149,6 +149,8 @@ class FilesSource:
         if split not in self.files:
             raise ValueError(f"data.files has no {split!r} file; it names {', '.join(self.files) or 'none'}.")
         path = self.files[split]
+        if path.is_dir():
+            raise FileNotFoundError(f"data.files.{split}={path} is a folder: name the {split} split's file in it.")
         if not path.is_file():
             raise FileNotFoundError(f"data.files.{split}={path} does not exist.")
         if path.suffix.lower() not in self.SUFFIXES:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
@@ -51,6 +52,18 @@ def command_parser(command: str, description: str | None, dry_run: str) -> argpa
     )
     parser.add_argument("--dry-run", action="store_true", help=dry_run)
     return parser
+
+
+def count_of(what: str) -> Callable[[str], int]:
+    """An option's type: a whole number, at least 1 (``what`` names it in argparse's refusal: "count of jobs"),
+    refused as the command line is read, before anything is loaded."""
+
+    def parse(text: str) -> int:
+        if not (text.isdigit() and int(text) >= 1):
+            raise argparse.ArgumentTypeError(f"{text!r} is no {what}: a whole number, at least 1")
+        return int(text)
+
+    return parse
 
 
 class CommandRefused(SystemExit):
