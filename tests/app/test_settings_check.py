@@ -1,6 +1,7 @@
 """Every option users type is checked before anything starts, and all problems are reported together."""
 
 import pytest
+import yaml
 from app_runs import compose_config, tiny_run_overrides
 from test_app import EXPERIMENTS
 
@@ -78,11 +79,36 @@ def test_every_experiment_passes_as_shipped(experiment):
         ("data.regression=yes", "data.regression='yes' must be true or false."),
         ("data.group_by_length=maybe", "data.group_by_length='maybe' must be true or false."),
         ("data.pad_to_max_length=1", "data.pad_to_max_length=1 must be true or false."),
+        # null passed where an absent option was let pass, and raised a TypeError at the first batch or validation
+        ("data.num_workers=null", "data.num_workers=None must be 0 (rows loaded in the training process)"),
+        ("callbacks.early_stopping.patience=null", "callbacks.early_stopping.patience=None must be a whole number"),
+        ("+trainer.accumulate_grad_batches=null", "trainer.accumulate_grad_batches=None must be a whole number"),
     ],
 )
 def test_each_bad_value_is_named_with_what_is_valid(override, message):
     (problem,) = setting_problems(compose_config(override))
     assert problem.startswith(message)
+
+
+def yaml_value(text: str) -> object:
+    """The value Hydra makes of an override's text (``64.5`` a float, ``null`` None)."""
+    return yaml.safe_load(text)
+
+
+@pytest.mark.parametrize("window", ["64.5", "abc", "null", "1"])
+def test_a_decoder_lm_window_that_is_no_whole_number_of_tokens_is_refused_once(window):
+    """64.5 passed and raised a TypeError packing the windows; text and null raised one inside the check."""
+    problems = setting_problems(compose_config("+experiment=smollm2_quick", f"data.window={window}"))
+    assert [problem for problem in problems if "data.window" in problem] == [
+        f"data.window={yaml_value(window)!r} must be a whole number of tokens, at least 2 (a token and the one it "
+        "predicts)."
+    ]
+
+
+def test_options_only_some_groups_have_are_checked_where_they_are_set_only():
+    """A sentence-embedding run's data has no num_workers, and a run without early stopping no patience."""
+    assert setting_problems(compose_config("+experiment=minilm_embedding_quick")) == []
+    assert setting_problems(compose_config("~callbacks.early_stopping")) == []
 
 
 def test_several_problems_are_reported_together_before_anything_starts(tiny_base, glue_dir, tmp_path):

@@ -15,6 +15,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerBa
 from theseus_pl.core.decoders import check_decoder_fits, is_decoder
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.memory import checkpointing_problem
+from theseus_pl.core.settings import whole_number
 from theseus_pl.data.harness_tasks import LOCAL_TASKS, local_task_folder
 from theseus_pl.data.language_model import window_problem
 from theseus_pl.data.text_corpus import text_source
@@ -46,7 +47,7 @@ def language_model_problems(
         except ValueError as error:
             problems.append(f"theseus.layers_path: {error}")
         else:
-            if not 1 <= cfg.theseus.successor_layers < layers:
+            if whole_number(cfg.theseus.successor_layers) and not 1 <= cfg.theseus.successor_layers < layers:
                 problems.append(
                     f"theseus.successor_layers={cfg.theseus.successor_layers} must be between 1 and {layers - 1} (the "
                     f"predecessor has {layers} layers)."
@@ -54,9 +55,10 @@ def language_model_problems(
     if cfg.get("activation_checkpointing") is True and (problem := checkpointing_problem(config, causal_lm=True)):
         problems.append(problem)
     problems += gguf_deploy_problems(cfg, config.model_type, predecessor_dir)
-    problem = window_problem(cfg.data.window, getattr(config, "max_position_embeddings", None))
-    if problem:
-        problems.append(problem)
+    window = cfg.data.window  # not a whole number of at least 2: the settings check has said so
+    if whole_number(window) and window >= 2:
+        problem = window_problem(window, getattr(config, "max_position_embeddings", None))
+        problems += [problem] if problem else []
     if tokenizer.eos_token_id is None:
         problems.append("The tokenizer has no end-of-text token (eos_token) to put between documents.")
     problems += _text_problems(cfg.data)

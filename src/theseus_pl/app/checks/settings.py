@@ -66,9 +66,10 @@ def share_or_count(value: Any) -> bool:
     return positive_int(value) or (isinstance(value, float) and 0 < value <= 1)
 
 
-def optional_boolean(value: Any) -> bool:
-    """true or false, or absent (None): a data option that only some data groups have."""
-    return value is None or boolean(value)
+def names(value: Any) -> bool:
+    """A list of names (``[STS-B,SST-2]``): a single name typed without brackets is text, which would be read
+    letter by letter."""
+    return isinstance(value, list | ListConfig) and all(isinstance(name, str) for name in value)
 
 
 WEIGHT_DECAY = Rule(lambda v: number(v) and v >= 0, "a number, 0 or more, e.g. 0.01")
@@ -95,15 +96,16 @@ RULES: dict[str, Rule] = {
     "data.max_train_samples": Rule(optional_positive_int, "null (all rows) or a whole number, at least 1"),
     "data.max_eval_samples": Rule(optional_positive_int, "null (all rows) or a whole number, at least 1"),
     "data.max_eval_windows": Rule(optional_positive_int, "null (every held-out window) or a whole number, at least 1"),
-    "data.num_workers": Rule(lambda v: v is None or (whole_number(v) and v >= 0),
+    "data.num_workers": Rule(lambda v: whole_number(v) and v >= 0,
                              "0 (rows loaded in the training process) or a whole number of loader processes"),
+    "data.window": Rule(lambda v: whole_number(v) and v >= 2,
+                        "a whole number of tokens, at least 2 (a token and the one it predicts)"),
     # Options read as true or false: Hydra types "no" or "yes" as text, which Python would take as true.
-    "data.regression": Rule(optional_boolean, "true or false"),
-    "data.group_by_length": Rule(optional_boolean, "true or false"),
-    "data.pad_to_max_length": Rule(optional_boolean, "true or false"),
+    "data.regression": Rule(boolean, "true or false"),
+    "data.group_by_length": Rule(boolean, "true or false"),
+    "data.pad_to_max_length": Rule(boolean, "true or false"),
     "evaluation.single_modules": Rule(boolean, "true or false"),
-    "callbacks.early_stopping.patience": Rule(optional_positive_int,
-                                              "a whole number of validations without gain, at least 1"),
+    "callbacks.early_stopping.patience": Rule(positive_int, "a whole number of validations without gain, at least 1"),
     "data.split_seed": Rule(lambda v: v is None or (whole_number(v) and 0 <= v <= MAX_SEED),
                             f"a whole number from 0 to {MAX_SEED}"),
     # A run that trains no step would export an untrained successor (see trainer.max_steps in checked_settings).
@@ -113,7 +115,7 @@ RULES: dict[str, Rule] = {
     "trainer.limit_train_batches": Rule(lambda v: v is None or share_or_count(v),
                                         "a whole number of batches an epoch, at least 1, or a share of an epoch in "
                                         "(0, 1]: 0 trains nothing"),
-    "trainer.accumulate_grad_batches": Rule(optional_positive_int, "a whole number of batches a step, at least 1"),
+    "trainer.accumulate_grad_batches": Rule(positive_int, "a whole number of batches a step, at least 1"),
     "trainer.val_check_interval": Rule(share_or_count,
                                        "a whole number of steps, or a share of an epoch in (0, 1]"),
     "checkpoint.every_n_steps": Rule(optional_positive_int,
@@ -121,8 +123,9 @@ RULES: dict[str, Rule] = {
     "checkpoint.keep": Rule(boolean, "true or false"),
     "allow_unfinished_schedule": Rule(boolean, "true or false"),
     "data.other_text.max_windows": Rule(optional_positive_int, "null (every window) or a whole number, at least 1"),
-    "evaluation.lm_eval.tasks": Rule(lambda v: isinstance(v, list | ListConfig) and all(isinstance(t, str) for t in v),
-                                     "a list of lm-eval task names, e.g. [sst2_local,rte_local], or []"),
+    "data.train_tasks": Rule(lambda v: v is None or names(v), "a list of GLUE tasks, e.g. [STS-B,SST-2], or []"),
+    "data.corpora": Rule(lambda v: v is None or names(v), "a list of corpora, e.g. [convention_speeches], or []"),
+    "evaluation.lm_eval.tasks": Rule(names, "a list of lm-eval task names, e.g. [sst2_local,rte_local], or []"),
     "evaluation.lm_eval.num_fewshot": Rule(lambda v: whole_number(v) and v >= 0,
                                            "a whole number of examples in each prompt, 0 or more"),
     "evaluation.lm_eval.limit": Rule(optional_positive_int, "null (every example) or a whole number, at least 1"),
@@ -133,6 +136,27 @@ RULES: dict[str, Rule] = {
     "resume": Rule(lambda v: v is True or v is False or v == "force",
                    "true (continue), false (start afresh) or force (redo a finished run)"),
 }  # fmt: skip
+
+# Options that only some config groups have (one data group's, a callback's, a trainer option added with +): checked
+# where they are set, and there null is no value for them either.
+WHERE_SET = {
+    "data.num_workers",
+    "data.window",
+    "data.regression",
+    "data.group_by_length",
+    "data.pad_to_max_length",
+    "callbacks.early_stopping.patience",
+    "trainer.accumulate_grad_batches",
+}
+ABSENT = object()
+
+
+def _set_options(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Rule]]:
+    """The values :data:`RULES` check, by key (an option that is not there is checked as None), and the rules that
+    apply: those of :data:`WHERE_SET` only where the option is there."""
+    values = {key: OmegaConf.select(cfg, key, default=ABSENT) for key in RULES}
+    rules = {key: rule for key, rule in RULES.items() if not (key in WHERE_SET and values[key] is ABSENT)}
+    return {key: None if value is ABSENT else value for key, value in values.items()}, rules
 
 
 # The groups of plain options, each read whole by the code that trains (AdamW and its schedule; the predecessor's
@@ -170,7 +194,7 @@ class RunSettings:
 def checked_settings(cfg: DictConfig) -> RunSettings:
     """Each group's settings object built and checked, with every problem with the options users set, each naming
     the option, its value and what is valid."""
-    problems = field_problems({key: OmegaConf.select(cfg, key, default=None) for key in RULES}, RULES)
+    problems = field_problems(*_set_options(cfg))
     max_steps, max_epochs = cfg.trainer.get("max_steps"), cfg.trainer.get("max_epochs")
     if not (positive_int(max_steps) or (max_steps == -1 and positive_int(max_epochs))):
         problems["trainer.max_steps"] = (

