@@ -145,7 +145,7 @@ def _deploy_gguf(args: argparse.Namespace) -> list[dict[str, Any]] | None:
             return None
         with _stdout_kept_for_json():
             rows = deploy_language_model_run(args.folder, settings)
-    except (GGUFExportError, ValueError) as error:
+    except (GGUFExportError, ValueError, OSError, RuntimeError) as error:  # the data source's own message names it
         refuse(str(error))
     print(json.dumps(rows, indent=2))
     return rows

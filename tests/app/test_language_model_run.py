@@ -631,6 +631,13 @@ def test_a_finished_lm_run_is_shipped_as_gguf_from_the_command_line(tiny_bpe_lm,
     assert "| `gguf/model.q8_0.gguf` | q8_0 |" in (run_dir / "successor" / "README.md").read_text()
     with pytest.raises(SystemExit, match=r"deploy\.gguf=\['q3_k'\] must be a list of GGUF types"):
         deploy_main([str(run_dir), "--gguf", "q3_k"])
+    # a folder missing what the run wrote: FileNotFoundError's and OSError's tracebacks, now one line each
+    (run_dir / "successor" / "config.json").rename(run_dir / "successor" / "config.json.away")
+    with pytest.raises(SystemExit, match=r"successor holds no config\.json: the run's successor is not there"):
+        deploy_main([str(run_dir), "--gguf", "f16", "--dry-run"])
+    (run_dir / ".hydra" / "config.yaml").rename(run_dir / "config.yaml")  # where a copy from W&B's files has it
+    with pytest.raises(SystemExit, match=r"has no \.hydra/config\.yaml, so the held-out text the GGUF files are"):
+        deploy_main([str(run_dir), "--gguf", "f16"])
 
 
 def test_a_run_saved_before_a_setting_existed_deploys_with_that_settings_value_from_its_own_overrides(

@@ -80,6 +80,7 @@ def test_every_experiment_passes_as_shipped(experiment):
         ("data.group_by_length=maybe", "data.group_by_length='maybe' must be true or false."),
         ("data.pad_to_max_length=1", "data.pad_to_max_length=1 must be true or false."),
         # null passed where an absent option was let pass, and raised a TypeError at the first batch or validation
+        ("logger.wandb.enabled=no", "logger.wandb.enabled='no' must be true or false."),
         ("data.num_workers=null", "data.num_workers=None must be 0 (rows loaded in the training process)"),
         ("callbacks.early_stopping.patience=null", "callbacks.early_stopping.patience=None must be a whole number"),
         ("+trainer.accumulate_grad_batches=null", "trainer.accumulate_grad_batches=None must be a whole number"),
@@ -103,6 +104,12 @@ def test_a_decoder_lm_window_that_is_no_whole_number_of_tokens_is_refused_once(w
         f"data.window={yaml_value(window)!r} must be a whole number of tokens, at least 2 (a token and the one it "
         "predicts)."
     ]
+
+
+def test_shortgpt_heal_is_true_or_false():
+    """heal=no was text, taken as true: the run healed and its record called it the untrained removal."""
+    problems = setting_problems(compose_config("+experiment=smollm2_quick", "method=shortgpt", "method.heal=no"))
+    assert problems == ["method.heal='no' must be true or false."]
 
 
 def test_options_only_some_groups_have_are_checked_where_they_are_set_only():

@@ -29,7 +29,7 @@ from theseus_pl.app.methods.method import (
 )
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.layer_removal import keep_layers, most_similar_block
-from theseus_pl.core.settings import SettingsError
+from theseus_pl.core.settings import Rule, SettingsError, boolean
 from theseus_pl.lightning.block_replacement import BlockReplacementModule
 from theseus_pl.lightning.language_model_metrics import LanguageModelMetrics
 
@@ -42,6 +42,7 @@ class ShortGPT(SoftTargets, CompressionMethod):
 
     heal: bool = False  # train the kept layers afterwards
 
+    RULES: ClassVar[dict[str, Rule]] = {**SoftTargets.RULES, "heal": Rule(boolean, "true or false")}
     kinds: ClassVar[tuple[str, ...]] = (LANGUAGE_MODEL,)
 
     def __post_init__(self) -> None:

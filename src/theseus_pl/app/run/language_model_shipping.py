@@ -112,10 +112,15 @@ def _checked_language_model_run(run_dir: Path, deploy: DeploySettings) -> tuple[
             f"only{instead}."
         )
     assert isinstance(results, LanguageModelResults)  # its kind is LanguageModelResults'
+    successor_dir = run_dir / "successor"
+    if not (run_dir / ".hydra" / "config.yaml").is_file():
+        raise ValueError(f"{run_dir} has no .hydra/config.yaml, so the held-out text the GGUF files are checked on is "
+                         "unknown: give the run's folder as the run left it.")  # fmt: skip
+    if not (successor_dir / "config.json").is_file():
+        raise ValueError(f"{successor_dir} holds no config.json: the run's successor is not there to write as GGUF.")
     register_resolvers()
     cfg = _run_config(run_dir)
     cfg.deploy.gguf, cfg.deploy.llama_cpp = list(deploy.gguf), deploy.llama_cpp
-    successor_dir = run_dir / "successor"
     problems = gguf_deploy_problems(cfg, AutoConfig.from_pretrained(successor_dir).model_type, results.predecessor.dir)
     if problems:
         raise ValueError(" ".join(problems))

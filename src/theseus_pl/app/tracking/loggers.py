@@ -59,10 +59,12 @@ def wandb_setting_problems(settings: dict[str, Any]) -> list[str]:
     timeout = settings.get("init_timeout", DEFAULT_INIT_TIMEOUT)
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
         problems.append(f"logger.wandb.init_timeout={timeout!r} must be a number of seconds above 0.")
-    log_model = settings.get("log_model", False)
-    if not isinstance(log_model, bool):
-        problems.append(f"logger.wandb.log_model={log_model!r} must be true or false.")
-    elif log_model and (not settings.get("enabled", True) or wandb_mode(settings.get("mode", "auto")) == "disabled"):
+    for key in ("enabled", "log_model"):  # "no" is text, which would count as true: W&B on, against the user's word
+        if not isinstance(value := settings.get(key, False), bool):
+            problems.append(f"logger.wandb.{key}={value!r} must be true or false.")
+    if settings.get("log_model") is True and (
+        settings.get("enabled", True) is False or wandb_mode(settings.get("mode", "auto")) == "disabled"
+    ):
         problems.append(
             "logger.wandb.log_model=true uploads the exported successor to a W&B run, but W&B is off here "
             "(logger=csv, logger.wandb.enabled=false or mode disabled): turn W&B on or drop log_model."
