@@ -95,10 +95,9 @@ def test_intermediate_task_transfer_fine_tunes_another_runs_successor(tiny_base,
                                   f"method.successor={source.successor_dir}"))  # fmt: skip
     assert transfer.method == "transfer" and transfer.task == "RTE"
     assert transfer.layers.successor == 2
-    assert (
-        json.loads((tmp_path / "run" / "results.json").read_text())["settings"]["method.successor"]
-        == source.successor_dir
-    )
+    settings = json.loads((tmp_path / "run" / "results.json").read_text())["settings"]
+    assert settings["method.successor"] == source.successor_dir
+    assert settings["theseus.init"] is None  # no layers of this predecessor chosen: another run's successor, whole
 
 
 @pytest.mark.parametrize(

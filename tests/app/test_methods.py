@@ -11,6 +11,7 @@ import torch
 import yaml
 from app_runs import compose_config, tiny_run_overrides
 from hydra.utils import get_class
+from omegaconf import OmegaConf
 
 from theseus_pl.app.checks import settings as settings_check
 from theseus_pl.app.checks.settings import checked_settings, setting_problems
@@ -214,3 +215,26 @@ def test_the_truncation_baselines_start_from_the_layers_theseus_init_names(init,
         for layer, index in zip(layers, kept, strict=True):
             source = predecessor.bert.encoder.layer[index]
             assert torch.equal(layer.attention.self.query.weight, source.attention.self.query.weight)
+
+
+@pytest.mark.parametrize(
+    ("method", "kind", "recorded"),
+    [
+        ("theseus", TASK_MODEL, "top"),
+        ("fine_tuning", TASK_MODEL, "top"),
+        ("pkd", TASK_MODEL, "top"),
+        ("layerdrop", TASK_MODEL, "every_other"),  # it keeps every other layer after training
+        ("transfer", TASK_MODEL, None),  # another run's successor, whole
+        ("lm_theseus", LANGUAGE_MODEL, "top"),
+        ("lm_truncation", LANGUAGE_MODEL, "bottom"),  # a decoder LM's truncation keeps its bottom layers
+        ("shortgpt", LANGUAGE_MODEL, "block_influence"),
+        ("streamline", LANGUAGE_MODEL, None),
+        ("embedding_truncation", EMBEDDING_MODEL, "top"),
+    ],
+)
+def test_a_run_records_the_layers_its_method_started_from_not_the_setting_it_ignored(method, kind, recorded):
+    """The record copied theseus.init: LayerDrop's every-other runs of the init sweep were reported as bottom, top
+    and every_other, and the LM protocol's truncation as block_influence (the experiment's setting)."""
+    given = ["method.successor=/elsewhere/successor"] if method == "transfer" else []
+    group = OmegaConf.to_container(compose_config(f"method={method}", *given).method, resolve=True)
+    assert method_from_config(group).start_layers("top", kind) == recorded

@@ -20,6 +20,7 @@ from typing import ClassVar
 
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.methods.method import (
+    BLOCK_INFLUENCE,
     CompressionMethod,
     Method,
     MethodInputs,
@@ -57,6 +58,9 @@ class ShortGPT(SoftTargets, CompressionMethod):
     def trains(self) -> bool:
         return self.heal
 
+    def start_layers(self, init: str, kind: str) -> str | None:
+        return BLOCK_INFLUENCE  # it keeps the layers of most block influence, whatever theseus.init says
+
     def build(self, inputs: MethodInputs) -> Method:
         predecessor = inputs.predecessor()
         compact = keep_layers(predecessor, inputs.kept_by_influence(predecessor), inputs.layers_path)
@@ -69,6 +73,9 @@ class ShortGPT(SoftTargets, CompressionMethod):
 @dataclass(frozen=True)
 class Streamline(CompressionMethod):
     kinds: ClassVar[tuple[str, ...]] = (LANGUAGE_MODEL,)
+
+    def start_layers(self, init: str, kind: str) -> str | None:
+        return None  # every layer but the most similar block, which one new layer stands in for
 
     def build(self, inputs: MethodInputs) -> Method:
         predecessor = inputs.predecessor()

@@ -242,6 +242,12 @@ class CompressionMethod:
         """(config key, folder or hub id) of each model this method reads besides the predecessor."""
         return []
 
+    def start_layers(self, init: str, kind: str) -> str | None:
+        """The predecessor layers the successor starts as, in ``theseus.init``'s words, as a run of ``kind`` records
+        it: ``init`` where the method reads it, what it keeps instead where it does not (a record copying the setting
+        called LayerDrop's every-other runs bottom, top and every_other), None where no such choice is made."""
+        return init
+
     def build(self, inputs: MethodInputs) -> Method:
         raise NotImplementedError
 

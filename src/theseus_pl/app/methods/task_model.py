@@ -39,6 +39,9 @@ class Transfer(CompressionMethod):
     def models_read(self) -> list[tuple[str, str]]:
         return [("method.successor", self.successor)]
 
+    def start_layers(self, init: str, kind: str) -> str | None:
+        return None  # the other run's successor, whole
+
     def build(self, inputs: MethodInputs) -> Method:
         student = load_classifier(self.successor, inputs.task, new_head=True)
         return Method(self.name, FineTuningModule(student, inputs.metrics(), **inputs.optimizer), lambda: student)
@@ -72,6 +75,9 @@ class LayerDrop(CompressionMethod):
         "drop_rate": Rule(lambda v: v is None or LAYERDROP_RULES["drop_rate"].valid(v),
                           f"null (1 - n/L) or {LAYERDROP_RULES['drop_rate'].expected}"),
     }  # fmt: skip
+
+    def start_layers(self, init: str, kind: str) -> str | None:
+        return "every_other"  # what it keeps after training, whatever theseus.init says
 
     def build(self, inputs: MethodInputs) -> Method:
         model, layers, layers_path = inputs.predecessor(), inputs.theseus.successor_layers, inputs.theseus.layers_path

@@ -22,6 +22,9 @@ class FineTuning(SoftTargets, CompressionMethod):
 
     kinds: ClassVar[tuple[str, ...]] = (TASK_MODEL, LANGUAGE_MODEL, EMBEDDING_MODEL)
 
+    def start_layers(self, init: str, kind: str) -> str | None:
+        return "bottom" if kind == LANGUAGE_MODEL else init  # a decoder LM's truncation keeps its bottom layers
+
     def build(self, inputs: MethodInputs) -> Method:
         student = inputs.truncated(inputs.predecessor())
         return Method(self.name, student_module(inputs, student, self.alpha, self.temperature), lambda: student)

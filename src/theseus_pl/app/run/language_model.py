@@ -207,6 +207,7 @@ class LanguageModelRun(RunKind):
     ) -> LanguageModelResults:
         """The last step's model exported and scored as users will load it, in the same pass as the predecessor."""
         cfg, datamodule, tokenizer = self.cfg, self.datamodule, self.tokenizer
+        assert self.settings.method is not None  # a run whose method settings have problems is refused
         steps = trainer.global_step if trainer is not None else 0
         successor_dir = self.output_dir / "successor"
         method.successor().save_pretrained(successor_dir)
@@ -219,7 +220,8 @@ class LanguageModelRun(RunKind):
         return LanguageModelResults(
             method=method.name,
             settings={"optimizer.lr": cfg.optimizer.lr, "trainer.max_steps": cfg.trainer.max_steps,
-                      "theseus.successor_layers": cfg.theseus.successor_layers, "theseus.init": cfg.theseus.init,
+                      "theseus.successor_layers": cfg.theseus.successor_layers,
+                      "theseus.init": self.settings.method.start_layers(cfg.theseus.init, LANGUAGE_MODEL),
                       "seed": cfg.seed,
                       # the distillation's loss (method.alpha: 0 the LM loss, 1 the KL alone, between: a mix)
                       **{f"method.{key}": cfg.method[key] for key in ("alpha", "temperature") if key in cfg.method},

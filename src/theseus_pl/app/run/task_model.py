@@ -18,7 +18,8 @@ from omegaconf import DictConfig, OmegaConf
 from transformers import AutoConfig
 
 from theseus_pl.app.checks.run import checked_datamodule
-from theseus_pl.app.methods.method import Method, MethodInputs
+from theseus_pl.app.config.kinds import TASK_MODEL
+from theseus_pl.app.methods.method import CompressionMethod, Method, MethodInputs
 from theseus_pl.app.predecessors.classifier import (
     Predecessor,
     cached_predecessor_folder,
@@ -152,6 +153,7 @@ class TaskModelRun(RunKind):
         cfg, datamodule, predecessor = self.cfg, self.datamodule, self.predecessor
         task = datamodule.task
         assert trainer is not None and method.module is not None  # every task-model method trains
+        assert self.settings.method is not None  # a run whose method settings have problems is refused
         best, best_step = load_best_checkpoint(trainer, method)
         single_modules = (
             single_module_scores(method.module.model, datamodule, evaluation) if cfg.evaluation.single_modules else None
@@ -167,7 +169,7 @@ class TaskModelRun(RunKind):
         return RunResults(
             task=task.name,
             method=method.name,
-            settings=_settings(cfg),
+            settings=_settings(cfg, self.settings.method),
             predecessor=PredecessorResult(
                 score=predecessor_metrics.pop("score"), metrics=predecessor_metrics, dir=predecessor.directory,
                 origin=predecessor.origin, shape=ModelShape(**shape_of(predecessor_model.config)),
@@ -245,14 +247,15 @@ def single_module_scores(
     return scores
 
 
-def _settings(cfg: DictConfig) -> dict[str, Any]:
-    """The values a sweep varies, flat, so a report can group runs by them."""
+def _settings(cfg: DictConfig, method: CompressionMethod) -> dict[str, Any]:
+    """The values a sweep varies, flat, so a report can group runs by them (``theseus.init``: the layers ``method``
+    started from)."""
     flat = {f"replacement.{key}": value for key, value in cfg.replacement.items() if key != "kind"}
     flat.update({
         "optimizer.lr": cfg.optimizer.lr,
         "trainer.max_steps": cfg.trainer.max_steps,
         "theseus.successor_layers": cfg.theseus.successor_layers,
-        "theseus.init": cfg.theseus.init,
+        "theseus.init": method.start_layers(cfg.theseus.init, TASK_MODEL),
         "theseus.successor._target_": cfg.theseus.successor._target_,
         "theseus.successor.intermediate_size": cfg.theseus.successor.intermediate_size,
         "theseus.successor.importance": cfg.theseus.successor.get("importance"),
