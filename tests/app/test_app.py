@@ -23,6 +23,7 @@ from theseus_pl.app.methods.schedules import build_schedule
 from theseus_pl.app.results.reading import read_results
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.run.stages import run_hardware
+from theseus_pl.core.io import PICKLED
 from theseus_pl.data.tasks import glue_task, is_glue_task
 from theseus_pl.data.text_corpus import text_source
 
@@ -188,9 +189,16 @@ def test_a_finished_run_folder_is_left_untouched_unless_forced(tiny_base, glue_d
     stale = folder / "checkpoints" / "best-step999.ckpt"
     stale.parent.mkdir()  # as a run with checkpoint.keep=true leaves it
     stale.write_bytes(b"from the old run")
+    # an old run's pickled successor (a custom factory's) was loaded and scored in place of the new safetensors, and
+    # its ONNX files published beside a model they are not
+    old_files = [folder / "successor" / PICKLED, folder / "successor" / "onnx" / "model.onnx"]
+    old_files[1].parent.mkdir()
+    for path in old_files:
+        path.write_bytes(b"from the old run")
     redone = run(compose_config(*overrides, "resume=force"))
     assert redone.resumed_from is None and redone.steps == 6
-    assert not stale.exists()
+    assert not stale.exists() and not any(path.exists() for path in old_files)
+    assert redone.successor.format == "transformers"
     with pytest.raises(ValueError, match=r"resume='maybe' must be true \(continue\), false"):
         run(compose_config(*overrides, "resume=maybe"))
 

@@ -41,7 +41,7 @@ from theseus_pl.app.results.embedding_model import (
 )
 from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
 from theseus_pl.app.run.kind import RunKind
-from theseus_pl.app.run.stages import each_process, hub_id, load_best_checkpoint, rows_per_step
+from theseus_pl.app.run.stages import each_process, empty_successor_folder, hub_id, load_best_checkpoint, rows_per_step
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.app.tracking.wandb_run import publish_embedding_model
 from theseus_pl.core.families import find_layer_stack
@@ -227,7 +227,7 @@ class EmbeddingModelRun(RunKind):
         _, best_step = load_best_checkpoint(trainer, method)
         compact = method.successor()
         assert isinstance(compact, SentenceObjective)  # every method of this kind gives one
-        successor_dir = self.output_dir / "successor"
+        successor_dir = empty_successor_folder(self.output_dir)
         with_encoder(self.predecessor, compact.encoder).save(str(successor_dir))
         self.successor = successor = SentenceTransformer(str(successor_dir), device="cpu").eval()  # what users load
         pairs = self.sts_pairs

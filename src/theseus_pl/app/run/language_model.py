@@ -49,7 +49,7 @@ from theseus_pl.app.results.language_model import (
 from theseus_pl.app.run.kind import PredecessorTraining, RunKind
 from theseus_pl.app.run.language_model_data import language_model_datamodule
 from theseus_pl.app.run.language_model_shipping import DECODE_TOKENS, shipped_gguf
-from theseus_pl.app.run.stages import each_process, hub_id, rows_per_step
+from theseus_pl.app.run.stages import each_process, empty_successor_folder, hub_id, rows_per_step
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.app.tracking.wandb_run import publish_language_model
 from theseus_pl.core.decoders import load_causal_lm, new_token_room
@@ -209,7 +209,7 @@ class LanguageModelRun(RunKind):
         cfg, datamodule, tokenizer = self.cfg, self.datamodule, self.tokenizer
         assert self.settings.method is not None  # a run whose method settings have problems is refused
         steps = trainer.global_step if trainer is not None else 0
-        successor_dir = self.output_dir / "successor"
+        successor_dir = empty_successor_folder(self.output_dir)
         method.successor().save_pretrained(successor_dir)
         tokenizer.save_pretrained(successor_dir)
         self.successor = successor = load_causal_lm(successor_dir).eval()  # what users ship

@@ -84,6 +84,15 @@ def finished_run(output_dir: Path, cfg: DictConfig) -> RunRecord | None:
     return record
 
 
+def empty_successor_folder(output_dir: Path) -> Path:
+    """The run's ``successor/`` folder, emptied of what an earlier run in this folder left there (a run redone with
+    ``resume=force``, or started over after a kill): its pickled module would be loaded and scored in place of the new
+    safetensors, and its ONNX files published beside a model they are not."""
+    folder = output_dir / "successor"
+    shutil.rmtree(folder, ignore_errors=True)
+    return folder
+
+
 def train(
     cfg: DictConfig,
     method: Method,

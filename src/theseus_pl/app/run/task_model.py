@@ -39,7 +39,7 @@ from theseus_pl.app.results.task_model import (
     SuccessorResult,
 )
 from theseus_pl.app.run.kind import PredecessorTraining, RunKind
-from theseus_pl.app.run.stages import each_process, hub_id, load_best_checkpoint, rows_per_step
+from theseus_pl.app.run.stages import each_process, empty_successor_folder, hub_id, load_best_checkpoint, rows_per_step
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.app.tracking.wandb_run import publish
 from theseus_pl.core.families import find_layer_stack, shape_of
@@ -158,7 +158,7 @@ class TaskModelRun(RunKind):
         single_modules = (
             single_module_scores(method.module.model, datamodule, evaluation) if cfg.evaluation.single_modules else None
         )
-        successor_dir = self.output_dir / "successor"
+        successor_dir = empty_successor_folder(self.output_dir)
         save_successor(method.successor(), successor_dir, datamodule.tokenizer)
         self.successor = successor = load_successor(successor_dir)  # judge what users will ship
         self.predecessor_model = predecessor_model = load_classifier(predecessor.directory, task)
