@@ -56,6 +56,9 @@ def test_own_data_has_no_hub_dataset_and_missing_numbers_are_not_invented():
     assert card.data.datasets is None and card.data.eval_results is None
     assert "speed-up was not measured" in card.text and "n/a" in card.text
     assert "The share of the predecessor's score kept is not given (a score is not a number" in card.text
+    busy = parsed(replace(results, speedup_busy_cores=1.4)).text  # timed and left out: it said "not measured"
+    assert "its speed-up was timed while other processes kept 1.4 cores of the machine busy, twice" in busy
+    assert "not measured" not in busy
 
 
 def test_the_card_of_a_version_1_results_file_is_the_card_its_run_wrote(tmp_path):

@@ -102,6 +102,13 @@ def test_an_openvino_target_is_shipped_and_its_card_runs_it_with_openvino(tmp_pa
     assert 'compile_model(\n    "<this folder>/openvino/model_int8.xml", "CPU"' in text
     assert 'tokenizer("A first sentence.", "A second sentence.", return_tensors="np")' in text
     assert "onnxruntime" not in text
+    # the card's code runs the model it names to ship: it ran the int8 file where fp32 was chosen over it
+    for target, file in [("onnx_fp32", "model.onnx"), ("onnx_int8", "model_int8.onnx")]:
+        text = model_card._how_to_run(replace(block, target=target), pair_task, repo_id=None)
+        assert f'onnxruntime.InferenceSession("<this folder>/onnx/{file}")' in text
+    assert model_card._how_to_run(replace(block, target="pytorch_successor"), pair_task, repo_id=None) == (
+        "The PyTorch successor is the model to ship here: load it as above.\n"
+    )
 
 
 def test_missing_openvino_names_its_extra_before_a_run_and_in_a_dry_run(tmp_path, tiny_tokenizer, monkeypatch, capsys):

@@ -215,11 +215,14 @@ Latency is the median of {deployment.settings.repeats} calls on {deployment.sett
 
 
 def _how_to_run(deployment: Deployment, results: RunResults, repo_id: str | None) -> str:
-    """The few lines that run the exported model to ship: OpenVINO's when an OpenVINO target won, else ONNX
-    Runtime's (its int8 file where there is one)."""
+    """The few lines that run the model to ship: OpenVINO's when an OpenVINO target won, ONNX Runtime's for the ONNX
+    target (its int8 file where that won, or where an older record names no target), else PyTorch's (above)."""
+    target = deployment.target or ""
+    if target.startswith("pytorch"):
+        cast = ", cast to bf16 (`model.to(torch.bfloat16)`, on a CPU with bf16 instructions)"
+        return f"The PyTorch successor is the model to ship here: load it as above{cast if 'bf16' in target else ''}.\n"
     tokenizer = f"tokenizer = AutoTokenizer.from_pretrained({quoted(repo_id, '<this folder>')})"
     inputs = f'inputs = tokenizer({_tokenizer_input(results)}, return_tensors="np")'
-    target = deployment.target or ""
     if target.startswith("openvino") and deployment.openvino:
         graph = deployment.openvino_int8 if target == "openvino_int8" else deployment.openvino
         weights = graph.removesuffix(".xml") + ".bin"
@@ -244,11 +247,18 @@ import onnxruntime
 {_hub_import(repo_id, "hf_hub_download")}from transformers import AutoTokenizer
 
 {tokenizer}
-session = onnxruntime.InferenceSession({_local_path(repo_id, deployment.onnx_int8 or deployment.onnx)})
+session = onnxruntime.InferenceSession({_local_path(repo_id, _onnx_file(deployment, target))})
 {inputs}
 logits = session.run(["logits"], {{node.name: inputs[node.name] for node in session.get_inputs()}})[0]
 ```
 """
+
+
+def _onnx_file(deployment: Deployment, target: str) -> str:
+    """The ONNX file the card's code runs: the int8 model where it is the one to ship, the fp32 one where that is
+    (int8 lost too much, or was slower)."""
+    int8 = deployment.onnx_int8 if target in ("onnx_int8", "") else None
+    return int8 or deployment.onnx
 
 
 def _hub_import(repo_id: str | None, name: str) -> str:
@@ -303,9 +313,13 @@ def _retained_and_speed(results: RunResults) -> str:
         if results.retained is not None
         else f"The share of the predecessor's score kept is not given ({results.retained_note})"
     )
-    speed = (
-        f"runs {results.speedup:.2f}x faster at inference on the machine that trained it"
-        if results.speedup is not None
-        else "its speed-up was not measured"
-    )
-    return f"{kept}; it {speed}."
+    if results.speedup is not None:
+        speed = f"it runs {results.speedup:.2f}x faster at inference on the machine that trained it"
+    elif results.speedup_busy_cores is not None:  # timed, twice, and left out: it was measured
+        speed = (
+            f"its speed-up was timed while other processes kept {results.speedup_busy_cores:.1f} cores of the machine "
+            "busy, twice: the figure is not the model's and is left out"
+        )
+    else:
+        speed = "its speed-up was not measured"
+    return f"{kept}; {speed}."
