@@ -212,6 +212,20 @@ def test_a_run_deploys_as_its_last_stage_and_the_command_redoes_it_on_the_folder
     assert "| ONNX int8" not in ModelCard.load(run_dir / "successor" / "README.md").text
     assert not (run_dir / "successor" / "onnx" / "model_int8.onnx").exists()  # no file the block does not describe
 
+    def failing_export(*_):
+        raise RuntimeError("the exporter broke")
+
+    monkeypatch.setattr(deploy_module, "export_onnx", failing_export)  # after the earlier files were cleared
+    quick = ["--quantize", "none", "--batch-sizes", "1", "--repeats", "1", "--no-own-lengths"]
+    with pytest.raises(SystemExit, match="the exporter broke"):
+        main([str(run_dir), *quick])
+    failed = read_results(run_dir / "results.json")  # it still described the deleted ONNX files, and publish sent them
+    assert failed.deployment is None and failed.failed_steps == {"deployment": "RuntimeError: the exporter broke"}
+    assert "## Deployment" not in ModelCard.load(run_dir / "successor" / "README.md").text
+    monkeypatch.undo()
+    assert main([str(run_dir), *quick]) == read_results(run_dir / "results.json").deployment
+    assert read_results(run_dir / "results.json").failed_steps == {}
+
 
 def test_own_length_batches_are_single_rows_unpadded_or_length_sorted_batches_each_padded_to_its_longest(
     tiny_tokenizer,

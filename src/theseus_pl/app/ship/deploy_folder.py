@@ -91,8 +91,18 @@ def deploy_run(run_dir: Path, settings: DeploySettings, glue_dir: str | None = N
     predecessor = load_sequence_classifier(predecessor_dir) if predecessor_dir.is_dir() else None
     if predecessor is None:
         log.warning("The run's predecessor (%s) is gone: no ratios over it.", predecessor_dir)
-    deployment = deploy(successor_dir, settings, datamodule, predecessor, predecessor_dir)
+    try:
+        deployment = deploy(successor_dir, settings, datamodule, predecessor, predecessor_dir)
+    except Exception as error:
+        earlier = results.deployment
+        if earlier is not None and not (successor_dir / earlier.onnx).is_file():  # emptied before the export failed
+            results.deployment = None  # the record and card described files that are gone, and publish sent them
+            results.failed_steps["deployment"] = f"{type(error).__name__}: {error}"
+            write_results(results_path, results)
+            write_model_card(successor_dir, results)
+        raise
     results.deployment = deployment
+    results.failed_steps.pop("deployment", None)  # the run's own deployment failed, this one did not
     write_results(results_path, results)
     write_model_card(successor_dir, results)
     return deployment
