@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 from theseus_pl.app.config.side_commands import command_parser
 from theseus_pl.app.report.tables import REPORTED, find_records, no_results
@@ -51,6 +52,10 @@ def main(argv: Sequence[str] | None = None) -> Any:
     parser.add_argument("--view-url", help="update this saved view (https://wandb.ai/E/P?nw=...) instead of adding one")
     parser.add_argument("--report", type=Path, metavar="SWEEP_DIR", help="write a report of this finished sweep")
     args = parser.parse_args(argv)
+    if args.view_url is not None and (problem := view_url_problem(args.view_url, args.entity, args.project)):
+        parser.error(problem)
+    if args.view_url is not None and args.report is not None:
+        parser.error("--view-url updates a saved workspace view; --report writes a report. Give one of them.")
 
     folder = args.report or args.sweep
     runs = []
@@ -84,8 +89,24 @@ def main(argv: Sequence[str] | None = None) -> Any:
         why = "--dry-run" if args.dry_run else "W&B is not online here: wandb login or WANDB_API_KEY, no WANDB_MODE"
         print("\n".join([f"Not saved ({why}). Saving would create:", *describe(item)]))
         return item
-    save(item, args.view_url)
+    try:
+        save(item, args.view_url)
+    except Exception as error:  # W&B's own refusal (no such view, no access, no network): one line, not a traceback
+        parser.error(f"W&B did not save it: {type(error).__name__}: {error}")
     return item
+
+
+def view_url_problem(url: str, entity: str, project: str) -> str | None:
+    """Why ``url`` is not a saved workspace view of ``entity``/``project`` (``https://wandb.ai/E/P?nw=ID``, as W&B's
+    address bar shows it); None when it is. Checked before anything is built: W&B's parser raised on any other."""
+    parsed = urlparse(url)
+    parts = parsed.path.strip("/").split("/")
+    view = parse_qs(parsed.query).get("nw")
+    if parsed.scheme not in ("http", "https") or len(parts) != 2 or not view:
+        return f"--view-url {url} is no saved workspace view: give its address, https://wandb.ai/ENTITY/PROJECT?nw=ID."
+    if parts != [entity, project]:
+        return f"--view-url {url} is a view of {parts[0]}/{parts[1]}, not of --entity {entity} --project {project}."
+    return None
 
 
 def save(item: Any, view_url: str | None) -> None:

@@ -109,14 +109,39 @@ def test_online_the_workspace_is_saved_or_the_given_view_updated(monkeypatch):
     assert isinstance(item, ws.Workspace) and url == "https://wandb.ai/team/proj?nw=abc"
 
 
+def test_what_w_and_b_refuses_while_saving_is_said_in_one_line(monkeypatch, capsys):
+    monkeypatch.setenv("WANDB_MODE", "online")
+
+    def refused(item, url):
+        raise ValueError("no view nw=abc in team/proj")
+
+    monkeypatch.setattr(dashboard, "save", refused)
+    with pytest.raises(SystemExit) as stopped:
+        dashboard.main(["--entity", "team", "--project", "proj", "--view-url", "https://wandb.ai/team/proj?nw=abc"])
+    assert stopped.value.code == 2
+    assert (
+        capsys.readouterr()
+        .err.splitlines()[-1]
+        .endswith("error: W&B did not save it: ValueError: no view nw=abc in team/proj")
+    )
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
         (["--project", "p"], "the following arguments are required: --entity"),
         (["--entity", "e"], "the following arguments are required: --project"),
         (["--entity", "e", "--project", "p", "--report", "{empty}"], "No results.json under"),
+        # W&B's own parser raised on these, after the workspace was built
+        (["--entity", "e", "--project", "p", "--view-url", "abc"], "--view-url abc is no saved workspace view: give"),
+        (["--entity", "e", "--project", "p", "--view-url", "https://wandb.ai/e/p/workspace?nw=x"],
+         "no saved workspace"),
+        (["--entity", "e", "--project", "p", "--view-url", "https://wandb.ai/e/q?nw=x"],
+         "--view-url https://wandb.ai/e/q?nw=x is a view of e/q, not of --entity e --project p."),
+        (["--entity", "e", "--project", "p", "--view-url", "https://wandb.ai/e/p?nw=x", "--report", "{empty}"],
+         "--view-url updates a saved workspace view; --report writes a report. Give one of them."),
     ],
-)
+)  # fmt: skip
 def test_bad_input_is_refused_with_the_reason(arguments, message, tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     arguments = [argument.format(empty=tmp_path / "empty") for argument in arguments]
