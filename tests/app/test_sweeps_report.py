@@ -264,6 +264,11 @@ def test_a_grid_point_with_a_seed_without_a_score_is_not_chosen_over_complete_po
     with (tmp_path / "out" / "best_settings.csv").open(newline="") as handle:
         rows = [(r["method"], r["median"], r["min"], r["max"], r["grid point"]) for r in csv.DictReader(handle)]
     assert rows == [("kd", "", "", "", ""), ("theseus_curriculum", "71.00", "70.00", "72.00", "replacement.b=0.3")]
+    (tmp_path / "b3" / "results.json").unlink()  # point b at two seeds: still chosen over a, at three but unscored
+    main([str(tmp_path), "--output", str(tmp_path / "out")])
+    with (tmp_path / "out" / "best_settings.csv").open(newline="") as handle:
+        rows = [(r["method"], r["median"], r["seeds"], r["grid point"]) for r in csv.DictReader(handle)]
+    assert rows[1] == ("theseus_curriculum", "70.50", "1 2", "replacement.b=0.3")
 
 
 def test_a_grid_point_run_at_one_seed_is_not_chosen_over_a_point_run_at_three(tmp_path):

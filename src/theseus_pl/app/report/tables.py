@@ -181,7 +181,8 @@ def best_settings(runs: list[RunResults], rows: str = "method") -> pd.DataFrame:
     points (a setting the point lacks is left out). A seed without a score (null in ``results.json``) leaves its point
     without a median, min and max rather than flattering it: such a point is chosen only where every point is one.
     A point run at fewer seeds than another of its cell (a grid explored at one seed beside a point run at three) is
-    chosen only where none has more: one lucky seed is no median."""
+    chosen only where none has more: one lucky seed is no median. A scored point is chosen before one without a
+    median whatever their seeds (a point of three seeds, one unscored, beside one scored at two left the cell empty)."""
     frame = run_frame(runs, rows)
     points = frame.groupby(["row", "task", "point"], sort=False)
     stats = points["score"].agg(["median", "min", "max", "count", "size"])
@@ -189,7 +190,8 @@ def best_settings(runs: list[RunResults], rows: str = "method") -> pd.DataFrame:
     stats["seed_count"] = points["seed"].nunique()
     stats["seeds"] = points["seed"].agg(lambda seeds: " ".join(sorted(set(seeds))))
     stats["settings"] = points["settings"].first()
-    ranked = stats.sort_values(["seed_count", "median"], ascending=False, kind="stable", na_position="last")
+    stats["scored"] = stats["median"].notna()
+    ranked = stats.sort_values(["scored", "seed_count", "median"], ascending=False, kind="stable", na_position="last")
     best = ranked.reset_index().drop_duplicates(["row", "task"])
     varied = _by_key(frame["settings"]).groupby([frame["row"], frame["task"]]).nunique() > 1
     varied_in_cell = varied.loc[pd.MultiIndex.from_frame(best[["row", "task"]])].to_dict("records")
