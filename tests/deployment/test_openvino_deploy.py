@@ -145,9 +145,9 @@ def test_the_command_prints_its_block_alone_on_stdout_while_nncf_calibrates(tmp_
     assert json.loads(capsys.readouterr().out) == deployment_dict(block)
 
 
-def test_a_dry_run_lists_the_openvino_files_it_would_write(tmp_path, tiny_tokenizer, capsys):
+def test_a_dry_run_lists_the_openvino_files_it_would_write(tmp_path, tiny_tokenizer, glue_dir, capsys):
     successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
-    main([str(successor), "--openvino", "--task", "RTE", "--dry-run"])
+    main([str(successor), "--openvino", "--task", "RTE", "--glue-dir", str(glue_dir), "--dry-run"])
     out = capsys.readouterr().out
     assert f"{successor}/openvino/model.xml, {successor}/openvino/model_int8.xml" in out
     assert not (successor / "openvino").exists()
