@@ -93,6 +93,13 @@ def test_user_overrides_have_the_documented_names():
     assert build_schedule(**steps.replacement).switch_step == 30
 
 
+def test_a_run_bounded_by_epochs_records_its_epochs_as_its_budget(tiny_base, glue_dir, tmp_path):
+    overrides = [o for o in tiny_run_overrides(tiny_base, glue_dir, tmp_path) if not o.startswith("trainer.max_steps=")]
+    results = run(compose_config(*overrides, "trainer.max_steps=-1", "trainer.max_epochs=2"))
+    assert results.steps == 12  # two epochs of 24 rows in batches of 4
+    assert (results.settings["trainer.max_steps"], results.settings["trainer.max_epochs"]) == (-1, 2)
+
+
 def test_an_unknown_experiment_or_value_is_refused():
     with pytest.raises(ConfigCompositionException):
         compose_config("+experiment=nope")
@@ -117,7 +124,7 @@ def test_pipeline_end_to_end_on_a_tiny_model(tiny_base, glue_dir, tmp_path):
     assert written.params.successor < written.params.predecessor
     assert (written.data.train_size, written.data.eval_size) == (24, 10)
     assert written.predecessor.origin == "fine-tuned"
-    assert written.steps == 6
+    assert written.steps == 6 and "trainer.max_epochs" not in written.settings  # max_steps alone bounds it
     assert written.schedule == "curriculum: p = 0.3 at step 0, 1 from step 3" and written.switch_step == 3
     assert not (tmp_path / "run" / "checkpoints").exists()  # a finished run is never resumed: checkpoint.keep=false
     assert (tmp_path / "run" / "csv" / "metrics.csv").is_file()

@@ -21,7 +21,7 @@ from transformers import AutoConfig
 from transformers.models.bert.modeling_bert import BertLayer
 
 from theseus_pl.app.config.resolvers import package_path
-from theseus_pl.app.report.tables import build_table, main
+from theseus_pl.app.report.tables import budget_table, build_table, find_runs, main
 from theseus_pl.app.results.envelope import WandbLink, write_results
 from theseus_pl.app.results.reading import read_results
 from theseus_pl.app.results.task_model import ModelShape, ParamCounts
@@ -213,8 +213,12 @@ def test_the_sweeps_readme_gives_a_composing_command_for_every_hydra_sweep():
         compose_config(*overrides)  # composes as written
 
 
-def planted_run(folder: Path, method: str, score: float, seed: int, point: dict, max_steps: int = 600) -> None:
+def planted_run(
+    folder: Path, method: str, score: float, seed: int, point: dict, max_steps: int = 600, max_epochs: int | None = None
+) -> None:
     settings = {**point, "seed": seed, "trainer.max_steps": max_steps}
+    if max_epochs is not None:  # as budget_settings records it: only where it bounds the run
+        settings["trainer.max_epochs"] = max_epochs
     plant(folder, a_run("SST-2", method, 85.0, score, settings=settings))
 
 
@@ -289,10 +293,25 @@ def test_the_report_warns_of_unequal_step_budgets_and_missing_seeds(tmp_path, ca
         planted_run(tmp_path / f"kd{seed}", "kd", 80.0, seed, {}, max_steps=750)
     warnings = main([str(tmp_path), "--output", str(tmp_path / "out")])["warnings"]
     assert warnings == [
-        "SST-2: the methods had different step budgets (trainer.max_steps): kd 750; theseus_curriculum 600.",
+        "SST-2: the methods had different step budgets (trainer.max_steps, trainer.max_epochs): kd 750; "
+        "theseus_curriculum 600.",
         "SST-2: kd lacks seed 3, which other methods ran.",
     ]
     assert "Warning: SST-2: kd lacks seed 3" in capsys.readouterr().out
+
+
+def test_runs_trained_for_different_epochs_are_different_budgets_and_stay_off_the_step_curves(tmp_path):
+    # At trainer.max_steps=-1 the epochs are the budget: 3 and 5 epochs are not one budget of -1 steps.
+    for seed in (1, 2, 3):
+        planted_run(tmp_path / f"theseus{seed}", "theseus_curriculum", 80.0, seed, {}, max_steps=-1, max_epochs=3)
+        planted_run(tmp_path / f"kd{seed}", "kd", 80.0, seed, {}, max_steps=-1, max_epochs=5)
+        planted_run(tmp_path / f"ft{seed}", "fine_tuning", 80.0, seed, {}, max_steps=600, max_epochs=2)
+    report = main([str(tmp_path), "--output", str(tmp_path / "out")])
+    assert report["warnings"] == [
+        "SST-2: the methods had different step budgets (trainer.max_steps, trainer.max_epochs): fine_tuning 600 or 2 "
+        "epochs; kd 5 epochs; theseus_curriculum 3 epochs."
+    ]
+    assert budget_table(find_runs([tmp_path])[0]).empty  # no budget here is a number of steps to draw
 
 
 def test_the_protocol_sweep_runs_every_method_on_a_tiny_model(tiny_base, glue_dir, tmp_path):

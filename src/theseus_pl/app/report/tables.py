@@ -159,15 +159,25 @@ def _row_key(run: RunResults, rows: str) -> str:
     return " ".join(map(str, values))
 
 
+def step_budget(settings: dict[str, Any]) -> str:
+    """A run's training budget in words, from its settings: ``trainer.max_steps`` (``600``), its epochs where
+    ``trainer.max_epochs`` bounds it (``3 epochs``; ``600 or 3 epochs`` where both do), ``None`` where not recorded."""
+    steps, epochs = settings.get("trainer.max_steps"), settings.get("trainer.max_epochs")
+    if epochs is None:
+        return str(steps)
+    return f"{epochs} epochs" if steps is None or steps < 0 else f"{steps} or {epochs} epochs"
+
+
 def run_frame(runs: list[RunResults], rows: str = "method") -> pd.DataFrame:
     """One line per run, what the tables are computed from: its table row (the ``--rows`` value, as text), task, seed,
-    step budget, scores, its settings but the seed, and those as JSON (``point``: the grid point it ran)."""
+    step budget (:func:`step_budget`), scores, its settings but the seed, and those as JSON (``point``: the grid point
+    it ran)."""
     settings = [{key: value for key, value in run.settings.items() if key != "seed"} for run in runs]
     return pd.DataFrame({
         "row": [_row_key(run, rows) for run in runs],
         "task": [run.task for run in runs],
         "seed": [str(run.settings.get("seed", run.seed)) for run in runs],
-        "max_steps": [str(run.settings.get("trainer.max_steps")) for run in runs],
+        "budget": [step_budget(run.settings) for run in runs],
         "score": pd.array([run.successor.score for run in runs], dtype=float),
         "predecessor": pd.array([run.predecessor.score for run in runs], dtype=float),
         "settings": settings,
@@ -238,13 +248,15 @@ def protocol_warnings(runs: list[RunResults], rows: str = "method") -> list[str]
     cells = (
         run_frame(runs, rows)
         .groupby(["task", "row"])
-        .agg(steps=("max_steps", lambda steps: ", ".join(sorted(set(steps)))), seeds=("seed", frozenset))
+        .agg(steps=("budget", lambda steps: ", ".join(sorted(set(steps)))), seeds=("seed", frozenset))
     )
     warnings = []
     for task, task_cells in cells.groupby(level="task"):
         if task_cells["steps"].nunique() > 1:
             named = "; ".join(f"{row} {steps}" for (_, row), steps in task_cells["steps"].items())
-            warnings.append(f"{task}: the {rows}s had different step budgets (trainer.max_steps): {named}.")
+            warnings.append(
+                f"{task}: the {rows}s had different step budgets (trainer.max_steps, trainer.max_epochs): {named}."
+            )
         every = frozenset().union(*task_cells["seeds"])
         for (_, row), seeds in task_cells["seeds"].items():
             if seeds != every:
@@ -278,12 +290,13 @@ def run_table(runs: list[RunResults]) -> pd.DataFrame:
 
 def budget_table(runs: list[RunResults], rows: str = "method") -> pd.DataFrame:
     """Per task, row and step budget (``trainer.max_steps``), the best grid point at that budget (as
-    :func:`best_settings` picks it) with its median, min and max over seeds; only tasks run at several budgets."""
+    :func:`best_settings` picks it) with its median, min and max over seeds; only tasks run at several budgets, and
+    only runs whose budget is a number of steps (not epochs, nor unrecorded)."""
     frame = run_frame(runs, rows)
-    known = frame[frame["max_steps"] != "None"]
+    known = frame[frame["budget"].str.fullmatch("[0-9]+")]
     parts = [
         best_settings([runs[i] for i in group.index], rows).assign(steps=int(steps))
-        for steps, group in known.groupby("max_steps")
+        for steps, group in known.groupby("budget")
     ]
     columns = ["task", "row", "steps", "median", "min", "max", "seeds", "grid point"]
     if not parts:

@@ -171,6 +171,15 @@ def trusted(speed: dict[str, float] | None) -> dict[str, float] | None:
     return None if speed is None or was_busy(speed.get("other_cores")) else speed
 
 
+def budget_settings(trainer: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's training budget as its record's settings: ``trainer.max_steps``, and ``trainer.max_epochs`` where it
+    bounds the run (at least 1). Without it every run at ``max_steps=-1`` records the same budget whatever its epochs,
+    and the report would compare runs of 3 and 5 epochs as equals."""
+    max_epochs = trainer.get("max_epochs")
+    bounded = isinstance(max_epochs, int) and not isinstance(max_epochs, bool) and max_epochs > 0
+    return {"trainer.max_steps": trainer.get("max_steps"), **({"trainer.max_epochs": max_epochs} if bounded else {})}
+
+
 def envelope_fields(read: Keys) -> dict[str, Any]:
     """The envelope's fields of a file of any kind and version (``folder`` is set by the reader)."""
     return {

@@ -39,7 +39,7 @@ from theseus_pl.app.results.embedding_model import (
     EmbeddingResults,
     EmbeddingSide,
 )
-from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
+from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink, budget_settings
 from theseus_pl.app.run.kind import RunKind
 from theseus_pl.app.run.stages import each_process, empty_successor_folder, hub_id, load_best_checkpoint, rows_per_step
 from theseus_pl.app.ship.model_card import write_model_card
@@ -242,7 +242,7 @@ class EmbeddingModelRun(RunKind):
         init = cfg.theseus.init
         return EmbeddingResults(
             method=method.name,
-            settings={"optimizer.lr": cfg.optimizer.lr, "trainer.max_steps": cfg.trainer.max_steps,
+            settings={"optimizer.lr": cfg.optimizer.lr, **budget_settings(cfg.trainer),
                       "theseus.successor_layers": cfg.theseus.successor_layers, "theseus.init": init,
                       "data.max_sentences": cfg.data.get("max_sentences"), "seed": cfg.seed},
             predecessor=_side(self.predecessor, self.predecessor_dir, self._predecessor_sts()),

@@ -39,7 +39,7 @@ from theseus_pl.app.predecessors.adapted import adaptation_module, adapted_folde
 from theseus_pl.app.predecessors.gguf import converted_gguf
 from theseus_pl.app.predecessors.harness_scores import cached_harness_scores
 from theseus_pl.app.predecessors.resumable_training import entry_state
-from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
+from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink, budget_settings
 from theseus_pl.app.results.language_model import (
     GenerationSample,
     LanguageModelData,
@@ -219,7 +219,7 @@ class LanguageModelRun(RunKind):
         self.teacher = teacher = load_causal_lm(self.adapted_dir).eval() if self.adapted_dir is not None else None
         return LanguageModelResults(
             method=method.name,
-            settings={"optimizer.lr": cfg.optimizer.lr, "trainer.max_steps": cfg.trainer.max_steps,
+            settings={"optimizer.lr": cfg.optimizer.lr, **budget_settings(cfg.trainer),
                       "theseus.successor_layers": cfg.theseus.successor_layers,
                       "theseus.init": self.settings.method.start_layers(cfg.theseus.init, LANGUAGE_MODEL),
                       "seed": cfg.seed,

@@ -28,7 +28,7 @@ from theseus_pl.app.predecessors.classifier import (
     prepare_predecessor,
 )
 from theseus_pl.app.predecessors.resumable_training import entry_state
-from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
+from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink, budget_settings
 from theseus_pl.app.results.task_model import (
     DataFacts,
     LayerCounts,
@@ -253,7 +253,7 @@ def _settings(cfg: DictConfig, method: CompressionMethod) -> dict[str, Any]:
     flat = {f"replacement.{key}": value for key, value in cfg.replacement.items() if key != "kind"}
     flat.update({
         "optimizer.lr": cfg.optimizer.lr,
-        "trainer.max_steps": cfg.trainer.max_steps,
+        **budget_settings(cfg.trainer),
         "theseus.successor_layers": cfg.theseus.successor_layers,
         "theseus.init": method.start_layers(cfg.theseus.init, TASK_MODEL),
         "theseus.successor._target_": cfg.theseus.successor._target_,
