@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import onnx
 import pytest
 import torch
 from app_runs import compose_config, tiny_run_overrides
@@ -29,7 +30,9 @@ from theseus_pl.deployment.onnx_export import (
     fuse_for_ort,
     inference_session,
     int8_reduce_range,
+    quantisable_attention,
     quantization_words,
+    quantize_int8,
     session_logits,
 )
 from theseus_pl.deployment.stage import DeploySettings
@@ -58,6 +61,25 @@ def test_every_supported_family_exports_with_dynamic_axes_and_matches_pytorch(fa
         with torch.inference_mode():
             expected = model(**inputs).logits
         assert (session_logits(session, inputs) - expected).abs().max() <= 1e-4
+
+
+def test_int8_makes_the_fused_attention_qattention_and_keeps_the_padding_mask(family, tmp_path):
+    model = tiny_model(family, num_hidden_layers=2).eval()
+    example = tiny_inputs(batch_size=2, length=6)
+    path = export_onnx(model, example, tmp_path / "model.onnx")
+    fuse_for_ort(path, example, tolerance=1e-5)
+    fused = family in FUSED_ATTENTION
+    rewritten = quantisable_attention(path, tmp_path / "attention.onnx", example, tolerance=1e-5)
+    assert (rewritten is not None) == fused
+    if fused:
+        inputs = tiny_inputs(3, 10)  # the last row padded: the mask now reaches the attention as mask_index
+        with torch.inference_mode():
+            expected = model(**inputs).logits
+        assert (session_logits(inference_session(rewritten, 1), inputs) - expected).abs().max() <= 1e-4
+        assert quantisable_attention(path, tmp_path / "refused.onnx", example, tolerance=-1.0) is None
+    words = quantize_int8(path, tmp_path / "int8.onnx", reduce_range=True, example=example, tolerance=1e-5)
+    operators = {node.op_type for node in onnx.load(tmp_path / "int8.onnx").graph.node}
+    assert ("QAttention" in operators) == ("QAttention" in words) == fused
 
 
 def test_a_graph_the_fused_one_differs_from_is_kept_unfused(tmp_path):
@@ -114,7 +136,7 @@ def test_a_checkpoint_folder_is_deployed_scored_and_timed_on_its_task(tmp_path, 
     )
     assert block.settings.threads == torch.get_num_threads()
     assert (block.cpu, block.cpu_flags) == (cpu.model, cpu.relevant_flags)
-    assert block.quantization == quantization_words(int8_reduce_range(cpu.flags))
+    assert block.quantization == quantization_words(int8_reduce_range(cpu.flags), attention=True)  # a BERT
     assert block.fusions["Attention"] == 2 and block.fusions["SkipLayerNormalization"] >= 4
     assert block.target == pick_target("auto", block.latency_ms, block.dev_score, 0.5).target
     assert block.target_reason.startswith("the fastest with its dev score within 0.5 points")

@@ -143,12 +143,14 @@ def deploy_embedding_model(
     cpu = this_cpu()
     calibration = functools.partial(_calibration, successor, training_sentences[: settings.calibration_rows])
     calibrated = export_openvino(files["onnx_fp32"], ir_files, calibration)  # from the unfused graph, as int8
-    reduce_range = int8_reduce_range(cpu.flags)
-    if "onnx_int8" in files:  # from the unfused graph, as the classifiers' (see fuse_for_ort)
-        log.info("Quantising it to int8: %s", files["onnx_int8"])
-        quantize_int8(files["onnx_fp32"], files["onnx_int8"], reduce_range)
     fusions = fuse_for_ort(files["onnx_fp32"], example, TOLERANCE / 10, TOKEN_VECTORS)
     log.info("ONNX Runtime fusions in %s: %s", files["onnx_fp32"].name, fusions or "none (the unfused graph is kept)")
+    quantization = None
+    if "onnx_int8" in files:  # as the classifiers' (see quantize_int8)
+        log.info("Quantising it to int8: %s", files["onnx_int8"])
+        quantization = quantize_int8(
+            files["onnx_fp32"], files["onnx_int8"], int8_reduce_range(cpu.flags), example, TOLERANCE / 10, TOKEN_VECTORS
+        )
     sessions = {name: inference_session(path, threads) for name, path in files.items()}
     compiled = compiled_models(ir_files, cpu.flags, threads)
     head = sentence_head(successor)
@@ -201,7 +203,7 @@ def deploy_embedding_model(
     choice = pick_target(settings.target, latency, scores, settings.max_score_drop)
     log.info("Deploy target: %s (%s)", choice.target, choice.reason)
     return onnx_deployment(
-        successor_dir, files, reduce_range, replace(settings, threads=threads), started, cpu, latency, busy, sizes,
+        successor_dir, files, quantization, replace(settings, threads=threads), started, cpu, latency, busy, sizes,
         choice, checked_on=checked_on, max_abs_diff=max(differences.values()), dev_score=scores,
         versions=deployment_versions(openvino=bool(ir_files)), fusions=fusions,
         **openvino_fields(successor_dir, ir_files, calibrated),

@@ -36,10 +36,12 @@ def int8_reduce_range(cpu_flags: frozenset[str]) -> bool:
     return not cpu_flags & VNNI_FLAGS
 
 
-def quantization_words(reduce_range: bool) -> str:
-    """How :func:`quantize_int8` made the int8 model, for the deployment record and the model card."""
+def quantization_words(reduce_range: bool, attention: bool = False) -> str:
+    """How :func:`quantize_int8` made the int8 model, for the deployment record and the model card; ``attention``:
+    its fused attention made QAttention (:func:`quantisable_attention`)."""
     weights = "with reduce_range (7 bits: a CPU without VNNI)" if reduce_range else "(8 bits: a CPU with VNNI)"
-    return f"dynamic; int8 weights per channel {weights} (MatMul, Gather); uint8 activations"
+    fused = "; the fused attention's Q, K, V products as QAttention (7-bit weights)" if attention else ""
+    return f"dynamic; int8 weights per channel {weights} (MatMul, Gather){fused}; uint8 activations"
 
 
 class DeploymentError(RuntimeError):
@@ -115,8 +117,7 @@ def fuse_for_ort(
     Attention fuses in BERT, RoBERTa, ELECTRA and DistilBERT; MPNet and DeBERTa-v2, whose attention adds a relative
     position bias, get the layer-norm and GELU fusions only (tests/deployment). On the demo's 3-layer MiniLM successor
     (2 threads, 128 tokens) the fused fp32 graph ran 1.10x faster at batch 1 and 1.15x at batch 32 with the same
-    logits (within 4e-7). The int8 model is quantised from the unfused graph: quantising the fused one was no
-    faster there (ONNX Runtime makes no QAttention of these Attention nodes)."""
+    logits (within 4e-7). The int8 model is quantised from the fused graph (:func:`quantize_int8`)."""
     import onnx_ir as ir
     from onnxscript.rewriter.ort_fusions import optimize_for_ort
 
@@ -137,24 +138,82 @@ def fuse_for_ort(
     return dict(sorted(operators.items()))
 
 
-def quantize_int8(fp32_path: Path, int8_path: Path, reduce_range: bool) -> Path:
-    """ONNX Runtime's dynamic int8 quantisation of ``fp32_path``, after its recommended pre-processing;
-    ``reduce_range``: 7-bit weights (:func:`int8_reduce_range` decides by the CPU)."""
+def quantize_int8(
+    fp32_path: Path,
+    int8_path: Path,
+    reduce_range: bool,
+    example: Mapping[str, torch.Tensor],
+    tolerance: float,
+    output: str = LOGITS,
+) -> str:
+    """ONNX Runtime's dynamic int8 quantisation of ``fp32_path`` (after :func:`fuse_for_ort`), after its recommended
+    pre-processing; ``reduce_range``: 7-bit weights (:func:`int8_reduce_range` decides by the CPU). Where the fused
+    attention can be made QAttention (:func:`quantisable_attention`, checked on ``example`` within ``tolerance``), it
+    is. Returns how the model was made, in words (:func:`quantization_words`)."""
     from onnxruntime.quantization import QuantType, quant_pre_process, quantize_dynamic
 
     with tempfile.TemporaryDirectory() as staging:
+        rewritten = quantisable_attention(fp32_path, Path(staging) / "attention.onnx", example, tolerance, output)
         prepared = Path(staging) / "prepared.onnx"
         # Symbolic shape inference is skipped: it does not take the exporter's graphs, and ONNX's own runs anyway.
-        quant_pre_process(str(fp32_path), str(prepared), skip_symbolic_shape=True)
+        quant_pre_process(str(rewritten or fp32_path), str(prepared), skip_symbolic_shape=True)
         quantize_dynamic(
             prepared,
             int8_path,
-            op_types_to_quantize=list(QUANTIZED_OPS),
+            op_types_to_quantize=[*QUANTIZED_OPS, *(["Attention"] if rewritten else [])],
             weight_type=QuantType.QInt8,
             per_channel=True,
             reduce_range=reduce_range,
         )
-    return int8_path
+    return quantization_words(reduce_range, attention=rewritten is not None)
+
+
+def quantisable_attention(
+    path: Path, target: Path, example: Mapping[str, torch.Tensor], tolerance: float, output: str = LOGITS
+) -> Path | None:
+    """``path``'s graph with each fused ``Attention`` node in the form ONNX Runtime's quantiser makes a QAttention of,
+    written to ``target``; None where the graph has no such node or the form changes its ``output`` on ``example``
+    (its last row's second half masked, to test the mask) beyond ``tolerance``.
+
+    The fusions give ``Attention`` the padding mask as an additive bias and the Q, K and V sizes as an attribute;
+    QAttention takes neither, so ONNX Runtime's quantiser leaves such a node in fp32 and the int8 model quantised
+    the attention's products one by one, with a transpose around each. Here the mask is passed as ``mask_index``
+    (``attention_mask`` as int32, ONNX Runtime's raw 2-D mask), the sizes attribute dropped where the three are equal,
+    and the packed weights folded into one initializer. On the demo's 3-layer MiniLM successor on a 2-core Zen 4
+    with VNNI (2 threads, dev rows at their own lengths), the int8 model so made ran 1.10x faster for sorted batches
+    of 32 and 1.20x for single rows, with the same dev accuracy (75.6 on 1,000 rows, both)."""
+    import onnx
+    import onnx_ir as ir
+    import onnxscript.optimizer
+
+    model = onnx.load(path)
+    nodes = [node for node in model.graph.node if node.op_type == "Attention" and node.domain == ORT_DOMAIN]
+    if not nodes or "attention_mask" not in {value.name for value in model.graph.input}:
+        return None
+    mask = "attention_mask_int32"
+    for node in nodes:
+        sizes = [list(attribute.ints) for attribute in node.attribute if attribute.name == "qkv_hidden_sizes"]
+        if any(len(set(each)) != 1 for each in sizes) or any(node.input[3:5]):  # its own mask or past state
+            return None
+        kept = [attribute for attribute in node.attribute if attribute.name != "qkv_hidden_sizes"]
+        del node.attribute[:]
+        node.attribute.extend(kept)
+        inputs = [*node.input[:3], mask]
+        del node.input[:]
+        node.input.extend(inputs)
+    model.graph.node.insert(0, onnx.helper.make_node("Cast", ["attention_mask"], [mask], to=onnx.TensorProto.INT32))
+    graph = ir.from_proto(model)
+    onnxscript.optimizer.fold_constants(graph, input_size_limit=2**31, output_size_limit=2**31)
+    onnxscript.optimizer.remove_unused_nodes(graph)
+    probe = {name: tensor.clone() for name, tensor in example.items()}
+    probe["attention_mask"][-1, probe["attention_mask"].shape[1] // 2 :] = 0  # a padded row, whatever the example
+    try:
+        ir.save(graph, target)
+        plain, candidate = inference_session(path, 1), inference_session(target, 1)
+        outputs = [session_logits(session, probe, output) for session in (candidate, plain)]
+    except Exception:  # any graph ONNX Runtime will not take so: the fused graph is quantised as it is
+        return None
+    return target if float((outputs[0] - outputs[1]).abs().max()) <= tolerance else None
 
 
 def inference_session(path: Path, threads: int) -> Any:

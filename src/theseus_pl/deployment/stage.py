@@ -31,7 +31,6 @@ from theseus_pl.deployment.onnx_export import (
     fuse_for_ort,
     inference_session,
     int8_reduce_range,
-    quantization_words,
     quantize_int8,
     require_onnxruntime,
     session_logits,
@@ -103,12 +102,13 @@ def deploy(
     # where there are training rows (planned_openvino_files).
     calibration = functools.partial(calibration_rows, datamodule, tokenizer, settings.calibration_rows)
     calibrated = export_openvino(files["onnx_fp32"], ir_files, calibration)
-    reduce_range = int8_reduce_range(cpu.flags)
-    if "onnx_int8" in files:  # from the unfused graph: see fuse_for_ort
-        log.info("Quantising it to int8: %s", files["onnx_int8"])
-        quantize_int8(files["onnx_fp32"], files["onnx_int8"], reduce_range)
     fusions = fuse_for_ort(files["onnx_fp32"], example, TOLERANCE / 10)
     log.info("ONNX Runtime fusions in %s: %s", files["onnx_fp32"].name, fusions or "none (the unfused graph is kept)")
+    quantization = None
+    if "onnx_int8" in files:
+        log.info("Quantising it to int8: %s", files["onnx_int8"])
+        reduce_range = int8_reduce_range(cpu.flags)
+        quantization = quantize_int8(files["onnx_fp32"], files["onnx_int8"], reduce_range, example, TOLERANCE / 10)
     sessions = {name: inference_session(path, threads) for name, path in files.items()}
     compiled = compiled_models(ir_files, cpu.flags, threads)
     bf16 = _bf16_copy(successor, settings.target, cpu.flags)
@@ -155,7 +155,7 @@ def deploy(
     return onnx_deployment(
         successor_dir,
         files,
-        reduce_range,
+        quantization,
         replace(settings, threads=threads),
         started,
         cpu,
@@ -176,7 +176,7 @@ def deploy(
 def onnx_deployment(
     successor_dir: Path,
     files: Mapping[str, Path],
-    reduce_range: bool,
+    quantization: str | None,
     settings: DeploySettings,
     started: float,
     cpu: Cpu,
@@ -186,13 +186,13 @@ def onnx_deployment(
     choice: TargetChoice,
     **measured: Any,
 ) -> Deployment:
-    """The ``deployment`` block, with the fields every ONNX deployment fills alike (the files, the timings and the
-    ratios over the predecessor, the CPU, the pick); ``measured``: the rest (what was checked, the scores, the
-    versions, the fusions, OpenVINO's files)."""
+    """The ``deployment`` block, with the fields every ONNX deployment fills alike (the files, how the int8 one was
+    made, the timings and the ratios over the predecessor, the CPU, the pick); ``measured``: the rest (what was
+    checked, the scores, the versions, the fusions, OpenVINO's files)."""
     return Deployment(
         onnx=str(files["onnx_fp32"].relative_to(successor_dir)),
         onnx_int8=str(files["onnx_int8"].relative_to(successor_dir)) if "onnx_int8" in files else None,
-        quantization=quantization_words(reduce_range) if "onnx_int8" in files else None,
+        quantization=quantization,
         tolerance=TOLERANCE,
         latency_ms=latency,
         speedup_over_predecessor={
