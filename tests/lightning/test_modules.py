@@ -194,6 +194,30 @@ def test_early_stopping_cannot_end_the_run_before_the_switch(tmp_path):
     assert run(replacement_callbacks(schedule)) == 12
 
 
+@pytest.mark.parametrize("switch_step", [2, 10], ids=["stopped after the switch", "asked to stop before it"])
+def test_a_resumed_run_ends_where_the_run_would_have_ended_whatever_early_stopping_asked(tmp_path, switch_step):
+    """A run killed after early stopping ended its training (while it scored and exported) resumes to its end:
+    Lightning restores the patience but not the stop request, and trained on. A request made before the switch is
+    held back on resume as it was in the run, until the switch clears it."""
+
+    def fit(name, *more, ckpt_path=None):
+        never_improves = EarlyStopping(monitor="val/loss", patience=1, min_delta=1e6)
+        callbacks = [*replacement_callbacks(ConstantSchedule(p=0.5, switch_step=switch_step)), never_improves,
+                     ResumeCheckpoint(tmp_path / name), *more]  # fmt: skip
+        trainer = make_trainer(tmp_path / name, 30, callbacks, val_check_interval=2, limit_val_batches=1,
+                               enable_checkpointing=True)  # fmt: skip
+        trainer.fit(theseus_module(), tiny_loader(size=128), tiny_loader(size=8), ckpt_path=ckpt_path)
+        return trainer.global_step
+
+    ended = fit("straight")
+    assert ended == (4 if switch_step == 2 else 12)
+    assert fit("after its end", ckpt_path=str(tmp_path / "straight" / "last.ckpt")) == ended
+    if switch_step == 10:
+        with pytest.raises(RuntimeError, match="planned failure at step 6"):  # after step 4's stop request
+            fit("killed", RaiseAtStep(6))
+        assert fit("resumed", ckpt_path=str(tmp_path / "killed" / "last.ckpt")) == ended
+
+
 def test_a_failed_fit_closes_its_progress_bars_so_nothing_prints_later(tmp_path, capsys):
     callbacks = [*replacement_callbacks(ConstantSchedule(p=0.5, switch_step=2)), ClosingProgressBar(), RaiseAtStep(3)]
     trainer = make_trainer(tmp_path, 6, callbacks, enable_progress_bar=True, val_check_interval=2, limit_val_batches=1)

@@ -171,6 +171,9 @@ def _moved_paths(state_dict: dict[str, Any], before: Path, after: Path) -> dict[
     return {**state_dict, **paths, "best_k_models": best_k}
 
 
+STOP_REQUEST = "theseus_pl_should_stop"  # the checkpoint key of trainer.should_stop (ResumeCheckpoint)
+
+
 class ResumeCheckpoint(Checkpoint):
     """``last.ckpt``, what a rerun resumes from: the state after every validation and every ``every_n_steps``
     optimizer steps, whatever the score (Lightning's ``save_last`` rewrites it only when the score improves).
@@ -179,12 +182,31 @@ class ResumeCheckpoint(Checkpoint):
     state it saves already count this validation. Lightning writes the file atomically (a temporary file, then a
     rename), so a run killed mid-write keeps the previous one. A step checkpoint is not written when a validation
     follows the step: resuming from it, Lightning would skip that validation; the one written after it serves.
+
+    It also keeps the trainer's stop request, which Lightning does not restore: a run that early stopping ended and
+    that was killed before its results were written would otherwise train on when resumed (early stopping's
+    patience, restored, then ends it at a later validation, or never where the score improves).
     """
 
     def __init__(self, dirpath: str | Path, every_n_steps: int | None = None) -> None:
         self.path = Path(dirpath) / "last.ckpt"
         self.every_n_steps = every_n_steps
         self._saved_step: int | None = None
+        self._resumed_stop_request = False
+
+    def on_save_checkpoint(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        checkpoint[STOP_REQUEST] = trainer.should_stop
+
+    def on_load_checkpoint(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        self._resumed_stop_request = bool(checkpoint.get(STOP_REQUEST, False))
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # Before the fit loop first asks whether it is done; min_steps still holds a stop back (see PhaseSwitch).
+        trainer.should_stop = trainer.should_stop or self._resumed_stop_request
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking:
