@@ -6,6 +6,7 @@ import torch
 from conftest import tiny_model
 from decoder_models import tiny_decoder
 from glue_files import make_glue_dir
+from results_records import a_run, plant
 
 from theseus_pl.app.ship.submission import prediction_strings
 from theseus_pl.data.tasks import glue_task
@@ -139,9 +140,17 @@ def test_folders_that_hold_no_model_are_refused_in_one_line(model_dir, tmp_path,
 def test_a_finished_runs_folder_submits_its_successor(model_dir, tmp_path):
     run_folder = tmp_path / "run"
     shutil.copytree(model_dir(2), run_folder / "successor")
-    (run_folder / "results.json").write_text("{}")
+    plant(run_folder, a_run("RTE"))
     (path,) = run(str(run_folder), "RTE", tmp_path)
     assert len(path.read_text().splitlines()) == 4  # the header and the three test rows
+
+
+def test_a_run_folder_is_refused_for_a_task_other_than_its_own(model_dir, tmp_path, capsys):
+    run_folder = tmp_path / "run"  # RTE and QNLI share their labels: the head fits both
+    shutil.copytree(model_dir(2), run_folder / "successor")
+    plant(run_folder, a_run("RTE"))
+    expected = f"{run_folder} is a run on RTE, not QNLI: submit it with --task RTE."
+    assert refusal(str(run_folder), "QNLI", tmp_path, capsys) == expected
 
 
 def test_a_dry_run_lists_the_files_it_would_write_and_predicts_nothing(model_dir, tmp_path, capsys):

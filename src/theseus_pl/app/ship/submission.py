@@ -10,6 +10,7 @@ import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
 
 from theseus_pl.app.predecessors.classifier import looks_like_path
+from theseus_pl.app.results.reading import read_run
 from theseus_pl.core.io import is_pickled, is_sequence_classifier, load_successor
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.sources import GlueDirSource
@@ -40,14 +41,17 @@ def prediction_strings(task: TaskSpec, logits: torch.Tensor) -> list[str]:
 def submission_model(name: str, task: TaskSpec) -> str:
     """The checkpoint ``name`` gives (a finished run's folder gives its ``successor/``), checked to predict ``task``
     before anything is loaded or predicted; a ValueError listing every problem otherwise: no such folder (or, offline,
-    no such hub model), no sequence classifier (a causal LM or a bare encoder would predict from a random head), a
-    head of other labels, no tokenizer beside it."""
+    no such hub model), a run folder whose record names another task, no sequence classifier (a causal LM or a bare
+    encoder would predict from a random head), a head of other labels, no tokenizer beside it."""
     folder = Path(name).expanduser()
     if folder.is_dir() and not (folder / "config.json").is_file():
         if not any((folder / part).exists() for part in RUN_FOLDER_PARTS):
             raise ValueError(f"{name} holds no config.json: it is not a Hugging Face checkpoint folder.")
         if not (folder / "results.json").is_file() or not (folder / "successor").is_dir():
             raise ValueError(f"{name} is a run folder whose run has not finished (no results.json and successor/).")
+        trained_on = getattr(read_run(folder / "results.json"), "task", task.name)
+        if trained_on != task.name:  # RTE and QNLI share their labels: the head alone does not tell them apart
+            raise ValueError(f"{name} is a run on {trained_on}, not {task.name}: submit it with --task {trained_on}.")
         return submission_model(str(folder / "successor"), task)
     if looks_like_path(name) and not folder.exists():
         raise ValueError(f"{name}: no such folder.")
