@@ -18,7 +18,7 @@ from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run.embedding_model import sts_dev_pairs, training_text
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.deploy import main
-from theseus_pl.deployment import openvino_export
+from theseus_pl.deployment import embedding_stage, openvino_export
 
 
 @pytest.fixture(scope="module")
@@ -157,3 +157,21 @@ def test_a_deploy_without_openvino_leaves_no_earlier_openvino_model_beside_its_b
     assert sorted(path.name for path in (embedding_run / "successor" / "onnx").iterdir()) == [
         "model.onnx", "model_int8.onnx"
     ]  # fmt: skip
+
+
+def test_a_failed_re_deploy_drops_the_block_describing_the_files_it_emptied(embedding_run, monkeypatch):
+    quick = ["--quantize", "none", "--repeats", "1", "--batch-sizes", "1", "--no-own-lengths"]
+    main([str(embedding_run), *quick])
+
+    def failing_export(*_):
+        raise RuntimeError("the exporter broke")
+
+    monkeypatch.setattr(embedding_stage, "export_onnx", failing_export)  # after the earlier files were cleared
+    with pytest.raises(SystemExit, match="the exporter broke"):
+        main([str(embedding_run), *quick])
+    failed = read_run(embedding_run / "results.json")  # it described the deleted ONNX files, and publish sent them
+    assert failed.deployment is None and failed.failed_steps == {"deployment": "RuntimeError: the exporter broke"}
+    assert "onnx/model.onnx" not in (embedding_run / "successor" / "README.md").read_text()
+    monkeypatch.undo()
+    assert main([str(embedding_run), *quick]) == read_run(embedding_run / "results.json").deployment
+    assert read_run(embedding_run / "results.json").failed_steps == {}

@@ -11,6 +11,7 @@ rows go into ``results.json`` (``gguf``) and the model card.
 from __future__ import annotations
 
 import logging
+import shutil
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,11 @@ def deploy_gguf(
     ``max_logit_diff``, ``agreement`` and ``perplexity``, ``agreement_floor``, and ``llama_cpp`` (tokens per second,
     speed-ups and both files' perplexity there; None where llama.cpp was not asked for or is not installed).
     ``windows``: held-out token ids (rows x length), the first row also the timing's prefill and its first 16 tokens
-    the decode prompt. ``timing``: ``repeats``, ``new_tokens``, ``threads``, or None for no llama.cpp timing."""
+    the decode prompt. ``timing``: ``repeats``, ``new_tokens``, ``threads``, or None for no llama.cpp timing.
+
+    ``gguf/`` is emptied first: it then holds the files the rows name, and none an earlier deployment of other types
+    left (``publish`` uploads the folder)."""
+    shutil.rmtree(successor_dir / "gguf", ignore_errors=True)
     with torch.no_grad():
         reference = successor.float().eval()(windows).logits  # once, for every file
     rows = []

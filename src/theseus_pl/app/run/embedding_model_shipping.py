@@ -13,10 +13,8 @@ from omegaconf import OmegaConf
 
 from theseus_pl.app.config.resolvers import register_resolvers
 from theseus_pl.app.results.embedding_model import EmbeddingResults
-from theseus_pl.app.results.envelope import write_results
 from theseus_pl.app.run.embedding_model import sts_dev_pairs, training_text
-from theseus_pl.app.ship.deploy_folder import CONFIG, finished_record
-from theseus_pl.app.ship.model_card import write_model_card
+from theseus_pl.app.ship.deploy_folder import CONFIG, finished_record, recorded_deployment
 from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxruntime
 from theseus_pl.deployment.record import Deployment, DeploySettings
 from theseus_pl.deployment.stage import onnx_files
@@ -51,12 +49,12 @@ def deploy_embedding_run(run_dir: Path, settings: DeploySettings, glue_dir: str 
     if predecessor is None:
         log.warning("The run's predecessor (%s) is gone: no ratios over it.", predecessor_dir)
     successor_dir = run_dir / "successor"
-    results.deployment = deploy_embedding_model(successor_dir, settings, pairs, predecessor,
-                                                predecessor_dir if predecessor else None,
-                                                training_sentences)  # fmt: skip
-    write_results(run_dir / "results.json", results)
-    write_model_card(successor_dir, results)
-    return results.deployment
+    return recorded_deployment(
+        run_dir, results, "deployment",
+        lambda: deploy_embedding_model(successor_dir, settings, pairs, predecessor,
+                                       predecessor_dir if predecessor else None, training_sentences),
+        lambda block: [block.onnx],
+    )  # fmt: skip
 
 
 def planned_embedding_deployment(run_dir: Path, settings: DeploySettings) -> list[str]:

@@ -17,11 +17,10 @@ from theseus_pl.app.checks.language_model import gguf_deploy_problems
 from theseus_pl.app.checks.multirun import CONFIG
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.config.resolvers import register_resolvers
-from theseus_pl.app.results.envelope import write_results
 from theseus_pl.app.results.language_model import LanguageModelResults
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run.language_model_data import language_model_datamodule
-from theseus_pl.app.ship.model_card import write_model_card
+from theseus_pl.app.ship.deploy_folder import recorded_deployment
 from theseus_pl.core.decoders import load_causal_lm
 from theseus_pl.data.language_model import LanguageModelingDataModule, collate_windows
 from theseus_pl.deployment.gguf_stage import deploy_gguf
@@ -73,10 +72,13 @@ def deploy_language_model_run(run_dir: Path, deploy: DeploySettings) -> list[dic
     datamodule.setup("fit")
     successor = load_causal_lm(successor_dir).eval()
     origin = results.predecessor.origin or "given"
-    results.gguf = shipped_gguf(cfg, deploy, successor_dir, successor, results.predecessor.dir, origin, datamodule)
-    write_results(run_dir / "results.json", results)
-    write_model_card(successor_dir, results)
-    return results.gguf
+    return recorded_deployment(
+        run_dir,
+        results,
+        "gguf",
+        lambda: shipped_gguf(cfg, deploy, successor_dir, successor, results.predecessor.dir, origin, datamodule),
+        lambda rows: [row["file"] for row in rows],
+    )
 
 
 def planned_language_model_deployment(run_dir: Path, deploy: DeploySettings) -> list[str]:

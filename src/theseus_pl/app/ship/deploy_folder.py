@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 from hydra.utils import instantiate
@@ -85,27 +87,55 @@ def finished_run(run_dir: Path) -> RunResults:
 def deploy_run(run_dir: Path, settings: DeploySettings, glue_dir: str | None = None) -> Deployment:
     """Deploy a finished run's successor on the run's own dev set; its results.json and model card gain the block."""
     results = finished_run(run_dir)
-    results_path, successor_dir = run_dir / "results.json", run_dir / "successor"
+    successor_dir = run_dir / "successor"
     datamodule = run_dev_data(run_dir, glue_dir)
     predecessor_dir = Path(results.predecessor.dir)
     predecessor = load_sequence_classifier(predecessor_dir) if predecessor_dir.is_dir() else None
     if predecessor is None:
         log.warning("The run's predecessor (%s) is gone: no ratios over it.", predecessor_dir)
+    return recorded_deployment(
+        run_dir,
+        results,
+        "deployment",
+        lambda: deploy(successor_dir, settings, datamodule, predecessor, predecessor_dir),
+        lambda block: [block.onnx],
+    )
+
+
+Shipped = TypeVar("Shipped")
+
+
+def recorded_deployment(
+    run_dir: Path,
+    results: RunRecord,
+    step: str,
+    deploying: Callable[[], Shipped],
+    files: Callable[[Shipped], Iterable[str]],
+) -> Shipped:
+    """Run ``deploying`` on a finished run and write what it returns into the record's field ``step``
+    (``deployment``, or a decoder LM's ``gguf``) and the model card; ``files``: the files (in ``successor/``) a value
+    of that field names.
+
+    A deployment empties the folders it writes before exporting, so one that fails part-way leaves an earlier
+    deployment's record describing files that are gone (and ``publish`` sent that card): where any is gone, that
+    value is dropped and the failure named in ``failed_steps[step]``. A success clears such a failure, or the
+    run's own."""
+    successor_dir = run_dir / "successor"
     try:
-        deployment = deploy(successor_dir, settings, datamodule, predecessor, predecessor_dir)
+        shipped = deploying()
     except Exception as error:
-        earlier = results.deployment
-        if earlier is not None and not (successor_dir / earlier.onnx).is_file():  # emptied before the export failed
-            results.deployment = None  # the record and card described files that are gone, and publish sent them
-            results.failed_steps["deployment"] = f"{type(error).__name__}: {error}"
-            write_results(results_path, results)
+        earlier = getattr(results, step)
+        if earlier is not None and not all((successor_dir / file).is_file() for file in files(earlier)):
+            setattr(results, step, None)
+            results.failed_steps[step] = f"{type(error).__name__}: {error}"
+            write_results(run_dir / "results.json", results)
             write_model_card(successor_dir, results)
         raise
-    results.deployment = deployment
-    results.failed_steps.pop("deployment", None)  # the run's own deployment failed, this one did not
-    write_results(results_path, results)
+    setattr(results, step, shipped)
+    results.failed_steps.pop(step, None)
+    write_results(run_dir / "results.json", results)
     write_model_card(successor_dir, results)
-    return deployment
+    return shipped
 
 
 def run_dev_data(run_dir: Path, glue_dir: str | None = None) -> TextTaskDataModule:
