@@ -100,6 +100,16 @@ def test_a_run_bounded_by_epochs_records_its_epochs_as_its_budget(tiny_base, glu
     assert (results.settings["trainer.max_steps"], results.settings["trainer.max_epochs"]) == (-1, 2)
 
 
+def test_a_baseline_records_none_of_the_replacement_settings_it_ignores(tiny_base, glue_dir, tmp_path):
+    # `-m method=theseus_constant,kd replacement.p=0.3,0.5` made two KD "grid points" that ran the same
+    overrides = [o for o in tiny_run_overrides(tiny_base, glue_dir, tmp_path) if not o.startswith("paths.output_dir")]
+    overrides += ["replacement=constant", "replacement.p=0.7"]
+    kd = run(compose_config(*overrides, "method=kd", f"paths.output_dir={tmp_path / 'kd'}")).settings
+    assert not [key for key in kd if key.startswith(("replacement.", "theseus.finetune_shared", "theseus.lr_sched"))]
+    theseus = run(compose_config(*overrides, f"paths.output_dir={tmp_path / 'theseus'}")).settings
+    assert theseus["replacement.p"] == 0.7 and theseus["theseus.lr_schedule"] == "one_decay"
+
+
 def test_an_unknown_experiment_or_value_is_refused():
     with pytest.raises(ConfigCompositionException):
         compose_config("+experiment=nope")

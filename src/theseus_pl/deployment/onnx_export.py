@@ -180,8 +180,9 @@ def quantisable_attention(
     the attention's products one by one, with a transpose around each. Here the mask is passed as ``mask_index``
     (``attention_mask`` as int32, ONNX Runtime's raw 2-D mask), the sizes attribute dropped where the three are equal,
     and the packed weights folded into one initializer. On the demo's 3-layer MiniLM successor on a 2-core Zen 4
-    with VNNI (2 threads, dev rows at their own lengths), the int8 model so made ran 1.10x faster for sorted batches
-    of 32 and 1.20x for single rows, with the same dev accuracy (75.6 on 1,000 rows, both)."""
+    with VNNI (2 threads), the int8 model so made ran 1.26x faster at 128 tokens (batch 1 and 32) and 1.08x (sorted
+    batches of 32) to 1.16x (single rows) at the dev rows' own lengths, with the same dev accuracy (75.6 on 1,000
+    rows, both; docs/results/deployment.md)."""
     import onnx
     import onnx_ir as ir
     import onnxscript.optimizer

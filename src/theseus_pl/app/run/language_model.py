@@ -225,7 +225,13 @@ class LanguageModelRun(RunKind):
                       "seed": cfg.seed,
                       # the distillation's loss (method.alpha: 0 the LM loss, 1 the KL alone, between: a mix)
                       **{f"method.{key}": cfg.method[key] for key in ("alpha", "temperature") if key in cfg.method},
-                      **({"finetune.steps": cfg.finetune.steps} if self.adapted_dir is not None else {})},
+                      **({"finetune.steps": cfg.finetune.steps} if self.adapted_dir is not None else {}),
+                      # lm-eval on each task's first examples only: no score of the whole task (card, report)
+                      **({"evaluation.lm_eval.limit": cfg.evaluation.lm_eval.limit}
+                         if cfg.evaluation.lm_eval.get("limit") and cfg.evaluation.lm_eval.tasks else {}),
+                      # the embeddings, final norm and head trained from the switch on (the card says which)
+                      **({"theseus.finetune_shared": True}
+                         if self.settings.method.replaces_modules and cfg.theseus.finetune_shared else {})},
             predecessor=_side(predecessor, self.predecessor_dir, _reference_side(metrics), self.origin,
                               _reference_side(other) if other else None),
             successor=_side(successor, str(successor_dir), metrics,

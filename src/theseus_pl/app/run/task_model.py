@@ -249,8 +249,13 @@ def single_module_scores(
 
 def _settings(cfg: DictConfig, method: CompressionMethod) -> dict[str, Any]:
     """The values a sweep varies, flat, so a report can group runs by them (``theseus.init``: the layers ``method``
-    started from)."""
-    flat = {f"replacement.{key}": value for key, value in cfg.replacement.items() if key != "kind"}
+    started from). The replacement schedule and the phases' settings only for a method that replaces modules: a
+    baseline ignores them, and runs of it at two ``replacement.p`` would read as two grid points."""
+    flat: dict[str, Any] = {}
+    if method.needs_schedule:
+        flat.update({f"replacement.{key}": value for key, value in cfg.replacement.items() if key != "kind"})
+        flat.update({"theseus.finetune_shared": cfg.theseus.finetune_shared,
+                     "theseus.lr_schedule": cfg.theseus.lr_schedule})  # fmt: skip
     flat.update({
         "optimizer.lr": cfg.optimizer.lr,
         **budget_settings(cfg.trainer),
@@ -260,8 +265,6 @@ def _settings(cfg: DictConfig, method: CompressionMethod) -> dict[str, Any]:
         "theseus.successor.intermediate_size": cfg.theseus.successor.intermediate_size,
         "theseus.successor.importance": cfg.theseus.successor.get("importance"),
         "theseus.successor.hidden_size": cfg.theseus.successor.get("hidden_size"),
-        "theseus.finetune_shared": cfg.theseus.finetune_shared,
-        "theseus.lr_schedule": cfg.theseus.lr_schedule,
         "ablation": cfg.get("ablation"),
         "model": cfg.model.predecessor or cfg.model.base,
         "seed": cfg.seed,

@@ -37,8 +37,9 @@ def _body(results: LanguageModelResults, repo_id: str | None) -> str:
         else f"no training (its layer choice measured on {data.source})"
     )
     schedule = f" (replacement schedule `{results.schedule}`)" if results.schedule else ""
+    limit = results.settings.get("evaluation.lm_eval.limit")
     harness = "".join(
-        _harness_row(task, metric, predecessor.lm_eval[task].get(metric), value)
+        _harness_row(task, metric, predecessor.lm_eval[task].get(metric), value, limit)
         for task, metrics in (successor.lm_eval or {}).items()
         for metric, value in metrics.items()
         if predecessor.lm_eval and task in predecessor.lm_eval and not metric.endswith("_stderr")
@@ -51,12 +52,18 @@ def _body(results: LanguageModelResults, repo_id: str | None) -> str:
         if other
         else ""
     )
+    shared = (
+        "Embeddings, final norm and head were trained with the layers once every module was replaced "
+        "(`theseus.finetune_shared`)."
+        if results.settings.get("theseus.finetune_shared")
+        else "Embeddings, final norm and head are the predecessor's."
+    )
     return f"""# {results.method}: a {successor.layers}-layer decoder LM compressed with theseus_pl
 
 The predecessor is {base}{converted}, {predecessor.layers} layers. It was compressed to {successor.layers} layers
 with theseus_pl's `{results.method}` method{schedule}, {trained}. `theseus` methods are progressive module replacing
 (BERT-of-Theseus, Xu et al., EMNLP 2020); `shortgpt`, `lm_truncation` and `streamline` are layer-removal baselines.
-Embeddings, final norm and head are the predecessor's.
+{shared}
 
 ## Results on held-out text
 
@@ -85,11 +92,12 @@ print(tokenizer.decode(model.generate(**inputs, max_new_tokens=20)[0], skip_spec
 """
 
 
-def _harness_row(task: str, metric: str, before: float | None, after: float) -> str:
-    """An lm-eval score of both models; accuracies in percent."""
+def _harness_row(task: str, metric: str, before: float | None, after: float, limit: int | None = None) -> str:
+    """An lm-eval score of both models; accuracies in percent; ``limit``: scored on the task's first examples only."""
+    name = f"lm-eval `{task}`" + (f" (its first {limit} examples)" if limit else "")
     if metric.startswith("acc"):
-        return f"| lm-eval `{task}` {metric} (%) | {number(_percent(before), 2)} | {number(_percent(after), 2)} |\n"
-    return f"| lm-eval `{task}` {metric} | {number(before, 4)} | {number(after, 4)} |\n"
+        return f"| {name} {metric} (%) | {number(_percent(before), 2)} | {number(_percent(after), 2)} |\n"
+    return f"| {name} {metric} | {number(before, 4)} | {number(after, 4)} |\n"
 
 
 def _percent(share: float | None) -> float | None:
