@@ -41,6 +41,7 @@ def plant_lm_run(
     train_tokens: int,
     sst2: tuple[float, float] | None = None,
     other_perplexity: float | None = None,
+    settings: dict | None = None,
 ) -> Path:
     """A decoder-LM run's ``results.json`` as the app writes it, of a 30-layer predecessor; ``sst2``: the
     predecessor's and the successor's lm-eval sst2_local accuracy, if scored; ``other_perplexity``: the successor's on
@@ -49,6 +50,7 @@ def plant_lm_run(
     other = other_perplexity is not None
     record = LanguageModelResults(
         method=method,
+        settings={"seed": seed, **(settings or {})},
         predecessor=LanguageModelSide(dir="smollm2", layers=30, params=134_515_008, perplexity=PREDECESSOR_PERPLEXITY,
                                       nll=3.24, origin="gguf", lm_eval=before,
                                       other_text={"perplexity": 40.0, "nll": 3.7} if other else None),
@@ -206,6 +208,10 @@ def test_two_token_budgets_get_a_row_each_and_a_plot_of_the_score_against_tokens
 def test_one_budget_per_method_draws_no_plot_against_tokens(tmp_path):
     plant_lm_protocol(tmp_path)
     assert tokens_figure(language_model_table(language_model_frame(language_model_runs(tmp_path)))) is None
+    for seed in (1, 2):  # runs of methods that train nothing: an empty plot was written
+        plant_lm_run(tmp_path / "untrained" / f"shortgpt_{seed}", "shortgpt", 15, 300.0, seed, 0)
+    table = language_model_table(language_model_frame(language_model_runs(tmp_path / "untrained")))
+    assert tokens_figure(table) is None
 
 
 def test_a_mixed_distillation_loss_is_a_row_of_its_own(tmp_path):
@@ -262,3 +268,15 @@ def test_a_report_of_a_folder_that_is_not_there_is_refused_in_one_line(tmp_path,
         main([str(tmp_path / "nowhere")])
     assert refused.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1].endswith(f"error: {tmp_path / 'nowhere'} is not a folder.")
+
+
+def test_a_row_pooling_runs_of_different_settings_as_seeds_is_warned_of(tmp_path):
+    for seed in (1, 2):  # -m optimizer.lr=1e-4,3e-4 seed=1,2: one row, four "seeds"
+        for lr in (1e-4, 3e-4):
+            plant_lm_run(tmp_path / f"theseus_{lr}_{seed}", "lm_theseus", 15, 30.0 + seed, seed, 61_440,
+                         settings={"optimizer.lr": lr, "trainer.max_steps": 60})  # fmt: skip
+        plant_lm_run(tmp_path / f"shortgpt_{seed}", "shortgpt", 15, 300.0, seed, 0, settings={"optimizer.lr": 1e-4})
+    assert language_model_warnings(language_model_frame(language_model_runs(tmp_path))) == [
+        "lm_theseus (15 layers, 61440 tokens) pools runs of different settings as its seeds: optimizer.lr 0.0001, "
+        "0.0003. Report each setting's runs apart."
+    ]

@@ -128,8 +128,8 @@ def _harness_columns(frame: pd.DataFrame) -> list[tuple[str, str]]:
 
 
 def language_model_warnings(frame: pd.DataFrame) -> list[str]:
-    """What makes the rows incomparable: different held-out windows or predecessors, or unequal token budgets among
-    the methods that train."""
+    """What makes the rows incomparable: different held-out windows or predecessors, a row whose runs differ in more
+    than their seed, or unequal token budgets among the methods that train."""
     warnings = []
     if frame["data.eval_tokens"].nunique() > 1 or frame["predecessor.perplexity"].round(6).nunique() > 1:
         warnings.append(
@@ -142,6 +142,7 @@ def language_model_warnings(frame: pd.DataFrame) -> list[str]:
             f"{len(busy)} run(s) timed their speed while other processes kept the machine busy: their decode "
             f"speed-ups are left out of the table ({', '.join(busy)})."
         )
+    warnings += _pooled_settings(frame)
     trained = frame[frame["data.train_tokens"] > 0]  # at each depth, every method that trains at the same budgets
     budgets = trained.groupby(["successor.layers", "method"])["data.train_tokens"].agg(
         lambda tokens: "/".join(map(str, sorted(set(tokens))))
@@ -150,6 +151,27 @@ def language_model_warnings(frame: pd.DataFrame) -> list[str]:
     if unequal:
         named = "; ".join(f"{method} {tokens}" for (layers, method), tokens in budgets.items() if layers in unequal)
         warnings.append(f"The language-model methods trained on different numbers of tokens: {named}.")
+    return warnings
+
+
+def _pooled_settings(frame: pd.DataFrame) -> list[str]:
+    """A warning for each row of :func:`language_model_table` whose runs differ in a setting other than the seed, or in
+    their replacement schedule (``-m optimizer.lr=1e-4,3e-4 seed=1,2``): its median, min and max are then over two
+    grid points, not over seeds."""
+    settings = [column for column in frame if column.startswith("settings.") and column != "settings.seed"]
+    settings += ["schedule"] if "schedule" in frame else []
+    warnings = []
+    for (method, layers, tokens), runs in frame.groupby(["method", "successor.layers", "data.train_tokens"]):
+        varied = [
+            f"{column.removeprefix('settings.')} {', '.join(sorted(map(str, runs[column].unique())))}"
+            for column in settings
+            if runs[column].nunique(dropna=False) > 1
+        ]
+        if varied:
+            warnings.append(
+                f"{method} ({layers} layers, {tokens} tokens) pools runs of different settings as its seeds: "
+                f"{'; '.join(varied)}. Report each setting's runs apart."
+            )
     return warnings
 
 
@@ -184,7 +206,7 @@ def tokens_figure(table: pd.DataFrame) -> Any | None:
     is one budget. The score is the other held-out text's perplexity where the runs scored one (what a successor keeps
     beyond the text it trained on, which in-domain perplexity rewards drifting from), else the held-out perplexity."""
     trained = table[table["tokens trained"] > 0]
-    if trained.groupby(["method", "layers"])["tokens trained"].nunique().max() < 2:
+    if not trained.groupby(["method", "layers"])["tokens trained"].nunique().max() >= 2:  # NaN where none trained
         return None
     import matplotlib
 
