@@ -30,6 +30,7 @@ from theseus_pl.app.ship.publishing import main as publish_main
 from theseus_pl.data.language_model import tokenized_windows, window_loader
 from theseus_pl.data.text_corpus import TextFiles, text_source
 from theseus_pl.deploy import main as deploy_main
+from theseus_pl.deployment import gguf_stage
 from theseus_pl.lightning.language_model_evaluation import evaluate_language_model
 
 
@@ -90,6 +91,16 @@ def test_each_method_runs_end_to_end_and_exports_a_plain_causal_lm(tiny_lm, tmp_
     assert card.data.pipeline_tag == "text-generation" and f"`{results.method}` method" in card.text
 
 
+def test_embeddings_and_head_trained_with_the_layers_are_recorded_and_the_card_says_so(tiny_lm, tmp_path):
+    predecessor = AutoModelForCausalLM.from_pretrained(tiny_lm[0])
+    results = run(compose_config(*_overrides(tiny_lm, tmp_path, "method=lm_theseus", "theseus.finetune_shared=true")))
+    assert results.settings["theseus.finetune_shared"] is True
+    successor = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "successor")
+    assert not torch.equal(successor.get_input_embeddings().weight, predecessor.get_input_embeddings().weight)
+    card = (tmp_path / "run" / "successor" / "README.md").read_text()  # it said they were the predecessor's
+    assert "Embeddings, final norm and head were trained with the layers once every module was replaced" in card
+
+
 def test_the_seed_varies_the_training_order_not_the_held_out_windows(tiny_lm, tmp_path):
     records = []
     for seed in (1, 2):
@@ -115,6 +126,18 @@ def test_a_run_names_every_problem_before_any_compute(tiny_lm, tmp_path):
         run(cfg)
     named = [p.split("=")[0] for p in refused.value.problems]
     assert named.count("data.window") == 1 and named.count("theseus.successor_layers") == 1
+    # an other text of no .txt file was a traceback from its fingerprint; a folder without brackets, letter by letter
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.md").write_text("no text file")
+    cfg = compose_config(*_overrides(tiny_lm, tmp_path, f"data.other_text.files=[{tmp_path / 'notes'}]"))
+    with pytest.raises(RunRefused) as refused:
+        run(cfg)
+    assert refused.value.problems == [f"data.other_text.files: no .txt file in {tmp_path / 'notes'}."]
+    unbracketed = [o for o in _overrides(tiny_lm, tmp_path) if not o.startswith("data.files=")]
+    cfg = compose_config(*unbracketed, f"data.files={tmp_path / 'notes'}")
+    with pytest.raises(RunRefused) as refused:
+        run(cfg)
+    assert refused.value.problems[0].startswith(f"data.files={tmp_path / 'notes'} must be a list of text files")
 
 
 def test_a_language_model_run_goes_through_the_same_settings_checks_as_an_encoder_run(
@@ -148,6 +171,8 @@ def test_a_language_model_run_goes_through_the_same_settings_checks_as_an_encode
         ("data.max_eval_windows=0", "data.max_eval_windows=0 must be null (every held-out window) or a whole number"),
         ("data.split_seed=abc", "data.split_seed='abc' must be a whole number from 0 to 4294967295."),
         ("data.held_out=abc", "data.held_out=abc must be between 0 and 1 (the share of documents held out)."),
+        # the encoders' callbacks monitor val/score, which no LM run logs: a crash at the first validation
+        ("callbacks=default", "callbacks.model_checkpoint and callbacks.early_stopping: a decoder-LM run trains"),
     ],
 )
 def test_a_setting_a_language_model_run_does_not_read_is_refused_not_ignored(tiny_lm, tmp_path, override, refusal):
@@ -209,6 +234,11 @@ def test_lm_eval_tasks_are_scored_for_both_models_offline_and_the_predecessor_on
         assert "lm_eval" not in written["failed_steps"]
         assert written["peak_memory"]["cpu_mb"] > 100 and written["peak_memory"]["cpu_since"] == "run"
     assert scored == [4, 2, 2]  # the predecessor (4 layers) once, then each run's successor (2 layers)
+    # on the first examples only: recorded (the report warns of a row pooling it with whole tasks), and the card says so
+    results = run(compose_config(*overrides, "evaluation.lm_eval.limit=3"))
+    assert results.settings["evaluation.lm_eval.limit"] == 3
+    card = (tmp_path / "run" / "successor" / "README.md").read_text()
+    assert "| lm-eval `sst2_local` (its first 3 examples) acc (%) |" in card
 
 
 def _recording(score, layers: list[int]):
@@ -618,7 +648,7 @@ def test_gguf_files_that_cannot_be_made_or_timed_are_refused_before_any_compute(
     assert not (tmp_path / "b" / "run" / "results.json").exists()
 
 
-def test_a_finished_lm_run_is_shipped_as_gguf_from_the_command_line(tiny_bpe_lm, tmp_path, capsys):
+def test_a_finished_lm_run_is_shipped_as_gguf_from_the_command_line(tiny_bpe_lm, tmp_path, capsys, monkeypatch):
     run_dir = _finished_run(tiny_bpe_lm, tmp_path)
     assert deploy_main([str(run_dir), "--gguf", "q8_0", "--llama-cpp", "false", "--dry-run"]) is None
     plan = capsys.readouterr().out
@@ -629,6 +659,19 @@ def test_a_finished_lm_run_is_shipped_as_gguf_from_the_command_line(tiny_bpe_lm,
     assert row["type"] == "q8_0" and (run_dir / "successor" / row["file"]).is_file()
     assert read_run(run_dir / "results.json").gguf == [row]
     assert "| `gguf/model.q8_0.gguf` | q8_0 |" in (run_dir / "successor" / "README.md").read_text()
+    deploy_main([str(run_dir), "--gguf", "f16", "--llama-cpp", "false"])  # publish uploads the folder: f16 alone
+    assert [path.name for path in (run_dir / "successor" / "gguf").iterdir()] == ["model.f16.gguf"]
+
+    def failing_export(*_):
+        raise RuntimeError("the converter broke")
+
+    monkeypatch.setattr(gguf_stage, "export_gguf", failing_export)  # after the f16 file was cleared
+    with pytest.raises(SystemExit, match="the converter broke"):
+        deploy_main([str(run_dir), "--gguf", "q8_0", "--llama-cpp", "false"])
+    failed = read_run(run_dir / "results.json")
+    assert failed.gguf is None and failed.failed_steps == {"gguf": "RuntimeError: the converter broke"}
+    assert "model.f16.gguf" not in (run_dir / "successor" / "README.md").read_text()
+    monkeypatch.undo()
     with pytest.raises(SystemExit, match=r"deploy\.gguf=\['q3_k'\] must be a list of GGUF types"):
         deploy_main([str(run_dir), "--gguf", "q3_k"])
     # a folder missing what the run wrote: FileNotFoundError's and OSError's tracebacks, now one line each

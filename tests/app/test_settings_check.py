@@ -91,6 +91,27 @@ def test_each_bad_value_is_named_with_what_is_valid(override, message):
     assert problem.startswith(message)
 
 
+@pytest.mark.parametrize("experiment", ["minilm_embedding_quick", "minilm_embedding_pairs", "smollm2_quick"])
+def test_a_held_out_split_drawn_anew_in_every_process_is_refused(experiment):
+    """data.split_seed=null drew the held-out rows at random in each process: a resumed run scored on other rows,
+    some of them trained on, and an embedding card called them never trained on."""
+    (problem,) = setting_problems(compose_config(f"+experiment={experiment}", "data.split_seed=null"))
+    assert problem.startswith("data.split_seed=None must be a whole number from 0 to")
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [  # null switched the kind to data=sentences and failed on its missing keys; a list failed inside the reader
+        ("data.pairs=null", "data.pairs=None must be the GLUE similarity task whose training pairs are trained on"),
+        ("data.pairs=[STS-B]", "data.pairs=['STS-B'] must be the GLUE similarity task whose training pairs"),
+        ("+data.max_sentences=10", "data.max_sentences is read by data=sentences; data=sentence_pairs trains on"),
+    ],
+)
+def test_a_sentence_pairs_setting_it_cannot_read_is_refused(override, message):
+    (problem,) = setting_problems(compose_config("+experiment=minilm_embedding_pairs", override))
+    assert problem.startswith(message)
+
+
 def yaml_value(text: str) -> object:
     """The value Hydra makes of an override's text (``64.5`` a float, ``null`` None)."""
     return yaml.safe_load(text)

@@ -37,8 +37,10 @@ def test_missing_text_files_are_named(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"data.files: not found: .*nowhere.txt"):
         TextFiles([tmp_path / "nowhere.txt"])
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ValueError, match=r"no \.txt file in"):
-        TextFiles([tmp_path / "empty"]).documents()
+    with pytest.raises(ValueError, match=r"data.other_text.files: no \.txt file in .*empty"):  # as it is named
+        TextFiles([tmp_path / "empty"], "data.other_text.files")
+    with pytest.raises(ValueError, match=r"data.files=.*empty must be a list of text files or folders: data.files=\["):
+        TextFiles(str(tmp_path / "empty"))  # a folder typed without brackets was read letter by letter
 
 
 def test_the_other_offline_corpora_are_the_2016_debates_and_the_guardian_headlines_by_debate_and_by_day():

@@ -96,20 +96,22 @@ class TextFiles:
     """The user's plain-text files, one document each; a folder stands for every ``*.txt`` file under it."""
 
     def __init__(self, paths: list[str | Path], setting: str = "data.files") -> None:
+        if isinstance(paths, str | Path):  # typed without brackets: read letter by letter as a list
+            raise ValueError(f"{setting}={paths} must be a list of text files or folders: {setting}=[{paths}].")
         if not paths:
             raise ValueError(f"{setting}: give at least one text file or folder of .txt files.")
         self.paths = [Path(path).expanduser() for path in paths]
         missing = [str(path) for path in self.paths if not path.exists()]
         if missing:
             raise FileNotFoundError(f"{setting}: not found: {', '.join(missing)}.")
+        if not self.files:
+            raise ValueError(f"{setting}: no .txt file in {', '.join(map(str, self.paths))}.")
 
     @cached_property
     def files(self) -> list[Path]:
         files: list[Path] = []
         for path in self.paths:
             files.extend(sorted(path.rglob("*.txt")) if path.is_dir() else [path])
-        if not files:
-            raise ValueError(f"data.files: no .txt file in {', '.join(map(str, self.paths))}.")
         return files
 
     def documents(self) -> list[str]:
@@ -150,7 +152,8 @@ def text_source(spec: Mapping[str, Any], setting: str = "data") -> TextSource | 
     """The text ``spec`` names (the settings ``data`` or ``data.other_text``): its ``files``, else its ``hub_dataset``,
     else its ``corpus`` (a name of :data:`CORPORA`); None when it names none. Errors name the setting."""
     if spec.get("files"):
-        return TextFiles(list(spec["files"]), f"{setting}.files")
+        files = spec["files"]
+        return TextFiles(files if isinstance(files, str) else list(files), f"{setting}.files")
     if spec.get("hub_dataset"):
         return HubText(spec["hub_dataset"], spec.get("hub_split") or "train", spec.get("hub_column") or "text",
                        spec.get("hub_config"))  # fmt: skip

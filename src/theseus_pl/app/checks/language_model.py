@@ -31,6 +31,13 @@ def language_model_problems(
     the predecessor's layers in modules (Theseus), which some decoders' layers do not allow (removal methods keep
     each kept layer as it was)."""
     problems = []
+    chosen = [name for name in ("model_checkpoint", "early_stopping") if cfg.callbacks.get(name) is not None]
+    if chosen:  # callbacks=default: they monitor val/score, which no LM run logs (a crash at the first validation)
+        problems.append(
+            f"callbacks.{' and callbacks.'.join(chosen)}: a decoder-LM run trains every method for the same steps and "
+            "scores the last step's model (no best checkpoint, no early stop on the windows it is scored on): use "
+            "callbacks=lm, as its experiments do."
+        )
     config = AutoConfig.from_pretrained(predecessor_dir)
     if replaces_modules:
         try:

@@ -98,6 +98,8 @@ RULES: dict[str, Rule] = {
     "data.max_eval_windows": Rule(optional_positive_int, "null (every held-out window) or a whole number, at least 1"),
     "data.num_workers": Rule(lambda v: whole_number(v) and v >= 0,
                              "0 (rows loaded in the training process) or a whole number of loader processes"),
+    "data.pairs": Rule(lambda v: isinstance(v, str) and bool(v),
+                       "the GLUE similarity task whose training pairs are trained on, e.g. STS-B (one name)"),
     "data.window": Rule(lambda v: whole_number(v) and v >= 2,
                         "a whole number of tokens, at least 2 (a token and the one it predicts)"),
     # Options read as true or false: Hydra types "no" or "yes" as text, which Python would take as true.
@@ -106,8 +108,8 @@ RULES: dict[str, Rule] = {
     "data.pad_to_max_length": Rule(boolean, "true or false"),
     "evaluation.single_modules": Rule(boolean, "true or false"),
     "callbacks.early_stopping.patience": Rule(positive_int, "a whole number of validations without gain, at least 1"),
-    "data.split_seed": Rule(lambda v: v is None or (whole_number(v) and 0 <= v <= MAX_SEED),
-                            f"a whole number from 0 to {MAX_SEED}"),
+    # null would draw the held-out rows anew in every process: a resumed run scored on others, some trained on
+    "data.split_seed": Rule(lambda v: whole_number(v) and 0 <= v <= MAX_SEED, f"a whole number from 0 to {MAX_SEED}"),
     # A run that trains no step would export an untrained successor (see trainer.max_steps in checked_settings).
     "trainer.max_epochs": Rule(lambda v: v is None or v == -1 or positive_int(v),
                                "-1 (the run ends at trainer.max_steps) or a whole number of epochs, at least 1: 0 "
@@ -140,6 +142,8 @@ RULES: dict[str, Rule] = {
 # Options that only some config groups have (one data group's, a callback's, a trainer option added with +): checked
 # where they are set, and there null is no value for them either.
 WHERE_SET = {
+    "data.split_seed",
+    "data.pairs",
     "data.num_workers",
     "data.window",
     "data.regression",
@@ -311,12 +315,20 @@ def _embedding_problems(cfg: DictConfig, method: CompressionMethod, theseus: The
     """Settings a sentence-embedding run does not read (yet), or cannot honour."""
     problems = []
     pairs = cfg.data.get("pairs")
-    if pairs and method.name == "embedding_mse":
+    on_pairs = "pairs" in cfg.data  # data=sentence_pairs, whatever data.pairs holds (its own rule checks it)
+    if on_pairs and method.name == "embedding_mse":
         problems.append(
             f"method=embedding_mse trains the kept layers to the predecessor's sentence vectors; data.pairs={pairs} "
             "trains on gold scores: use method=embedding_fine_tuning (the kept layers on the pairs' CoSENT loss)."
         )
-    if not pairs and method.name == "embedding_fine_tuning":
+    if on_pairs:  # data.max_sentences=10 was recorded, and every pair trained on
+        problems += [
+            f"data.{key} is read by data=sentences; data=sentence_pairs trains on the pairs of data.pairs: leave it "
+            "out."
+            for key in ("max_sentences", "corpora", "train_tasks")
+            if cfg.data.get(key) is not None
+        ]
+    if not on_pairs and method.name == "embedding_fine_tuning":
         problems.append(
             "method=embedding_fine_tuning trains the kept layers on labelled pairs (data=sentence_pairs); on "
             "unlabelled sentences the same student trained to the predecessor's vectors is method=embedding_mse."

@@ -69,7 +69,7 @@ class EmbeddingModelRun(RunKind):
     @property
     def on_pairs(self) -> bool:
         """Whether the run trains on labelled pairs (``data=sentence_pairs``) rather than the teacher's vectors."""
-        return bool(self.cfg.data.get("pairs"))
+        return "pairs" in self.cfg.data
 
     @property
     def loss(self) -> str:  # type: ignore[override]
@@ -102,16 +102,16 @@ class EmbeddingModelRun(RunKind):
         train_sentences = None  # counted where the data can be read: a batch counts sentences, two a pair
         try:
             self.sts_pairs = sts_dev_pairs(cfg.data)
-            if self.on_pairs:
+            if not self.on_pairs:
+                self.train_sentences, self.held_out = training_text(cfg.data, self.sts_pairs)
+                train_sentences = len(self.train_sentences)
+            elif isinstance(cfg.data.pairs, str):  # else named by the settings check (data.pairs)
                 pairs = glue_pairs(self.source, cfg.data.pairs, leaving_out=_scored_sentences(self.sts_pairs))
                 self.train_pairs, self.held_out_pairs = held_out_pairs(pairs, cfg.data.held_out, cfg.data.split_seed)
                 if cfg.data.batch_size % 2:
                     problems.append(f"data.batch_size={cfg.data.batch_size}: a batch of pairs holds an even number "
                                     "of sentences (two a pair).")  # fmt: skip
                 train_sentences = 2 * len(self.train_pairs)
-            else:
-                self.train_sentences, self.held_out = training_text(cfg.data, self.sts_pairs)
-                train_sentences = len(self.train_sentences)
         except (ValueError, FileNotFoundError, KeyError) as error:
             problems.append(str(error) if str(error).startswith("data.") else f"data: {error}")
         problems += schedule_problems(cfg, self.settings, train_sentences)
