@@ -233,7 +233,8 @@ class EmbeddingModelRun(RunKind):
         pairs = self.sts_pairs
         sentences1, sentences2, scores = pairs["sentence1"], pairs["sentence2"], pairs["label"]
         if isinstance(datamodule, SentencePairDataModule):
-            train, held_out = datamodule.pairs["train"].sentences, datamodule.pairs["validation"].sentences
+            train = datamodule.pairs["train"].sentences
+            held_out = datamodule.pairs["validation"].sentences_not_in(datamodule.pairs["train"])
             train_pairs: int | None = len(datamodule.pairs["train"])
         else:
             train, held_out, train_pairs = datamodule.texts["train"], datamodule.texts["validation"], None
