@@ -172,6 +172,9 @@ def test_a_predecessor_folder_without_pooling_is_refused_in_one_line(sentence_fi
         ("data.train_tasks=STS-B", "data.train_tasks='STS-B' must be a list of GLUE tasks, e.g. [STS-B,SST-2], or []"),
         ("data.corpora=guardian_headlines", "data.corpora='guardian_headlines' must be a list of corpora"),
         ("data.split_seed=abc", "data.split_seed='abc' must be a whole number from 0 to 4294967295."),
+        # a traceback where the neurons' importance is measured on batches this kind does not give
+        ("theseus.successor.intermediate_size=16", "theseus.successor.intermediate_size=16 narrows encoder"),
+        ("theseus.successor.hidden_size=16", "theseus.successor.hidden_size=16 narrows encoder classifiers'"),
     ],
 )  # fmt: skip
 def test_what_the_kind_cannot_use_is_refused_before_compute(sentence_files, tmp_path, override, refusal):

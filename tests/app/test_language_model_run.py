@@ -270,6 +270,14 @@ def test_a_missing_gguf_file_is_refused(tiny_lm, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_model_named_by_two_settings_is_refused_not_chosen_between(tiny_lm, tmp_path):
+    # +experiment=smollm2_quick model.base=MY_LM compressed the experiment's GGUF file, and the config named MY_LM
+    overrides = [o for o in _overrides(tiny_lm, tmp_path) if o != "model.gguf=null"]
+    with pytest.raises(RunRefused, match=r"model: model.gguf=.* and model.base=.* each name the model to compress"):
+        run(compose_config(*overrides, f"model.gguf={tmp_path / 'any.gguf'}"))
+    assert not (tmp_path / "run").exists()
+
+
 def test_the_packaged_smollm2_is_compressed_from_its_gguf_file(tmp_path):
     """The real decoder, offline: SmolLM2's GGUF file converted, the speeches tokenised, ShortGPT's removal, and the
     successor written back as GGUF Q8_0 with the predecessor file's tokenizer."""

@@ -359,6 +359,12 @@ def _embedding_problems(cfg: DictConfig, method: CompressionMethod, theseus: The
             "predecessor layers (depth only). Leave it null."
             for name, width in theseus.widths.items()
         ]
+    else:  # a traceback where the neurons' importance is measured (no batches here), and unrecorded where not
+        problems += [
+            f"theseus.successor.{name}={width} narrows encoder classifiers' successors; a sentence-embedding "
+            "successor is made of whole copied layers (depth only). Leave it null."
+            for name, width in theseus.widths.items()
+        ]
     if isinstance(cfg.evaluation.lm_eval.tasks, ListConfig) and cfg.evaluation.lm_eval.tasks:
         problems.append(
             f"evaluation.lm_eval.tasks={list(cfg.evaluation.lm_eval.tasks)} scores a decoder LM; a sentence-embedding "

@@ -347,7 +347,16 @@ def peak_memory_estimate(cfg: DictConfig, method: CompressionMethod, config: Pre
 
 
 def _predecessor_folder(model: DictConfig, cache_dir: Path) -> tuple[str, str]:
-    """The predecessor as a folder or hub id ``from_pretrained`` reads, and where it came from."""
+    """The predecessor as a folder or hub id ``from_pretrained`` reads, and where it came from; refused where two
+    settings name it (``+experiment=smollm2_quick model.base=MY_LM`` compressed the experiment's GGUF file)."""
+    named = [f"model.{key}={model[key]}" for key in ("predecessor", "gguf", "base") if model.get(key)]
+    if len(named) > 1:
+        raise RunRefused(
+            [
+                f"model: {' and '.join(named)} each name the model to compress: keep one (model.gguf=null to compress "
+                "model.base or model.predecessor instead of the experiment's GGUF file)."
+            ]
+        )
     if model.get("predecessor"):
         return str(model.predecessor), "given"
     if model.get("gguf"):
