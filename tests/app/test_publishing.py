@@ -196,7 +196,9 @@ def test_the_hubs_errors_are_one_line_not_a_traceback(a_copy, fail, error, messa
     assert raised.value.code == f"Could not publish to {REPO}: {message}"
 
 
-def plant_run(folder: Path, files: tuple[str, ...] = ("config.json", "model.safetensors"), **changes) -> Path:
+def plant_run(
+    folder: Path, files: tuple[str, ...] = ("config.json", "model.safetensors", "tokenizer.json"), **changes
+) -> Path:
     """A finished run's folder without training: ``results.json`` and a successor of ``files``."""
     plant(folder, a_run(**changes))
     for name in files:
@@ -243,6 +245,25 @@ def test_a_sentence_embedding_run_goes_up_as_a_sentence_transformers_model_its_c
     namespace = {}
     exec(code, namespace)
     assert namespace["embeddings"].shape == (2, 32)  # two sentences, the tiny BERT's width: its mean pooling
+
+
+def test_a_successor_its_users_could_not_load_is_refused_naming_what_it_lacks(tmp_path, capsys):
+    """The folder went up as it was, under a card that shows how to load it."""
+    run_dir = plant_run(tmp_path / "run", ("config.json", "model.safetensors"))  # no tokenizer
+    assert refusal([str(run_dir), "--repo-id", REPO, "--dry-run"], capsys) == [
+        f"{run_dir}/successor lacks a tokenizer, which the run wrote: rerun the run (resume=force) to export its "
+        "successor whole."
+    ]
+    embedding = plant_embedding_run(tmp_path / "embedding")
+    capsys.readouterr()  # what saving the tiny model printed
+    shutil.rmtree(embedding / "successor" / "1_Pooling")
+    assert refusal([str(embedding), "--repo-id", REPO, "--dry-run"], capsys)[0].startswith(
+        f"{embedding}/successor lacks 1_Pooling/, which the run wrote"
+    )
+    (embedding / "successor" / "modules.json").unlink()
+    assert refusal([str(embedding), "--repo-id", REPO, "--dry-run"], capsys)[0].startswith(
+        f"{embedding}/successor lacks modules.json, which the run wrote"
+    )
 
 
 @pytest.mark.parametrize(

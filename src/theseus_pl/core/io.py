@@ -19,6 +19,10 @@ import torch
 from transformers import AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 PICKLED = "successor.pt"
+# The files a saved tokenizer leaves, one at least: a model folder without any is of no use to a reader.
+TOKENIZER_FILES = (
+    "tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model", "tokenizer.model",
+)  # fmt: skip
 
 # Where the classes a successor pickle can name lived before theseus_pl 0.2 arranged its modules in floors.
 MOVED_MODULES = {

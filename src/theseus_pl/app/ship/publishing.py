@@ -28,11 +28,12 @@ from huggingface_hub.errors import HFValidationError
 from huggingface_hub.errors import HTTPError as TransportError  # httpx's base error, as huggingface_hub imports it
 from huggingface_hub.utils import validate_repo_id
 
+from theseus_pl.app.config.kinds import EMBEDDING_MODEL
 from theseus_pl.app.config.side_commands import command_parser
 from theseus_pl.app.results.envelope import ResultsError, RunRecord, UnknownKind
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.ship.model_card import model_card
-from theseus_pl.core.io import is_pickled
+from theseus_pl.core.io import TOKENIZER_FILES, is_pickled
 
 SUCCESSOR = "successor"
 CARD = "README.md"
@@ -124,11 +125,34 @@ def finished_record(run_dir: Path) -> tuple[RunRecord | None, list[str]]:
             "a pickled successor); rerun the run to finish its export."
         ]
     try:
-        return read_run(run_dir / "results.json"), []
+        record = read_run(run_dir / "results.json")
     except ResultsError as error:
         return None, [str(error)]
     except json.JSONDecodeError as error:
         return None, [f"{run_dir / 'results.json'} is not valid JSON ({error}): is the run still writing it?"]
+    missing_parts = _missing_parts(successor, record)
+    if missing_parts:  # uploaded as it was, a model its users cannot load, under a card that says it can be
+        return None, [
+            f"{successor} lacks {', '.join(missing_parts)}, which the run wrote: rerun the run (resume=force) to "
+            "export its successor whole."
+        ]
+    return record, []
+
+
+def _missing_parts(successor: Path, record: RunRecord) -> list[str]:
+    """What a model users load from ``successor`` needs that is not there: a tokenizer, and for a sentence-transformers
+    model its ``modules.json`` and every module folder it names (the pooling, the normalisation)."""
+    missing = [] if any((successor / name).is_file() for name in TOKENIZER_FILES) else ["a tokenizer"]
+    if record.kind == EMBEDDING_MODEL:
+        modules = successor / "modules.json"
+        if not modules.is_file():
+            return [*missing, "modules.json"]
+        try:
+            paths = [module.get("path", "") for module in json.loads(modules.read_text())]
+        except (json.JSONDecodeError, AttributeError):
+            return [*missing, "a readable modules.json"]
+        missing += [f"{path}/" for path in paths if path and not (successor / path).is_dir()]
+    return missing
 
 
 def _nearby_run(run_dir: Path) -> str:

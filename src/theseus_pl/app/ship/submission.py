@@ -11,7 +11,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrai
 
 from theseus_pl.app.predecessors.classifier import looks_like_path
 from theseus_pl.app.results.reading import read_run
-from theseus_pl.core.io import is_pickled, is_sequence_classifier, load_successor
+from theseus_pl.core.io import TOKENIZER_FILES, is_pickled, is_sequence_classifier, load_successor
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.sources import GlueDirSource
 from theseus_pl.data.tasks import TaskSpec, head_label_problem
@@ -19,14 +19,6 @@ from theseus_pl.lightning.callbacks import progress_bar
 from theseus_pl.lightning.modules import ClassifierModule
 
 STSB_RANGE = (0.0, 5.0)
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "vocab.txt",
-    "vocab.json",
-    "spiece.model",
-    "tokenizer.model",
-)
 RUN_FOLDER_PARTS = ("results.json", "successor", ".hydra", "checkpoints")  # what says a folder is a run's
 
 
