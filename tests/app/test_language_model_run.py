@@ -332,6 +332,20 @@ def test_an_interrupted_lm_run_resumes_and_ends_as_an_uninterrupted_one(tiny_lm,
     assert resumed.successor.perplexity == whole.successor.perplexity  # the same last-step model, bit for bit
 
 
+def test_an_interrupted_lm_run_is_not_resumed_onto_text_that_changed_since(tiny_lm, tmp_path):
+    # files added to data.files' folder redrew the held-out documents: one trained on was scored as never trained on
+    overrides = _overrides(tiny_lm, tmp_path, "method=lm_theseus", "benchmark.repeats=0")
+    killed = ["+callbacks.fail._target_=raise_at_step.RaiseAtStep", "+callbacks.fail.step=5"]
+    with pytest.raises(RuntimeError, match="planned failure at step 5"):
+        run(compose_config(*overrides, *killed))
+    texts = tiny_lm[1]
+    (texts / "20.txt").write_text((texts / "00.txt").read_text() + " again")
+    with pytest.raises(RunRefused, match=r"last.ckpt \(step 4\) was trained on other data than this command's 21 text"):
+        run(compose_config(*overrides))
+    (texts / "20.txt").unlink()
+    assert run(compose_config(*overrides)).steps == 6  # the text as it was: resumed
+
+
 def test_a_finished_lm_run_is_left_untouched_unless_forced(tiny_lm, tmp_path):
     overrides = _overrides(tiny_lm, tmp_path, "method=shortgpt", "benchmark.repeats=0")
     first = run(compose_config(*overrides))

@@ -149,3 +149,19 @@ def test_data_that_cannot_be_read_as_given_is_refused(own_data, tmp_path, tiny_t
 def test_a_run_without_data_says_how_to_name_some(tmp_path):
     (problem,) = refusal(["model=minilm", f"paths.output_dir={tmp_path / 'run'}"])
     assert problem.startswith("data: No data named: give data.task=GLUE_TASK (e.g. RTE), your own files")
+
+
+def test_an_interrupted_run_is_not_resumed_onto_files_edited_since(own_data, tmp_path):
+    """Its first steps trained on the old rows, and its record would name the new ones."""
+    overrides = [*own_data_overrides(own_data), "logger=csv", f"paths.output_dir={tmp_path / 'run'}",
+                 f"paths.cache_dir={tmp_path / 'cache'}"]  # fmt: skip
+    killed = ["+callbacks.fail._target_=raise_at_step.RaiseAtStep", "+callbacks.fail.step=5"]
+    with pytest.raises(RuntimeError, match="planned failure at step 5"):
+        run(compose_config(*overrides, *killed))
+    train = own_data / "train.csv"
+    kept = train.read_text()
+    train.write_text(kept + "a good cat,positive\n")
+    with pytest.raises(RunRefused, match=r"\(step 4\) was trained on other data than this command's the user's own"):
+        run(compose_config(*overrides))
+    train.write_text(kept)
+    assert run(compose_config(*overrides)).resumed_from is not None  # the files as they were: resumed

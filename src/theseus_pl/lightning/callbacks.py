@@ -102,22 +102,27 @@ class StepSeed(Callback):
 
 SETTINGS_KEY = "theseus_pl_settings"  # where a checkpoint keeps the settings of the run that wrote it
 PRECISION_KEY = "theseus_pl_precision"  # ... and the precision it trained in (trainer.precision=auto's choice)
+DATA_KEY = "theseus_pl_data"  # ... and the fingerprint of the data it trained on, where the kind gives one
 
 
 class SettingsInCheckpoint(Callback):
-    """Writes the run's settings into every checkpoint it saves (under :data:`SETTINGS_KEY`), and the precision it
-    trains in (:data:`PRECISION_KEY`: ``auto`` chooses by the machine), so that a rerun can be compared with the run
-    it would resume before a step is taken (``theseus_pl.app.checks.resume``)."""
+    """Writes the run's settings into every checkpoint it saves (under :data:`SETTINGS_KEY`), the precision it
+    trains in (:data:`PRECISION_KEY`: ``auto`` chooses by the machine) and the fingerprint of its data
+    (:data:`DATA_KEY`, where the run's kind gives one: files whose contents change under the same settings), so that
+    a rerun can be compared with the run it would resume before a step is taken (``theseus_pl.app.checks.resume``)."""
 
-    def __init__(self, settings: Mapping[str, Any], precision: str) -> None:
+    def __init__(self, settings: Mapping[str, Any], precision: str, data: str | None = None) -> None:
         self.settings = dict(settings)
         self.precision = precision
+        self.data = data
 
     def on_save_checkpoint(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
     ) -> None:
         checkpoint[SETTINGS_KEY] = self.settings
         checkpoint[PRECISION_KEY] = self.precision
+        if self.data is not None:
+            checkpoint[DATA_KEY] = self.data
 
 
 class RunClock(Callback):

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from theseus_pl.lightning.callbacks import PRECISION_KEY, SETTINGS_KEY
+from theseus_pl.lightning.callbacks import DATA_KEY, PRECISION_KEY, SETTINGS_KEY
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,7 @@ class ResumePoint:
     path: Path
     step: int
     precision: str | None = None  # the one it trained in (None in checkpoints written before it was recorded)
+    data: str | None = None  # the fingerprint of the data it trained on (None where the kind or its version gave none)
 
 
 def training_settings(cfg: DictConfig) -> dict[str, Any]:
@@ -83,11 +84,24 @@ def resume_problems(output_dir: Path, cfg: DictConfig) -> tuple[ResumePoint | No
     if trained_in is not None:  # the precision in effect is compared once this machine's is known (precision_problems)
         differ = [key for key in differ if key != PRECISION]
     if not differ:
-        return ResumePoint(last, step, trained_in), []
+        return ResumePoint(last, step, trained_in, checkpoint.get(DATA_KEY)), []
     return None, [
         f"{last} (step {step}) was trained with other settings than this command's: "
         f"{_both_values(cfg, differ, recorded, settings)}. Rerun with its settings to resume, resume=false to start "
         "over in this folder, or hydra.run.dir=ANOTHER_FOLDER for a new run."
+    ]
+
+
+def data_problems(resumed: ResumePoint | None, fingerprint: str | None, data: str) -> list[str]:
+    """A resume onto other data than its checkpoint's (text files added or edited under the same ``data.files``):
+    the held-out split would be drawn anew, and a document trained on scored as held out. ``data``: what the run
+    trains on now, in words."""
+    if resumed is None or resumed.data is None or fingerprint is None or resumed.data == fingerprint:
+        return []
+    return [
+        f"{resumed.path} (step {resumed.step}) was trained on other data than this command's {data} (files added or "
+        "changed since): its held-out split would be drawn anew under it. Restore the data to resume, resume=false to "
+        "start over in this folder, or hydra.run.dir=ANOTHER_FOLDER for a new run."
     ]
 
 

@@ -51,6 +51,11 @@ class RunKind:
         """What the data needs once the run is seeded; a kind that counts its training data only here (a decoder's
         text, as windows) refuses here what needs the count (:class:`~theseus_pl.app.checks.refused.RunRefused`)."""
 
+    def data_fingerprint(self) -> tuple[str, str] | None:
+        """After :meth:`prepare_data`: a fingerprint of the data the run trains on and its description, kept in every
+        checkpoint so a resume onto changed data is refused (None: the settings name the data fully)."""
+        return None
+
     def prepare_predecessor(self, evaluation: dict[str, Any]) -> None:
         """What the predecessor needs before a method is built from it (a task model: fine-tuning, or the cache)."""
 

@@ -189,6 +189,11 @@ class LanguageModelRun(RunKind):
         return adapted_folder(self.predecessor_dir, self.datamodule, finetune, self.cfg.seed,
                               Path(self.cfg.paths.cache_dir), precision)  # fmt: skip
 
+    def data_fingerprint(self) -> tuple[str, str] | None:
+        # data.files names folders whose .txt files may be added or edited: the held-out documents are drawn from them
+        source = self.datamodule.source
+        return source.fingerprint(), source.describe()
+
     def method_inputs(self, optimizer: dict[str, Any]) -> MethodInputs:
         settings, datamodule = self.settings, self.datamodule
         return MethodInputs(

@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.resume import (
     ResumePoint,
+    data_problems,
     finished_run_problems,
     precision_problems,
     resume_problems,
@@ -78,6 +79,9 @@ def run(cfg: DictConfig) -> RunRecord | None:
         torch.set_num_threads(cfg.threads)
     pl.seed_everything(cfg.seed, workers=True)
     kind.prepare_data()  # may still refuse the run: what needs data counted only as it is prepared
+    fingerprint, data = kind.data_fingerprint() or (None, "")
+    if refused := data_problems(resumed, fingerprint, data):
+        raise RunRefused(refused)
     output_dir.mkdir(parents=True, exist_ok=True)
     hardware = run_hardware(cfg.trainer, Path(cfg.paths.cache_dir))
     _check_precision(resumed, hardware)
@@ -100,7 +104,7 @@ def run(cfg: DictConfig) -> RunRecord | None:
         trainer, resumed_from = None, None
         if method.module is not None:  # a method that trains (ShortGPT's removal alone does not)
             trainer, resumed_from = train(cfg, method, kind.datamodule, loggers, resume_from, hardware.precision,
-                                          training_settings(cfg), clock)  # fmt: skip
+                                          training_settings(cfg), clock, fingerprint)  # fmt: skip
         if trainer is not None and not trainer.is_global_zero:
             log.info("Rank %d is done; rank 0 evaluates, exports and writes the results.", trainer.global_rank)
             results = None

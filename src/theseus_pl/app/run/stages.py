@@ -102,12 +102,13 @@ def train(
     precision: str,
     settings: Mapping[str, Any],
     clock: RunClock,
+    data: str | None = None,
 ) -> tuple[pl.Trainer, str | None]:
     """The fitted Trainer, and the checkpoint it resumed from (None for a fresh run); ``settings``, those that shape
-    training, go into every checkpoint (what a resume is compared with) with the ``precision`` it trains in, and so
-    does the run's ``clock``."""
+    training, go into every checkpoint (what a resume is compared with) with the ``precision`` it trains in and the
+    ``data``'s fingerprint, and so does the run's ``clock``."""
     callbacks = [*_configured_callbacks(cfg), *method.callbacks, StepSeed(cfg.seed),
-                 SettingsInCheckpoint(settings, precision), clock]  # fmt: skip
+                 SettingsInCheckpoint(settings, precision, data), clock]  # fmt: skip
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers, precision=precision)
     resumed_from = str(resume_from) if resume_from else None
     if resumed_from:
