@@ -144,6 +144,12 @@ def test_runs_with_an_adapted_teacher_give_it_a_reference_row_under_the_predeces
     adapted = table.iloc[1]
     assert (adapted["median"], adapted["min"], adapted["max"], adapted["layers"]) == (21.5, 21.0, 22.0, 30)
     assert adapted["KL"] == 0.2 and adapted["agreement %"] == 80.0 and adapted["tokens trained"] == 51_200
+    for seed in (1, 2):  # as recorded since: a run of accumulated batches adapted its teacher on unaccumulated ones
+        record = json.loads((tmp_path / f"s{seed}" / "results.json").read_text())
+        record["data"]["teacher_train_tokens"] = 12_800
+        (tmp_path / f"s{seed}" / "results.json").write_text(json.dumps(record))
+    table = language_model_table(language_model_frame(language_model_runs(tmp_path)))
+    assert table.iloc[1]["tokens trained"] == 12_800
 
 
 def test_a_speed_timed_on_a_busy_machine_is_left_out_of_the_table_with_a_warning(tmp_path):

@@ -459,6 +459,7 @@ def test_the_adapted_teacher_is_cached_reused_by_two_runs_and_scored_as_the_refe
     (entry,) = _entries(tmp_path / "cache" / "adapted")
     made = entry.stat().st_mtime_ns
     assert first.teacher.origin == "adapted" and first.teacher.layers == 4 and first.settings["finetune.steps"] == 4
+    assert first.data.teacher_train_tokens == 4 * 4 * 8  # 4 steps of 4 windows of 8 tokens, on one device
     assert first.teacher.kl > 0 and "final/teacher_perplexity" in first.summary()
     teacher, predecessor = (AutoModelForCausalLM.from_pretrained(folder) for folder in (entry, tiny_lm[0]))
     changed = [not torch.equal(a, b) for a, b in zip(teacher.parameters(), predecessor.parameters(), strict=True)]

@@ -91,8 +91,12 @@ def _adapted_rows(frame: pd.DataFrame, columns: pd.Index) -> list[pd.DataFrame]:
     if "teacher.perplexity" not in frame or frame["teacher.perplexity"].isna().all():
         return []
     adapted = frame[frame["teacher.perplexity"].notna()]
-    # its adaptation's tokens: finetune.steps of the run's batches
-    tokens = (adapted["settings.finetune.steps"] * adapted["data.train_tokens"] / adapted["steps"]).astype(int)
+    # its adaptation's tokens as recorded; in records from before they were, finetune.steps of the run's batches
+    # (too many where the run accumulated batches or trained on several devices: the adaptation does neither)
+    tokens = adapted["settings.finetune.steps"] * adapted["data.train_tokens"] / adapted["steps"]
+    if "data.teacher_train_tokens" in adapted:
+        tokens = adapted["data.teacher_train_tokens"].fillna(tokens)
+    tokens = tokens.astype(int)
     rows = []
     for budget, teachers in adapted.groupby(tokens, sort=True):
         row: dict[str, object] = {

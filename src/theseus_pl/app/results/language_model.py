@@ -53,6 +53,9 @@ class LanguageModelData:
     other_source: str | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
     other_eval_windows: int | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
     other_eval_tokens: int | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
+    # The tokens the adapted teacher (method.teacher=adapted) trained on: finetune.steps batches of data.batch_size
+    # windows on one device, never accumulated; None without one.
+    teacher_train_tokens: int | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
 
 
 @dataclass(kw_only=True)

@@ -243,7 +243,8 @@ class LanguageModelRun(RunKind):
                             other_text=_successor_side(other) if other else None),
             base_model=hub_id(cfg.model),
             teacher=self._teacher_side(teacher, predecessor, evaluation) if teacher is not None else None,
-            data=_data_facts(cfg, datamodule, steps, self.other_windows, trainer.world_size if trainer else 1),
+            data=_data_facts(cfg, datamodule, steps, self.other_windows, trainer.world_size if trainer else 1,
+                             self.adapted_dir is not None),
             steps=steps,
             resumed_from=resumed_from,
             schedule=method.schedule.describe() if method.schedule else None,
@@ -431,6 +432,7 @@ def _data_facts(
     steps: int,
     other_windows: Dataset | None,
     world_size: int,
+    adapted: bool = False,
 ) -> LanguageModelData:
     validation = datamodule.splits["validation"]
     other = _other_source(cfg) if other_windows is not None else None
@@ -441,6 +443,8 @@ def _data_facts(
         other_source=other.describe() if other else None,
         other_eval_windows=len(other_windows) if other_windows is not None else None,
         other_eval_tokens=_predicted_tokens(other_windows) if other_windows is not None else None,
+        # the adaptation trains on one device without accumulating (predecessors.adapted)
+        teacher_train_tokens=cfg.finetune.steps * cfg.data.batch_size * datamodule.window if adapted else None,
     )  # fmt: skip
 
 
