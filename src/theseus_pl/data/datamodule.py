@@ -176,6 +176,11 @@ class TextTaskDataModule(ResumableDataModule):
     def tokenizer_id(self) -> str:
         return tokenizer_fingerprint(self.tokenizer)
 
+    def data_fingerprints(self) -> list[str]:
+        """The source's fingerprint of each split the run reads (training, then the scored ones): what a cache entry
+        made from them, or a checkpoint trained on them, is keyed by."""
+        return [self.source.fingerprint(self.task, split) for split in ("train", *self.task.eval_splits)]
+
     def load(self, split: str) -> Dataset:
         """One split, tokenised (from the cache when it is there), unpadded."""
         return tokenized_split(
