@@ -86,8 +86,8 @@ def test_a_budget_sweep_where_a_method_lacks_a_budget_is_warned_about(tmp_path):
     plant_budget_sweep(tmp_path / "runs", lacking={("theseus_curriculum", 5400)})
     report = main([str(tmp_path / "runs"), "--output", str(tmp_path / "out")])
     assert report["warnings"] == [
-        "SST-2: the methods had different step budgets (trainer.max_steps): fine_tuning 1800, 5400, 600; "
-        "theseus_curriculum 1800, 600."
+        "SST-2: the methods had different step budgets (trainer.max_steps, trainer.max_epochs): fine_tuning 1800, "
+        "5400, 600; theseus_curriculum 1800, 600."
     ]
 
 
