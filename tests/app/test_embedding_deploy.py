@@ -160,18 +160,20 @@ def test_a_deploy_without_openvino_leaves_no_earlier_openvino_model_beside_its_b
 
 
 def test_a_failed_re_deploy_drops_the_block_describing_the_files_it_emptied(embedding_run, monkeypatch):
-    quick = ["--quantize", "none", "--repeats", "1", "--batch-sizes", "1", "--no-own-lengths"]
+    quick = ["--repeats", "1", "--batch-sizes", "1", "--no-own-lengths"]
     main([str(embedding_run), *quick])
 
-    def failing_export(*_):
-        raise RuntimeError("the exporter broke")
+    def failing_quantisation(*_):
+        raise RuntimeError("the quantiser broke")
 
-    monkeypatch.setattr(embedding_stage, "export_onnx", failing_export)  # after the earlier files were cleared
-    with pytest.raises(SystemExit, match="the exporter broke"):
+    # after the fp32 file was written anew: the int8 file the block names is gone, the fp32 one is not
+    monkeypatch.setattr(embedding_stage, "quantize_int8", failing_quantisation)
+    with pytest.raises(SystemExit, match="the quantiser broke"):
         main([str(embedding_run), *quick])
-    failed = read_run(embedding_run / "results.json")  # it described the deleted ONNX files, and publish sent them
-    assert failed.deployment is None and failed.failed_steps == {"deployment": "RuntimeError: the exporter broke"}
-    assert "onnx/model.onnx" not in (embedding_run / "successor" / "README.md").read_text()
+    assert (embedding_run / "successor" / "onnx" / "model.onnx").is_file()
+    failed = read_run(embedding_run / "results.json")  # it described the deleted int8 file, and publish sent it
+    assert failed.deployment is None and failed.failed_steps == {"deployment": "RuntimeError: the quantiser broke"}
+    assert "onnx/model_int8.onnx" not in (embedding_run / "successor" / "README.md").read_text()
     monkeypatch.undo()
     assert main([str(embedding_run), *quick]) == read_run(embedding_run / "results.json").deployment
     assert read_run(embedding_run / "results.json").failed_steps == {}

@@ -106,6 +106,22 @@ def test_fidelity_is_measured_on_held_out_sentences_that_no_training_pair_holds(
     assert held_out.sentences_not_in(trained) == ["a man sings", "a cat sleeps"]
 
 
+def test_held_out_pairs_whose_every_sentence_is_trained_on_are_refused_before_training(pair_files, tmp_path):
+    """Fidelity is measured on the held-out sentences no training pair holds: with none, it failed after training."""
+    glue = tmp_path / "glue"
+    shutil.copytree(pair_files[1], glue)
+    train = glue / "STS-B" / "train.tsv"
+    header = train.read_text(encoding="utf-8").splitlines()[0]
+    sentences = ["a man sings", "a dog runs", "a cat sleeps"]
+    rows = [f"{i}\tg\tf\ty\t{i}\tn\tn\t{sentences[i % 3]}\t{sentences[(i + 1) % 3]}\t{i % 5}.000" for i in range(30)]
+    train.write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
+    with pytest.raises(RunRefused) as refused:
+        run(compose_config(*_overrides(pair_files, tmp_path, f"data.glue_dir={glue}")))
+    assert any(problem.startswith("data.held_out=8: every sentence of the held-out pairs is in a training pair")
+               for problem in refused.value.problems), refused.value.problems  # fmt: skip
+    assert not (tmp_path / "run").exists()
+
+
 def test_an_epoch_of_pairs_counts_two_sentences_a_pair_for_the_validation_interval(pair_files, tmp_path):
     overrides = _overrides(pair_files, tmp_path, "data.batch_size=6", "trainer.check_val_every_n_epoch=1")
     with pytest.raises(RunRefused) as refused:  # 22 training pairs, 3 a batch

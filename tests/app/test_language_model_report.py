@@ -282,6 +282,9 @@ def test_a_row_pooling_runs_of_different_settings_as_seeds_is_warned_of(tmp_path
             plant_lm_run(tmp_path / f"theseus_{lr}_{seed}", "lm_theseus", 15, 30.0 + seed, seed, 61_440,
                          settings={"optimizer.lr": lr, "trainer.max_steps": 60})  # fmt: skip
         plant_lm_run(tmp_path / f"shortgpt_{seed}", "shortgpt", 15, 300.0, seed, 0, settings={"optimizer.lr": 1e-4})
+        # a removal that trains nothing ignores the learning rate and budget it records: no warning for it
+        plant_lm_run(tmp_path / f"shortgpt_lr_{seed}", "shortgpt", 15, 300.0, seed, 0,
+                     settings={"optimizer.lr": 3e-4, "trainer.max_steps": 450})  # fmt: skip
     assert language_model_warnings(language_model_frame(language_model_runs(tmp_path))) == [
         "lm_theseus (15 layers, 61440 tokens) pools runs of different settings as its seeds: optimizer.lr 0.0001, "
         "0.0003. Report each setting's runs apart."

@@ -153,3 +153,8 @@ class Deployment:
     openvino: str | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
     openvino_int8: str | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
     calibration: str | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
+
+    @property
+    def files(self) -> list[str]:
+        """Every model file the block names, inside the successor's folder."""
+        return [path for path in (self.onnx, self.onnx_int8, self.openvino, self.openvino_int8) if path]

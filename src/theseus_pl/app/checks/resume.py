@@ -93,15 +93,16 @@ def resume_problems(output_dir: Path, cfg: DictConfig) -> tuple[ResumePoint | No
 
 
 def data_problems(resumed: ResumePoint | None, fingerprint: str | None, data: str) -> list[str]:
-    """A resume onto other data than its checkpoint's (text files added or edited under the same ``data.files``):
-    the held-out split would be drawn anew, and a document trained on scored as held out. ``data``: what the run
-    trains on now, in words."""
+    """A resume onto other data than its checkpoint's (files added or edited under the same ``data.files``): its first
+    steps were not this data's, and a decoder LM's held-out documents would be drawn anew (one trained on, scored as
+    held out). ``data``: what the run trains on now, in words."""
     if resumed is None or resumed.data is None or fingerprint is None or resumed.data == fingerprint:
         return []
     return [
         f"{resumed.path} (step {resumed.step}) was trained on other data than this command's {data} (files added or "
-        "changed since): its held-out split would be drawn anew under it. Restore the data to resume, resume=false to "
-        "start over in this folder, or hydra.run.dir=ANOTHER_FOLDER for a new run."
+        "changed since): its first steps would not be this data's (and a decoder LM's held-out documents would be "
+        "drawn anew). Restore the data to resume, resume=false to start over in this folder, or "
+        "hydra.run.dir=ANOTHER_FOLDER for a new run."
     ]
 
 

@@ -158,6 +158,10 @@ def language_model_warnings(frame: pd.DataFrame) -> list[str]:
     return warnings
 
 
+# Settings only training reads: a method that trains nothing (ShortGPT's removal) ignores them.
+TRAINING_ONLY = ("settings.optimizer.", "settings.trainer.", "settings.method.", "schedule")
+
+
 def _pooled_settings(frame: pd.DataFrame) -> list[str]:
     """A warning for each row of :func:`language_model_table` whose runs differ in a setting other than the seed, or in
     their replacement schedule (``-m optimizer.lr=1e-4,3e-4 seed=1,2``): its median, min and max are then over two
@@ -166,9 +170,10 @@ def _pooled_settings(frame: pd.DataFrame) -> list[str]:
     settings += ["schedule"] if "schedule" in frame else []
     warnings = []
     for (method, layers, tokens), runs in frame.groupby(["method", "successor.layers", "data.train_tokens"]):
+        read = [column for column in settings if tokens or not column.startswith(TRAINING_ONLY)]
         varied = [
             f"{column.removeprefix('settings.')} {', '.join(sorted(map(str, runs[column].unique())))}"
-            for column in settings
+            for column in read
             if runs[column].nunique(dropna=False) > 1
         ]
         if varied:

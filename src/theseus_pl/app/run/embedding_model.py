@@ -108,6 +108,11 @@ class EmbeddingModelRun(RunKind):
             elif isinstance(cfg.data.pairs, str):  # else named by the settings check (data.pairs)
                 pairs = glue_pairs(self.source, cfg.data.pairs, leaving_out=_scored_sentences(self.sts_pairs))
                 self.train_pairs, self.held_out_pairs = held_out_pairs(pairs, cfg.data.held_out, cfg.data.split_seed)
+                if not self.held_out_pairs.sentences_not_in(self.train_pairs):  # fidelity would fail after training
+                    problems.append(
+                        f"data.held_out={cfg.data.held_out}: every sentence of the held-out pairs is in a training "
+                        "pair, so none is left to measure fidelity on: hold out more pairs."
+                    )
                 if cfg.data.batch_size % 2:
                     problems.append(f"data.batch_size={cfg.data.batch_size}: a batch of pairs holds an even number "
                                     "of sentences (two a pair).")  # fmt: skip

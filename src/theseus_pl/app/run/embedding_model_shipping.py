@@ -53,7 +53,7 @@ def deploy_embedding_run(run_dir: Path, settings: DeploySettings, glue_dir: str 
         run_dir, results, "deployment",
         lambda: deploy_embedding_model(successor_dir, settings, pairs, predecessor,
                                        predecessor_dir if predecessor else None, training_sentences),
-        lambda block: [block.onnx],
+        lambda block: block.files,
     )  # fmt: skip
 
 

@@ -98,7 +98,7 @@ def deploy_run(run_dir: Path, settings: DeploySettings, glue_dir: str | None = N
         results,
         "deployment",
         lambda: deploy(successor_dir, settings, datamodule, predecessor, predecessor_dir),
-        lambda block: [block.onnx],
+        lambda block: block.files,
     )
 
 
@@ -123,7 +123,7 @@ def recorded_deployment(
     successor_dir = run_dir / "successor"
     try:
         shipped = deploying()
-    except Exception as error:
+    except BaseException as error:  # Ctrl-C part-way empties the folders as surely
         earlier = getattr(results, step)
         if earlier is not None and not all((successor_dir / file).is_file() for file in files(earlier)):
             setattr(results, step, None)
