@@ -18,7 +18,7 @@ from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run.embedding_model import sts_dev_pairs, training_text
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.deploy import main
-from theseus_pl.deployment import embedding_stage, openvino_export
+from theseus_pl.deployment import onnx_export, openvino_export
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +167,7 @@ def test_a_failed_re_deploy_drops_the_block_describing_the_files_it_emptied(embe
         raise RuntimeError("the quantiser broke")
 
     # after the fp32 file was written anew: the int8 file the block names is gone, the fp32 one is not
-    monkeypatch.setattr(embedding_stage, "quantize_int8", failing_quantisation)
+    monkeypatch.setattr(onnx_export, "quantize_int8", failing_quantisation)
     with pytest.raises(SystemExit, match="the quantiser broke"):
         main([str(embedding_run), *quick])
     assert (embedding_run / "successor" / "onnx" / "model.onnx").is_file()

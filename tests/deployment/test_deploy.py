@@ -79,7 +79,7 @@ def test_int8_makes_the_fused_attention_qattention_and_keeps_the_padding_mask(fa
             expected = model(**inputs).logits
         assert (session_logits(inference_session(rewritten, 1), inputs) - expected).abs().max() <= 1e-4
         assert quantisable_attention(path, tmp_path / "refused.onnx", example, tolerance=-1.0) is None
-    words = quantize_int8(unfused, tmp_path / "int8.onnx", reduce_range=True, example=example, tolerance=1e-5)
+    words = quantize_int8(unfused, tmp_path / "int8.onnx", True, example, tolerance=1e-5, fused=path)
     operators = {node.op_type for node in onnx.load(tmp_path / "int8.onnx").graph.node}
     assert ("QAttention" in operators) == ("QAttention" in words) == fused
 

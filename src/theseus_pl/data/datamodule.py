@@ -176,9 +176,10 @@ class TextTaskDataModule(ResumableDataModule):
     def tokenizer_id(self) -> str:
         return tokenizer_fingerprint(self.tokenizer)
 
+    @cached_property
     def data_fingerprints(self) -> list[str]:
         """The source's fingerprint of each split the run reads (training, then the scored ones): what a cache entry
-        made from them, or a checkpoint trained on them, is keyed by."""
+        made from them, or a checkpoint trained on them, is keyed by (read once: a file's is a hash of its bytes)."""
         return [self.source.fingerprint(self.task, split) for split in ("train", *self.task.eval_splits)]
 
     def load(self, split: str) -> Dataset:

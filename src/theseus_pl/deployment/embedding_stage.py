@@ -35,10 +35,9 @@ from theseus_pl.deployment.onnx_export import (
     TOKEN_VECTORS,
     DeploymentError,
     export_onnx,
-    fuse_for_ort,
+    fused_and_quantized,
     inference_session,
     int8_reduce_range,
-    quantize_int8,
     require_onnxruntime,
     session_logits,
 )
@@ -143,13 +142,10 @@ def deploy_embedding_model(
     cpu = this_cpu()
     calibration = functools.partial(_calibration, successor, training_sentences[: settings.calibration_rows])
     calibrated = export_openvino(files["onnx_fp32"], ir_files, calibration)  # from the unfused graph, as int8
-    quantization = None
-    if "onnx_int8" in files:  # as the classifiers' (see quantize_int8)
-        log.info("Quantising it to int8: %s", files["onnx_int8"])
-        quantization = quantize_int8(
-            files["onnx_fp32"], files["onnx_int8"], int8_reduce_range(cpu.flags), example, TOLERANCE / 10, TOKEN_VECTORS
-        )
-    fusions = fuse_for_ort(files["onnx_fp32"], example, TOLERANCE / 10, TOKEN_VECTORS)
+    fusions, quantization = fused_and_quantized(
+        files["onnx_fp32"], files.get("onnx_int8"), int8_reduce_range(cpu.flags), example, TOLERANCE / 10,
+        TOKEN_VECTORS,
+    )  # fmt: skip
     log.info("ONNX Runtime fusions in %s: %s", files["onnx_fp32"].name, fusions or "none (the unfused graph is kept)")
     sessions = {name: inference_session(path, threads) for name, path in files.items()}
     compiled = compiled_models(ir_files, cpu.flags, threads)

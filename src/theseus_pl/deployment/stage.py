@@ -28,10 +28,9 @@ from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.onnx_export import (
     DeploymentError,
     export_onnx,
-    fuse_for_ort,
+    fused_and_quantized,
     inference_session,
     int8_reduce_range,
-    quantize_int8,
     require_onnxruntime,
     session_logits,
 )
@@ -102,12 +101,9 @@ def deploy(
     # where there are training rows (planned_openvino_files).
     calibration = functools.partial(calibration_rows, datamodule, tokenizer, settings.calibration_rows)
     calibrated = export_openvino(files["onnx_fp32"], ir_files, calibration)
-    quantization = None
-    if "onnx_int8" in files:  # from the unfused graph, or a fused copy whose attention QAttention takes (see there)
-        log.info("Quantising it to int8: %s", files["onnx_int8"])
-        reduce_range = int8_reduce_range(cpu.flags)
-        quantization = quantize_int8(files["onnx_fp32"], files["onnx_int8"], reduce_range, example, TOLERANCE / 10)
-    fusions = fuse_for_ort(files["onnx_fp32"], example, TOLERANCE / 10)
+    fusions, quantization = fused_and_quantized(
+        files["onnx_fp32"], files.get("onnx_int8"), int8_reduce_range(cpu.flags), example, TOLERANCE / 10
+    )
     log.info("ONNX Runtime fusions in %s: %s", files["onnx_fp32"].name, fusions or "none (the unfused graph is kept)")
     sessions = {name: inference_session(path, threads) for name, path in files.items()}
     compiled = compiled_models(ir_files, cpu.flags, threads)

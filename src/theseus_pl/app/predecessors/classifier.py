@@ -110,7 +110,7 @@ def cache_key(base: str, datamodule: TextTaskDataModule, finetune: dict[str, Any
         "base": model_fingerprint(base),
         "tokenizer": datamodule.tokenizer_id,
         "task": [task.name, list(task.text_columns), list(task.label_names), task.metric, task.max_length],
-        "data": datamodule.data_fingerprints(),
+        "data": datamodule.data_fingerprints,
         "samples": [datamodule.max_train_samples, datamodule.max_eval_samples, datamodule.seed],
         "batches": [datamodule.batch_size, datamodule.group_by_length, datamodule.pad_to_max_length],
         "precision": str(precision),

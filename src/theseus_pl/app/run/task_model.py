@@ -135,7 +135,7 @@ class TaskModelRun(RunKind):
     def data_fingerprint(self) -> tuple[str, str] | None:
         # own files (data.files) may be edited under the same settings; GLUE's and the hub's are named by them
         datamodule = self.datamodule
-        return ",".join(datamodule.data_fingerprints()), datamodule.source.describe(datamodule.task)
+        return ",".join(datamodule.data_fingerprints), datamodule.source.describe(datamodule.task)
 
     def method_inputs(self, optimizer: dict[str, Any]) -> MethodInputs:
         settings, datamodule = self.settings, self.datamodule

@@ -149,7 +149,7 @@ def _missing_parts(successor: Path, record: RunRecord) -> list[str]:
             return [*missing, "modules.json"]
         try:
             paths = [module.get("path", "") for module in json.loads(modules.read_text())]
-        except (json.JSONDecodeError, AttributeError):
+        except (json.JSONDecodeError, AttributeError, TypeError):
             return [*missing, "a readable modules.json"]
         missing += [f"{path}/" for path in paths if path and not (successor / path).is_dir()]
     return missing
