@@ -11,6 +11,7 @@ import pytest
 import torch
 from app_runs import compose_config
 from embedding_models import HIDDEN, make_sentence_glue_dir, save_tiny_embedding_model
+from omegaconf import OmegaConf
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.sentence_transformer.losses import CoSENTLoss
 
@@ -21,9 +22,11 @@ from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run.pipeline import plan, run, run_kind
 from theseus_pl.core.embeddings import embedding_encoder, pair_spearman, sentence_head
 from theseus_pl.core.sentence_objective import SentenceObjective
-from theseus_pl.data.sentence_pairs import Pairs
+from theseus_pl.data.sentence_pairs import Pairs, glue_pairs, held_out_pairs
 from theseus_pl.data.sources import GlueDirSource
 from theseus_pl.data.tasks import glue_task
+from theseus_pl.deploy import main as deploy
+from theseus_pl.deployment import openvino_export
 from theseus_pl.lightning.embedding_metrics import PairScoreMetrics
 
 
@@ -96,6 +99,35 @@ def test_held_out_pairs_and_pairs_with_a_dev_sentence_are_never_trained_on(pair_
     assert not {*pairs["train"].sentences, *pairs["validation"].sentences} & {*dev["sentence1"], *dev["sentence2"]}
     batch = next(iter(kind.datamodule.train_dataloader()))
     assert batch["input_ids"].shape[0] == 8 and batch["labels"].shape == (4,)  # 4 pairs: 8 sentences, 4 scores
+
+
+def test_openvino_int8_of_a_pairs_run_calibrates_on_its_training_pairs_sentences(pair_files, tmp_path, monkeypatch):
+    """A deployment calibrates on the run's own training sentences: on a pairs run it read a setting only the
+    sentences data group has (a ConfigAttributeError after the run had finished)."""
+    cfg = compose_config(*_overrides(pair_files, tmp_path, "method=embedding_truncation", "benchmark.repeats=0"))
+    run(cfg)
+    (tmp_path / "run" / ".hydra").mkdir()
+    OmegaConf.save(cfg, tmp_path / "run" / ".hydra" / "config.yaml")  # as the app's Hydra writes it
+    calibrated: list[dict] = []
+    quantize = openvino_export.quantize_openvino
+    monkeypatch.setattr(
+        openvino_export,
+        "quantize_openvino",
+        lambda graph, int8, batches: quantize(graph, int8, calibrated.extend(batches) or batches),
+    )
+    block = deploy([str(tmp_path / "run"), "--openvino", "--calibration-rows", "6",
+                    "--repeats", "1", "--batch-sizes", "1"])  # fmt: skip
+
+    assert block.openvino_int8 and len(calibrated) == 6
+    source = GlueDirSource(pair_files[1])
+    dev = source.read(glue_task("STS-B"), "validation")
+    pairs = glue_pairs(source, "STS-B", leaving_out={*dev["sentence1"], *dev["sentence2"]})
+    trained, held_out = held_out_pairs(pairs, cfg.data.held_out, cfg.data.split_seed)
+    tokenizer = SentenceTransformer(str(tmp_path / "run" / "successor"), device="cpu").tokenizer
+    assert [batch["input_ids"].tolist() for batch in calibrated] == [
+        [tokenizer(text)["input_ids"]] for text in trained.sentences[:6]
+    ]  # the training pairs' sentences, never a held-out pair's own
+    assert not set(trained.sentences[:6]) & set(held_out.sentences_not_in(trained))
 
 
 def test_fidelity_is_measured_on_held_out_sentences_that_no_training_pair_holds():

@@ -101,6 +101,32 @@ def test_embeddings_and_head_trained_with_the_layers_are_recorded_and_the_card_s
     assert "Embeddings, final norm and head were trained with the layers once every module was replaced" in card
 
 
+def test_a_run_that_ends_before_the_switch_records_no_phase_2_and_its_card_keeps_the_shared_modules(tiny_lm, tmp_path):
+    """``finetune_shared`` trains embeddings and head from the switch to p = 1: where allow_unfinished_schedule let
+    the run end first, the card said they were trained (they are the predecessor's)."""
+    predecessor = AutoModelForCausalLM.from_pretrained(tiny_lm[0])
+    results = run(compose_config(*_overrides(tiny_lm, tmp_path, "method=lm_theseus", "theseus.finetune_shared=true",
+                                             "schedule_steps=8", "allow_unfinished_schedule=true")))  # fmt: skip
+    assert results.steps == 6 and results.successor_finetuning_steps == 0
+    assert read_run(tmp_path / "run" / "results.json").successor_finetuning_steps == 0
+    successor = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "successor")
+    assert torch.equal(successor.get_input_embeddings().weight, predecessor.get_input_embeddings().weight)
+    card = (tmp_path / "run" / "successor" / "README.md").read_text()
+    assert "were trained with the layers" not in card
+    assert "Embeddings, final norm and head are the predecessor's: `theseus.finetune_shared` trains them" in card
+
+
+def test_a_text_file_that_is_not_utf8_is_refused_naming_it_before_any_compute(tiny_lm, tmp_path):
+    bad = tiny_lm[1] / "latin1.txt"
+    bad.write_bytes("caf\u00e9 au lait".encode("latin-1"))  # a UnicodeDecodeError naming only the codec before
+    with pytest.raises(RunRefused) as refused:
+        run(compose_config(*_overrides(tiny_lm, tmp_path, "method=lm_truncation")))
+    assert f"data.files: {bad} is not UTF-8 text (invalid continuation byte at byte 3, line 1)." in "\n".join(
+        refused.value.problems
+    )
+    assert not (tmp_path / "run").exists()
+
+
 def test_the_seed_varies_the_training_order_not_the_held_out_windows(tiny_lm, tmp_path):
     records = []
     for seed in (1, 2):
@@ -340,10 +366,18 @@ def test_an_interrupted_lm_run_is_not_resumed_onto_text_that_changed_since(tiny_
         run(compose_config(*overrides, *killed))
     texts = tiny_lm[1]
     (texts / "20.txt").write_text((texts / "00.txt").read_text() + " again")
-    with pytest.raises(RunRefused, match=r"last.ckpt \(step 4\) was trained on other data than this command's 21 text"):
-        run(compose_config(*overrides))
+    refusal = r"last.ckpt \(step 4\) was trained on other data than this command's 21 text"
+    for command in (plan, run):  # --check said it would resume
+        with pytest.raises(RunRefused, match=refusal):
+            command(compose_config(*overrides))
+    (texts / "21.txt").write_text("")  # no document: the text is as it was
     (texts / "20.txt").unlink()
-    assert run(compose_config(*overrides)).steps == 6  # the text as it was: resumed
+    kept = compose_config(*overrides, "checkpoint.keep=true")  # last.ckpt stays beside the finished record
+    finished = run(kept)
+    assert finished.steps == 6  # the text as it was: resumed
+    (texts / "20.txt").write_text("more text")  # a finished run is left as it is, whatever the data now
+    assert plan(kept)[-1].endswith("holds a finished run, which the run would leave as it is (resume=force redoes it)")
+    assert run(kept) == finished
 
 
 def test_a_finished_lm_run_is_left_untouched_unless_forced(tiny_lm, tmp_path):

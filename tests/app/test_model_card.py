@@ -57,7 +57,7 @@ def test_own_data_has_no_hub_dataset_and_missing_numbers_are_not_invented():
     assert "speed-up was not measured" in card.text and "n/a" in card.text
     assert "The share of the predecessor's score kept is not given (a score is not a number" in card.text
     busy = parsed(replace(results, speedup_busy_cores=1.4)).text  # timed and left out: it said "not measured"
-    assert "its speed-up was timed while other processes kept 1.4 cores of the machine busy, twice" in busy
+    assert "its speed-up was timed while other processes kept 1.4 cores of the machine busy, twice, and is left" in busy
     assert "not measured" not in busy
 
 
@@ -117,6 +117,12 @@ def test_the_card_gives_the_schedule_as_people_read_it():
     assert (
         "with theseus_pl's `theseus_curriculum` method (replacement schedule `curriculum: p = 0.3 at step 0, 1 from "
         "step 150`; every module replaced from step 150), 200 training steps." in parsed(results).text
+    )
+    unfinished = replace(results, schedule="curriculum: p = 0.3 at step 0, 1 from step 250", switch_step=250,
+                         successor_finetuning_steps=0)  # allow_unfinished_schedule  # fmt: skip
+    assert (
+        "every module replaced from step 250, which the run ended before), 200 training steps."
+        in parsed(unfinished).text
     )
 
 
@@ -216,7 +222,7 @@ def test_an_embedding_card_leaves_out_a_busy_timing_and_says_what_it_does_not_kn
     card = ModelCard(str(model_card(results, "org/minilm-3")))
     assert card.data.base_model is None
     assert "The teacher (predecessor) is a local sentence-transformers model" in card.text
-    assert "kept 1.3 cores of the machine busy, twice: the figures are not the model's and are left out" in card.text
+    assert "kept 1.3 cores of the machine busy, twice, and is left out: not the model's alone" in card.text
     assert "1.90x" not in card.text and "1.94x" not in card.text  # the busy machine's figures
     assert "It was not trained: its layers are the teacher's as they were." in card.text
     assert "| STS-B dev Spearman (x100) | 82.00 | n/a |" in card.text and "% of the teacher's" not in card.text

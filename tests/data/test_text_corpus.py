@@ -33,6 +33,26 @@ def test_text_files_are_one_document_each_and_a_folder_stands_for_its_txt_files(
     assert TextFiles([tmp_path / "a.txt", tmp_path / "corpus"]).fingerprint() != before
 
 
+def test_an_empty_file_added_to_a_text_folder_changes_no_fingerprint_and_one_not_utf8_is_named(tmp_path):
+    """The fingerprint is what a resume checks the data by: an empty file is no document, so the documents and the
+    held-out draw are the same and a resume of the run must not be refused."""
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.txt").write_text("first text")
+    before = TextFiles([tmp_path / "corpus"]).fingerprint()
+    (tmp_path / "corpus" / "b.txt").write_text(" \n")
+    assert TextFiles([tmp_path / "corpus"]).fingerprint() == before
+    (tmp_path / "corpus" / "b.txt").write_text("second text")
+    assert TextFiles([tmp_path / "corpus"]).fingerprint() != before
+    (tmp_path / "corpus" / "c.txt").write_bytes("caf\u00e9 au lait".encode("latin-1"))
+    for read in (TextFiles.documents, TextFiles.fingerprint):
+        with pytest.raises(ValueError) as refused:
+            read(TextFiles([tmp_path / "corpus"], "data.other_text.files"))
+        assert str(refused.value).startswith(
+            f"data.other_text.files: {tmp_path / 'corpus' / 'c.txt'} is not UTF-8 text (invalid continuation byte at "
+            "byte 3, line 1)."
+        )
+
+
 def test_missing_text_files_are_named(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"data.files: not found: .*nowhere.txt"):
         TextFiles([tmp_path / "nowhere.txt"])

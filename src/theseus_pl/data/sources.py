@@ -106,7 +106,8 @@ class GlueDirSource:
     def read(self, task: TaskSpec, split: str) -> Dataset:
         layout = task.tsv
         path = self.path(task, split)
-        with _utf8(path), path.open(encoding="utf-8-sig", newline="") as handle:  # utf-8-sig: MRPC starts with a BOM
+        # utf-8-sig: MRPC starts with a byte-order mark
+        with utf8_named(path), path.open(encoding="utf-8-sig", newline="") as handle:
             rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
         headerless = bool(layout.headerless_names) and not is_test_split(split)
         header = list(layout.headerless_names) if headerless else rows.pop(0) if rows else []
@@ -165,7 +166,7 @@ class FilesSource:
 
     def read(self, task: TaskSpec, split: str) -> Dataset:
         path = self.path(split)
-        with _utf8(path):
+        with utf8_named(path):
             frame = _read_frame(path)
         header = [str(column) for column in frame.columns]
         labelled = self.label_column in header or not is_test_split(split)
@@ -222,7 +223,7 @@ def _refuse_repeated_columns(wanted: list[str], path: Path) -> None:
 
 
 @contextmanager
-def _utf8(path: Path) -> Iterator[None]:
+def utf8_named(path: Path) -> Iterator[None]:
     """A decoding error names the file and where in it the first bad byte is (Python's names only the codec, and a
     position within whatever chunk the reader was decoding)."""
     try:

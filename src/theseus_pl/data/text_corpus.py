@@ -18,6 +18,7 @@ import pandas as pd
 
 from theseus_pl.data.cache_entry import content_digest
 from theseus_pl.data.packaged import packaged_file
+from theseus_pl.data.sources import utf8_named
 
 
 class TextSource(Protocol):
@@ -100,7 +101,7 @@ class TextFiles:
             raise ValueError(f"{setting}={paths} must be a list of text files or folders: {setting}=[{paths}].")
         if not paths:
             raise ValueError(f"{setting}: give at least one text file or folder of .txt files.")
-        self.paths = [Path(path).expanduser() for path in paths]
+        self.paths, self.setting = [Path(path).expanduser() for path in paths], setting
         missing = [str(path) for path in self.paths if not path.exists()]
         if missing:
             raise FileNotFoundError(f"{setting}: not found: {', '.join(missing)}.")
@@ -115,10 +116,19 @@ class TextFiles:
         return files
 
     def documents(self) -> list[str]:
-        return [text for file in self.files if (text := file.read_text(encoding="utf-8")).strip()]
+        return [text for file in self.files if (text := self._read(file)).strip()]
 
     def fingerprint(self) -> str:
-        return "files:" + ",".join(content_digest(file) for file in self.files)
+        # the files that hold a document: an empty one added to a folder changes nothing a run reads
+        return "files:" + ",".join(content_digest(file) for file in self.files if self._read(file).strip())
+
+    def _read(self, file: Path) -> str:
+        """A file's text; one that is not UTF-8 refused naming the setting and the file (Python names the codec)."""
+        try:
+            with utf8_named(file):
+                return file.read_text(encoding="utf-8")
+        except ValueError as error:
+            raise ValueError(f"{self.setting}: {error}") from None
 
     def describe(self) -> str:
         return f"{len(self.files)} text file(s) from {', '.join(map(str, self.paths))}"

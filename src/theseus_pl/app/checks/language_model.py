@@ -87,11 +87,13 @@ def _text_problems(data: DictConfig) -> list[str]:
     try:
         training = text_source(data)
         other = text_source(data.other_text, "data.other_text") if data.get("other_text") else None
+        # the fingerprints read the user's files: one that is not UTF-8 is named here, not in a traceback later
+        fingerprints = [source.fingerprint() if source else None for source in (training, other)]
     except (ValueError, FileNotFoundError, ModuleNotFoundError) as error:
         return [str(error)]
     if training is None:
         return ["data: name the text to train on: data.files, data.hub_dataset or data.corpus."]
-    if other is not None and other.fingerprint() == training.fingerprint():
+    if other is not None and fingerprints[0] == fingerprints[1]:
         return [
             f"data.other_text is the training text ({training.describe()}): it must come from another source to "
             "say anything the held-out split does not; name another (e.g. data.other_text.corpus=guardian_headlines) "

@@ -63,3 +63,10 @@ def build_schedule(kind: str, **values: object) -> ReplacementSchedule:
         *others, last = SCHEDULES
         raise ValueError(f"Unknown replacement kind {kind!r}; choose {', '.join(others)} or {last}.")
     return SCHEDULES[kind](settings)
+
+
+def successor_finetuning_steps(schedule: ReplacementSchedule | None, steps: int) -> int | None:
+    """Optimizer steps a run of ``steps`` trained after ``schedule``'s switch to p = 1 (phase 2, where
+    ``theseus.finetune_shared`` trains the shared modules): 0 where it ended first; None where no schedule replaced
+    modules. What a record says of phase 2 rather than what its settings asked for."""
+    return max(0, steps - schedule.switch_step) if schedule else None

@@ -68,6 +68,10 @@ class EmbeddingResults(RunRecord):
     best_step: int | None = None  # the step of the checkpoint scored (best held-out cosine), where one was chosen
     resumed_from: str | None = None
     schedule: str | None = None
+    # Optimizer steps after the switch to p = 1 (phase 2: the successor alone, shared modules trained where
+    # theseus.finetune_shared): 0 where the run ended first (allow_unfinished_schedule); None without a schedule,
+    # or in files written before it.
+    successor_finetuning_steps: int | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
     # Sentences per second of each model at batch 1 (one sentence at a time, unpadded) and 32 (batches sorted by
     # length) on STS-B dev sentences, the speed-ups, and other_cores (core.timing: busy above 0.25).
     speed: dict[str, float] | None = None

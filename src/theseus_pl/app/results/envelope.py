@@ -2,13 +2,15 @@
 
 A run's record is a dataclass of its kind over :class:`RunRecord`: :class:`~.task_model.RunResults` for a
 classifier or regressor compressed on a task, :class:`~.language_model.LanguageModelResults` for a decoder LM
-compressed on text. Every file opens with ``schema_version`` and ``kind``; the keys every kind has (``method``,
-``settings``, ``seed``, ``steps``, ``resumed_from``, ``schedule``, ``hardware``, ``wandb``, ``failed_steps``,
-``wall_seconds``) mean the same in both and are read by one function (:func:`envelope_fields`), and each kind names
-its headline numbers for loggers in its :meth:`RunRecord.summary`. :func:`~.reading.read_run` reads a file of
-either kind. Its readers (the card writer, publish, deploy, the report) tell the kinds apart by the name each record
-says it is (``kind``), each through one mapping by that name (:func:`for_kind`, :func:`by_kind`), never by its class:
-a new kind is an entry in each, and a reader that lacks one refuses the record in one line.
+compressed on text, :class:`~.embedding_model.EmbeddingResults` for a sentence-embedding model. Every file opens with
+``schema_version`` and ``kind``; the keys every kind has (``method``, ``settings``, ``seed``, ``steps``,
+``resumed_from``, ``schedule``, ``successor_finetuning_steps``, ``hardware``, ``wandb``, ``failed_steps``,
+``wall_seconds``, ``peak_memory``) mean the same in every kind and are read by one function
+(:func:`envelope_fields`), and each kind names its headline numbers for loggers in its :meth:`RunRecord.summary`.
+:func:`~.reading.read_run` reads a file of any kind. Its readers (the card writer, publish, deploy, the report) tell
+the kinds apart by the name each record says it is (``kind``), each through one mapping by that name
+(:func:`for_kind`, :func:`by_kind`), never by its class: a new kind is an entry in each, and a reader that lacks one
+refuses the record in one line.
 
 Schema versions: 3 (this one) writes ``kind`` after ``schema_version`` in every file. Version 2 wrote ``kind`` in
 language-model runs' files only; version 1 (no ``schema_version``) was written before decoder LMs existed. The
@@ -81,6 +83,7 @@ class RunRecord:
     steps: int  # optimizer steps trained
     resumed_from: str | None  # the checkpoint an interrupted run went on from
     schedule: str | None  # the replacement schedule in words (Theseus only)
+    successor_finetuning_steps: int | None  # optimizer steps after the switch to p = 1 (phase 2; Theseus only)
     hardware: Hardware | None  # None: not recorded (older encoder runs)
     wandb: WandbLink | None
     failed_steps: dict[str, str]  # optional step -> its error
@@ -189,6 +192,7 @@ def envelope_fields(read: Keys) -> dict[str, Any]:
         "steps": read.required("steps"),
         "resumed_from": read.optional("resumed_from"),
         "schedule": read.optional("schedule"),
+        "successor_finetuning_steps": read.optional("successor_finetuning_steps"),
         "hardware": Hardware(**hardware.pick(Hardware)) if (hardware := read.nested_if_given("hardware")) else None,
         "wandb": WandbLink(**wandb.pick(WandbLink)) if (wandb := read.nested_if_given("wandb")) else None,
         "failed_steps": dict(read.optional("failed_steps") or {}),

@@ -83,6 +83,10 @@ class LanguageModelResults(RunRecord):
     steps: int  # the model scored is the last step's (no choice among checkpoints on the held-out windows)
     resumed_from: str | None = None  # the checkpoint an interrupted run went on from
     schedule: str | None = None
+    # Optimizer steps after the switch to p = 1 (phase 2: the successor alone, shared modules trained where
+    # theseus.finetune_shared): 0 where the run ended first (allow_unfinished_schedule); None without a schedule,
+    # or in files written before it.
+    successor_finetuning_steps: int | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
     speed: dict[str, float] | None = None  # core.timing.generation_speed: prefill and decode tokens/s, speed-ups
     sample: GenerationSample | None = None
     # The successor as GGUF files (deploy.gguf): a row per type, checked against PyTorch and timed in llama.cpp

@@ -239,7 +239,6 @@ class RunResults(RunRecord):
             speedup_busy_cores=read.optional("speedup_busy_cores"),
             deployment=deployment_from(deployment) if (deployment := read.nested_if_given("deployment")) else None,
             switch_step=read.optional("switch_step"),
-            successor_finetuning_steps=read.optional("successor_finetuning_steps"),
             base_model=read.optional("base_model"),
             data=DataFacts(**read.nested("data").pick(DataFacts)),
             single_module_scores=read.optional("single_module_scores"),

@@ -32,6 +32,7 @@ from theseus_pl.app.checks.run import device_problems
 from theseus_pl.app.checks.schedule import schedule_problems, validation_problems
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL
 from theseus_pl.app.methods.method import Method, MethodInputs
+from theseus_pl.app.methods.schedules import successor_finetuning_steps
 from theseus_pl.app.results.embedding_model import (
     PAIRS_LOSS,
     TEACHER_VECTORS_LOSS,
@@ -48,7 +49,7 @@ from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.replacing import successor_source_layers
 from theseus_pl.core.sentence_objective import SentenceObjective
 from theseus_pl.data.cache_entry import content_digest, load_or_build
-from theseus_pl.data.sentence_pairs import SentencePairDataModule, glue_pairs, held_out_pairs
+from theseus_pl.data.sentence_pairs import Pairs, SentencePairDataModule, glue_pairs, held_out_pairs
 from theseus_pl.data.sentences import SentenceDataModule, corpus_sentences, glue_sentences, held_out_split
 from theseus_pl.data.sources import GlueDirSource, HubSource, Source
 from theseus_pl.data.tasks import glue_task
@@ -69,7 +70,7 @@ class EmbeddingModelRun(RunKind):
     @property
     def on_pairs(self) -> bool:
         """Whether the run trains on labelled pairs (``data=sentence_pairs``) rather than the teacher's vectors."""
-        return "pairs" in self.cfg.data
+        return trains_on_pairs(self.cfg.data)
 
     @property
     def loss(self) -> str:  # type: ignore[override]
@@ -106,8 +107,7 @@ class EmbeddingModelRun(RunKind):
                 self.train_sentences, self.held_out = training_text(cfg.data, self.sts_pairs)
                 train_sentences = len(self.train_sentences)
             elif isinstance(cfg.data.pairs, str):  # else named by the settings check (data.pairs)
-                pairs = glue_pairs(self.source, cfg.data.pairs, leaving_out=_scored_sentences(self.sts_pairs))
-                self.train_pairs, self.held_out_pairs = held_out_pairs(pairs, cfg.data.held_out, cfg.data.split_seed)
+                self.train_pairs, self.held_out_pairs = training_pairs(cfg.data, self.sts_pairs)
                 if not self.held_out_pairs.sentences_not_in(self.train_pairs):  # fidelity would fail after training
                     problems.append(
                         f"data.held_out={cfg.data.held_out}: every sentence of the held-out pairs is in a training "
@@ -266,6 +266,7 @@ class EmbeddingModelRun(RunKind):
             best_step=best_step,
             resumed_from=resumed_from,
             schedule=method.schedule.describe() if method.schedule else None,
+            successor_finetuning_steps=successor_finetuning_steps(method.schedule, steps),
             seed=cfg.seed,
             hardware=hardware,
             wandb=link,
@@ -305,6 +306,26 @@ def training_text(data: DictConfig, sts_pairs: Dataset) -> tuple[list[str], list
     scored = _scored_sentences(sts_pairs)
     sentences = [text for text in sentences if text not in scored]  # STS-B train and dev share 249
     return held_out_split(sentences, data.held_out, data.max_sentences, data.split_seed)
+
+
+def trains_on_pairs(data: DictConfig) -> bool:
+    """Whether a run of ``data`` trains on labelled pairs (``data=sentence_pairs``), not the teacher's vectors."""
+    return "pairs" in data
+
+
+def training_pairs(data: DictConfig, sts_pairs: Dataset) -> tuple[Pairs, Pairs]:
+    """(training, held-out) pairs of a run of ``data`` (``data=sentence_pairs``): the named task's training pairs less
+    any holding a sentence of the STS-B dev ``sts_pairs`` it is scored on, split as ``data`` says."""
+    pairs = glue_pairs(_source(data), data.pairs, leaving_out=_scored_sentences(sts_pairs))
+    return held_out_pairs(pairs, data.held_out, data.split_seed)
+
+
+def training_sentences(data: DictConfig, sts_pairs: Dataset) -> list[str]:
+    """The sentences a run of ``data`` trained on, of either data group: what a later deployment of its folder
+    calibrates int8 on (never a dev or held-out sentence)."""
+    if trains_on_pairs(data):
+        return training_pairs(data, sts_pairs)[0].sentences
+    return training_text(data, sts_pairs)[0]
 
 
 def _scored_sentences(sts_pairs: Dataset) -> set[str]:

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 from theseus_pl.app.config.resolvers import register_resolvers
 from theseus_pl.app.results.embedding_model import EmbeddingResults
-from theseus_pl.app.run.embedding_model import sts_dev_pairs, training_text
+from theseus_pl.app.run.embedding_model import sts_dev_pairs, training_sentences
 from theseus_pl.app.ship.deploy_folder import CONFIG, finished_record, recorded_deployment
 from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxruntime
 from theseus_pl.deployment.record import Deployment, DeploySettings
@@ -43,7 +43,7 @@ def deploy_embedding_run(run_dir: Path, settings: DeploySettings, glue_dir: str 
         cfg.data.glue_dir = glue_dir
     rows = sts_dev_pairs(cfg.data)
     pairs = StsPairs(rows["sentence1"], rows["sentence2"], rows["label"])
-    training_sentences = training_text(cfg.data, rows)[0] if settings.openvino else []
+    calibration = training_sentences(cfg.data, rows) if settings.openvino else []
     predecessor_dir = Path(results.predecessor.dir)
     predecessor = load_embedding_model(predecessor_dir) if predecessor_dir.is_dir() else None
     if predecessor is None:
@@ -52,7 +52,7 @@ def deploy_embedding_run(run_dir: Path, settings: DeploySettings, glue_dir: str 
     return recorded_deployment(
         run_dir, results, "deployment",
         lambda: deploy_embedding_model(successor_dir, settings, pairs, predecessor,
-                                       predecessor_dir if predecessor else None, training_sentences),
+                                       predecessor_dir if predecessor else None, calibration),
         lambda block: block.files,
     )  # fmt: skip
 

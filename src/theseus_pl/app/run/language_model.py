@@ -35,6 +35,7 @@ from theseus_pl.app.checks.run import device_problems
 from theseus_pl.app.checks.schedule import schedule_problems, validation_problems
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.methods.method import CompressionMethod, Method, MethodInputs, SoftTargets
+from theseus_pl.app.methods.schedules import successor_finetuning_steps
 from theseus_pl.app.predecessors.adapted import adaptation_module, adapted_folder, adapted_predecessor
 from theseus_pl.app.predecessors.gguf import converted_gguf
 from theseus_pl.app.predecessors.harness_scores import cached_harness_scores
@@ -248,6 +249,7 @@ class LanguageModelRun(RunKind):
             steps=steps,
             resumed_from=resumed_from,
             schedule=method.schedule.describe() if method.schedule else None,
+            successor_finetuning_steps=successor_finetuning_steps(method.schedule, steps),
             seed=cfg.seed,
             hardware=hardware,
             wandb=link,

@@ -78,10 +78,7 @@ def run(cfg: DictConfig) -> RunRecord | None:
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     pl.seed_everything(cfg.seed, workers=True)
-    kind.prepare_data()  # may still refuse the run: what needs data counted only as it is prepared
-    fingerprint, data = kind.data_fingerprint() or (None, "")
-    if refused := data_problems(resumed, fingerprint, data):
-        raise RunRefused(refused)
+    fingerprint = _prepared_data(kind, resumed)
     output_dir.mkdir(parents=True, exist_ok=True)
     hardware = run_hardware(cfg.trainer, Path(cfg.paths.cache_dir))
     _check_precision(resumed, hardware)
@@ -159,6 +156,16 @@ def _check(kind: RunKind, problems: list[str]) -> None:
         raise RunRefused(problems)
 
 
+def _prepared_data(kind: RunKind, resumed: ResumePoint | None) -> str | None:
+    """The kind's data prepared (which may still refuse the run: what needs data counted only as it is prepared), and
+    its fingerprint; a resume onto other data than its checkpoint's refused, by the run and ``--check`` alike."""
+    kind.prepare_data()
+    fingerprint, data = kind.data_fingerprint() or (None, "")
+    if refused := data_problems(resumed, fingerprint, data):
+        raise RunRefused(refused)
+    return fingerprint
+
+
 def _check_precision(resumed: ResumePoint | None, hardware: Hardware) -> None:
     """A resume refused where this machine would train on in another precision than the checkpoint's."""
     problems = precision_problems(resumed, hardware.precision, hardware.precision_requested)
@@ -175,7 +182,7 @@ def plan(cfg: DictConfig) -> list[str]:
     resumed, resume_refusals = resume_problems(output_dir, cfg)
     kind = run_kind(cfg, settings)
     _check(kind, resume_refusals + finished_run_problems(output_dir, cfg))
-    kind.prepare_data()
+    _prepared_data(kind, None if _holds_finished_run(output_dir, cfg.resume) else resumed)  # the run returns it
     method, theseus, schedule = settings.method, settings.theseus, settings.schedule
     assert method is not None and theseus is not None and schedule is not None  # the checks passed
     steps = total_steps(cfg, None) if method.trains else 0
@@ -201,13 +208,18 @@ def plan(cfg: DictConfig) -> list[str]:
 
 def _outputs_line(output_dir: Path, resume: bool | str, resumed: ResumePoint | None) -> str:
     """Where the run would write, and what it would make of what the folder holds already."""
-    if (output_dir / "results.json").is_file() and resume != "force":
+    if _holds_finished_run(output_dir, resume):
         return (
             f"outputs: {output_dir} holds a finished run, which the run would leave as it is (resume=force redoes it)"
         )
     if resumed is not None:
         return f"outputs: {output_dir}, resuming from step {resumed.step} ({resumed.path})"
     return f"outputs: would be written to {output_dir}"
+
+
+def _holds_finished_run(output_dir: Path, resume: bool | str) -> bool:
+    """Whether the run would leave ``output_dir`` as it is: a finished run there, not to be redone."""
+    return (output_dir / "results.json").is_file() and resume != "force"
 
 
 def _finish(

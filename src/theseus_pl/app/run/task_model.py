@@ -20,6 +20,7 @@ from transformers import AutoConfig
 from theseus_pl.app.checks.run import checked_datamodule
 from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.methods.method import CompressionMethod, Method, MethodInputs
+from theseus_pl.app.methods.schedules import successor_finetuning_steps
 from theseus_pl.app.predecessors.classifier import (
     Predecessor,
     cached_predecessor_folder,
@@ -194,7 +195,7 @@ class TaskModelRun(RunKind):
             ),
             schedule=schedule.describe() if schedule else None,
             switch_step=schedule.switch_step if schedule else None,
-            successor_finetuning_steps=max(0, trainer.global_step - schedule.switch_step) if schedule else None,
+            successor_finetuning_steps=successor_finetuning_steps(schedule, trainer.global_step),
             steps=trainer.global_step,
             resumed_from=resumed_from,
             base_model=hub_id(cfg.model),

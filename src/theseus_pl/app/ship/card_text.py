@@ -17,3 +17,12 @@ def known(value: float | None) -> bool:
 
 def number(value: float | None, digits: int) -> str:
     return f"{value:.{digits}f}" if known(value) else "n/a"
+
+
+def timed_on_a_busy_machine(what: str, cores: float) -> str:
+    """The words for ``what`` ("Its speed", "its speed-up") timed twice while other processes kept ``cores`` of the
+    machine busy (core.timing): measured, and left out because the figure is not the model's, never shown."""
+    return (
+        f"{what} was timed while other processes kept {cores:.1f} cores of the machine busy, twice, and is left out: "
+        "not the model's alone"
+    )

@@ -185,7 +185,8 @@ def planned_deployment(
     extra is installed, the models are sequence classifiers, the dev rows can be read), then what it would export,
     time and write, one line each. A folder or a dev set the real command would refuse is refused here the same
     way."""
-    if is_run_folder(folder):
+    run_folder = is_run_folder(folder)
+    if run_folder:
         results = finished_run(folder)
         successor_dir, predecessor_dir = folder / "successor", Path(results.predecessor.dir)
         predecessor_dir = predecessor_dir if predecessor_dir.is_dir() else None  # gone: no ratios, as deploy_run warns
@@ -201,11 +202,11 @@ def planned_deployment(
         check_sequence_classifier(predecessor_dir)
     if settings.openvino:
         require_openvino()
-    if is_run_folder(folder):  # the dev rows it is checked on: a source the deployment cannot read is refused now
+    if run_folder:  # the dev rows it is checked on: a source the deployment cannot read is refused now
         run_dev_data(folder, glue_dir)
     elif task is not None:
         task_dev_data(task, folder, glue_dir)
-    has_training_rows = is_run_folder(folder) or task is not None
+    has_training_rows = run_folder or task is not None
     exports = [
         *onnx_files(successor_dir, settings.quantize).values(),
         *planned_openvino_files(successor_dir, settings, has_training_rows).values(),

@@ -10,7 +10,7 @@ from pathlib import Path
 from huggingface_hub import ModelCard, ModelCardData
 
 from theseus_pl.app.results.embedding_model import EmbeddingResults
-from theseus_pl.app.ship.card_text import known, number, quoted
+from theseus_pl.app.ship.card_text import known, number, quoted, timed_on_a_busy_machine
 from theseus_pl.app.ship.deployment_table import (
     busy_sentences,
     int8_sentence,
@@ -113,10 +113,7 @@ def _speed(results: EmbeddingResults) -> str:
     """The speed-up at each batch size timed, with the CPU it was timed on; no figure from a busy machine."""
     speed = results.trusted_speed
     if results.speed and not speed:
-        return (
-            f"Its speed was timed while other processes kept {results.speed['other_cores']:.1f} cores of the machine "
-            "busy, twice: the figures are not the model's and are left out.\n"
-        )
+        return f"{timed_on_a_busy_machine('Its speed', results.speed['other_cores'])}.\n"
     if not speed:
         return "Its speed was not measured.\n"
     sizes = sorted(int(key.removeprefix("batch").removesuffix("_speedup")) for key in speed if key.endswith("_speedup"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from huggingface_hub import ModelCard, ModelCardData
 
 from theseus_pl.app.results.language_model import LanguageModelResults
-from theseus_pl.app.ship.card_text import number, quoted
+from theseus_pl.app.ship.card_text import number, quoted, timed_on_a_busy_machine
 from theseus_pl.core.timing import was_busy
 
 TAGS = ["bert-of-theseus", "model-compression", "layer-pruning", "theseus_pl"]
@@ -52,12 +52,15 @@ def _body(results: LanguageModelResults, repo_id: str | None) -> str:
         if other
         else ""
     )
-    shared = (
-        "Embeddings, final norm and head were trained with the layers once every module was replaced "
-        "(`theseus.finetune_shared`)."
-        if results.settings.get("theseus.finetune_shared")
-        else "Embeddings, final norm and head are the predecessor's."
-    )
+    shared = "Embeddings, final norm and head are the predecessor's."
+    if results.settings.get("theseus.finetune_shared"):
+        shared = (
+            "Embeddings, final norm and head were trained with the layers once every module was replaced "
+            "(`theseus.finetune_shared`)."
+            if results.successor_finetuning_steps != 0  # None: a file written before it was recorded
+            else f"{shared[:-1]}: `theseus.finetune_shared` trains them once every module is replaced, which this "
+            "run ended before (`allow_unfinished_schedule`)."
+        )
     return f"""# {results.method}: a {successor.layers}-layer decoder LM compressed with theseus_pl
 
 The predecessor is {base}{converted}, {predecessor.layers} layers. It was compressed to {successor.layers} layers
@@ -107,10 +110,7 @@ def _percent(share: float | None) -> float | None:
 def _speed(results: LanguageModelResults) -> str:
     speed = results.trusted_speed
     if results.speed and not speed:
-        return (
-            f"Its speed was timed while other processes kept {results.speed['other_cores']:.1f} cores of the machine "
-            "busy, twice: the figures are not the model's and are left out.\n"
-        )
+        return f"{timed_on_a_busy_machine('Its speed', results.speed['other_cores'])}.\n"
     if not speed:
         return "Its speed was not measured.\n"
     return (

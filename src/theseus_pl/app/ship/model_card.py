@@ -19,7 +19,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.results.envelope import RunRecord, for_kind
 from theseus_pl.app.results.task_model import RunResults
-from theseus_pl.app.ship.card_text import known, number, quoted
+from theseus_pl.app.ship.card_text import known, number, quoted, timed_on_a_busy_machine
 from theseus_pl.app.ship.deployment_table import (
     busy_sentences,
     int8_sentence,
@@ -284,6 +284,8 @@ def _schedule(results: RunResults) -> str:
     if not results.schedule:
         return ""
     switch = f"; every module replaced from step {results.switch_step}" if results.switch_step else ""
+    if switch and results.successor_finetuning_steps == 0:  # allow_unfinished_schedule: p never reached 1
+        switch += ", which the run ended before"
     return f" (replacement schedule `{results.schedule}`{switch})"
 
 
@@ -316,10 +318,7 @@ def _retained_and_speed(results: RunResults) -> str:
     if results.speedup is not None:
         speed = f"it runs {results.speedup:.2f}x faster at inference on the machine that trained it"
     elif results.speedup_busy_cores is not None:  # timed, twice, and left out: it was measured
-        speed = (
-            f"its speed-up was timed while other processes kept {results.speedup_busy_cores:.1f} cores of the machine "
-            "busy, twice: the figure is not the model's and is left out"
-        )
+        speed = timed_on_a_busy_machine("its speed-up", results.speedup_busy_cores)
     else:
         speed = "its speed-up was not measured"
     return f"{kept}; {speed}."
