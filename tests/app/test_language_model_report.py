@@ -253,6 +253,12 @@ def test_a_damaged_run_is_skipped_in_one_line_and_the_others_are_reported(tmp_pa
     assert report["table"]["kd"] and "theseus_curriculum" not in report["table"]
     (skipped,) = [message for message in caplog.messages if "Skipped" in message]
     assert skipped.startswith(f"Skipped {damaged.parent}: {damaged} cannot be read (JSONDecodeError: ")
+    damaged.write_text("[]")  # JSON, not a record: an AttributeError stopped the whole report
+    caplog.clear()
+    report = main([str(tmp_path / "runs"), "--output", str(tmp_path / "out2")])
+    assert report["table"]["kd"] and "theseus_curriculum" not in report["table"]
+    (skipped,) = [message for message in caplog.messages if "Skipped" in message]
+    assert skipped.endswith(f"{damaged} holds a JSON list, not the object of keys a results.json holds.")
 
 
 def test_a_folder_whose_every_run_is_damaged_is_refused_as_unreadable_not_as_empty(tmp_path, capsys):

@@ -689,7 +689,7 @@ def test_gguf_files_that_cannot_be_made_or_timed_are_refused_before_any_compute(
     with pytest.raises(RunRefused) as unknown_type:
         run(compose_config(*_overrides(tiny_bpe_lm, tmp_path / "c", "deploy.gguf=[q3_k]")))
     (problem,) = unknown_type.value.problems
-    assert problem.startswith("deploy.gguf=['q3_k'] must be a list of GGUF types, e.g. [f16,q8_0], from f32, f16")
+    assert problem.startswith("deploy.gguf=['q3_k'] must be a list of distinct GGUF types, e.g. [f16,q8_0], from f32")
 
     monkeypatch.setattr(language_model_checks, "llama_cpp_problem", lambda: "llama-cpp-python is not installed")
     qwen = tmp_path / "qwen"
@@ -729,8 +729,10 @@ def test_a_finished_lm_run_is_shipped_as_gguf_from_the_command_line(tiny_bpe_lm,
     assert failed.gguf is None and failed.failed_steps == {"gguf": "RuntimeError: the converter broke"}
     assert "model.f16.gguf" not in (run_dir / "successor" / "README.md").read_text()
     monkeypatch.undo()
-    with pytest.raises(SystemExit, match=r"deploy\.gguf=\['q3_k'\] must be a list of GGUF types"):
+    with pytest.raises(SystemExit, match=r"deploy\.gguf=\['q3_k'\] must be a list of distinct GGUF types"):
         deploy_main([str(run_dir), "--gguf", "q3_k"])
+    with pytest.raises(SystemExit, match=r"deploy\.gguf=\['f16', 'q8_0', 'f16'\] must be a list of distinct GGUF"):
+        deploy_main([str(run_dir), "--gguf", "f16", "q8_0", "f16"])  # f16 written twice, listed twice in the record
     # a folder missing what the run wrote: FileNotFoundError's and OSError's tracebacks, now one line each
     (run_dir / "successor" / "config.json").rename(run_dir / "successor" / "config.json.away")
     with pytest.raises(SystemExit, match=r"successor holds no config\.json: the run's successor is not there"):

@@ -123,3 +123,12 @@ def test_sentence_embedding_runs_get_a_table_of_their_own_a_line_per_run_without
     ]
     printed = capsys.readouterr().out
     assert "| embedding_truncation |" in printed and "5 finished runs;" in printed
+
+
+def test_a_run_named_with_its_parent_folder_is_reported_once(tmp_path, capsys):
+    """It was two rows of runs.md and two seeds of a median."""
+    plant(tmp_path / "sweep" / "s1", a_run("RTE", "kd", 80.0, 70.0, seed=1))
+    main([str(tmp_path / "sweep" / "s1"), str(tmp_path / "sweep"), "--output", str(tmp_path / "report")])
+    assert "1 finished run" in capsys.readouterr().out
+    runs = (tmp_path / "report" / "runs.md").read_text().splitlines()
+    assert len([line for line in runs if "kd" in line]) == 1

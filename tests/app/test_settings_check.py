@@ -84,6 +84,13 @@ def test_every_experiment_passes_as_shipped(experiment):
         ("data.num_workers=null", "data.num_workers=None must be 0 (rows loaded in the training process)"),
         ("callbacks.early_stopping.patience=null", "callbacks.early_stopping.patience=None must be a whole number"),
         ("+trainer.accumulate_grad_batches=null", "trainer.accumulate_grad_batches=None must be a whole number"),
+        # Lightning took these as they came and raised at train start or the first validation, after compute
+        ("data.seed=abc", "data.seed='abc' must be a whole number from 0 to"),
+        ("trainer.log_every_n_steps=abc", "trainer.log_every_n_steps='abc' must be a whole number of steps"),
+        ("trainer.num_sanity_val_steps=abc", "trainer.num_sanity_val_steps='abc' must be 0 (none), a whole number"),
+        ("callbacks.progress_bar.refresh_rate=abc", "callbacks.progress_bar.refresh_rate='abc' must be 0 (no bar)"),
+        ("callbacks.early_stopping.mode=abc", "callbacks.early_stopping.mode='abc' must be max (a score) or min"),
+        ("paths.cache_dir=123", "paths.cache_dir=123 must be a folder"),
     ],
 )
 def test_each_bad_value_is_named_with_what_is_valid(override, message):

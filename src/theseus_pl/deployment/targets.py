@@ -58,14 +58,17 @@ def pick_target(
     timed = [name for name in TARGETS if all(name in row for row in latency_ms.values())]
     if dev_score is None:
         kept = [name for name in timed if name in CHECKED_WITHOUT_DEV_DATA]
-        fits = "no dev data: only the models checked against PyTorch's logits"
+        fits = "of the models checked against PyTorch's logits (no dev data to score the others by)"
     else:
         floor = _score(dev_score, REFERENCE) - max_score_drop
         kept = [name for name in timed if _score(dev_score, name) >= floor]
-        fits = f"dev score within {max_score_drop:g} points of the fp32 successor's {_score(dev_score, REFERENCE):.2f}"
+        fits = (
+            f"with its dev score within {max_score_drop:g} points of the fp32 successor's "
+            f"{_score(dev_score, REFERENCE):.2f}"
+        )
     best = min(kept, key=lambda name: relative_time(latency_ms, name))
     lengths = " at the dev rows' own lengths" if any(key.endswith(OWN_LENGTHS) for key in latency_ms) else ""
-    return TargetChoice(best, f"the fastest{lengths} with its {fits}: {relative_time(latency_ms, best):.2f}x its time")
+    return TargetChoice(best, f"the fastest{lengths} {fits}: {relative_time(latency_ms, best):.2f}x its time")
 
 
 def _score(scores: Mapping[str, float | None], name: str) -> float:

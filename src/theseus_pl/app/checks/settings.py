@@ -48,6 +48,7 @@ from theseus_pl.core.settings import (
     boolean,
     field_problems,
     number,
+    one_of,
     optional_positive_int,
     positive_int,
     positive_number,
@@ -108,6 +109,15 @@ RULES: dict[str, Rule] = {
     "data.pad_to_max_length": Rule(boolean, "true or false"),
     "evaluation.single_modules": Rule(boolean, "true or false"),
     "callbacks.early_stopping.patience": Rule(positive_int, "a whole number of validations without gain, at least 1"),
+    # Lightning takes these as they come and fails at train start or the first validation (a TypeError or its own)
+    "callbacks.early_stopping.mode": Rule(one_of(("max", "min")), "max (a score) or min (a loss)"),
+    "callbacks.progress_bar.refresh_rate": Rule(lambda v: whole_number(v) and v >= 0,
+                                                "0 (no bar) or a whole number of batches between updates"),
+    "trainer.log_every_n_steps": Rule(positive_int, "a whole number of steps, at least 1"),
+    "trainer.num_sanity_val_steps": Rule(lambda v: whole_number(v) and v >= -1,
+                                         "0 (none), a whole number of batches, or -1 (all)"),
+    "data.seed": Rule(lambda v: whole_number(v) and 0 <= v <= MAX_SEED, f"a whole number from 0 to {MAX_SEED}"),
+    "paths.cache_dir": Rule(lambda v: isinstance(v, str) and bool(v), "a folder, e.g. /data/theseus_pl_cache"),
     # null would draw the held-out rows anew in every process: a resumed run scored on others, some trained on
     "data.split_seed": Rule(lambda v: whole_number(v) and 0 <= v <= MAX_SEED, f"a whole number from 0 to {MAX_SEED}"),
     # A run that trains no step would export an untrained successor (see trainer.max_steps in checked_settings).
@@ -150,6 +160,9 @@ WHERE_SET = {
     "data.group_by_length",
     "data.pad_to_max_length",
     "callbacks.early_stopping.patience",
+    "callbacks.early_stopping.mode",
+    "callbacks.progress_bar.refresh_rate",
+    "data.seed",
     "trainer.accumulate_grad_batches",
 }
 ABSENT = object()
@@ -159,8 +172,23 @@ def _set_options(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Rule]]:
     """The values :data:`RULES` check, by key (an option that is not there is checked as None), and the rules that
     apply: those of :data:`WHERE_SET` only where the option is there."""
     values = {key: OmegaConf.select(cfg, key, default=ABSENT) for key in RULES}
-    rules = {key: rule for key, rule in RULES.items() if not (key in WHERE_SET and values[key] is ABSENT)}
+    rules = {
+        key: rule
+        for key, rule in RULES.items()
+        if not (key in WHERE_SET and values[key] is ABSENT) and not _copies_a_checked_option(cfg, key)
+    }
     return {key: None if value is ABSENT else value for key, value in values.items()}, rules
+
+
+def _copies_a_checked_option(cfg: DictConfig, key: str) -> bool:
+    """Whether ``key`` is an interpolation of another option :data:`RULES` checks (``data.seed: ${seed}``): a bad
+    value is named once, where it was set."""
+    parent, _, leaf = key.rpartition(".")
+    node = OmegaConf.select(cfg, parent, default=None) if parent else cfg
+    if not isinstance(node, DictConfig) or leaf not in node or not OmegaConf.is_interpolation(node, leaf):
+        return False
+    raw = OmegaConf.to_container(node, resolve=False)[leaf]
+    return isinstance(raw, str) and raw.startswith("${") and raw[2:-1] in RULES
 
 
 # The groups of plain options, each read whole by the code that trains (AdamW and its schedule; the predecessor's

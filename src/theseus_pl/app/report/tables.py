@@ -99,7 +99,7 @@ def results_files(folders: Sequence[Path]) -> list[Path]:
         if not folder.is_dir():
             raise FileNotFoundError(f"{folder} is not a folder.")
         files += [path for path in sorted(folder.rglob("results.json")) if not _is_wandb_copy(path)]
-    return files
+    return list({path.resolve(): path for path in files}.values())  # a run named with its parent folder: once
 
 
 FINISHED_RUNS = "the folders of finished runs (a run folder or a multirun folder such as multirun/2026-01-01_12-00-00)"

@@ -27,7 +27,9 @@ def read_run(path: Path) -> RunRecord:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:  # cut short, not JSON, not UTF-8, unreadable
         raise ResultsError(f"{path} cannot be read ({type(error).__name__}: {error}).") from None
-    version = data.get("schema_version", 1) if isinstance(data, dict) else 1
+    if not isinstance(data, dict):  # valid JSON of another shape: an AttributeError that stopped a whole report
+        raise ResultsError(f"{path} holds a JSON {type(data).__name__}, not the object of keys a results.json holds.")
+    version = data.get("schema_version", 1)
     if not isinstance(version, int) or version > SCHEMA_VERSION:
         raise ResultsError(
             f"{path} is results.json schema version {version}; this theseus_pl reads versions 1 to {SCHEMA_VERSION}: "

@@ -56,6 +56,17 @@ def is_run_folder(folder: Path) -> bool:
     return (folder / "results.json").is_file() or (folder / "successor").is_dir()
 
 
+def check_not_a_runs_successor(folder: Path) -> None:
+    """Refuse a run's ``successor/`` deployed as a bare checkpoint: its ONNX files would be replaced while the run's
+    ``results.json`` and card still described the old ones (and publish would send that card)."""
+    run_dir = folder.resolve().parent
+    if folder.resolve().name == "successor" and (run_dir / "results.json").is_file():
+        raise DeploymentError(
+            f"{folder} is the successor of the run in {run_dir}: deploy the run's folder (python -m theseus_pl.deploy "
+            f"{run_dir}), whose record and model card then describe the files written."
+        )
+
+
 def finished_record(run_dir: Path) -> RunRecord:
     """The record of a finished run (of any kind) whose folder holds all a deployment reads, or why it is not one."""
     results_path, successor_dir = run_dir / "results.json", run_dir / "successor"
@@ -167,6 +178,7 @@ def deploy_model(
     predecessor_dir: Path | None = None,
 ) -> Deployment:
     """Deploy any sequence-classification checkpoint; the block is written to ``<model>/onnx/deployment.json``."""
+    check_not_a_runs_successor(model_dir)
     datamodule = task_dev_data(task, model_dir, glue_dir) if task is not None else None
     predecessor = load_sequence_classifier(predecessor_dir) if predecessor_dir else None
     block = deploy(model_dir, settings, datamodule, predecessor, predecessor_dir)
@@ -193,6 +205,7 @@ def planned_deployment(
         checked_on = f"the run's {results.task} dev set"
         records = [folder / "results.json", successor_dir / "README.md"]
     else:
+        check_not_a_runs_successor(folder)
         successor_dir = folder
         checked_on = f"the {task} dev set" if task else "a few example sentences (no --task: no dev score)"
         records = [deployment_record(folder)]
