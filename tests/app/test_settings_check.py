@@ -91,6 +91,9 @@ def test_every_experiment_passes_as_shipped(experiment):
         ("callbacks.progress_bar.refresh_rate=abc", "callbacks.progress_bar.refresh_rate='abc' must be 0 (no bar)"),
         ("callbacks.early_stopping.mode=abc", "callbacks.early_stopping.mode='abc' must be max (a score) or min"),
         ("paths.cache_dir=123", "paths.cache_dir=123 must be a folder"),
+        # the card said "The predecessor is `123` fine-tuned" and base_model: 123
+        ("model.hub_id=123", "model.hub_id=123 must be null or the hub id of the model named"),
+        ("model.hub_id='no such model, really'", "model.hub_id='no such model, really' must be null or the hub id"),
     ],
 )
 def test_each_bad_value_is_named_with_what_is_valid(override, message):

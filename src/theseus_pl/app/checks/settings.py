@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
@@ -117,6 +119,9 @@ RULES: dict[str, Rule] = {
     "trainer.num_sanity_val_steps": Rule(lambda v: whole_number(v) and v >= -1,
                                          "0 (none), a whole number of batches, or -1 (all)"),
     "data.seed": Rule(lambda v: whole_number(v) and 0 <= v <= MAX_SEED, f"a whole number from 0 to {MAX_SEED}"),
+    # The model card's base_model and "the predecessor is ..." name it: text that is no hub id would be untrue there
+    "model.hub_id": Rule(lambda v: v is None or _is_hub_id(v),
+                         "null or the hub id of the model named, e.g. sentence-transformers/all-MiniLM-L6-v2"),
     "paths.cache_dir": Rule(lambda v: isinstance(v, str) and bool(v), "a folder, e.g. /data/theseus_pl_cache"),
     # null would draw the held-out rows anew in every process: a resumed run scored on others, some trained on
     "data.split_seed": Rule(lambda v: whole_number(v) and 0 <= v <= MAX_SEED, f"a whole number from 0 to {MAX_SEED}"),
@@ -163,6 +168,7 @@ WHERE_SET = {
     "callbacks.early_stopping.mode",
     "callbacks.progress_bar.refresh_rate",
     "data.seed",
+    "model.hub_id",
     "trainer.accumulate_grad_batches",
 }
 ABSENT = object()
@@ -178,6 +184,15 @@ def _set_options(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Rule]]:
         if not (key in WHERE_SET and values[key] is ABSENT) and not _copies_a_checked_option(cfg, key)
     }
     return {key: None if value is ABSENT else value for key, value in values.items()}, rules
+
+
+def _is_hub_id(value: object) -> bool:
+    """Whether ``value`` is written as a Hugging Face hub id (NAME or ORG/NAME), by the hub client's own rule."""
+    try:
+        validate_repo_id(value)  # type: ignore[arg-type]  # it raises for anything but such text
+    except (HFValidationError, TypeError):
+        return False
+    return isinstance(value, str)
 
 
 def _copies_a_checked_option(cfg: DictConfig, key: str) -> bool:
