@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+pytestmark = pytest.mark.quick
+
 ROOT = Path(__file__).parents[1]
 DOCS = ROOT / "docs"
 

@@ -5,9 +5,12 @@ import importlib.metadata
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from theseus_pl.app.config.resolvers import help_description
+
+pytestmark = pytest.mark.quick
 
 ROOT = Path(__file__).parents[1]
 RESULTS = ROOT / "docs" / "results"

@@ -8,6 +8,8 @@ from results_records import a_run, plant
 
 from theseus_pl.app.report.tables import budget_figure, budget_table, find_runs, main
 
+pytestmark = pytest.mark.quick
+
 # Each protocol and the method it trains.
 PROTOCOLS = {"fine_tuning": "fine_tuning", "kd": "kd", "theseus_constant": "theseus",
              "theseus_curriculum": "theseus", "theseus_kd": "theseus_kd"}  # fmt: skip

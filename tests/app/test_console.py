@@ -4,6 +4,7 @@ import io
 import logging
 import re
 
+import pytest
 import transformers
 from app_runs import compose_config, tiny_run_overrides
 from conftest import tiny_model
@@ -12,6 +13,8 @@ from theseus_pl.app.predecessors.classifier import load_classifier
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.tracking.console import ConsoleFormatter, configure_console
 from theseus_pl.data.tasks import glue_task
+
+pytestmark = pytest.mark.quick
 
 
 def test_lightning_lines_are_printed_once_by_the_apps_handler_and_its_info_only_when_verbose():

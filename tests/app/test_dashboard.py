@@ -15,6 +15,8 @@ from theseus_pl.app.results.envelope import UnknownKind, WandbLink, write_result
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.tracking.dashboard import sweep_report, workspace
 
+pytestmark = pytest.mark.quick
+
 
 def panels_of(section):
     return {

@@ -11,6 +11,8 @@ from results_records import a_run, an_embedding_run, plant
 from theseus_pl.app.results.envelope import RunRecord
 from theseus_pl.deploy import main
 
+pytestmark = pytest.mark.quick
+
 DRY_RUN = pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["deploy", "dry run"])
 
 

@@ -29,6 +29,8 @@ from theseus_pl.deploy import main as deploy
 from theseus_pl.deployment import openvino_export
 from theseus_pl.lightning.embedding_metrics import PairScoreMetrics
 
+pytestmark = pytest.mark.quick
+
 
 @pytest.fixture(scope="module")
 def pair_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:

@@ -1,6 +1,7 @@
 """The decoder methods built from their inputs: Theseus started from ShortGPT's kept layers; one Theseus and one
 truncation baseline for both kinds, told apart by their inputs."""
 
+import pytest
 import torch
 from decoder_models import tiny_decoder, tiny_token_ids
 
@@ -12,6 +13,8 @@ from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.schedules import ConstantSchedule
 from theseus_pl.lightning.baselines import DistillationModule
 from theseus_pl.lightning.modules import FineTuningModule
+
+pytestmark = pytest.mark.quick
 
 COPIED_LAYERS = {"_target_": DEFAULT_SUCCESSOR, "importance": "activation"}  # theseus.successor as shipped
 

@@ -1,6 +1,9 @@
 """The decoder-LM protocol sweep composes every method on equal token budgets."""
 
+import pytest
 from hydra import compose, initialize_config_module
+
+pytestmark = pytest.mark.quick
 
 METHODS = {
     "theseus_curriculum": ("lm_theseus", "curriculum"),

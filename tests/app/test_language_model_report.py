@@ -24,6 +24,8 @@ from theseus_pl.app.results.language_model import (
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.ship.model_card import model_card
 
+pytestmark = pytest.mark.quick
+
 PREDECESSOR_PERPLEXITY = 25.5
 
 

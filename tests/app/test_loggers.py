@@ -10,6 +10,8 @@ from theseus_pl.app.tracking import loggers
 from theseus_pl.app.tracking.loggers import build_loggers, wandb_mode
 from theseus_pl.app.tracking.run_identity import RunIdentity
 
+pytestmark = pytest.mark.quick
+
 IDENTITY = RunIdentity(name="RTE theseus_curriculum", group=None, job_type="theseus_curriculum", tags=["RTE"])
 
 

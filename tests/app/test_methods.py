@@ -37,6 +37,8 @@ from theseus_pl.core.settings import Rule, SettingsError, positive_number
 from theseus_pl.data.tasks import glue_task
 from theseus_pl.lightning.modules import FineTuningModule
 
+pytestmark = pytest.mark.quick
+
 CONF = Path(__file__).parents[2] / "conf"
 
 

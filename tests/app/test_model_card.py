@@ -14,6 +14,8 @@ from theseus_pl.app.run.stages import hub_id
 from theseus_pl.app.ship.model_card import model_card, write_model_card
 from theseus_pl.core.schedules import CurriculumSchedule
 
+pytestmark = pytest.mark.quick
+
 
 def results_for(task, metrics, eval_splits=("validation",), labels=("a", "b"), dataset="nyu-mll/glue", **changes):
     record = a_run(task, predecessor_score=50.0, successor_score=50.0, base_model="org/base",

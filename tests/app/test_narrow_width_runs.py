@@ -13,6 +13,8 @@ from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.io import load_successor
 from theseus_pl.core.successors.narrow_width import NarrowWidthSuccessor
 
+pytestmark = pytest.mark.quick
+
 
 @pytest.fixture
 def base_overrides(tiny_base, glue_dir, tmp_path):

@@ -11,6 +11,8 @@ from theseus_pl.app.checks.settings import checked_settings
 from theseus_pl.app.run.language_model import peak_memory_estimate
 from theseus_pl.app.run.pipeline import plan
 
+pytestmark = pytest.mark.quick
+
 EXPERIMENT = "+experiment=smollm2_1b7_curriculum"
 # HuggingFaceTB/SmolLM2-1.7B-Instruct's config.json, as the hub serves it (the hub is out of reach here)
 SMOLLM2_1B7 = LlamaConfig(

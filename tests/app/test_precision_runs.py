@@ -8,6 +8,8 @@ from theseus_pl.app.run.pipeline import run
 from theseus_pl.core.precision import RELEVANT_FLAGS, this_cpu
 from theseus_pl.lightning.precision import run_precision
 
+pytestmark = pytest.mark.quick
+
 METHODS = ["theseus", "theseus_kd", "fine_tuning", "kd", "pkd", "layerdrop"]
 
 

@@ -20,6 +20,8 @@ from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.ship.model_card import model_card
 from theseus_pl.app.ship.publishing import NO_TOKEN, main
 
+pytestmark = pytest.mark.quick
+
 REPO = "org/tiny-rte"
 SUCCESSOR_FILES = {
     "README.md", "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "onnx/model.onnx",

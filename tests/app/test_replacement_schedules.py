@@ -8,6 +8,8 @@ from app_runs import compose_config
 from theseus_pl.app.methods.schedules import SCHEDULES, build_schedule
 from theseus_pl.core.schedules import AntiCurriculumSchedule, ConstantSchedule, CurriculumSchedule
 
+pytestmark = pytest.mark.quick
+
 CONF = Path(__file__).parents[2] / "conf"
 
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from results_records import a_run, an_embedding_run, plant
 
 from theseus_pl.app.report.tables import main
 from theseus_pl.app.results.envelope import WandbLink
 from theseus_pl.app.results.task_model import ModelShape
+
+pytestmark = pytest.mark.quick
 
 EXPECTED = Path(__file__).parent / "fixtures" / "report"
 

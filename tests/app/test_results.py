@@ -12,6 +12,8 @@ from theseus_pl.app.results.reading import read_results, read_run
 from theseus_pl.app.results.task_model import ModelShape, RunResults, deployment_dict, read_deployment, write_deployment
 from theseus_pl.deployment.record import DeploySettings
 
+pytestmark = pytest.mark.quick
+
 
 def test_a_version_1_file_loads_into_the_record():
     results = read_results(V1_RESULTS)

@@ -9,6 +9,8 @@ from glue_files import write_tsv
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.run.pipeline import refusal_problems, run
 
+pytestmark = pytest.mark.quick
+
 HEADER = ["index", "sentence1", "sentence2", "label"]
 
 

@@ -12,6 +12,8 @@ from theseus_pl.app.ship.submission import prediction_strings
 from theseus_pl.data.tasks import glue_task
 from theseus_pl.submit import main
 
+pytestmark = pytest.mark.quick
+
 
 def test_predictions_use_the_label_strings_of_the_tasks_files():
     logits = torch.tensor([[2.0, 0.0], [0.0, 2.0]])

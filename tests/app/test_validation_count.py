@@ -9,6 +9,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from theseus_pl.app.run.projection import validation_count
 
+pytestmark = pytest.mark.quick
+
 
 class _Linear(pl.LightningModule):
     def __init__(self) -> None:

@@ -6,6 +6,8 @@ import pytest
 import wandb
 from wandb_records import records
 
+pytestmark = pytest.mark.quick
+
 
 @pytest.fixture(scope="module")
 def offline_log(tmp_path_factory) -> Path:

@@ -9,6 +9,8 @@ from theseus_pl.core.decoders import is_decoder, new_token_room
 from theseus_pl.core.families import FAMILIES
 from theseus_pl.core.replacing import TheseusModel
 
+pytestmark = pytest.mark.quick
+
 
 @pytest.fixture(params=DECODER_FAMILIES)
 def decoder_family(request: pytest.FixtureRequest) -> str:

@@ -26,6 +26,8 @@ from theseus_pl.core.embeddings import (
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.replacing import successor_source_layers
 
+pytestmark = pytest.mark.quick
+
 SENTENCES = ["the cat sat on the mat", "a dog", "he said hi", "the mat is not good", "good dog", "a bad cat sat"]
 
 

@@ -20,6 +20,8 @@ from theseus_pl.core.io import load_successor
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.successors import successor_factory
 
+pytestmark = pytest.mark.quick
+
 
 def test_every_supported_family_is_known():
     assert set(TINY_FAMILIES) <= set(FAMILIES)

@@ -14,6 +14,8 @@ from theseus_pl.core.layer_removal import (
     most_similar_block,
 )
 
+pytestmark = pytest.mark.quick
+
 
 def _batches(count: int = 2) -> list[dict[str, torch.Tensor]]:
     batches = []

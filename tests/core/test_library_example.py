@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from transformers import AutoConfig
 
+pytestmark = pytest.mark.quick
+
 DOCS = Path(__file__).parents[2] / "docs" / "library.md"
 
 

@@ -11,6 +11,8 @@ from theseus_pl.core import memory
 from theseus_pl.core.memory import checkpoint_activations, peak_memory, start_peak_memory
 from theseus_pl.core.replacing import SuccessorInit, TheseusModel
 
+pytestmark = pytest.mark.quick
+
 # Run in a process of its own: in the suite's, what other tests left running (threads that allocate) moved the
 # resident set between the reset and the reading.
 PEAKS = """

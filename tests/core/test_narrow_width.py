@@ -14,6 +14,8 @@ from theseus_pl.core.successors import copied_layer, feed_forward_block
 from theseus_pl.core.successors.copied import kept_neurons
 from theseus_pl.core.successors.hidden_basis import narrow_start, principal_projection
 
+pytestmark = pytest.mark.quick
+
 
 @pytest.fixture(params=sorted(CONFIGS))
 def narrowable(request: pytest.FixtureRequest) -> str:

@@ -14,6 +14,8 @@ from theseus_pl.core.precision import (
 )
 from theseus_pl.core.timing import BUSY_CORES
 
+pytestmark = pytest.mark.quick
+
 AMX = frozenset({"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"})
 AVX512_BF16 = frozenset({"avx2", "avx512f", "avx512_vnni", "avx512_bf16"})  # bf16 faster on some, slower on others
 

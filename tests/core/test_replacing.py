@@ -15,6 +15,8 @@ from theseus_pl.core.replacing import (
     successor_source_layers,
 )
 
+pytestmark = pytest.mark.quick
+
 
 @pytest.mark.parametrize(
     ("layers", "modules", "sizes"),

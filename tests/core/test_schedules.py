@@ -8,6 +8,8 @@ from theseus_pl.core.schedules import (
     CurriculumSchedule,
 )
 
+pytestmark = pytest.mark.quick
+
 
 def test_constant_rate_holds_p_until_the_switch_then_is_one():
     schedule = ConstantSchedule(p=0.5, switch_step=100)

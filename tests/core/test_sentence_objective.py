@@ -13,6 +13,8 @@ from sentence_transformers import SentenceTransformer
 from theseus_pl.core.embeddings import embedding_encoder, sentence_head
 from theseus_pl.core.sentence_objective import SentenceObjective, TheseusSentenceModel
 
+pytestmark = pytest.mark.quick
+
 SENTENCES = ["the cat sat on the mat", "a dog", "he said hi", "the mat is not good"]
 
 

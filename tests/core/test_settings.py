@@ -12,6 +12,8 @@ from theseus_pl.core.settings import (
     positive_int,
 )
 
+pytestmark = pytest.mark.quick
+
 RULES = {
     "layers": Rule(positive_int, "a whole number, at least 1"),
     "width": Rule(optional_positive_int, "null or a whole number, at least 1"),

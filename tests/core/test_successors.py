@@ -15,6 +15,8 @@ from theseus_pl.core.successors import FeedForwardBlock, copied_layer, feed_forw
 from theseus_pl.core.successors.activity import neuron_activity
 from theseus_pl.core.successors.copied import intermediate_size_problem, neuron_importance
 
+pytestmark = pytest.mark.quick
+
 WIDTH = 20  # of the tiny models' 37 feed-forward neurons
 
 

@@ -7,6 +7,8 @@ import torch
 
 from theseus_pl.core import timing
 
+pytestmark = pytest.mark.quick
+
 MACHINE_CPU = timing._others_cpu_seconds  # the real reading (conftest's fixture replaces it in every test)
 
 

@@ -10,6 +10,8 @@ import pytest
 
 from theseus_pl.data.cache_entry import MANIFEST, load_or_build
 
+pytestmark = pytest.mark.quick
+
 
 def build_slowly(folder: Path, log_file: Path, seconds: float) -> None:
     with log_file.open("a") as log:

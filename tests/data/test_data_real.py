@@ -7,6 +7,8 @@ from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.sources import GlueDirSource
 from theseus_pl.data.tasks import glue_task
 
+pytestmark = pytest.mark.quick
+
 
 @pytest.mark.parametrize(
     ("task", "train_rows", "dev_rows", "labels"),

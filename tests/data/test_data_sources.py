@@ -8,6 +8,8 @@ from theseus_pl.data.datamodule import TextTaskDataModule, resolve_task
 from theseus_pl.data.sources import FilesSource, GlueDirSource, HubSource
 from theseus_pl.data.tasks import GLUE_TASKS, glue_task
 
+pytestmark = pytest.mark.quick
+
 
 @pytest.fixture
 def glue_dir(tmp_path):

@@ -13,6 +13,8 @@ from theseus_pl.data.language_model import (
     window_problem,
 )
 
+pytestmark = pytest.mark.quick
+
 
 def _unpadded(windows) -> list[int]:
     """The windows' tokens in order, without padding."""

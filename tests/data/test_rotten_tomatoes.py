@@ -4,6 +4,8 @@ import pytest
 
 from theseus_pl.data.rotten_tomatoes import TASK, RottenTomatoesSource
 
+pytestmark = pytest.mark.quick
+
 
 def test_keeps_fresh_and_rotten_and_splits_reproducibly():
     source = RottenTomatoesSource(dev_fraction=0.1, seed=0)

@@ -16,6 +16,8 @@ from theseus_pl.data.sentences import (
 from theseus_pl.data.sources import GlueDirSource
 from theseus_pl.data.tasks import glue_task
 
+pytestmark = pytest.mark.quick
+
 
 def test_glue_sentences_are_every_text_column_of_the_training_splits_each_once(tmp_path):
     source = GlueDirSource(make_sentence_glue_dir(tmp_path / "glue"))

@@ -5,6 +5,8 @@ import pytest
 from theseus_pl.data.datamodule import resolve_task
 from theseus_pl.data.tasks import custom_task, glue_task, head_label_problem, name_from_files
 
+pytestmark = pytest.mark.quick
+
 
 @pytest.mark.parametrize(
     ("train", "name"),

@@ -11,6 +11,8 @@ from theseus_pl.data.text_corpus import (
     text_source,
 )
 
+pytestmark = pytest.mark.quick
+
 
 def test_the_offline_text_is_the_conventions_speeches_one_document_each():
     source = ConventionSpeeches()

@@ -7,6 +7,8 @@ from theseus_pl.data.sources import GlueDirSource
 from theseus_pl.data.tasks import glue_task
 from theseus_pl.data.tokenized import tokenized_split
 
+pytestmark = pytest.mark.quick
+
 
 class CountingSource(GlueDirSource):
     reads = 0

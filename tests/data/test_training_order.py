@@ -1,7 +1,10 @@
+import pytest
 import torch
 from torch.utils.data import DataLoader
 
 from theseus_pl.data.training_order import LengthGroupedSampler, ShuffledSampler
+
+pytestmark = pytest.mark.quick
 
 
 def lengths(n=1000):

@@ -8,6 +8,8 @@ from transformers import AutoTokenizer
 
 from theseus_pl.deployment.gguf_export import GGUFExportError, export_gguf, gguf_logit_check, gguf_problems
 
+pytestmark = pytest.mark.quick
+
 gguf = pytest.importorskip("gguf", reason="the lm extra (gguf) is part of the dev install")
 
 

@@ -13,6 +13,8 @@ from theseus_pl.deployment.gguf_export import export_gguf
 from theseus_pl.deployment.gguf_stage import deploy_gguf
 from theseus_pl.deployment.llama_cpp_runtime import llama_cpp_perplexity, llama_cpp_problem, llama_cpp_speed
 
+pytestmark = pytest.mark.quick
+
 llama_cpp = pytest.importorskip("llama_cpp", reason='llama.cpp\'s binding: pip install "theseus_pl[llama-cpp]"')
 
 

@@ -8,6 +8,8 @@ from theseus_pl.app.ship.deploy_folder import deploy_model
 from theseus_pl.core.io import PICKLED
 from theseus_pl.deployment.stage import DeploySettings
 
+pytestmark = pytest.mark.quick
+
 
 def test_a_narrow_width_successor_deploys_to_onnx_and_int8_beside_its_predecessor(tmp_path, tiny_tokenizer, glue_dir):
     model = tiny_model("bert", num_labels=2)

@@ -28,6 +28,8 @@ from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.successors import FeedForwardBlock, NarrowWidthSuccessor, feed_forward_block
 from theseus_pl.deployment.stage import DeploySettings
 
+pytestmark = pytest.mark.quick
+
 FIXTURES = Path(__file__).parent / "fixtures"
 QUICK = {"batch_sizes": (1,), "repeats": 1, "sequence_length": 12}
 

@@ -1,5 +1,6 @@
 """A pickled successor deploys to ONNX like a plain one."""
 
+import pytest
 from conftest import tiny_model
 
 from theseus_pl.app.ship.deploy_folder import deploy_model
@@ -8,6 +9,8 @@ from theseus_pl.core.successors import (
     feed_forward_block,
 )
 from theseus_pl.deployment.stage import DeploySettings
+
+pytestmark = pytest.mark.quick
 
 WIDTH = 20  # of the tiny models' 37 feed-forward neurons
 

@@ -1,7 +1,11 @@
 """deploy.target=auto ships the fastest model whose dev score stays within deploy.max_score_drop of the fp32
 successor's; a named target is shipped as asked."""
 
+import pytest
+
 from theseus_pl.deployment.targets import pick_target
+
+pytestmark = pytest.mark.quick
 
 LATENCY = {  # ms per batch size, then per model: int8 fastest, then bf16, then ONNX fp32
     "batch_1": {"pytorch_predecessor": 24.0, "pytorch_successor": 12.0, "pytorch_bf16": 9.0, "onnx_fp32": 11.0,

@@ -16,6 +16,8 @@ from theseus_pl.core.settings import SettingsError
 from theseus_pl.lightning.baselines import DistillationModule, add_layerdrop, patient_loss, remove_layerdrop
 from theseus_pl.lightning.distillation import distillation_loss
 
+pytestmark = pytest.mark.quick
+
 LABELS = torch.tensor([0, 2, 1])
 
 

@@ -12,6 +12,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from theseus_pl.lightning.callbacks import BestCheckpoint, ResumeCheckpoint
 
+pytestmark = pytest.mark.quick
+
 
 class ScriptedScore(pl.LightningModule):
     """A model whose dev score is set by the step it is validated at: 5 at step 2, 1 at step 4."""

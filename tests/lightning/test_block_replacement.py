@@ -11,6 +11,8 @@ from theseus_pl.data.language_model import LanguageModelingDataModule
 from theseus_pl.lightning.block_replacement import BlockReplacementModule, streamlined_model
 from theseus_pl.lightning.language_model_metrics import LanguageModelMetrics
 
+pytestmark = pytest.mark.quick
+
 
 def test_the_block_is_read_without_running_the_layers_above_it():
     model = tiny_decoder("llama")

@@ -12,6 +12,8 @@ from theseus_pl.core.schedules import ConstantSchedule
 from theseus_pl.lightning import _compat
 from theseus_pl.lightning.callbacks import replacement_callbacks
 
+pytestmark = pytest.mark.quick
+
 
 def test_the_internals_were_checked_against_the_installed_lightning():
     assert lightning.__version__.startswith(_compat.CHECKED_WITH + "."), (

@@ -15,6 +15,8 @@ from theseus_pl.lightning.distillation import TeacherLogits, distillation_loss
 from theseus_pl.lightning.language_model_metrics import LanguageModelMetrics
 from theseus_pl.lightning.modules import TheseusModule
 
+pytestmark = pytest.mark.quick
+
 
 def _padded_labels(ids: torch.Tensor, padding: int) -> torch.Tensor:
     labels = ids.clone()

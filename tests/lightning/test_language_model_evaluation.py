@@ -9,6 +9,8 @@ from theseus_pl.core.layer_removal import keep_layers
 from theseus_pl.data.language_model import LanguageModelingDataModule
 from theseus_pl.lightning.language_model_evaluation import evaluate_language_model
 
+pytestmark = pytest.mark.quick
+
 SETTINGS = {"accelerator": "cpu", "devices": 1, "enable_model_summary": False}
 
 

@@ -11,6 +11,8 @@ from glue_files import write_tsv
 from theseus_pl.data.harness_tasks import LOCAL_TASKS, local_task_folder
 from theseus_pl.lightning.language_model_harness import harness_problems, harness_scores
 
+pytestmark = pytest.mark.quick
+
 ROWS = [["the economy", "1"], ["jobs", "0"], ["the nation is new", "1"], ["not the work", "0"], ["school", "1"]]
 
 

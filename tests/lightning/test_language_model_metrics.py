@@ -10,6 +10,8 @@ from decoder_models import tiny_decoder, tiny_token_ids
 from theseus_pl.data.language_model import IGNORED
 from theseus_pl.lightning.language_model_metrics import LanguageModelMetrics
 
+pytestmark = pytest.mark.quick
+
 
 def _windows(seed: int, padded: int = 0) -> dict[str, torch.Tensor]:
     ids = tiny_token_ids(batch_size=2, length=12, seed=seed)

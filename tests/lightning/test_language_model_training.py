@@ -20,6 +20,8 @@ from theseus_pl.lightning.distillation import AUTOCAST_MATRIX_PRODUCTS
 from theseus_pl.lightning.language_model_metrics import LanguageModelMetrics
 from theseus_pl.lightning.modules import FineTuningModule, TheseusModule
 
+pytestmark = pytest.mark.quick
+
 
 def _windows(tmp_path, seed: int = 0) -> LanguageModelingDataModule:
     return LanguageModelingDataModule(

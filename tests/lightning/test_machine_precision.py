@@ -4,10 +4,14 @@ started together, train in one precision."""
 import subprocess
 import sys
 
+import pytest
+
 from theseus_pl.core.precision import Bf16Measurement
 from theseus_pl.core.timing import BUSY_CORES
 from theseus_pl.lightning import precision
 from theseus_pl.lightning.precision import machine_bf16_measurement
+
+pytestmark = pytest.mark.quick
 
 # A job whose measurement is slow and random: two of them at once agree only if one measured and the other read it.
 JOB = """

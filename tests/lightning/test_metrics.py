@@ -10,6 +10,8 @@ from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 from theseus_pl.data.tasks import glue_task
 from theseus_pl.lightning.metrics import TaskMetrics
 
+pytestmark = pytest.mark.quick
+
 LABELS = torch.tensor([0, 1, 1, 0, 1, 1, 0, 0, 1, 1])
 PREDICTED = torch.tensor([0, 1, 0, 0, 1, 1, 1, 0, 1, 0])
 

@@ -21,6 +21,8 @@ from theseus_pl.lightning.callbacks import (
 )
 from theseus_pl.lightning.modules import FineTuningModule, TheseusModule
 
+pytestmark = pytest.mark.quick
+
 
 def make_trainer(tmp_path, max_steps, callbacks=(), **overrides):
     settings = dict(

@@ -6,6 +6,8 @@ from torch import nn
 
 from theseus_pl.lightning.optim import LinearDecay, adamw_with_linear_schedule
 
+pytestmark = pytest.mark.quick
+
 
 def _layer(seed: int) -> nn.Linear:
     torch.manual_seed(seed)

@@ -7,6 +7,8 @@ import pytest
 
 from theseus_pl.lightning.quiet import expect_own_files, install_filters
 
+pytestmark = pytest.mark.quick
+
 PYTREE = "`isinstance(treespec, LeafSpec)` is deprecated, use `isinstance(treespec, TreeSpec)` instead."
 
 

@@ -13,6 +13,8 @@ from theseus_pl.core.schedules import ConstantSchedule
 from theseus_pl.lightning.callbacks import replacement_callbacks
 from theseus_pl.lightning.modules import TheseusModule
 
+pytestmark = pytest.mark.quick
+
 
 class GradientRecorder(Callback):
     """Reseeds dropout before every batch (a skipped batch draws no dropout masks) and keeps every gradient."""

@@ -14,6 +14,8 @@ from theseus_pl.lightning.callbacks import replacement_callbacks
 from theseus_pl.lightning.distillation import PredecessorTeacher, distillation_loss
 from theseus_pl.lightning.modules import TheseusModule
 
+pytestmark = pytest.mark.quick
+
 
 def module(**settings):
     return TheseusModule(TheseusModel(tiny_model(), 2), lr=1e-3, seed=7, **settings)

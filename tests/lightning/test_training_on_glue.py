@@ -1,6 +1,7 @@
 """Theseus training wired to the DataModule and metrics: validation logs the task's metrics and val/score."""
 
 import lightning.pytorch as pl
+import pytest
 from conftest import tiny_model
 from glue_files import make_glue_dir
 
@@ -10,6 +11,8 @@ from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.lightning.callbacks import replacement_callbacks
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.modules import TheseusModule
+
+pytestmark = pytest.mark.quick
 
 
 def fit(task, num_labels, tiny_tokenizer, tmp_path):
