@@ -34,6 +34,9 @@ def test_every_experiment_passes_as_shipped(experiment):
         ("evaluation.lm_eval.tasks=sst2", "evaluation.lm_eval.tasks='sst2' must be a list of lm-eval task names"),
         ("optimizer.lr=abc", "optimizer.lr='abc' must be a number above 0"),
         ("optimizer.lr=0", "optimizer.lr=0 must be a number above 0"),
+        ("optimizer.lr=inf", "optimizer.lr=inf must be a number above 0"),  # every weight NaN, recorded as a win
+        ("finetune.lr=-inf", "finetune.lr=-inf must be a number above 0"),
+        ("optimizer.weight_decay=nan", "optimizer.weight_decay=nan must be a number, 0 or more"),
         ("finetune.epochs=0", "finetune.epochs=0 must be a whole number of epochs"),
         ("seed=abc", "seed='abc' must be a whole number from 0 to 4294967295"),
         ("data.batch_size=0", "data.batch_size=0 must be a whole number, at least 1"),

@@ -7,9 +7,11 @@ from theseus_pl.core.settings import (
     SettingsError,
     check_fields,
     field_problems,
+    number,
     one_of,
     optional_positive_int,
     positive_int,
+    positive_number,
 )
 
 pytestmark = pytest.mark.quick
@@ -37,3 +39,12 @@ def test_a_settings_error_carries_every_problem_by_field():
     assert raised.value.problems == {"layers": "layers=0 must be a whole number, at least 1."}
     assert isinstance(raised.value, ValueError) and str(raised.value) == "layers=0 must be a whole number, at least 1."
     check_fields({"layers": 1, "width": 3, "init": "bottom"}, RULES)
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), True, "2e-5", None])
+def test_a_number_is_finite_and_no_bool_or_text(value):
+    assert not number(value) and not positive_number(value)
+
+
+def test_finite_numbers_pass_by_their_sign():
+    assert number(-1.5) and number(0) and positive_number(2e-5) and not positive_number(0)

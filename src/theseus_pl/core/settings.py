@@ -9,6 +9,7 @@ and the app share it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -53,7 +54,8 @@ def whole_number(value: Any) -> bool:
 
 
 def number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """A finite int or float: an infinite learning rate, weight decay or temperature trains nothing but NaN."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def boolean(value: Any) -> bool:
