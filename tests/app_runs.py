@@ -57,8 +57,7 @@ def in_process(cli: Callable[[], object], program: str, *arguments: str, cwd: Pa
     count), so the next test starts as it would have. Hydra configures the job's logging with
     ``logging.config.dictConfig``, which closes every handler there is, pytest's own among them (each later test
     would fail as it starts): those are kept open while the command runs, and the handlers it made are closed after
-    it. A command that trains stays in a process of its own (``tests/app/test_rerun_records.py`` says why). The
-    real entry points keep tests of their own in a process of their own (``tests/test_packaging.py``, the
+    it. The real entry points keep tests of their own in a process of their own (``tests/test_packaging.py``, the
     ``python -m theseus_pl`` tests of ``tests/app/test_app.py``)."""
     import transformers
     from hydra.core.global_hydra import GlobalHydra

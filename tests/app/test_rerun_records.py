@@ -2,7 +2,6 @@
 it, a checkpoint that cannot be read is named with how to start over, and a finished run's record is never
 rewritten by a command that did not run."""
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -137,19 +136,11 @@ def _app(*arguments: str) -> Completed:
     return app_command(*arguments)
 
 
-def _app_process(*arguments: str) -> subprocess.CompletedProcess:
-    """A command that trains, in a process of its own: run in the test's process (under pytest-cov), this one left
-    something pytest's capture reads closed once in three whole runs, and every later test on that worker failed as
-    it started (the cause not found yet). The commands after it train nothing and run in this process."""
-    return subprocess.run([sys.executable, "-m", "theseus_pl", *arguments], capture_output=True, text=True,
-                          timeout=600)  # fmt: skip
-
-
 @pytest.mark.slow
 def test_the_command_line_keeps_a_finished_runs_record_and_refuses_what_it_cannot_run(tiny_base, glue_dir, tmp_path):
     overrides = [o for o in tiny_run_overrides(tiny_base, glue_dir, tmp_path) if not o.startswith("paths.output_dir")]
     folder = tmp_path / "cli"
-    assert _app_process(*overrides, f"hydra.run.dir={folder}").returncode == 0
+    assert _app(*overrides, f"hydra.run.dir={folder}").returncode == 0
     record = {path.name: path.read_bytes() for path in (folder / ".hydra").iterdir()}
     again = _app(*overrides, f"hydra.run.dir={folder}", "benchmark.repeats=2")  # what runs after training only
     assert again.returncode == 0 and "holds a finished run (results.json); nothing was changed" in again.stdout
