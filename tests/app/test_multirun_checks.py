@@ -1,7 +1,11 @@
 """A multirun checks every job (its settings, models and data) before its first job starts, and names each job that
 would be refused."""
 
-from app_runs import app_command, tiny_run_overrides
+import os
+import subprocess
+import sys
+
+from app_runs import tiny_run_overrides
 
 from theseus_pl.app.checks import multirun
 from theseus_pl.app.checks.multirun import multirun_jobs, multirun_refusals
@@ -12,8 +16,9 @@ from theseus_pl.app.run.pipeline import refusal_problems
 def test_a_sweep_with_one_bad_job_is_refused_before_any_job_runs_naming_that_job(tmp_path):
     work, cache = tmp_path / "work", tmp_path / "cache"  # an empty cache: the check tokenises the data, as in CI
     work.mkdir()
-    completed = app_command("-m", "+experiment=demo", "optimizer.lr=1e-4,0", "seed=1", cwd=work,
-                            env={"WANDB_MODE": "offline", "THESEUS_PL_CACHE": str(cache)})  # fmt: skip
+    command = [sys.executable, "-m", "theseus_pl", "-m", "+experiment=demo", "optimizer.lr=1e-4,0", "seed=1"]
+    environment = {**os.environ, "WANDB_MODE": "offline", "THESEUS_PL_CACHE": str(cache)}
+    completed = subprocess.run(command, cwd=work, env=environment, capture_output=True, text=True, timeout=300)
     assert completed.returncode == 2, completed.stderr[-2000:]
     lines = completed.stderr.strip().splitlines()  # the data's progress bars come first where it is tokenised
     refusal = lines.index("The sweep cannot start (no job was run); these jobs would be refused:")
