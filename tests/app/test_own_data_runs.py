@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from app_runs import Completed, app_command, compose_config
+from app_runs import compose_config
 from conftest import OWN_LABELS, tiny_model
 
 from theseus_pl.app.checks.refused import RunRefused
@@ -37,13 +37,6 @@ def app(folder: Path, *arguments: str) -> subprocess.CompletedProcess:
         [sys.executable, "-m", "theseus_pl", *arguments], cwd=folder, env=environment, capture_output=True,
         text=True, timeout=900,
     )  # fmt: skip
-
-
-def app_here(folder: Path, *arguments: str) -> Completed:
-    """The same command in this process: for what a refusal prints, where no line can come twice."""
-    return app_command(
-        *arguments, cwd=folder, env={"WANDB_MODE": "offline", "THESEUS_PL_CACHE": str(folder.parent / "cache")}
-    )
 
 
 def console_lines(completed: subprocess.CompletedProcess) -> list[str]:
@@ -81,7 +74,7 @@ def test_every_mistake_is_refused_in_one_message_with_status_2_and_no_run_folder
         other_head
     )
     tiny_tokenizer.save_pretrained(other_head)
-    completed = app_here(own_data, *own_data_overrides(
+    completed = app(own_data, *own_data_overrides(
         own_data, f"model.predecessor={other_head}", "data.text_columns=[review]", "theseus.successor_layers=8",
         "replacement.b=high", "theseus.init=botom", "trainer=gpu",
     ))  # fmt: skip
@@ -106,7 +99,7 @@ def test_every_mistake_is_refused_in_one_message_with_status_2_and_no_run_folder
 
 @pytest.mark.slow
 def test_a_mistyped_config_option_gets_the_nearest_names(tmp_path):
-    completed = app_here(tmp_path, "+experiment=dmeo", "method=kd,theseuss")
+    completed = app(tmp_path, "+experiment=dmeo", "method=kd,theseuss")
     assert completed.returncode == 2
     assert completed.stderr.splitlines()[1:] == [
         "- experiment=dmeo: there is no experiment named 'dmeo'; did you mean demo?",
