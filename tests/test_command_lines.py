@@ -3,25 +3,26 @@ offers --dry-run, and an output folder is --output in every one."""
 
 from __future__ import annotations
 
-import importlib
+import os
 import re
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from app_runs import in_process
 
 from theseus_pl.app.config.side_commands import program_name
-
-pytestmark = pytest.mark.quick
 
 COMMANDS = ["report", "deploy", "publish", "dashboard", "submit"]
 
 
 def module_help(command: str) -> str:
-    """``python -m theseus_pl.<command> --help`` as Python runs it (the module's file as the program), in this
-    process; the installed console scripts answer --help in processes of their own in ``tests/test_packaging.py``."""
-    module = importlib.import_module(f"theseus_pl.{command}")
-    done = in_process(module.cli, module.__file__, "--help")
+    """``python -m theseus_pl.<command> --help``, run as a user would (with this checkout's code on the path)."""
+    src = str(Path(__file__).parents[1] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-m", f"theseus_pl.{command}", "--help"], capture_output=True, text=True, env=env, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 

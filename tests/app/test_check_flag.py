@@ -1,10 +1,13 @@
 """``python -m theseus_pl ... --check``: every check a run makes before compute, and its plan, without running it."""
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
-from app_runs import Completed, app_command, compose_config, tiny_run_overrides
+from app_runs import compose_config, tiny_run_overrides
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 from test_app import EXPERIMENTS
@@ -15,11 +18,11 @@ from theseus_pl.app.run.projection import padded_tokens, projection_line, repres
 from theseus_pl.core.schedules import CurriculumSchedule
 from theseus_pl.core.timing import Timings
 
-pytestmark = pytest.mark.quick
 
-
-def app(cwd, *arguments: str) -> Completed:
-    return app_command(*arguments, cwd=cwd, env={"WANDB_MODE": "offline", "THESEUS_PL_CACHE": str(cwd / "cache")})
+def app(cwd, *arguments: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "WANDB_MODE": "offline", "THESEUS_PL_CACHE": str(cwd / "cache")}
+    return subprocess.run([sys.executable, "-m", "theseus_pl", *arguments], cwd=cwd, env=environment,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
 
 
 @pytest.mark.slow

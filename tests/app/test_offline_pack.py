@@ -12,15 +12,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from app_runs import Completed, in_process
 from conftest import make_tiny_rte_glue_dir, save_tiny_base
 from safetensors.torch import load_file
 
 from theseus_pl.app.run.paper_grid import grid_named, multirun_commands
 from theseus_pl.app.ship.offline_pack import cut_into_pieces, half_precision_copy
-from theseus_pl.offline import cli, main
-
-pytestmark = pytest.mark.quick
+from theseus_pl.offline import main
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -77,13 +74,9 @@ def test_the_baselines_can_start_from_one_layer_choice_or_none_and_theseus_gets_
         multirun_commands(tmp_path, tmp_path, tmp_path, ["RTE"], [1], grid, jobs=2, baseline_inits=["top"])
 
 
-def offline(*arguments: str) -> Completed:
-    """``python -m theseus_pl.offline arguments``, in this process (the whole pack's test below starts the real one)."""
-    return in_process(cli, "theseus_pl.offline", *arguments)
-
-
 def test_run_refuses_a_folder_that_is_no_unpacked_pack(tmp_path: Path) -> None:
-    done = offline("run", str(tmp_path), "--output", str(tmp_path / "runs"))
+    done = subprocess.run([sys.executable, "-m", "theseus_pl.offline", "run", str(tmp_path), "--output",
+                           str(tmp_path / "runs")], capture_output=True, text=True, check=False)  # fmt: skip
     assert done.returncode == 2 and "holds no readable pack.json" in done.stderr and "Traceback" not in done.stderr
     (tmp_path / "pack.json").write_text("{}")  # readable, but not what pack wrote: it was a KeyError's traceback
     with pytest.raises(SystemExit, match=r"pack.json names no tasks: it is not what pack wrote; unpack the pack"):
@@ -116,8 +109,9 @@ def test_run_refuses_what_would_fail_every_job_on_the_node_before_any_starts(tmp
 def test_pack_refuses_missing_glue_tasks_by_name_dry_run_too(tmp_path: Path) -> None:
     glue = make_tiny_rte_glue_dir(tmp_path / "glue")
     for dry_run in ([], ["--dry-run"]):
-        done = offline("pack", str(tmp_path / "pack"), *dry_run, "--model", str(tmp_path), "--glue-dir", str(glue),
-                       "--tasks", "RTE", "SST-2")  # fmt: skip
+        done = subprocess.run([sys.executable, "-m", "theseus_pl.offline", "pack", str(tmp_path / "pack"), *dry_run,
+                               "--model", str(tmp_path), "--glue-dir", str(glue), "--tasks", "RTE", "SST-2"],
+                              capture_output=True, text=True, check=False)  # fmt: skip
         assert done.returncode == 2 and "Traceback" not in done.stderr
         assert f"{glue} has no folder SST-2: give --glue-dir the GLUE folder." in done.stderr
         assert not (tmp_path / "pack").exists()
@@ -139,7 +133,9 @@ def test_pack_refuses_what_would_pack_nothing_or_fail_on_the_node(tmp_path: Path
         output.write_text("a file")
         arguments = []
     glue = make_tiny_rte_glue_dir(tmp_path / "glue")
-    done = offline("pack", str(output), "--model", str(tmp_path), "--glue-dir", str(glue), "--tasks", "RTE", *arguments)
+    done = subprocess.run([sys.executable, "-m", "theseus_pl.offline", "pack", str(output), "--model", str(tmp_path),
+                           "--glue-dir", str(glue), "--tasks", "RTE", *arguments],
+                          capture_output=True, text=True, check=False)  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert refusal in done.stderr
     assert output.is_file() or not output.exists()

@@ -2,12 +2,13 @@
 it, a checkpoint that cannot be read is named with how to start over, and a finished run's record is never
 rewritten by a command that did not run."""
 
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from app_runs import Completed, app_command, compose_config, tiny_run_overrides
+from app_runs import compose_config, tiny_run_overrides
 from omegaconf import OmegaConf
 
 from theseus_pl.app.checks.refused import RunRefused
@@ -132,8 +133,9 @@ def test_a_run_folder_that_cannot_be_made_is_named_with_why(tmp_path):
     )
 
 
-def _app(*arguments: str) -> Completed:
-    return app_command(*arguments)
+def _app(*arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "theseus_pl", *arguments], capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
 
 
 @pytest.mark.slow
