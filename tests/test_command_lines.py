@@ -3,6 +3,7 @@ offers --dry-run, and an output folder is --output in every one."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 import subprocess
@@ -11,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from theseus_pl.app.config.command_line import refuse_home_shorthand
 from theseus_pl.app.config.side_commands import program_name
+
+pytestmark = pytest.mark.quick
 
 COMMANDS = ["report", "deploy", "publish", "dashboard", "submit"]
 
@@ -56,3 +60,11 @@ def test_defaults_are_shown_and_no_default_says_none():
     text = " ".join(module_help("submit").split())  # as one line: argparse wraps the help
     assert "(default: submission)" in text and "(default: 64)" in text
     assert "default: None" not in text and "default: False" not in text
+
+
+def test_the_app_is_the_theseus_pl_console_script_and_refuses_a_home_shorthand_before_hydra_reads_it():
+    (script,) = [
+        entry for entry in importlib.metadata.entry_points(group="console_scripts") if entry.name == "theseus-pl"
+    ]
+    assert script.value == "theseus_pl.__main__:cli"
+    assert refuse_home_shorthand(["data.glue_dir=~/glue_data"]) and not refuse_home_shorthand(["data.glue_dir=/glue"])

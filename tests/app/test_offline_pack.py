@@ -19,6 +19,8 @@ from theseus_pl.app.run.paper_grid import grid_named, multirun_commands
 from theseus_pl.app.ship.offline_pack import cut_into_pieces, half_precision_copy
 from theseus_pl.offline import main
 
+pytestmark = pytest.mark.quick
+
 PROJECT = Path(__file__).resolve().parents[2]
 
 
