@@ -6,11 +6,11 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from command_runs import run_command
 
 from theseus_pl.app.config.command_line import refuse_home_shorthand
 from theseus_pl.app.config.side_commands import program_name
@@ -24,9 +24,7 @@ def module_help(command: str) -> str:
     """``python -m theseus_pl.<command> --help``, run as a user would (with this checkout's code on the path)."""
     src = str(Path(__file__).parents[1] / "src")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run(
-        [sys.executable, "-m", f"theseus_pl.{command}", "--help"], capture_output=True, text=True, env=env, timeout=120
-    )
+    done = run_command([sys.executable, "-m", f"theseus_pl.{command}", "--help"], env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

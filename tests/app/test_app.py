@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from app_runs import compose_config, tiny_run_overrides
+from command_runs import run_command
 from huggingface_hub import ModelCard
 from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
@@ -247,19 +248,16 @@ def test_the_command_line_writes_every_output_into_the_run_folder(tiny_base, glu
 
 
 def test_a_home_shorthand_in_an_override_gets_a_fix_not_a_lexer_error(tmp_path):
-    completed = subprocess.run(
-        [sys.executable, "-m", "theseus_pl", "data.glue_dir=~/glue_data", "--cfg", "job"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-    )  # fmt: skip
+    completed = run_command(
+        [sys.executable, "-m", "theseus_pl", "data.glue_dir=~/glue_data", "--cfg", "job"], timeout=300, cwd=tmp_path
+    )
     assert completed.returncode == 2
     assert "data.glue_dir=~/glue_data: Hydra's override grammar does not accept an unquoted ~" in completed.stderr
     assert "data.glue_dir=$HOME/glue_data" in completed.stderr and "LexerNoViableAlt" not in completed.stderr
 
 
 def test_help_describes_the_tool_and_lists_every_experiment_and_sweep(tmp_path):
-    completed = subprocess.run(
-        [sys.executable, "-m", "theseus_pl", "--help"], capture_output=True, text=True, timeout=300, cwd=tmp_path
-    )
+    completed = run_command([sys.executable, "-m", "theseus_pl", "--help"], timeout=300, cwd=tmp_path)
     assert completed.returncode == 0, completed.stderr[-2000:]
     text = completed.stdout
     assert text.startswith("theseus_pl: compress Transformers by progressive module replacing")

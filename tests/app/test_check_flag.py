@@ -8,6 +8,7 @@ import sys
 import pytest
 import torch
 from app_runs import compose_config, tiny_run_overrides
+from command_runs import run_command
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 from test_app import EXPERIMENTS
@@ -21,8 +22,7 @@ from theseus_pl.core.timing import Timings
 
 def app(cwd, *arguments: str) -> subprocess.CompletedProcess:
     environment = {**os.environ, "WANDB_MODE": "offline", "THESEUS_PL_CACHE": str(cwd / "cache")}
-    return subprocess.run([sys.executable, "-m", "theseus_pl", *arguments], cwd=cwd, env=environment,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    return run_command([sys.executable, "-m", "theseus_pl", *arguments], cwd=cwd, env=environment, timeout=600)
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from command_runs import run_command
 from omegaconf import OmegaConf
 from test_ablations import sweep_config
 from test_wandb_runs import multirun_overrides
@@ -52,7 +53,7 @@ def app_without(hidden: str, *arguments: str, cwd: Path) -> subprocess.Completed
 
 def run_python(arguments: list[str], cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "WANDB_MODE": "offline"}
-    return subprocess.run([sys.executable, *arguments], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return run_command([sys.executable, *arguments], cwd=cwd, env=env, timeout=600)
 
 
 @pytest.mark.parametrize(

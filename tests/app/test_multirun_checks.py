@@ -2,10 +2,10 @@
 would be refused."""
 
 import os
-import subprocess
 import sys
 
 from app_runs import tiny_run_overrides
+from command_runs import run_command
 
 from theseus_pl.app.checks import multirun
 from theseus_pl.app.checks.multirun import multirun_jobs, multirun_refusals
@@ -18,7 +18,7 @@ def test_a_sweep_with_one_bad_job_is_refused_before_any_job_runs_naming_that_job
     work.mkdir()
     command = [sys.executable, "-m", "theseus_pl", "-m", "+experiment=demo", "optimizer.lr=1e-4,0", "seed=1"]
     environment = {**os.environ, "WANDB_MODE": "offline", "THESEUS_PL_CACHE": str(cache)}
-    completed = subprocess.run(command, cwd=work, env=environment, capture_output=True, text=True, timeout=300)
+    completed = run_command(command, cwd=work, env=environment, timeout=300)
     assert completed.returncode == 2, completed.stderr[-2000:]
     lines = completed.stderr.strip().splitlines()  # the data's progress bars come first where it is tokenised
     refusal = lines.index("The sweep cannot start (no job was run); these jobs would be refused:")

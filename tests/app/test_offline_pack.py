@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from command_runs import run_command
 from conftest import make_tiny_rte_glue_dir, save_tiny_base
 from safetensors.torch import load_file
 
@@ -77,8 +78,8 @@ def test_the_baselines_can_start_from_one_layer_choice_or_none_and_theseus_gets_
 
 
 def test_run_refuses_a_folder_that_is_no_unpacked_pack(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "theseus_pl.offline", "run", str(tmp_path), "--output",
-                           str(tmp_path / "runs")], capture_output=True, text=True, check=False)  # fmt: skip
+    done = run_command([sys.executable, "-m", "theseus_pl.offline", "run", str(tmp_path), "--output",
+                        str(tmp_path / "runs")])  # fmt: skip
     assert done.returncode == 2 and "holds no readable pack.json" in done.stderr and "Traceback" not in done.stderr
     (tmp_path / "pack.json").write_text("{}")  # readable, but not what pack wrote: it was a KeyError's traceback
     with pytest.raises(SystemExit, match=r"pack.json names no tasks: it is not what pack wrote; unpack the pack"):
@@ -111,9 +112,8 @@ def test_run_refuses_what_would_fail_every_job_on_the_node_before_any_starts(tmp
 def test_pack_refuses_missing_glue_tasks_by_name_dry_run_too(tmp_path: Path) -> None:
     glue = make_tiny_rte_glue_dir(tmp_path / "glue")
     for dry_run in ([], ["--dry-run"]):
-        done = subprocess.run([sys.executable, "-m", "theseus_pl.offline", "pack", str(tmp_path / "pack"), *dry_run,
-                               "--model", str(tmp_path), "--glue-dir", str(glue), "--tasks", "RTE", "SST-2"],
-                              capture_output=True, text=True, check=False)  # fmt: skip
+        done = run_command([sys.executable, "-m", "theseus_pl.offline", "pack", str(tmp_path / "pack"), *dry_run,
+                            "--model", str(tmp_path), "--glue-dir", str(glue), "--tasks", "RTE", "SST-2"])  # fmt: skip
         assert done.returncode == 2 and "Traceback" not in done.stderr
         assert f"{glue} has no folder SST-2: give --glue-dir the GLUE folder." in done.stderr
         assert not (tmp_path / "pack").exists()
@@ -135,9 +135,8 @@ def test_pack_refuses_what_would_pack_nothing_or_fail_on_the_node(tmp_path: Path
         output.write_text("a file")
         arguments = []
     glue = make_tiny_rte_glue_dir(tmp_path / "glue")
-    done = subprocess.run([sys.executable, "-m", "theseus_pl.offline", "pack", str(output), "--model", str(tmp_path),
-                           "--glue-dir", str(glue), "--tasks", "RTE", *arguments],
-                          capture_output=True, text=True, check=False)  # fmt: skip
+    done = run_command([sys.executable, "-m", "theseus_pl.offline", "pack", str(output), "--model", str(tmp_path),
+                        "--glue-dir", str(glue), "--tasks", "RTE", *arguments])  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert refusal in done.stderr
     assert output.is_file() or not output.exists()
@@ -148,10 +147,9 @@ def test_pack_unpack_install_and_run_the_grid_in_miniature(tmp_path: Path, tiny_
     base = save_tiny_base(tmp_path / "base", tiny_tokenizer)
     glue = make_tiny_rte_glue_dir(tmp_path / "glue")
     pack = tmp_path / "pack"
-    done = subprocess.run([sys.executable, "-m", "theseus_pl.offline", "pack", str(pack), "--model", str(base),
-                           "--glue-dir", str(glue), "--tasks", "RTE", "--wheel", "--piece-mb", "0.05",
-                           "--python", f"{sys.version_info.major}.{sys.version_info.minor}"],
-                          capture_output=True, text=True, cwd=PROJECT, check=False)  # fmt: skip
+    done = run_command([sys.executable, "-m", "theseus_pl.offline", "pack", str(pack), "--model", str(base),
+                        "--glue-dir", str(glue), "--tasks", "RTE", "--wheel", "--piece-mb", "0.05",
+                        "--python", f"{sys.version_info.major}.{sys.version_info.minor}"], cwd=PROJECT)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert len(list(pack.glob("pack.tar.*"))) > 1
     node = tmp_path / "node"  # what the node holds: the pieces, their sums and unpack.sh, nothing else
@@ -165,11 +163,10 @@ def test_pack_unpack_install_and_run_the_grid_in_miniature(tmp_path: Path, tiny_
     assert (tmp_path / "site" / "theseus_pl" / "conf" / "train.yaml").is_file()  # the wheel, configs and all
     env["PYTHONPATH"] = str(tmp_path / "site")  # the installed wheel, not the checkout
     runs = tmp_path / "runs"
-    done = subprocess.run([sys.executable, "-m", "theseus_pl.offline", "run", str(tmp_path / "unpacked"), "--output",
-                           str(runs), "--seeds", "1", "--grid", "first", "--steps-to-full", "2", "--jobs", "2", "--",
-                           "trainer=cpu", "finetune.epochs=1", "data.batch_size=4", "theseus.successor_layers=2",
-                           "trainer.val_check_interval=2", "optimizer.lr=1e-3"],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, check=False)  # fmt: skip
+    done = run_command([sys.executable, "-m", "theseus_pl.offline", "run", str(tmp_path / "unpacked"), "--output",
+                        str(runs), "--seeds", "1", "--grid", "first", "--steps-to-full", "2", "--jobs", "2", "--",
+                        "trainer=cpu", "finetune.epochs=1", "data.batch_size=4", "theseus.successor_layers=2",
+                        "trainer.val_check_interval=2", "optimizer.lr=1e-3"], env=env, cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr + (runs / "RTE" / "baselines.log").read_text()
     results = sorted(runs.glob("RTE/*/*/results.json"))
     assert len(results) == 5, done.stdout

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from app_runs import compose_config
+from command_runs import run_command
 from conftest import OWN_LABELS, tiny_model
 
 from theseus_pl.app.checks.refused import RunRefused
@@ -33,10 +34,7 @@ def own_data_overrides(folder: Path, *extra: str) -> list[str]:
 def app(folder: Path, *arguments: str) -> subprocess.CompletedProcess:
     """``python -m theseus_pl <arguments>`` in ``folder``, W&B offline, the caches in the test's folder."""
     environment = {**os.environ, "WANDB_MODE": "offline", "THESEUS_PL_CACHE": str(folder.parent / "cache")}
-    return subprocess.run(
-        [sys.executable, "-m", "theseus_pl", *arguments], cwd=folder, env=environment, capture_output=True,
-        text=True, timeout=900,
-    )  # fmt: skip
+    return run_command([sys.executable, "-m", "theseus_pl", *arguments], cwd=folder, env=environment, timeout=900)
 
 
 def console_lines(completed: subprocess.CompletedProcess) -> list[str]:

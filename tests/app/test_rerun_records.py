@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from app_runs import compose_config, tiny_run_overrides
+from command_runs import run_command
 from omegaconf import OmegaConf
 
 from theseus_pl.app.checks.refused import RunRefused
@@ -134,8 +135,7 @@ def test_a_run_folder_that_cannot_be_made_is_named_with_why(tmp_path):
 
 
 def _app(*arguments: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "theseus_pl", *arguments], capture_output=True, text=True,
-                          timeout=600)  # fmt: skip
+    return run_command([sys.executable, "-m", "theseus_pl", *arguments], timeout=600)
 
 
 @pytest.mark.slow

@@ -5,7 +5,6 @@ import csv
 import json
 import re
 import shutil
-import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 import torch
 import yaml
 from app_runs import compose_config, tiny_run_overrides
+from command_runs import run_command
 from hydra import compose, initialize_config_module
 from results_records import V1_RESULTS, a_run, plant, plant_new_kind
 from test_app import EXPERIMENTS
@@ -183,10 +183,9 @@ def test_a_report_over_folders_without_results_says_so(tmp_path, dry_run, capsys
 def test_a_two_by_two_multirun_end_to_end(tiny_base, glue_dir, tmp_path):
     overrides = [o for o in tiny_run_overrides(tiny_base, glue_dir, tmp_path) if not o.startswith("paths.output_dir")]
     sweep_dir = tmp_path / "multirun"
-    completed = subprocess.run(
+    completed = run_command(
         [sys.executable, "-m", "theseus_pl", "-m", *overrides, "optimizer.lr=1e-3,3e-3", "replacement.b=0.1,0.5",
-         f"hydra.sweep.dir={sweep_dir}"],
-        capture_output=True, text=True, timeout=900,
+         f"hydra.sweep.dir={sweep_dir}"], timeout=900,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr[-3000:]
     results = [read_results(path) for path in sorted(sweep_dir.glob("*/results.json"))]
@@ -319,10 +318,9 @@ def test_the_protocol_sweep_runs_every_method_on_a_tiny_model(tiny_base, glue_di
     unset = ("paths.output_dir", "optimizer.lr", "benchmark.repeats")
     overrides = [o for o in tiny_run_overrides(tiny_base, glue_dir, tmp_path) if not o.startswith(unset)]
     sweep_dir = tmp_path / "multirun"
-    completed = subprocess.run(  # sst2_quick sets optimizer.lr, which the grid must beat; the tiny model runs it
+    completed = run_command(  # sst2_quick sets optimizer.lr, which the grid must beat; the tiny model runs it
         [sys.executable, "-m", "theseus_pl", "-m", "+experiment=sst2_quick", *overrides, "+sweep=protocol",
-         "hydra/launcher=basic", "protocol.point=a,c", "seed=1,2", f"hydra.sweep.dir={sweep_dir}"],
-        capture_output=True, text=True, timeout=1500,
+         "hydra/launcher=basic", "protocol.point=a,c", "seed=1,2", f"hydra.sweep.dir={sweep_dir}"], timeout=1500,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr[-3000:]
     results = [read_results(path) for path in sorted(sweep_dir.glob("*/results.json"))]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from app_runs import compose_config, tiny_run_overrides
+from command_runs import run_command
 from conftest import tiny_model
 from glue_files import write_tsv
 from wandb_records import read_offline_run
@@ -28,9 +29,7 @@ def app(*arguments: str, cwd: Path) -> subprocess.CompletedProcess:
         "WANDB_MODE": "offline",
         "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
     }
-    return subprocess.run(
-        [sys.executable, "-m", "theseus_pl", *arguments], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
-    )
+    return run_command([sys.executable, "-m", "theseus_pl", *arguments], cwd=cwd, env=env, timeout=900)
 
 
 def multirun_overrides(tiny_base: Path, glue_dir: Path, tmp_path: Path) -> list[str]:

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import io
 import os
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 from app_runs import compose_config
+from command_runs import run_command
 from conftest import save_tiny_base
 from transformers import AutoModelForSequenceClassification, BertTokenizer
 
@@ -87,10 +87,9 @@ def test_the_app_refuses_a_wheel_without_its_piece_in_one_line(tmp_path: Path, t
     env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
            "THESEUS_PL_CACHE": str(tmp_path / "cache")}  # fmt: skip
     run_dir = tmp_path / "run"
-    done = subprocess.run(
+    done = run_command(
         [sys.executable, "-m", "theseus_pl", "model=mpnet_base", "data.task=RTE", f"hydra.run.dir={run_dir}",
-         "--check"],
-        capture_output=True, text=True, env=env, check=False,
+         "--check"], env=env,
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "- model.base: " in done.stderr

@@ -1,0 +1,102 @@
+"""The package's command lines run by tests as a shell runs them, each in a process of its own, without paying for a
+fresh interpreter's imports each time.
+
+:func:`run_command` takes what ``subprocess.run(command, capture_output=True, text=True, ...)`` takes and returns
+what it returns. A ``python -m theseus_pl...`` command is forked from a process that imported torch, transformers,
+Hydra and Lightning's dependencies once (``command_zygote.py``, one per pytest worker); anything else, or a command
+whose environment changes a variable those libraries read as they are imported, runs as a real subprocess. The
+entry points' own start keeps real-process tests (``tests/test_packaging.py``, the console's lines in
+``tests/app/test_app.py``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ZYGOTE = Path(__file__).with_name("command_zygote.py")
+# The environment the forking process imported its libraries under: a command whose environment differs from it in
+# a variable read at import (the Hugging Face libraries' offline switches and paths, torch's threads, Python's own
+# start-up settings) would not see that difference in a fork, so it gets a real process.
+START_ENV = dict(os.environ)
+READ_AT_IMPORT = ("HF_", "HUGGINGFACE", "TRANSFORMERS", "TOKENIZERS", "TORCH", "PYTORCH", "OMP_", "MKL_", "KMP_",
+                  "OPENBLAS", "CUDA", "LD_", "TQDM", "PYTHON", "MPL", "ACCELERATE", "ORT_")  # fmt: skip
+EMULATED = {"PYTHONPATH"}  # the fork puts $PYTHONPATH on sys.path as Python's start does
+
+_zygote: subprocess.Popen | None = None
+_unread = bytearray()  # what the zygote wrote past the last line read
+
+
+def run_command(command: list[str], *, cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None,
+                timeout: float | None = None, check: bool = False) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """``command`` run as ``subprocess.run(command, capture_output=True, text=True, ...)`` runs it."""
+    environment = dict(os.environ if env is None else env)
+    if not _forkable(command, environment):
+        return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=check)
+    with tempfile.TemporaryDirectory(prefix="command-") as folder:
+        out, err = Path(folder, "stdout"), Path(folder, "stderr")
+        request = {"module": command[2], "arguments": command[3:], "cwd": os.fspath(cwd or os.getcwd()),
+                   "env": environment, "stdout": str(out), "stderr": str(err)}  # fmt: skip
+        returncode = _forked(request, command, timeout, out, err)
+        completed = subprocess.CompletedProcess(command, returncode, _read(out), _read(err))
+    if check:
+        completed.check_returncode()
+    return completed
+
+
+def _forkable(command: list[str], environment: dict[str, str]) -> bool:
+    if len(command) < 3 or command[:2] != [sys.executable, "-m"] or command[2].split(".")[0] != "theseus_pl":
+        return False
+    keys = {key for key in START_ENV.keys() | environment.keys() if key.startswith(READ_AT_IMPORT)} - EMULATED
+    return all(START_ENV.get(key) == environment.get(key) for key in keys)
+
+
+def _forked(request: dict, command: list[str], timeout: float | None, out: Path, err: Path) -> int:
+    zygote = _started_zygote()
+    os.write(zygote.stdin.fileno(), (json.dumps(request) + "\n").encode())
+    pid = _answer(zygote, None)["pid"]
+    answer = _answer(zygote, timeout)
+    if answer is None:
+        os.kill(pid, signal.SIGKILL)
+        _answer(zygote, None)
+        raise subprocess.TimeoutExpired(command, timeout, _read(out), _read(err))
+    return answer["returncode"]
+
+
+def _answer(zygote: subprocess.Popen, timeout: float | None) -> dict | None:
+    """The zygote's next line, read straight from its pipe (no buffer that ``select`` cannot see); None when
+    ``timeout`` seconds pass first."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while b"\n" not in _unread:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and (left <= 0 or not select.select([zygote.stdout], [], [], left)[0]):
+            return None
+        chunk = os.read(zygote.stdout.fileno(), 4096)
+        if not chunk:
+            raise RuntimeError(f"{ZYGOTE.name} ended unasked (status {zygote.wait()})")
+        _unread.extend(chunk)
+    line, _, rest = bytes(_unread).partition(b"\n")
+    _unread[:] = rest
+    return json.loads(line)
+
+
+def _started_zygote() -> subprocess.Popen:
+    global _zygote
+    if _zygote is None or _zygote.poll() is not None:
+        _unread.clear()
+        _zygote = subprocess.Popen([sys.executable, str(ZYGOTE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   env=START_ENV)  # fmt: skip
+        atexit.register(_zygote.stdin.close)
+    return _zygote
+
+
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""

@@ -1,0 +1,105 @@
+"""A process that imports the libraries every command line of the package loads (torch, transformers, Hydra, and
+Lightning's own dependencies) once, then forks one child per command line a test asks for: each child becomes
+``python -m <module> <arguments>`` as a shell would start it, with the libraries already in memory (8-15 s of
+imports saved per command on a 2-core CPU). Used by :func:`command_runs.run_command`.
+
+Nothing of theseus_pl, and nothing of Lightning's own package, is imported here, so each command imports those as
+a fresh process does: Lightning sets up its loggers at import by whether the root logger has handlers yet, which
+depends on when the command imports it. This process never runs a torch operation, so its children start with no
+OpenMP thread pool that a fork would break.
+
+The protocol, one JSON line each way on stdin and stdout: a request ``{"module", "arguments", "cwd", "env",
+"stdout", "stderr"}`` (the last two are files the child writes), answered by ``{"pid": ...}`` as the child starts
+and ``{"returncode": ...}`` as it ends. End of stdin ends this process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import runpy
+import sys
+import threading
+
+PRELOADED = (
+    "torch",
+    "torch._dynamo",
+    "transformers",
+    "torchmetrics",
+    "scipy.signal",
+    "sympy",
+    "pandas",
+    "hydra",
+    "omegaconf",
+    "accelerate",
+    "datasets",
+    "matplotlib.pyplot",
+    "onnx",
+    "onnxruntime",
+    "sentence_transformers",
+)
+
+
+def serve() -> dict:
+    """Answer requests until stdin ends (then exit); return a request only in the child forked for it."""
+    for name in PRELOADED:
+        __import__(name)
+    base_path = [entry for entry in sys.path[1:] if entry not in os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    for line in sys.stdin:
+        request = json.loads(line)
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            request["base_path"] = base_path
+            return request
+        print(json.dumps({"pid": pid}), flush=True)
+        _, status = os.waitpid(pid, 0)
+        print(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}), flush=True)
+    raise SystemExit(0)
+
+
+def become(request: dict) -> None:
+    """This child as ``python -m module arguments`` started in ``cwd`` with ``env``, its output in the files named."""
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    for fd, name in ((1, request["stdout"]), (2, request["stderr"])):
+        os.dup2(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    # python -m: the working folder first, then $PYTHONPATH, then the interpreter's own folders
+    python_path = [entry for entry in request["env"].get("PYTHONPATH", "").split(os.pathsep) if entry]
+    sys.path[:] = [os.getcwd(), *python_path, *request["base_path"]]
+    sys.argv = ["-m", *request["arguments"]]  # runpy puts the module's file first, as python -m does
+
+
+def run_as_main(module: str) -> int:
+    """Run ``module`` as ``python -m`` does; its exit status, with what Python prints for a message or an exception."""
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as exited:
+        if exited.code is None or isinstance(exited.code, int):
+            return exited.code or 0
+        print(exited.code, file=sys.stderr)
+        return 1
+    except BaseException:
+        sys.excepthook(*sys.exc_info())
+        return 1
+    return 0
+
+
+def leave(status: int) -> None:
+    """End this child as the interpreter ends a process, less the freeing of every module (seconds, and it can
+    hang: a library's native threads were not copied into the fork, and freeing it joins them). CPython's own steps:
+    wait for the threads, run the ``atexit`` functions, flush the output."""
+    threading._shutdown()  # private: the interpreter's own wait for non-daemon threads, as at a normal exit
+    atexit._run_exitfuncs()  # private: what the interpreter calls next
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(status)
+
+
+if __name__ == "__main__":
+    child = serve()
+    become(child)
+    leave(run_as_main(child["module"]))
