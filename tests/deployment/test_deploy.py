@@ -48,10 +48,8 @@ FUSED_ATTENTION = {"bert", "roberta", "electra", "distilbert"}
 
 
 @pytest.mark.parametrize("fused", [False, True], ids=["exported", "fused"])
-def test_every_supported_family_exports_with_dynamic_axes_and_matches_pytorch(family, fused, tmp_path):
-    model = tiny_model(family, num_hidden_layers=2).eval()
-    example = tiny_inputs(batch_size=2, length=6)
-    path = export_onnx(model, example, tmp_path / "model.onnx")
+def test_every_supported_family_exports_with_dynamic_axes_and_matches_pytorch(family, fused, tmp_path, tiny_onnx):
+    model, example, path = tiny_onnx(family, tmp_path)
     if fused:
         operators = fuse_for_ort(path, example, tolerance=1e-5)
         assert operators["SkipLayerNormalization"] >= 4 and operators["BiasGelu"] == 2
@@ -64,10 +62,8 @@ def test_every_supported_family_exports_with_dynamic_axes_and_matches_pytorch(fa
         assert (session_logits(session, inputs) - expected).abs().max() <= 1e-4
 
 
-def test_int8_makes_the_fused_attention_qattention_and_keeps_the_padding_mask(family, tmp_path):
-    model = tiny_model(family, num_hidden_layers=2).eval()
-    example = tiny_inputs(batch_size=2, length=6)
-    path = export_onnx(model, example, tmp_path / "model.onnx")
+def test_int8_makes_the_fused_attention_qattention_and_keeps_the_padding_mask(family, tmp_path, tiny_onnx):
+    model, example, path = tiny_onnx(family, tmp_path)
     unfused = shutil.copyfile(path, tmp_path / "unfused.onnx")  # what the deployment quantises
     fuse_for_ort(path, example, tolerance=1e-5)
     fused = family in FUSED_ATTENTION
@@ -84,10 +80,8 @@ def test_int8_makes_the_fused_attention_qattention_and_keeps_the_padding_mask(fa
     assert ("QAttention" in operators) == ("QAttention" in words) == fused
 
 
-def test_a_graph_the_fused_one_differs_from_is_kept_unfused(tmp_path):
-    model = tiny_model("bert", num_hidden_layers=2).eval()
-    example = tiny_inputs(batch_size=2, length=6)
-    path = export_onnx(model, example, tmp_path / "model.onnx")
+def test_a_graph_the_fused_one_differs_from_is_kept_unfused(tmp_path, tiny_onnx):
+    _, example, path = tiny_onnx("bert", tmp_path)
     exported = path.read_bytes()
     assert fuse_for_ort(path, example, tolerance=-1.0) == {}  # no difference is within a negative tolerance
     assert path.read_bytes() == exported

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from app_runs import compose_config
-from conftest import tiny_inputs, tiny_model
+from conftest import tiny_inputs
 from test_deploy import DRY_RUN, QUICK, saved_classifier
 
 from theseus_pl.app.checks.settings import setting_problems
@@ -19,16 +19,15 @@ from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deploy import main
 from theseus_pl.deployment import openvino_export
 from theseus_pl.deployment import stage as deploy_module
-from theseus_pl.deployment.onnx_export import DeploymentError, export_onnx
+from theseus_pl.deployment.onnx_export import DeploymentError
 from theseus_pl.deployment.openvino_export import compile_openvino, convert_openvino, openvino_logits
 from theseus_pl.deployment.targets import TARGETS
 
 OPENVINO = replace(QUICK, openvino=True, calibration_rows=6)
 
 
-def test_openvino_fp32_matches_pytorch_on_every_family_at_any_batch_and_length(family, tmp_path):
-    model = tiny_model(family, num_hidden_layers=2).eval()
-    onnx = export_onnx(model, tiny_inputs(batch_size=2, length=6), tmp_path / "model.onnx")
+def test_openvino_fp32_matches_pytorch_on_every_family_at_any_batch_and_length(family, tmp_path, tiny_onnx):
+    model, _, onnx = tiny_onnx(family, tmp_path)
     compiled = compile_openvino(convert_openvino(onnx, tmp_path / "model.xml"), threads=1, precision="f32")
     for batch_size, length in [(3, 10), (1, 4)]:  # neither the example's batch size nor its length
         inputs = tiny_inputs(batch_size, length)
