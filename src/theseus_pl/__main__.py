@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import NoReturn
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
@@ -34,10 +36,12 @@ register_resolvers()
 @hydra.main(version_base="1.3", config_path="pkg://theseus_pl.conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
     """Run the pipeline and print the headline; the return value serves sweepers. A refused run prints its problems
-    alone, leaves no run folder behind and exits with status 2."""
+    alone, leaves no run folder behind and exits with status 2; a run whose training diverged says so alone and
+    exits with status 1."""
     from theseus_pl.app.checks.refused import RunRefused
     from theseus_pl.app.run.pipeline import plan, run  # torch, Lightning: not needed to refuse a bad command line
     from theseus_pl.app.tracking.console import configure_console
+    from theseus_pl.lightning.callbacks import DivergedError
     from theseus_pl.lightning.quiet import verbose
 
     configure_console(verbose())
@@ -54,6 +58,11 @@ def main(cfg: DictConfig) -> float | None:
             results = run(cfg)
     except RunRefused as refused:  # refused before the run writes anything
         _refuse(refused, output_dir if fresh else None)
+    except DivergedError as diverged:  # the run started: its folder and log stay, no results.json
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            raise  # Hydra records this job as failed; the sweep's other jobs run
+        print(diverged, file=sys.stderr)
+        raise SystemExit(1) from None
     except BaseException:
         if check_only and fresh:  # --check leaves no folder behind, even where it fails unforeseen
             _remove_run_folder(output_dir)

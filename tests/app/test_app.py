@@ -247,6 +247,24 @@ def test_the_command_line_writes_every_output_into_the_run_folder(tiny_base, glu
     assert not (folder / "checkpoints").exists()  # deleted once the run has finished (checkpoint.keep=false)
 
 
+def test_a_run_whose_training_diverges_says_so_in_one_line_exits_1_and_records_nothing(tiny_base, glue_dir, tmp_path):
+    """At optimizer.lr=1e8 every weight turns NaN within steps; such a run printed a successor score (a NaN
+    classifier's one class) and exited 0, and report picked it as the best."""
+    unset = ("paths.output_dir", "optimizer.lr")
+    overrides = [o for o in tiny_run_overrides(tiny_base, glue_dir, tmp_path) if not o.startswith(unset)]
+    folder = tmp_path / "cli"
+    completed = run_command(
+        [sys.executable, "-m", "theseus_pl", *overrides, "optimizer.lr=1e8", f"hydra.run.dir={folder}"], timeout=600
+    )
+    assert completed.returncode == 1, completed.stderr[-2000:]
+    last = completed.stderr.strip().splitlines()[-1]
+    assert last.startswith("The training diverged at step ") and last.endswith(
+        "Nothing was recorded. Lower optimizer.lr (now 1e+08) or check the training data."
+    )
+    assert "Traceback" not in completed.stderr
+    assert not (folder / "results.json").exists() and not (folder / "successor").exists()
+
+
 def test_a_home_shorthand_in_an_override_gets_a_fix_not_a_lexer_error(tmp_path):
     completed = run_command(
         [sys.executable, "-m", "theseus_pl", "data.glue_dir=~/glue_data", "--cfg", "job"], timeout=300, cwd=tmp_path

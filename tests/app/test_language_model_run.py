@@ -31,6 +31,7 @@ from theseus_pl.data.language_model import tokenized_windows, window_loader
 from theseus_pl.data.text_corpus import TextFiles, text_source
 from theseus_pl.deploy import main as deploy_main
 from theseus_pl.deployment import gguf_stage
+from theseus_pl.lightning.callbacks import DivergedError
 from theseus_pl.lightning.language_model_evaluation import evaluate_language_model
 
 
@@ -302,6 +303,13 @@ def test_a_model_named_by_two_settings_is_refused_not_chosen_between(tiny_lm, tm
     with pytest.raises(RunRefused, match=r"model: model.gguf=.* and model.base=.* each name the model to compress"):
         run(compose_config(*overrides, f"model.gguf={tmp_path / 'any.gguf'}"))
     assert not (tmp_path / "run").exists()
+
+
+def test_an_lm_run_whose_training_diverges_stops_there_and_records_nothing(tiny_lm, tmp_path):
+    overrides = [o for o in _overrides(tiny_lm, tmp_path, "method=lm_theseus") if not o.startswith("optimizer.lr")]
+    with pytest.raises(DivergedError, match=r"^The training diverged .* Lower optimizer\.lr \(now 1e\+08\)"):
+        run(compose_config(*overrides, "optimizer.lr=1e8"))
+    assert not (tmp_path / "run" / "results.json").exists()
 
 
 def test_the_packaged_smollm2_is_compressed_from_its_gguf_file(tmp_path, smollm2_cache):

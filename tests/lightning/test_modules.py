@@ -14,9 +14,11 @@ from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.schedules import ConstantSchedule, CurriculumSchedule
 from theseus_pl.lightning.callbacks import (
     ClosingProgressBar,
+    DivergedError,
     PhaseSwitch,
     ReplacementScheduler,
     ResumeCheckpoint,
+    StopAtNonFiniteLoss,
     replacement_callbacks,
 )
 from theseus_pl.lightning.modules import FineTuningModule, TheseusModule
@@ -378,3 +380,18 @@ def test_the_learning_rate_decays_once_or_restarts_at_the_switch(tmp_path, resta
     recorder = RateRecorder()
     make_trainer(tmp_path, 5, [*replacement_callbacks(ConstantSchedule(1.0, 2)), recorder]).fit(module, tiny_loader())
     assert recorder.rates == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("lr", "steps", "message"),
+    [
+        (1e8, 20, r"The training diverged at step \d+: its loss is nan\. Nothing was recorded\. Lower the rate\.$"),
+        # the one step's loss was finite; its update was not: the weights say so as the training ends
+        (float("inf"), 1, r"The training diverged: \d+ trained weights are not finite \(model\..*\) after step 1\."),
+    ],
+    ids=["by-its-loss", "by-its-weights"],
+)
+def test_a_training_that_diverges_stops_there_and_says_what_to_change(tmp_path, lr, steps, message):
+    module = FineTuningModule(tiny_model(), lr=lr)
+    with pytest.raises(DivergedError, match=message):
+        make_trainer(tmp_path, steps, [StopAtNonFiniteLoss("Lower the rate")]).fit(module, tiny_loader())

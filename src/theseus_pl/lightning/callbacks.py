@@ -1,6 +1,6 @@
 """Lightning callbacks: the ones that drive module replacing (the rate, the phase switch), the ones that let a
-killed run resume exactly (a checkpoint that does not wait for a better score, a seed per step), and a progress bar
-that a failed run closes and a resumed one shows whole."""
+killed run resume exactly (a checkpoint that does not wait for a better score, a seed per step), the one that ends a
+training that diverged, and a progress bar that a failed run closes and a resumed one shows whole."""
 
 from __future__ import annotations
 
@@ -81,6 +81,38 @@ class PhaseSwitch(Callback):
 def replacement_callbacks(schedule: ReplacementSchedule) -> list[Callback]:
     """The two callbacks every Theseus run needs, agreeing on one schedule."""
     return [ReplacementScheduler(schedule), PhaseSwitch(schedule.switch_step)]
+
+
+class DivergedError(RuntimeError):
+    """A training whose loss, dev score or weights are not finite: nothing it trained is a model to keep."""
+
+
+class StopAtNonFiniteLoss(Callback):
+    """Ends a training with :class:`DivergedError` at the first step whose training loss is not finite, or as it
+    ends when a trained weight is not: from there on every weight is NaN, and a run that went on would score,
+    record and ship it (a NaN classifier predicts one class, 70 % right on a dev set 70 % of that class). ``fix``
+    ends the message: what the user can change (``"Lower optimizer.lr (now 1e+08)"``)."""
+
+    def __init__(self, fix: str) -> None:
+        self.fix = fix
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        loss = outputs.get("loss") if isinstance(outputs, Mapping) else outputs
+        if isinstance(loss, torch.Tensor) and not torch.isfinite(loss.detach()).all():
+            raise DivergedError(
+                f"The training diverged at step {trainer.global_step}: its loss is {float(loss)}. Nothing was "
+                f"recorded. {self.fix}."
+            )
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        trained = [name for name, p in pl_module.named_parameters() if p.requires_grad and not p.isfinite().all()]
+        if trained:
+            raise DivergedError(
+                f"The training diverged: {len(trained)} trained weights are not finite ({trained[0]}, ...) after "
+                f"step {trainer.global_step}. Nothing was recorded. {self.fix}."
+            )
 
 
 class StepSeed(Callback):

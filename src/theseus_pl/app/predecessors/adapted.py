@@ -23,10 +23,11 @@ import lightning.pytorch as pl
 import torch
 
 from theseus_pl.app.predecessors.classifier import model_fingerprint
-from theseus_pl.app.predecessors.resumable_training import DivergedError, train_resumably, work_folder
+from theseus_pl.app.predecessors.resumable_training import train_resumably, work_folder
 from theseus_pl.core.decoders import load_causal_lm
 from theseus_pl.data.cache_entry import load_or_build
 from theseus_pl.data.language_model import LanguageModelingDataModule
+from theseus_pl.lightning.callbacks import DivergedError
 from theseus_pl.lightning.language_model_metrics import LanguageModelMetrics
 from theseus_pl.lightning.modules import FineTuningModule
 

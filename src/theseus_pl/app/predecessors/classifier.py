@@ -23,12 +23,12 @@ import transformers
 from safetensors import safe_open
 from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
 
-from theseus_pl.app.predecessors.resumable_training import DivergedError, train_resumably, work_folder
+from theseus_pl.app.predecessors.resumable_training import train_resumably, work_folder
 from theseus_pl.core.io import is_sequence_classifier
 from theseus_pl.data.cache_entry import content_digest, load_or_build
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.tasks import TaskSpec, head_label_problem
-from theseus_pl.lightning.callbacks import BestCheckpoint
+from theseus_pl.lightning.callbacks import BestCheckpoint, DivergedError
 from theseus_pl.lightning.evaluation import evaluate
 from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.modules import FineTuningModule

@@ -25,7 +25,7 @@ from lightning.pytorch.callbacks import Checkpoint
 
 import theseus_pl
 from theseus_pl.data.cache_entry import being_built, is_cached
-from theseus_pl.lightning.callbacks import ResumeCheckpoint, progress_bars
+from theseus_pl.lightning.callbacks import DivergedError, ResumeCheckpoint, progress_bars
 from theseus_pl.lightning.quiet import expect_own_files
 
 log = logging.getLogger(__name__)
@@ -78,10 +78,6 @@ def entry_state(entry: Path, steps: int, done: int | None, made: str, making: st
     if done is not None:
         return f"its interrupted {training} continues from step {done} of {steps}"
     return f"{made} first, {steps} steps, into the cache: {entry}"
-
-
-class DivergedError(RuntimeError):
-    """A training whose dev score or training loss is not finite: nothing is cached, nothing kept to continue."""
 
 
 def train_resumably(

@@ -24,7 +24,7 @@ from theseus_pl.app.predecessors.classifier import looks_like_path, made_from
 from theseus_pl.app.results.envelope import Hardware, ResultsError, RunRecord
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.core.precision import AUTO, this_cpu, uses_gpu
-from theseus_pl.lightning.callbacks import RunClock, SettingsInCheckpoint, StepSeed
+from theseus_pl.lightning.callbacks import RunClock, SettingsInCheckpoint, StepSeed, StopAtNonFiniteLoss
 from theseus_pl.lightning.precision import run_precision
 
 log = logging.getLogger(__name__)
@@ -107,8 +107,9 @@ def train(
     """The fitted Trainer, and the checkpoint it resumed from (None for a fresh run); ``settings``, those that shape
     training, go into every checkpoint (what a resume is compared with) with the ``precision`` it trains in and the
     ``data``'s fingerprint, and so does the run's ``clock``."""
+    diverged = StopAtNonFiniteLoss(f"Lower optimizer.lr (now {cfg.optimizer.lr:g}) or check the training data")
     callbacks = [*_configured_callbacks(cfg), *method.callbacks, StepSeed(cfg.seed),
-                 SettingsInCheckpoint(settings, precision, data), clock]  # fmt: skip
+                 SettingsInCheckpoint(settings, precision, data), clock, diverged]  # fmt: skip
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers, precision=precision)
     resumed_from = str(resume_from) if resume_from else None
     if resumed_from:
