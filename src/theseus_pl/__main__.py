@@ -24,6 +24,7 @@ from theseus_pl.app.config.command_line import (
     refuse_home_shorthand,
 )
 from theseus_pl.app.config.resolvers import register_resolvers, resolution_problem
+from theseus_pl.app.config.run_folder import made_by_this_command
 
 log = logging.getLogger("theseus_pl")
 MULTIRUN_FLAGS = {"-m", "--multirun"}
@@ -46,7 +47,7 @@ def main(cfg: DictConfig) -> float | None:
 
     configure_console(verbose())
     output_dir = Path(cfg.paths.output_dir)
-    fresh = _only_hydra_files(output_dir)  # made by Hydra for this job, not a folder resumed into
+    fresh = made_by_this_command(output_dir)  # made by Hydra for this job: a refusal removes it
     try:
         log.debug("Composed config:\n%s", OmegaConf.to_yaml(cfg, resolve=True))
     except InterpolationResolutionError as error:  # a resolver's refusal: a packaged model's wheels not installed
@@ -90,11 +91,6 @@ def _refuse(refused: Exception, fresh_folder: Path | None) -> NoReturn:
     raise SystemExit(2) from None
 
 
-def _only_hydra_files(folder: Path) -> bool:
-    """Whether the run folder holds only what Hydra wrote as the job started (``.hydra/`` and the job's log)."""
-    return folder.is_dir() and all(path.name == ".hydra" or path.suffix == ".log" for path in folder.iterdir())
-
-
 def _remove_run_folder(folder: Path) -> None:
     """A refused run's folder, and the folders above it that Hydra made for it and that are now empty
     (``outputs/<task>/``), up to the working directory."""
@@ -104,6 +100,19 @@ def _remove_run_folder(folder: Path) -> None:
         if parent == here or here not in parent.parents or any(parent.iterdir()):
             break
         parent.rmdir()
+
+
+def _writing_nothing(arguments: list[str]) -> list[str]:
+    """The overrides that keep Hydra from writing into the run folder for ``--check``: no ``.hydra/`` record and no
+    log file (the console keeps every line). Into a folder that holds anything, ``--check`` then writes nothing; one
+    Hydra made for it is removed. The log file is left as it is where the command chooses its own job logging."""
+    own_logging = any(
+        argument.lstrip("+~").startswith(("hydra/job_logging", "hydra.job_logging")) for argument in arguments
+    )
+    logging_file = (
+        [] if own_logging else ["~hydra.job_logging.handlers.file", "hydra.job_logging.root.handlers=[console]"]
+    )
+    return ["hydra.output_subdir=null", *logging_file]
 
 
 def cli() -> None:
@@ -121,6 +130,7 @@ def cli() -> None:
     if check_only:
         sys.argv.remove(CHECK_FLAG)
         arguments.remove(CHECK_FLAG)
+        sys.argv += _writing_nothing(arguments)
     if MULTIRUN_FLAGS & set(arguments):
         from theseus_pl.app.checks.multirun import multirun_jobs, multirun_refusals  # torch, Lightning: multirun only
         from theseus_pl.app.run.pipeline import refusal_problems

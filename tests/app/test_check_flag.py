@@ -4,6 +4,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -60,6 +61,42 @@ def test_check_prints_the_plan_and_writes_no_run_folder(tiny_base, glue_dir, tmp
     assert not list((tmp_path / "cache").glob("theseus-pl-stand-in-*"))  # its stand-in is gone
     untimed = app(tmp_path, *overrides, "check_steps=0", "--check")
     assert untimed.returncode == 0 and "time of" not in untimed.stdout
+
+
+def _files(folder):
+    return {path.relative_to(folder): path.read_bytes() for path in folder.rglob("*") if path.is_file()}
+
+
+KILLED_LOG = "[2026-12-01 10:00:00,000][theseus_pl][INFO] - Training in fp32: this machine has no bf16.\n"
+
+
+def _killed_run(folder):
+    """What a run killed while its predecessor was fine-tuned leaves: ``.hydra/`` and its log, no more."""
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / ".hydra" / "config.yaml").write_text("seed: 1\n")
+    (folder / "__main__.log").write_text(KILLED_LOG)
+    return folder
+
+
+@pytest.mark.slow
+def test_a_folder_holding_anything_is_kept_by_a_refusal_and_check_writes_nothing_into_it(tiny_base, glue_dir, tmp_path):
+    """A refused rerun into a killed run's folder, and ``--check``, deleted it; into a folder holding a user's own
+    file, ``--check`` wrote ``.hydra/`` and a log while it said nothing was written."""
+    overrides = [o for o in tiny_run_overrides(tiny_base, glue_dir, tmp_path) if not o.startswith("paths.output_dir")]
+    killed = _killed_run(tmp_path / "killed")
+    refused = app(tmp_path, *overrides, "seed=-1", f"hydra.run.dir={killed}")
+    assert refused.returncode == 2 and "- seed=-1 " in refused.stderr, refused.stderr[-2000:]
+    assert (killed / "__main__.log").read_text().startswith(KILLED_LOG)  # the folder and its log stay
+    checked = _killed_run(tmp_path / "checked")
+    before = _files(checked)
+    completed = app(tmp_path, *overrides, f"hydra.run.dir={checked}", "--check")
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert _files(checked) == before
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "notes.txt").write_text("mine")
+    assert app(tmp_path, *overrides, f"hydra.run.dir={own}", "--check").returncode == 0
+    assert _files(own) == {Path("notes.txt"): b"mine"}
 
 
 @pytest.mark.slow

@@ -1,12 +1,17 @@
-"""The run folder as Hydra makes it: refused in one line when it cannot be made, and a finished run's record kept.
+"""The run folder as Hydra makes it: refused in one line when it cannot be made, a finished run's record kept, and
+known as this command's own or not.
 
 Hydra makes the run folder (``hydra.run.dir``; a sweep's ``hydra.sweep.dir``) and writes the command's config,
-overrides and its own settings into ``.hydra/`` before the app is called. Two things follow, each handled here:
+overrides and its own settings into ``.hydra/`` before the app is called. Three things follow, each handled here:
 
 - A folder that cannot be made (a parent nobody may write, a file in the way) ends in a ``PermissionError``
   traceback from Hydra; :class:`RunFolderCheck`, a Hydra callback, says so in one line first, with exit status 2.
 - A rerun into a folder that holds a run would overwrite that run's record with a command that never ran (or that
   the resume check then refuses); :func:`record_subdir`, ``hydra.output_subdir``, keeps Hydra from writing there.
+- A refused run removes its folder, but only one this command made: a folder that held anything before (an earlier
+  run killed before its first checkpoint leaves ``.hydra/`` and its log, no more) is not the refusal's to delete.
+  :class:`RunFolderCheck` notes, before Hydra makes them, which folders do not exist yet
+  (:func:`made_by_this_command`).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 RECORD_SUBDIR = ".hydra"
+_made_here: set[Path] = set()  # run and sweep folders that did not exist as this command started
 
 
 def record_subdir(output_dir: str, resume: bool | str) -> str | None:
@@ -50,14 +56,28 @@ def folder_problem(folder: Path, key: str) -> str | None:
     return None
 
 
+def made_by_this_command(folder: Path) -> bool:
+    """Whether ``folder``, or the sweep folder it is a job of, did not exist when this command started (Hydra made
+    it for this job). False where that is not known: a job that a launcher started in a process of its own."""
+    folder = folder.absolute()
+    return any(folder == made or made in folder.parents for made in _made_here)
+
+
 class RunFolderCheck(Callback):
-    """Refuses a run (or sweep) whose folder cannot be made, before Hydra tries to make it."""
+    """Refuses a run (or sweep) whose folder cannot be made, before Hydra tries to make it, and notes a folder that
+    Hydra is about to make."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        _refuse(folder_problem(Path(config.hydra.run.dir), "hydra.run.dir"))
+        _note(Path(config.hydra.run.dir), "hydra.run.dir")
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        _refuse(folder_problem(Path(config.hydra.sweep.dir), "hydra.sweep.dir"))
+        _note(Path(config.hydra.sweep.dir), "hydra.sweep.dir")
+
+
+def _note(folder: Path, key: str) -> None:
+    _refuse(folder_problem(folder, key))
+    if not folder.exists():
+        _made_here.add(folder.absolute())
 
 
 def _refuse(problem: str | None) -> None:
