@@ -94,6 +94,10 @@ def test_every_experiment_passes_as_shipped(experiment):
         ("callbacks.progress_bar.refresh_rate=abc", "callbacks.progress_bar.refresh_rate='abc' must be 0 (no bar)"),
         ("callbacks.early_stopping.mode=abc", "callbacks.early_stopping.mode='abc' must be max (a score) or min"),
         ("paths.cache_dir=123", "paths.cache_dir=123 must be a folder"),
+        # each became a path: tokenised data written two levels above the cache, nested folders, a file-name error
+        ("data.task=../../trav/escaped", "data.task='../../trav/escaped' must be null (named after your files), a"),
+        ("data.task=a/b", "data.task='a/b' must be null (named after your files), a GLUE task (e.g. RTE) or a name"),
+        (f"data.task={'x' * 300}", f"data.task='{'x' * 300}' must be null (named after your files)"),
         # the card said "The predecessor is `123` fine-tuned" and base_model: 123
         ("model.hub_id=123", "model.hub_id=123 must be null or the hub id of the model named"),
         ("model.hub_id='no such model, really'", "model.hub_id='no such model, really' must be null or the hub id"),

@@ -75,6 +75,13 @@ def names(value: Any) -> bool:
     return isinstance(value, list | ListConfig) and all(isinstance(name, str) for name in value)
 
 
+def folder_name(value: Any) -> bool:
+    """A name that becomes one folder (a run's ``outputs/<name>/``, its cache entries): a name with a ``/`` or a
+    ``..`` in it wrote tokenised data outside the cache, and one of hundreds of characters failed as a file name."""
+    return (isinstance(value, str) and 0 < len(value) <= 100 and value not in (".", "..")
+            and not any(character in value for character in "/\\\0"))  # fmt: skip
+
+
 WEIGHT_DECAY = Rule(lambda v: number(v) and v >= 0, "a number, 0 or more, e.g. 0.01")
 WARMUP_SHARE = Rule(lambda v: number(v) and 0 <= v < 1, "a share of the steps in [0, 1), e.g. 0.1")
 
@@ -101,6 +108,9 @@ RULES: dict[str, Rule] = {
     "data.max_eval_windows": Rule(optional_positive_int, "null (every held-out window) or a whole number, at least 1"),
     "data.num_workers": Rule(lambda v: whole_number(v) and v >= 0,
                              "0 (rows loaded in the training process) or a whole number of loader processes"),
+    "data.task": Rule(lambda v: v is None or folder_name(v),
+                      "null (named after your files), a GLUE task (e.g. RTE) or a name for your own data: one folder "
+                      "name, without / or \\, not . or .., at most 100 characters"),
     "data.pairs": Rule(lambda v: isinstance(v, str) and bool(v),
                        "the GLUE similarity task whose training pairs are trained on, e.g. STS-B (one name)"),
     "data.window": Rule(lambda v: whole_number(v) and v >= 2,
