@@ -24,6 +24,13 @@ TOKENIZER_FILES = (
     "tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model", "tokenizer.model",
 )  # fmt: skip
 
+
+def has_tokenizer(folder: Path) -> bool:
+    """Whether ``folder`` holds a saved tokenizer: without one, transformers makes up an empty-vocabulary tokenizer
+    from the config's model type, every word becomes unknown, and what the model scores or serves is garbage."""
+    return any((folder / name).is_file() for name in TOKENIZER_FILES)
+
+
 # Where the classes a successor pickle can name lived before theseus_pl 0.2 arranged its modules in floors.
 MOVED_MODULES = {
     "theseus_pl.narrow_width": "theseus_pl.core.successors.narrow_width",

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from theseus_pl.core.io import PICKLED, is_sequence_classifier, load_successor
+from theseus_pl.core.io import PICKLED, TOKENIZER_FILES, has_tokenizer, is_sequence_classifier, load_successor
 from theseus_pl.core.precision import CPU_BF16_FLAGS, Cpu, cpu_bf16_problem, this_cpu
 from theseus_pl.core.timing import forward_call, p50_milliseconds, was_busy
 from theseus_pl.data.datamodule import TextTaskDataModule
@@ -85,6 +85,7 @@ def deploy(
     require_onnxruntime()
     if settings.openvino:
         require_openvino()
+    check_tokenizer(successor_dir)
     successor = load_sequence_classifier(successor_dir)
     tokenizer = datamodule.tokenizer if datamodule else AutoTokenizer.from_pretrained(successor_dir)
     threads = settings.threads or torch.get_num_threads()
@@ -305,6 +306,16 @@ def check_sequence_classifier(directory: Path) -> None:
         raise DeploymentError(
             f"{directory} is not a sequence-classification checkpoint (its architectures: "
             f"{', '.join(config.architectures or []) or 'none'}); deploy exports the classifiers theseus_pl writes."
+        )
+
+
+def check_tokenizer(directory: Path) -> None:
+    """Refuse a model to deploy that has no tokenizer saved beside it (a dry run checks this too)."""
+    if not has_tokenizer(directory):
+        raise DeploymentError(
+            f"{directory} holds no tokenizer ({', '.join(TOKENIZER_FILES[:2])} or a vocabulary): its dev rows would "
+            "be tokenised with an empty vocabulary, and every score and timing would be of that. Save the model's "
+            "tokenizer beside it (tokenizer.save_pretrained(folder))."
         )
 
 

@@ -10,6 +10,7 @@ from typing import TypeVar
 import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
+from transformers import AutoConfig
 
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL
 from theseus_pl.app.config.resolvers import register_resolvers
@@ -18,11 +19,13 @@ from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.task_model import RunResults, write_deployment
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.data.datamodule import TextTaskDataModule
+from theseus_pl.data.tasks import head_label_problem
 from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxruntime
 from theseus_pl.deployment.openvino_export import require_openvino
 from theseus_pl.deployment.record import Deployment, DeploySettings
 from theseus_pl.deployment.stage import (
     check_sequence_classifier,
+    check_tokenizer,
     deploy,
     load_sequence_classifier,
     onnx_files,
@@ -164,8 +167,11 @@ def run_dev_data(run_dir: Path, glue_dir: str | None = None) -> TextTaskDataModu
 
 def task_dev_data(task: str, model_dir: Path, glue_dir: str | None) -> TextTaskDataModule:
     """A GLUE task's data module, tokenising with the checkpoint's tokenizer, its dev set ready: what a checkpoint
-    deployed with ``--task`` is scored on."""
+    deployed with ``--task`` is scored on. A head that cannot serve the task is refused first (the export would fail
+    on its shapes, or score other labels as the task's)."""
     datamodule = TextTaskDataModule(task, str(model_dir), glue_dir=glue_dir)
+    if problem := head_label_problem(AutoConfig.from_pretrained(model_dir).id2label, datamodule.task):
+        raise DeploymentError(f"{model_dir} does not fit --task {task}: {problem}.")
     datamodule.setup("validate")
     return datamodule
 
@@ -211,6 +217,7 @@ def planned_deployment(
         records = [deployment_record(folder)]
     require_onnxruntime()
     check_sequence_classifier(successor_dir)
+    check_tokenizer(successor_dir)
     if predecessor_dir is not None:
         check_sequence_classifier(predecessor_dir)
     if settings.openvino:

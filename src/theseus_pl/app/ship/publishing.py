@@ -33,7 +33,7 @@ from theseus_pl.app.config.side_commands import command_parser
 from theseus_pl.app.results.envelope import ResultsError, RunRecord, UnknownKind
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.ship.model_card import model_card
-from theseus_pl.core.io import TOKENIZER_FILES, is_pickled
+from theseus_pl.core.io import has_tokenizer, is_pickled
 
 SUCCESSOR = "successor"
 CARD = "README.md"
@@ -142,7 +142,7 @@ def finished_record(run_dir: Path) -> tuple[RunRecord | None, list[str]]:
 def _missing_parts(successor: Path, record: RunRecord) -> list[str]:
     """What a model users load from ``successor`` needs that is not there: a tokenizer, and for a sentence-transformers
     model its ``modules.json`` and every module folder it names (the pooling, the normalisation)."""
-    missing = [] if any((successor / name).is_file() for name in TOKENIZER_FILES) else ["a tokenizer"]
+    missing = [] if has_tokenizer(successor) else ["a tokenizer"]
     if record.kind == EMBEDDING_MODEL:
         modules = successor / "modules.json"
         if not modules.is_file():

@@ -11,7 +11,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrai
 
 from theseus_pl.app.predecessors.classifier import looks_like_path
 from theseus_pl.app.results.reading import read_run
-from theseus_pl.core.io import TOKENIZER_FILES, is_pickled, is_sequence_classifier, load_successor
+from theseus_pl.core.io import TOKENIZER_FILES, has_tokenizer, is_pickled, is_sequence_classifier, load_successor
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.sources import GlueDirSource
 from theseus_pl.data.tasks import TaskSpec, head_label_problem
@@ -60,8 +60,8 @@ def submission_model(name: str, task: TaskSpec) -> str:
     problems = []
     if problem := head_label_problem(config.id2label, task):
         problems.append(f"{name} does not fit {task.name}: {problem}.")
-    if folder.is_dir() and not any((folder / file).is_file() for file in TOKENIZER_FILES):
-        problems.append(  # transformers would make up an empty tokenizer from the config's model type
+    if folder.is_dir() and not has_tokenizer(folder):
+        problems.append(
             f"{name} holds no tokenizer ({', '.join(TOKENIZER_FILES[:2])} or a vocabulary): save the model's tokenizer "
             "beside it (tokenizer.save_pretrained(folder))."
         )
