@@ -96,9 +96,10 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
     )  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    unread = _unread_options(args, parser)
     if args.gguf:
-        return _deploy_gguf(args)
-    settings = _checked(args.folder, lambda: DeploySettings(
+        return _deploy_gguf(args, unread)
+    settings = _checked(args.folder, unread, lambda: DeploySettings(
         quantize=None if args.quantize == "none" else args.quantize,
         sequence_length=args.sequence_length or None,
         batch_sizes=tuple(args.batch_sizes),
@@ -133,10 +134,35 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
     return block
 
 
-def _deploy_gguf(args: argparse.Namespace) -> list[dict[str, Any]] | None:
+# What a deployment to GGUF files does not read, and what only a checkpoint folder reads (a run's record names both).
+NOT_FOR_GGUF = ("quantize", "openvino", "calibration_rows", "task", "glue_dir", "predecessor", "sequence_length",
+                "batch_sizes", "own_lengths", "target", "max_score_drop")  # fmt: skip
+CHECKPOINT_ONLY = ("task", "predecessor")
+
+
+def _unread_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[str]:
+    """Each option given that this deployment would not read, as a problem: dropped in silence, it deployed something
+    other than what the command line said."""
+
+    def given(names: Sequence[str]) -> list[str]:
+        return ["--" + name.replace("_", "-") for name in names if getattr(args, name) != parser.get_default(name)]
+
+    if args.gguf:
+        unread = given(NOT_FOR_GGUF)
+        return [f"{', '.join(unread)}: for a deployment to ONNX or OpenVINO; --gguf writes a decoder LM's GGUF "
+                "files and reads --llama-cpp, --repeats and --threads."] if unread else []  # fmt: skip
+    problems = [] if not given(["llama_cpp"]) else ["--llama-cpp: read with --gguf only (a decoder LM's GGUF files)."]
+    unread = given(CHECKPOINT_ONLY) if is_run_folder(args.folder) else []
+    if unread:
+        problems.append(f"{', '.join(unread)}: for a checkpoint folder; {args.folder} is a run's, whose record names "
+                        "its task and predecessor.")  # fmt: skip
+    return problems
+
+
+def _deploy_gguf(args: argparse.Namespace, unread: list[str]) -> list[dict[str, Any]] | None:
     """``--gguf`` on a decoder-LM run's folder: print the rows written (or, with ``--dry-run``, the plan)."""
     llama_cpp = {"true": True, "false": False}.get(args.llama_cpp, args.llama_cpp)
-    settings = _checked(args.folder, lambda: DeploySettings(gguf=tuple(args.gguf), llama_cpp=llama_cpp,
+    settings = _checked(args.folder, unread, lambda: DeploySettings(gguf=tuple(args.gguf), llama_cpp=llama_cpp,
                                                            repeats=args.repeats, threads=args.threads))  # fmt: skip
     try:
         if args.dry_run:
@@ -151,10 +177,11 @@ def _deploy_gguf(args: argparse.Namespace) -> list[dict[str, Any]] | None:
     return rows
 
 
-def _checked(folder: Path, settings: Callable[[], DeploySettings]) -> DeploySettings:
-    """The command's settings, or its refusal naming every problem at once: a folder that is not there, and each
-    option out of range."""
+def _checked(folder: Path, unread: list[str], settings: Callable[[], DeploySettings]) -> DeploySettings:
+    """The command's settings, or its refusal naming every problem at once: a folder that is not there, each option
+    given that this deployment would not read (``unread``), and each option out of range."""
     problems = [] if folder.is_dir() else [f"{folder} is not a folder: give a finished run's folder or a checkpoint's."]
+    problems += unread
     built = None
     try:
         built = settings()

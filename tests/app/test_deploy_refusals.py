@@ -6,6 +6,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from conftest import tiny_model
 from results_records import a_run, an_embedding_run, plant
 
 from theseus_pl.app.results.envelope import RunRecord
@@ -80,3 +81,48 @@ def test_a_runs_successor_deployed_as_a_bare_checkpoint_is_refused_naming_the_ru
         f"{run_dir / 'successor'} is the successor of the run in {run_dir}: deploy the run's folder (python -m "
         f"theseus_pl.deploy {run_dir}), whose record and model card then describe the files written."
     )
+
+
+@DRY_RUN
+def test_a_model_without_its_tokenizer_is_refused_before_anything_is_exported(tmp_path, dry_run):
+    """transformers made up an empty-vocabulary tokenizer, every dev word became unknown, and the scores and timings
+    of that were recorded, exit 0."""
+    model = tmp_path / "model"
+    tiny_model("bert", num_hidden_layers=2, num_labels=2).save_pretrained(model)  # and no tokenizer beside it
+    assert refusal([str(model), *dry_run]).startswith(f"{model} holds no tokenizer (tokenizer.json or ")
+    assert not (model / "onnx").exists()
+
+
+@DRY_RUN
+def test_a_model_whose_head_cannot_serve_the_task_is_refused_before_anything_is_exported(
+    tmp_path, tiny_tokenizer, glue_dir, dry_run
+):
+    """A 2-label classifier deployed with --task STS-B (a regression) passed the dry run, exported, then failed on
+    the shapes and left onnx/ behind; submit refused it up front."""
+    model = tmp_path / "model"
+    tiny_model("bert", num_hidden_layers=2, num_labels=2).save_pretrained(model)
+    tiny_tokenizer.save_pretrained(model)
+    assert refusal([str(model), "--task", "STS-B", "--glue-dir", str(glue_dir), *dry_run]) == (
+        f"{model} does not fit --task STS-B: its head predicts 2 labels ['LABEL_0', 'LABEL_1'], the data STS-B has "
+        "one score (a regression)."
+    )
+    assert not (model / "onnx").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "why"),
+    [
+        (["--gguf", "q8_0", "--openvino", "--target", "onnx_int8"],
+         "--openvino, --target: for a deployment to ONNX or OpenVINO; --gguf writes a decoder LM's GGUF files and "
+         "reads --llama-cpp, --repeats and --threads."),
+        (["--task", "SST-2", "--predecessor", "elsewhere"],
+         "--task, --predecessor: for a checkpoint folder; {run} is a run's, whose record names its task and "
+         "predecessor."),
+        (["--llama-cpp", "true"], "--llama-cpp: read with --gguf only (a decoder LM's GGUF files)."),
+    ],
+    ids=["onnx options with gguf", "checkpoint options on a run", "llama.cpp without gguf"],
+)  # fmt: skip
+@DRY_RUN
+def test_an_option_the_deployment_would_not_read_is_refused_not_dropped(tmp_path, options, why, dry_run):
+    run_dir = finished(tmp_path / "run", a_run())
+    assert refusal([str(run_dir), *options, *dry_run]) == why.format(run=run_dir)
