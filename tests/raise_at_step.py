@@ -24,3 +24,14 @@ class KillAtStep(pl.Callback):
     def on_train_batch_start(self, trainer: pl.Trainer, *args: object) -> None:
         if trainer.global_step == self.step:
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+class InterruptAtStep(pl.Callback):
+    """Interrupts its own process before step ``step`` as Ctrl-C does (SIGINT: a KeyboardInterrupt)."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: object) -> None:
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), signal.SIGINT)

@@ -2,6 +2,7 @@
 it, a checkpoint that cannot be read is named with how to start over, and a finished run's record is never
 rewritten by a command that did not run."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -136,6 +137,20 @@ def test_a_run_folder_that_cannot_be_made_is_named_with_why(tmp_path):
 
 def _app(*arguments: str) -> subprocess.CompletedProcess:
     return run_command([sys.executable, "-m", "theseus_pl", *arguments], timeout=600)
+
+
+def test_ctrl_c_during_training_says_where_a_rerun_resumes_from(tiny_base, glue_dir, tmp_path):
+    """It exited 1 and printed nothing (Lightning's own line is among the chatter the console hides)."""
+    overrides = [o for o in tiny_run_overrides(tiny_base, glue_dir, tmp_path) if not o.startswith("paths.output_dir")]
+    folder = tmp_path / "cli"
+    tests = str(Path(__file__).parents[1])  # raise_at_step.py, for the command's callback
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
+    interrupt = ["+callbacks.stop._target_=raise_at_step.InterruptAtStep", "+callbacks.stop.step=5"]
+    stopped = run_command([sys.executable, "-m", "theseus_pl", *overrides, f"hydra.run.dir={folder}", *interrupt],
+                          env=env, timeout=600)  # fmt: skip
+    assert stopped.returncode == 1
+    notice = f"Interrupted at step 5. Rerun the same command to resume from {folder / 'checkpoints' / 'last.ckpt'}."
+    assert [line for line in (stopped.stdout + stopped.stderr).splitlines() if line.endswith(notice)], stopped.stderr
 
 
 @pytest.mark.slow

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -113,6 +113,19 @@ class StopAtNonFiniteLoss(Callback):
                 f"The training diverged: {len(trained)} trained weights are not finite ({trained[0]}, ...) after "
                 f"step {trainer.global_step}. Nothing was recorded. {self.fix}."
             )
+
+
+class InterruptNotice(Callback):
+    """Says how to go on when the user stops a training with Ctrl-C: Lightning ends the process with status 1, and
+    its own line about it is among the chatter the app hides. ``advice()`` is read as the training stops (a
+    checkpoint may have been written since it started): what rerunning does."""
+
+    def __init__(self, advice: Callable[[], str]) -> None:
+        self.advice = advice
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        if isinstance(exception, KeyboardInterrupt):
+            log.warning("Interrupted at step %d. %s", trainer.global_step, self.advice())
 
 
 class StepSeed(Callback):

@@ -24,7 +24,13 @@ from theseus_pl.app.predecessors.classifier import looks_like_path, made_from
 from theseus_pl.app.results.envelope import Hardware, ResultsError, RunRecord
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.core.precision import AUTO, this_cpu, uses_gpu
-from theseus_pl.lightning.callbacks import RunClock, SettingsInCheckpoint, StepSeed, StopAtNonFiniteLoss
+from theseus_pl.lightning.callbacks import (
+    InterruptNotice,
+    RunClock,
+    SettingsInCheckpoint,
+    StepSeed,
+    StopAtNonFiniteLoss,
+)
 from theseus_pl.lightning.precision import run_precision
 
 log = logging.getLogger(__name__)
@@ -108,8 +114,9 @@ def train(
     training, go into every checkpoint (what a resume is compared with) with the ``precision`` it trains in and the
     ``data``'s fingerprint, and so does the run's ``clock``."""
     diverged = StopAtNonFiniteLoss(f"Lower optimizer.lr (now {cfg.optimizer.lr:g}) or check the training data")
+    interrupted = InterruptNotice(lambda: _resume_advice(Path(cfg.paths.output_dir)))
     callbacks = [*_configured_callbacks(cfg), *method.callbacks, StepSeed(cfg.seed),
-                 SettingsInCheckpoint(settings, precision, data), clock, diverged]  # fmt: skip
+                 SettingsInCheckpoint(settings, precision, data), clock, diverged, interrupted]  # fmt: skip
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers, precision=precision)
     resumed_from = str(resume_from) if resume_from else None
     if resumed_from:
@@ -120,6 +127,14 @@ def train(
         # have finished (its data preparation barrier would make a new group of every rank and hang).
         torch.distributed.destroy_process_group()
     return trainer, resumed_from
+
+
+def _resume_advice(output_dir: Path) -> str:
+    """What rerunning an interrupted run's command does: resume from its last checkpoint, or start afresh."""
+    last = output_dir / "checkpoints" / "last.ckpt"
+    if last.is_file():
+        return f"Rerun the same command to resume from {last}."
+    return "No checkpoint was written yet: rerunning the same command starts the training afresh."
 
 
 def _configured_callbacks(cfg: DictConfig) -> list[pl.Callback]:
