@@ -108,6 +108,24 @@ def test_each_bad_value_is_named_with_what_is_valid(override, message):
     assert problem.startswith(message)
 
 
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["replacement=constant", "+replacement.b=0.9"],  # b: 0.9 was recorded for a schedule that never reads it
+         "replacement.b=0.9: replacement=constant reads replacement.p, replacement.switch_step only; it would be "
+         "recorded as the run's and never read."),
+        (["+benchmark.warmup=1"], "benchmark.warmup is no setting of the benchmark group: its settings are"),
+        (["+checkpoint.every=5"], "checkpoint.every is no setting of the checkpoint group: did you mean "
+                                  "checkpoint.every_n_steps?"),
+        (["+evaluation.lm_eval.limt=3"], "evaluation.lm_eval.limt is no setting of the evaluation.lm_eval group: did "
+                                         "you mean evaluation.lm_eval.limit?"),
+    ],
+)  # fmt: skip
+def test_a_value_nothing_reads_is_refused_not_recorded(overrides, message):
+    (problem,) = setting_problems(compose_config(*overrides))
+    assert message in problem
+
+
 @pytest.mark.parametrize("experiment", ["minilm_embedding_quick", "minilm_embedding_pairs", "smollm2_quick"])
 def test_a_held_out_split_drawn_anew_in_every_process_is_refused(experiment):
     """data.split_seed=null drew the held-out rows at random in each process: a resumed run scored on other rows,

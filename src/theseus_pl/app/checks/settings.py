@@ -216,11 +216,16 @@ def _copies_a_checked_option(cfg: DictConfig, key: str) -> bool:
     return isinstance(raw, str) and raw.startswith("${") and raw[2:-1] in RULES
 
 
-# The groups of plain options, each read whole by the code that trains (AdamW and its schedule; the predecessor's
-# fine-tuning or adaptation): a key outside these would be passed on, a TypeError, or dropped unread.
+# The groups of plain options, each read key by key or whole by the code (AdamW and its schedule; the predecessor's
+# fine-tuning or adaptation; the speed-up's timing; the checkpoints; the extra scores): a key outside these would be
+# passed on, a TypeError, or dropped unread while the record says it was set.
 PLAIN_GROUPS = {
     "optimizer": ("lr", "weight_decay", "warmup_ratio"),
     "finetune": ("epochs", "lr", "weight_decay", "warmup_ratio", "steps"),
+    "benchmark": ("batch_size", "repeats"),
+    "checkpoint": ("every_n_steps", "keep"),
+    "evaluation": ("single_modules", "lm_eval"),
+    "evaluation.lm_eval": ("tasks", "glue_dir", "include_path", "num_fewshot", "limit", "batch_size"),
 }
 
 
@@ -228,7 +233,7 @@ def unknown_key_problems(cfg: DictConfig) -> list[str]:
     """Each key added to a plain group (``+optimizer.betas=...``) that nothing reads, with the nearest one that is."""
     problems = []
     for group, known in PLAIN_GROUPS.items():
-        for key in cfg.get(group) or {}:
+        for key in OmegaConf.select(cfg, group, default=None) or {}:
             if key not in known:
                 near = difflib.get_close_matches(str(key), known, n=1)
                 hint = f"did you mean {group}.{near[0]}?" if near else f"its settings are {', '.join(known)}."

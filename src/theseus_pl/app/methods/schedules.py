@@ -49,10 +49,20 @@ def curricular(cls: type[CurriculumSchedule], settings: ReplacementSettings) -> 
     return cls(b=b, k=k) if k is not None else cls.from_steps_to_full(b, steps_to_full)
 
 
-SCHEDULES: dict[str, Callable[[ReplacementSettings], ReplacementSchedule]] = {
-    "constant": constant,
-    "curriculum": functools.partial(curricular, CurriculumSchedule),
-    "anti_curriculum": functools.partial(curricular, AntiCurriculumSchedule),
+@dataclass(frozen=True)
+class ScheduleKind:
+    """A ``replacement.kind``: how its schedule is built, and the values it reads (any other set is refused: it
+    would be recorded as the run's while no schedule read it)."""
+
+    build: Callable[[ReplacementSettings], ReplacementSchedule]
+    reads: tuple[str, ...]
+
+
+CURRICULAR = ("b", "k", "steps_to_full")
+SCHEDULES: dict[str, ScheduleKind] = {
+    "constant": ScheduleKind(constant, ("p", "switch_step")),
+    "curriculum": ScheduleKind(functools.partial(curricular, CurriculumSchedule), CURRICULAR),
+    "anti_curriculum": ScheduleKind(functools.partial(curricular, AntiCurriculumSchedule), CURRICULAR),
 }
 
 
@@ -62,7 +72,14 @@ def build_schedule(kind: str, **values: object) -> ReplacementSchedule:
     if kind not in SCHEDULES:
         *others, last = SCHEDULES
         raise ValueError(f"Unknown replacement kind {kind!r}; choose {', '.join(others)} or {last}.")
-    return SCHEDULES[kind](settings)
+    reads = SCHEDULES[kind].reads
+    unread = [f"replacement.{key}={value}" for key, value in values.items() if value is not None and key not in reads]
+    if unread:
+        raise ValueError(
+            f"{', '.join(unread)}: replacement={kind} reads {', '.join(f'replacement.{key}' for key in reads)} "
+            "only; it would be recorded as the run's and never read. Drop it, or choose the replacement that reads it."
+        )
+    return SCHEDULES[kind].build(settings)
 
 
 def successor_finetuning_steps(schedule: ReplacementSchedule | None, steps: int) -> int | None:
