@@ -189,6 +189,11 @@ def test_bad_own_task_settings_are_refused(tmp_path, kwargs, message):
         resolve_task("mine", **settings)
 
 
+def test_a_metric_on_a_glue_task_is_refused_not_dropped():
+    with pytest.raises(ValueError, match=r"^data\.metric=banana chooses how your own data is scored; RTE is scored by"):
+        resolve_task("RTE", metric="banana")
+
+
 def test_own_files_without_text_columns_are_refused(tiny_tokenizer):
     with pytest.raises(ValueError, match=r"with data\.files, also give data\.text_columns"):
         TextTaskDataModule("mine", tiny_tokenizer, files={"train": "x.csv"})

@@ -63,6 +63,11 @@ def resolve_task(
         spec = custom_task(task, text_columns, labels, regression, metric)
     elif is_glue_task(task) or not files:
         spec = glue_task(task)
+        if metric is not None:  # read only for data of your own: on a GLUE task it was dropped unread
+            raise ValueError(
+                f"data.metric={metric} chooses how your own data is scored; {spec.name} is scored by its own "
+                f"metric ({spec.metric}). Drop data.metric."
+            )
     else:
         raise ValueError(f"data.task={task} is not a GLUE task: with data.files, also give data.text_columns.")
     if max_length is not None:
