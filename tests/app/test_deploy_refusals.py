@@ -89,7 +89,10 @@ def test_a_model_without_its_tokenizer_is_refused_before_anything_is_exported(tm
     of that were recorded, exit 0."""
     model = tmp_path / "model"
     tiny_model("bert", num_hidden_layers=2, num_labels=2).save_pretrained(model)  # and no tokenizer beside it
-    assert refusal([str(model), *dry_run]).startswith(f"{model} holds no tokenizer (tokenizer.json or ")
+    assert refusal([str(model), *dry_run]).startswith(
+        f"{model} holds no tokenizer (tokenizer.json, tokenizer_config.json or a vocabulary): its dev rows would be "
+        "tokenised with an empty vocabulary"
+    )
     assert not (model / "onnx").exists()
 
 

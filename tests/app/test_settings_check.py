@@ -115,8 +115,8 @@ def test_each_bad_value_is_named_with_what_is_valid(override, message):
          "replacement.b=0.9: replacement=constant reads replacement.p, replacement.switch_step only; it would be "
          "recorded as the run's and never read."),
         (["+benchmark.warmup=1"], "benchmark.warmup is no setting of the benchmark group: its settings are"),
-        (["+checkpoint.every=5"], "checkpoint.every is no setting of the checkpoint group: did you mean "
-                                  "checkpoint.every_n_steps?"),
+        (["+checkpoint.every_n_step=5"], "checkpoint.every_n_step is no setting of the checkpoint group: did you "
+                                         "mean checkpoint.every_n_steps?"),
         (["+evaluation.lm_eval.limt=3"], "evaluation.lm_eval.limt is no setting of the evaluation.lm_eval group: did "
                                          "you mean evaluation.lm_eval.limit?"),
     ],

@@ -85,8 +85,8 @@ def deploy(
     require_onnxruntime()
     if settings.openvino:
         require_openvino()
-    check_tokenizer(successor_dir)
     successor = load_sequence_classifier(successor_dir)
+    check_tokenizer(successor_dir)
     tokenizer = datamodule.tokenizer if datamodule else AutoTokenizer.from_pretrained(successor_dir)
     threads = settings.threads or torch.get_num_threads()
     torch.set_num_threads(threads)
