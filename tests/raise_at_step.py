@@ -27,11 +27,12 @@ class KillAtStep(pl.Callback):
 
 
 class InterruptAtStep(pl.Callback):
-    """Interrupts its own process before step ``step`` as Ctrl-C does (SIGINT: a KeyboardInterrupt)."""
+    """Interrupts its own process before step ``step`` as Ctrl-C does: Python's SIGINT handler raises
+    KeyboardInterrupt. Raised here, not signalled: a process started in the background of a shell ignores SIGINT."""
 
     def __init__(self, step: int) -> None:
         self.step = step
 
     def on_train_batch_start(self, trainer: pl.Trainer, *args: object) -> None:
         if trainer.global_step == self.step:
-            os.kill(os.getpid(), signal.SIGINT)
+            raise KeyboardInterrupt
