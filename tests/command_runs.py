@@ -30,9 +30,13 @@ START_ENV = dict(os.environ)
 READ_AT_IMPORT = ("HF_", "HUGGINGFACE", "TRANSFORMERS", "TOKENIZERS", "TORCH", "PYTORCH", "OMP_", "MKL_", "KMP_",
                   "OPENBLAS", "CUDA", "LD_", "TQDM", "PYTHON", "MPL", "ACCELERATE", "ORT_")  # fmt: skip
 EMULATED = {"PYTHONPATH"}  # the fork puts $PYTHONPATH on sys.path as Python's start does
+# Set by Lightning as it is imported, which the forking process leaves to each command: a test's process that imported
+# Lightning has it, and the command's own import of Lightning sets it again.
+SET_BY_LIGHTNING = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
 
 _zygote: subprocess.Popen | None = None
 _unread = bytearray()  # what the zygote wrote past the last line read
+_set_by_imports: dict[str, str] = {}  # the variables the zygote's imports set, and their values
 
 
 def run_command(command: list[str], *, cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None,
@@ -53,10 +57,19 @@ def run_command(command: list[str], *, cwd: str | os.PathLike[str] | None = None
 
 
 def _forkable(command: list[str], environment: dict[str, str]) -> bool:
+    """Whether ``command`` in ``environment`` starts in a fork as it would in a fresh process: a theseus_pl module,
+    each variable read at import as the forking process's libraries read it. A variable those libraries set as they
+    were imported (torch's ``TORCHINDUCTOR_CACHE_DIR``, Lightning's ``PYTORCH_NVML_BASED_CUDA_CHECK``; a test's
+    process has them once it imported the same libraries) may be absent or hold what they set."""
     if len(command) < 3 or command[:2] != [sys.executable, "-m"] or command[2].split(".")[0] != "theseus_pl":
         return False
+    _started_zygote()
     keys = {key for key in START_ENV.keys() | environment.keys() if key.startswith(READ_AT_IMPORT)} - EMULATED
-    return all(START_ENV.get(key) == environment.get(key) for key in keys)
+    return all(
+        environment.get(key) == START_ENV.get(key)
+        or (key in _set_by_imports and environment.get(key) in (None, _set_by_imports[key]))
+        for key in keys
+    )
 
 
 def _forked(request: dict, command: list[str], timeout: float | None, out: Path, err: Path) -> int:
@@ -95,6 +108,10 @@ def _started_zygote() -> subprocess.Popen:
         _zygote = subprocess.Popen([sys.executable, str(ZYGOTE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    env=START_ENV)  # fmt: skip
         atexit.register(_zygote.stdin.close)
+        imported = _answer(_zygote, None)["env"]
+        _set_by_imports.clear()
+        _set_by_imports.update({key: value for key, value in imported.items() if START_ENV.get(key) != value})
+        _set_by_imports.update(SET_BY_LIGHTNING)
     return _zygote
 
 

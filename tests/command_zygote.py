@@ -8,9 +8,10 @@ a fresh process does: Lightning sets up its loggers at import by whether the roo
 depends on when the command imports it. This process never runs a torch operation, so its children start with no
 OpenMP thread pool that a fork would break.
 
-The protocol, one JSON line each way on stdin and stdout: a request ``{"module", "arguments", "cwd", "env",
-"stdout", "stderr"}`` (the last two are files the child writes), answered by ``{"pid": ...}`` as the child starts
-and ``{"returncode": ...}`` as it ends. End of stdin ends this process.
+The protocol, JSON lines on stdin and stdout: ``{"env": ...}`` first, the environment once the libraries are
+imported (some set variables of their own); then per request ``{"module", "arguments", "cwd", "env", "stdout",
+"stderr"}`` (the last two are files the child writes), answered by ``{"pid": ...}`` as the child starts and
+``{"returncode": ...}`` as it ends. End of stdin ends this process.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ def serve() -> dict:
     """Answer requests until stdin ends (then exit); return a request only in the child forked for it."""
     for name in PRELOADED:
         __import__(name)
+    print(json.dumps({"env": dict(os.environ)}), flush=True)  # with what the imports set (TORCHINDUCTOR_CACHE_DIR, ...)
     base_path = [entry for entry in sys.path[1:] if entry not in os.environ.get("PYTHONPATH", "").split(os.pathsep)]
     for line in sys.stdin:
         request = json.loads(line)
