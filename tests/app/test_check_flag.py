@@ -89,13 +89,13 @@ def test_a_folder_holding_anything_is_kept_by_a_refusal_and_check_writes_nothing
     assert (killed / "__main__.log").read_text().startswith(KILLED_LOG)  # the folder and its log stay
     checked = _killed_run(tmp_path / "checked")
     before = _files(checked)
-    completed = app(tmp_path, *overrides, f"hydra.run.dir={checked}", "--check")
+    completed = app(tmp_path, *overrides, f"hydra.run.dir={checked}", "check_steps=0", "--check")  # no timing
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert _files(checked) == before
     own = tmp_path / "own"
     own.mkdir()
     (own / "notes.txt").write_text("mine")
-    assert app(tmp_path, *overrides, f"hydra.run.dir={own}", "--check").returncode == 0
+    assert app(tmp_path, *overrides, f"hydra.run.dir={own}", "check_steps=0", "--check").returncode == 0
     assert _files(own) == {Path("notes.txt"): b"mine"}
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from theseus_pl.app.config.run_folder import last_checkpoint
 from theseus_pl.lightning.callbacks import DATA_KEY, PRECISION_KEY, SETTINGS_KEY
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ def resume_problems(output_dir: Path, cfg: DictConfig) -> tuple[ResumePoint | No
     """Where a rerun of ``cfg`` into ``output_dir`` resumes (None: it starts afresh), or what stops it: a checkpoint
     that cannot be read, or one trained with other settings than the command's, each key named with both values
     (those set by interpolation, ``data.seed: ${seed}``, only where nothing else differs)."""
-    last = output_dir / "checkpoints" / "last.ckpt"
+    last = last_checkpoint(output_dir)
     if cfg.resume is not True or not last.is_file():
         return None, []
     try:  # memory-mapped: the weights are not read

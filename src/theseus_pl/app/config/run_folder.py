@@ -28,6 +28,11 @@ RECORD_SUBDIR = ".hydra"
 _made_here: set[Path] = set()  # run and sweep folders that did not exist as this command started
 
 
+def last_checkpoint(output_dir: Path) -> Path:
+    """Where a run in ``output_dir`` keeps what a rerun resumes from (``callbacks.resume_checkpoint``'s file)."""
+    return output_dir / "checkpoints" / "last.ckpt"
+
+
 def record_subdir(output_dir: str, resume: bool | str) -> str | None:
     """``hydra.output_subdir``: where Hydra records the command that runs in ``output_dir``, or None (it records
     nothing) where the folder holds a run the command will not redo: a finished one (``results.json``) unless
@@ -35,7 +40,7 @@ def record_subdir(output_dir: str, resume: bool | str) -> str | None:
     command that started it: a resume repeats every setting that shapes training, or is refused."""
     folder = Path(output_dir)
     finished = (folder / "results.json").is_file() and resume != "force"
-    resumed = (folder / "checkpoints" / "last.ckpt").is_file() and resume is True
+    resumed = last_checkpoint(folder).is_file() and resume is True
     return None if finished or resumed else RECORD_SUBDIR
 
 

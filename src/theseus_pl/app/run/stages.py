@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.resume import finished_run_problems
+from theseus_pl.app.config.run_folder import last_checkpoint
 from theseus_pl.app.methods.method import Method
 from theseus_pl.app.predecessors.classifier import looks_like_path, made_from
 from theseus_pl.app.results.envelope import Hardware, ResultsError, RunRecord
@@ -131,7 +132,7 @@ def train(
 
 def _resume_advice(output_dir: Path) -> str:
     """What rerunning an interrupted run's command does: resume from its last checkpoint, or start afresh."""
-    last = output_dir / "checkpoints" / "last.ckpt"
+    last = last_checkpoint(output_dir)
     if last.is_file():
         return f"Rerun the same command to resume from {last}."
     return "No checkpoint was written yet: rerunning the same command starts the training afresh."
