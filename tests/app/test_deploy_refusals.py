@@ -129,3 +129,12 @@ def test_a_model_whose_head_cannot_serve_the_task_is_refused_before_anything_is_
 def test_an_option_the_deployment_would_not_read_is_refused_not_dropped(tmp_path, options, why, dry_run):
     run_dir = finished(tmp_path / "run", a_run())
     assert refusal([str(run_dir), *options, *dry_run]) == why.format(run=run_dir)
+
+
+@DRY_RUN
+def test_a_record_holding_a_score_as_text_is_refused_before_anything_is_exported(tmp_path, dry_run):
+    folder = finished(tmp_path / "run", a_run())
+    results = folder / "results.json"
+    results.write_text(results.read_text().replace('"score": 70.0', '"score": "70.0"'))
+    line = refusal([str(folder), *dry_run])
+    assert line.endswith(f"{results}: successor.score is '70.0' (text), not a number or null")

@@ -206,3 +206,47 @@ def test_a_reader_of_one_kind_refuses_the_other_and_an_unknown_kind_is_named(tmp
     path.write_text(json.dumps(damaged))
     with pytest.raises(ResultsError, match=r"no successor.perplexity: not a theseus_pl results.json"):
         read_run(path)
+
+
+def _edited(tmp_path, source, key: str, value) -> object:
+    """``source``'s record with the value at dotted ``key`` replaced, as a hand edit of the file would."""
+    data = json.loads(source.read_text())
+    *parents, last = key.split(".")
+    holder = data
+    for parent in parents:
+        holder = holder[int(parent)] if isinstance(holder, list) else holder[parent]
+    holder[last] = value
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(data))  # Infinity and NaN as Python's json writes and reads them
+    return path
+
+
+@pytest.mark.parametrize(
+    ("source", "key", "value", "says"),
+    [
+        (V1_RESULTS, "predecessor.score", "55.0", r"predecessor.score is '55.0' \(text\), not a number or null"),
+        (V1_RESULTS, "successor.score", float("inf"), r"successor.score is inf: theseus_pl writes a number that is no"),
+        (V1_RESULTS, "successor.metrics.accuracy", "high", r"successor.metrics.accuracy is 'high' \(text\), not a num"),
+        (V1_RESULTS, "steps", 6.5, r"steps is 6.5 \(a number\), not a whole number"),
+        (V1_RESULTS, "layers.successor", True, r"layers.successor is True \(true or false\), not a whole number"),
+        (V1_RESULTS, "data.labels", "entailment", r"data.labels is 'entailment' \(text\), not a list"),
+        (V1_RESULTS, "deployment.latency_ms.batch_1", 3.2, r"deployment.latency_ms.batch_1 is 3.2 \(a number\)"),
+        (V2_LANGUAGE_MODEL, "successor.perplexity", float("nan"), r"successor.perplexity is nan: theseus_pl writes"),
+        (V2_LANGUAGE_MODEL, "successor.kl", "a lot", r"successor.kl is 'a lot' \(text\), not a number or null"),
+        (V2_LANGUAGE_MODEL, "hardware.cpu_flags", [1], r"hardware.cpu_flags\[0\] is 1 \(a number\), not text"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_refused_on_reading_naming_its_key(tmp_path, source, key, value, says):
+    path = _edited(tmp_path, source, key, value)
+    with pytest.raises(ResultsError, match=rf"^{path}: {says}"):
+        read_run(path)
+
+
+def test_the_records_the_writer_writes_read_back_whatever_their_values(tmp_path):
+    # A NaN score is written as null and reads back: null is the writer's not-a-number, in a float field too.
+    path = _edited(tmp_path, V2_LANGUAGE_MODEL, "successor.perplexity", None)
+    assert read_run(path).successor.perplexity is None
+    written = write_results(tmp_path / "results.json", a_run(successor_score=float("nan"), wall_seconds=3))
+    assert read_results(written).successor.score is None and read_results(written).wall_seconds == 3
+    with pytest.raises(ResultsError, match=r"holds a value of the wrong shape"):
+        read_run(_edited(tmp_path, V1_RESULTS, "deployment.settings.batch_sizes", 4))

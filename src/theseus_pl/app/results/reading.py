@@ -8,6 +8,7 @@ from pathlib import Path
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.results.embedding_model import EmbeddingResults
 from theseus_pl.app.results.envelope import SCHEMA_VERSION, ResultsError, RunRecord
+from theseus_pl.app.results.field_types import check_types
 from theseus_pl.app.results.language_model import LanguageModelResults
 from theseus_pl.app.results.task_model import RunResults
 
@@ -40,8 +41,11 @@ def read_run(path: Path) -> RunRecord:
         raise ResultsError(f"{path} is a results.json of kind {kind!r}; this theseus_pl reads {', '.join(KINDS)}.")
     try:
         record = KINDS[kind].from_dict(data)
+        check_types(record)
     except ResultsError as error:
         raise ResultsError(f"{path}: {error}") from None
+    except (TypeError, ValueError) as error:  # a value its record could not be built from: a list where an object is
+        raise ResultsError(f"{path} holds a value of the wrong shape ({error}).") from None
     record.folder = Path(path).parent
     return record
 

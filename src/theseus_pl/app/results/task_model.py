@@ -28,6 +28,7 @@ from theseus_pl.app.results.envelope import (
     plain,
     write_json,
 )
+from theseus_pl.app.results.field_types import check_types
 from theseus_pl.core.memory import PeakMemory
 from theseus_pl.deployment.record import LEFT_OUT_AT_DEFAULT, Deployment, DeploySettings
 
@@ -258,9 +259,11 @@ def write_deployment(path: Path, deployment: Deployment) -> Path:
 def read_deployment(path: Path) -> Deployment:
     """The ``deployment`` block :func:`write_deployment` wrote."""
     try:
-        return deployment_from(Keys(json.loads(Path(path).read_text()), ""))
+        deployment = deployment_from(Keys(json.loads(Path(path).read_text()), ""))
+        check_types(deployment)
     except ResultsError as error:
         raise ResultsError(f"{path}: {error}") from None
+    return deployment
 
 
 WIDTH_NAMES = {"hidden_size": "hidden size", "intermediate_size": "feed-forward width"}
