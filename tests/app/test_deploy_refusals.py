@@ -138,3 +138,23 @@ def test_a_record_holding_a_score_as_text_is_refused_before_anything_is_exported
     results.write_text(results.read_text().replace('"score": 70.0', '"score": "70.0"'))
     line = refusal([str(folder), *dry_run])
     assert line.endswith(f"{results}: successor.score is '70.0' (text), not a number or null")
+
+
+@DRY_RUN
+def test_a_length_beyond_the_models_positions_or_a_folder_without_weights_is_refused_before_any_export(
+    tmp_path, tiny_tokenizer, dry_run
+):
+    """--sequence-length 600 on a model of fewer positions passed the dry run, exported, then failed on the shapes;
+    a folder copied without its weights file passed it too."""
+    model = tmp_path / "model"
+    tiny_model("bert", num_hidden_layers=2, num_labels=2, max_position_embeddings=64).save_pretrained(model)
+    tiny_tokenizer.save_pretrained(model)
+    assert refusal([str(model), "--sequence-length", "600", *dry_run]) == (
+        f"--sequence-length 600 is more than {model} takes: 64 tokens; give at most 64."
+    )
+    (model / "model.safetensors").unlink()
+    assert refusal([str(model), *dry_run]) == (
+        f"{model} holds no weights (model.safetensors or pytorch_model.bin or successor.pt): copy them beside its "
+        "config.json."
+    )
+    assert not (model / "onnx").exists()

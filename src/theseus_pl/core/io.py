@@ -31,6 +31,17 @@ def has_tokenizer(folder: Path) -> bool:
     return any((folder / name).is_file() for name in TOKENIZER_FILES)
 
 
+# The files a saved model's weights are in, one at least (transformers' names, and a pickled successor's).
+WEIGHT_FILES = (
+    "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json", PICKLED,
+)  # fmt: skip
+
+
+def has_weights(folder: Path) -> bool:
+    """Whether ``folder`` holds a model's weights, which a folder copied without them (or cut short) lacks."""
+    return any((folder / name).is_file() for name in WEIGHT_FILES)
+
+
 # Where the classes a successor pickle can name lived before theseus_pl 0.2 arranged its modules in floors.
 MOVED_MODULES = {
     "theseus_pl.narrow_width": "theseus_pl.core.successors.narrow_width",

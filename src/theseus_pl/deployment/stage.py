@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import logging
 import shutil
 import time
@@ -19,9 +20,17 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoConfig, AutoTokenizer, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-from theseus_pl.core.io import PICKLED, TOKENIZER_FILES, has_tokenizer, is_sequence_classifier, load_successor
+from theseus_pl.core.io import (
+    PICKLED,
+    TOKENIZER_FILES,
+    WEIGHT_FILES,
+    has_tokenizer,
+    has_weights,
+    is_sequence_classifier,
+    load_successor,
+)
 from theseus_pl.core.precision import CPU_BF16_FLAGS, Cpu, cpu_bf16_problem, this_cpu
 from theseus_pl.core.timing import forward_call, p50_milliseconds, was_busy
 from theseus_pl.data.datamodule import TextTaskDataModule
@@ -85,8 +94,11 @@ def deploy(
     require_onnxruntime()
     if settings.openvino:
         require_openvino()
-    successor = load_sequence_classifier(successor_dir)
+    check_sequence_classifier(successor_dir, settings.sequence_length)
+    if predecessor_dir is not None:
+        check_sequence_classifier(predecessor_dir, settings.sequence_length)
     check_tokenizer(successor_dir)
+    successor = load_successor(successor_dir)
     tokenizer = datamodule.tokenizer if datamodule else AutoTokenizer.from_pretrained(successor_dir)
     threads = settings.threads or torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -296,9 +308,10 @@ def load_sequence_classifier(directory: Path) -> PreTrainedModel:
     return load_successor(directory)
 
 
-def check_sequence_classifier(directory: Path) -> None:
-    """Refuse ``directory`` unless its config names a sequence classifier: read before any weights are (a dry run
-    checks this alone)."""
+def check_sequence_classifier(directory: Path, sequence_length: int | None = None) -> None:
+    """Refuse ``directory`` unless its config names a sequence classifier whose weights are there and whose positions
+    take ``sequence_length`` tokens (the timing batches' length): read before any weights are, so a dry run refuses
+    what the deployment would fail on after its export."""
     if not (directory / "config.json").is_file():
         raise DeploymentError(f"{directory} holds no config.json: it is not a Hugging Face checkpoint folder.")
     config = AutoConfig.from_pretrained(directory)
@@ -307,6 +320,25 @@ def check_sequence_classifier(directory: Path) -> None:
             f"{directory} is not a sequence-classification checkpoint (its architectures: "
             f"{', '.join(config.architectures or []) or 'none'}); deploy exports the classifiers theseus_pl writes."
         )
+    if not has_weights(directory):
+        raise DeploymentError(f"{directory} holds no weights ({' or '.join(WEIGHT_FILES[::2])}): copy them beside "
+                              "its config.json.")  # fmt: skip
+    limit = token_limit(directory, config)
+    if sequence_length is not None and limit is not None and sequence_length > limit:
+        raise DeploymentError(
+            f"--sequence-length {sequence_length} is more than {directory} takes: {limit} tokens; give at most {limit}."
+        )
+
+
+def token_limit(directory: Path, config: PretrainedConfig) -> int | None:
+    """The most tokens a row may have: the config's positions, or fewer where the tokenizer saved beside it says so
+    (RoBERTa's 514 positions take 512 tokens: two are its padding offset)."""
+    limits = [getattr(config, "max_position_embeddings", None)]
+    tokenizer_config = directory / "tokenizer_config.json"
+    if tokenizer_config.is_file():
+        limits.append(json.loads(tokenizer_config.read_text()).get("model_max_length"))
+    known = [int(limit) for limit in limits if isinstance(limit, int | float) and 0 < limit < 1e9]  # 1e30: unset
+    return min(known, default=None)
 
 
 def check_tokenizer(directory: Path) -> None:

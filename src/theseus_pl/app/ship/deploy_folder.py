@@ -216,10 +216,10 @@ def planned_deployment(
         checked_on = f"the {task} dev set" if task else "a few example sentences (no --task: no dev score)"
         records = [deployment_record(folder)]
     require_onnxruntime()
-    check_sequence_classifier(successor_dir)
+    check_sequence_classifier(successor_dir, settings.sequence_length)
     check_tokenizer(successor_dir)
     if predecessor_dir is not None:
-        check_sequence_classifier(predecessor_dir)
+        check_sequence_classifier(predecessor_dir, settings.sequence_length)
     if settings.openvino:
         require_openvino()
     if run_folder:  # the dev rows it is checked on: a source the deployment cannot read is refused now
