@@ -88,6 +88,28 @@ def test_own_files_load_in_every_format(tmp_path, suffix):
     assert dataset.to_dict() == {"review": ['great "film', "dull", "fine"], "label": [1, 0, 1]}
 
 
+@pytest.mark.parametrize(
+    ("suffix", "content", "says"),
+    [
+        (
+            "csv",
+            'review,stars\n"good",pos\nbad,neg,extra\n',
+            "CSV: Error tokenizing data. C error: Expected 2 fields in line 3",
+        ),
+        ("json", '[{"review": "good", "stars": "pos"},', "JSON: "),
+        ("jsonl", '{"review": "good", "stars": "pos"}\n{"review": \n', "JSON lines: "),
+        ("parquet", "not parquet", "parquet: "),
+    ],
+)
+def test_an_own_file_its_reader_cannot_parse_is_refused_naming_it(tmp_path, suffix, content, says):
+    path = tmp_path / f"train.{suffix}"
+    path.write_text(content)
+    task = resolve_task("reviews", files={"train": str(path)}, text_columns=["review"], labels=["neg", "pos"])
+    with pytest.raises(ValueError) as refused:
+        FilesSource({"train": path}, label_column="stars").read(task, "train")
+    assert str(refused.value).startswith(f"{path} cannot be read as {says}")
+
+
 def test_own_regression_files_read_float_scores(tmp_path):
     path = write_tsv(tmp_path / "dev.tsv", [["a", "b", "label"], ["x", "y", "0.5"], ["z", "w", "3"]])
     task = resolve_task("sim", files={"validation": str(path)}, text_columns=["a", "b"], regression=True)

@@ -243,6 +243,19 @@ def utf8_named(path: Path) -> Iterator[None]:
 
 
 def _read_frame(path: Path) -> pd.DataFrame:
+    """The file's rows; a file its format's reader cannot parse is refused naming it (pandas' own message names a
+    line or position, never the file)."""
+    try:
+        return _parsed_frame(path)
+    except UnicodeDecodeError:
+        raise  # utf8_named says where the bad byte is
+    except ValueError as error:  # pandas' ParserError, a JSON decoding error and pyarrow's ArrowInvalid are ValueErrors
+        kind = {".jsonl": "JSON lines", ".json": "JSON", ".parquet": "parquet"}.get(path.suffix.lower(), "CSV")
+        kind = "TSV" if path.suffix.lower() == ".tsv" else kind
+        raise ValueError(f"{path} cannot be read as {kind}: {str(error).strip()}") from None
+
+
+def _parsed_frame(path: Path) -> pd.DataFrame:
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         return pd.read_parquet(path)
