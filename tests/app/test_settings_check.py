@@ -108,6 +108,22 @@ def test_each_bad_value_is_named_with_what_is_valid(override, message):
     assert problem.startswith(message)
 
 
+def test_a_cache_that_is_a_file_is_refused_naming_the_variable_it_came_from(tmp_path, monkeypatch):
+    """THESEUS_PL_CACHE naming a file ended the run with a traceback when it first wrote there, after the data."""
+    a_file = tmp_path / "cache"
+    a_file.write_text("")
+    monkeypatch.setenv("THESEUS_PL_CACHE", str(a_file))
+    (problem,) = setting_problems(compose_config())
+    assert problem.startswith(f"paths.cache_dir='{a_file}' must be a folder you can write to")
+    assert "$THESEUS_PL_CACHE" in problem
+    (problem,) = setting_problems(compose_config(f"paths.cache_dir={a_file / 'below'}"))
+    assert problem.startswith(f"paths.cache_dir='{a_file / 'below'}' must be a folder you can write to")
+    assert setting_problems(compose_config(f"paths.cache_dir={tmp_path / 'new' / 'cache'}")) == []
+    monkeypatch.setenv("THESEUS_PL_CACHE", "~/cache")  # quoted in a shell: nothing expands it, a folder ~ was made
+    (problem,) = setting_problems(compose_config())
+    assert problem.startswith("paths.cache_dir='~/cache' must be a folder you can write to")
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [

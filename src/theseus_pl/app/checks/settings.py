@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import difflib
 import importlib.resources
+import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from huggingface_hub.errors import HFValidationError
@@ -82,6 +84,17 @@ def folder_name(value: Any) -> bool:
             and not any(character in value for character in "/\\\0"))  # fmt: skip
 
 
+def writable_folder(value: Any) -> bool:
+    """A folder this process can make or write into: not text starting with ``~`` (no shell expands it here: a folder
+    named ``~`` would be made), not a file, and its nearest existing folder writable. The cache is first written
+    minutes into a run (after the data is read, when the predecessor is fine-tuned)."""
+    if not isinstance(value, str) or not value or value.startswith("~"):
+        return False
+    path = Path(value).absolute()
+    existing = next(folder for folder in (path, *path.parents) if folder.exists())
+    return existing.is_dir() and os.access(existing, os.W_OK | os.X_OK)
+
+
 WEIGHT_DECAY = Rule(lambda v: number(v) and v >= 0, "a number, 0 or more, e.g. 0.01")
 WARMUP_SHARE = Rule(lambda v: number(v) and 0 <= v < 1, "a share of the steps in [0, 1), e.g. 0.1")
 
@@ -132,7 +145,8 @@ RULES: dict[str, Rule] = {
     # The model card's base_model and "the predecessor is ..." name it: text that is no hub id would be untrue there
     "model.hub_id": Rule(lambda v: v is None or _is_hub_id(v),
                          "null or the hub id of the model named, e.g. sentence-transformers/all-MiniLM-L6-v2"),
-    "paths.cache_dir": Rule(lambda v: isinstance(v, str) and bool(v), "a folder, e.g. /data/theseus_pl_cache"),
+    "paths.cache_dir": Rule(writable_folder, "a folder you can write to, e.g. /data/theseus_pl_cache (its default is "
+                                             "$THESEUS_PL_CACHE, else ~/.cache/theseus_pl; write $HOME, not ~)"),
     # null would draw the held-out rows anew in every process: a resumed run scored on others, some trained on
     "data.split_seed": Rule(lambda v: whole_number(v) and 0 <= v <= MAX_SEED, f"a whole number from 0 to {MAX_SEED}"),
     # A run that trains no step would export an untrained successor (see trainer.max_steps in checked_settings).
