@@ -96,6 +96,7 @@ def test_own_files_load_in_every_format(tmp_path, suffix):
             'review,stars\n"good",pos\nbad,neg,extra\n',
             "CSV: Error tokenizing data. C error: Expected 2 fields in line 3",
         ),
+        ("csv", "", "CSV: No columns to parse from file"),
         ("json", '[{"review": "good", "stars": "pos"},', "JSON: "),
         ("jsonl", '{"review": "good", "stars": "pos"}\n{"review": \n', "JSON lines: "),
         ("parquet", "not parquet", "parquet: "),
