@@ -155,6 +155,16 @@ def test_a_run_folder_is_refused_for_a_task_other_than_its_own(model_dir, tmp_pa
     assert refusal(str(run_folder), "QNLI", tmp_path, capsys) == expected
 
 
+def test_a_run_on_own_data_is_refused_without_advising_a_task_that_is_refused_too(model_dir, tmp_path, capsys):
+    run_folder = tmp_path / "run"  # it advised "--task reviews", which --task then refused: no GLUE task has that name
+    shutil.copytree(model_dir(2), run_folder / "successor")
+    plant(run_folder, a_run("reviews"))
+    assert refusal(str(run_folder), "RTE", tmp_path, capsys) == (
+        f"{run_folder} is a run on your own data (reviews), not a GLUE task: the GLUE server scores only models "
+        "trained on a GLUE task's training set; deploy it instead (python -m theseus_pl.deploy)."
+    )
+
+
 def test_a_dry_run_lists_the_files_it_would_write_and_predicts_nothing(model_dir, tmp_path, capsys):
     paths = run(model_dir(3), "MNLI", tmp_path, "--dry-run")
     assert paths == [tmp_path / "submission" / "MNLI-m.tsv", tmp_path / "submission" / "MNLI-mm.tsv"]

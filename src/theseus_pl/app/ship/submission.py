@@ -14,7 +14,7 @@ from theseus_pl.app.results.reading import read_run
 from theseus_pl.core.io import TOKENIZER_FILES, has_tokenizer, is_pickled, is_sequence_classifier, load_successor
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.sources import GlueDirSource
-from theseus_pl.data.tasks import TaskSpec, head_label_problem
+from theseus_pl.data.tasks import GLUE_TASKS, TaskSpec, head_label_problem
 from theseus_pl.lightning.callbacks import progress_bar
 from theseus_pl.lightning.modules import ClassifierModule
 
@@ -42,6 +42,11 @@ def submission_model(name: str, task: TaskSpec) -> str:
         if not (folder / "results.json").is_file() or not (folder / "successor").is_dir():
             raise ValueError(f"{name} is a run folder whose run has not finished (no results.json and successor/).")
         trained_on = getattr(read_run(folder / "results.json"), "task", task.name)
+        if trained_on not in GLUE_TASKS:  # its own data: no --task names it (--task takes GLUE's names)
+            raise ValueError(
+                f"{name} is a run on your own data ({trained_on}), not a GLUE task: the GLUE server scores only "
+                "models trained on a GLUE task's training set; deploy it instead (python -m theseus_pl.deploy)."
+            )
         if trained_on != task.name:  # RTE and QNLI share their labels: the head alone does not tell them apart
             raise ValueError(f"{name} is a run on {trained_on}, not {task.name}: submit it with --task {trained_on}.")
         return submission_model(str(folder / "successor"), task)
