@@ -52,7 +52,13 @@ from theseus_pl.app.run.embedding_model_shipping import (
     planned_embedding_deployment,
 )
 from theseus_pl.app.run.language_model_shipping import deploy_language_model_run, planned_language_model_deployment
-from theseus_pl.app.ship.deploy_folder import deploy_model, deploy_run, is_run_folder, planned_deployment
+from theseus_pl.app.ship.deploy_folder import (
+    deploy_model,
+    deploy_run,
+    is_run_folder,
+    not_a_model_problem,
+    planned_deployment,
+)
 from theseus_pl.deployment.gguf_export import GGUF_TYPES, GGUFExportError
 from theseus_pl.deployment.onnx_export import DeploymentError
 from theseus_pl.deployment.record import Deployment, DeploySettings
@@ -181,6 +187,8 @@ def _checked(folder: Path, unread: list[str], settings: Callable[[], DeploySetti
     """The command's settings, or its refusal naming every problem at once: a folder that is not there, each option
     given that this deployment would not read (``unread``), and each option out of range."""
     problems = [] if folder.is_dir() else [f"{folder} is not a folder: give a finished run's folder or a checkpoint's."]
+    if folder.is_dir() and (problem := not_a_model_problem(folder)):
+        problems.append(problem)
     problems += unread
     built = None
     try:

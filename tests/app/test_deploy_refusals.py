@@ -158,3 +158,22 @@ def test_a_length_beyond_the_models_positions_or_a_folder_without_weights_is_ref
         "config.json."
     )
     assert not (model / "onnx").exists()
+
+
+@DRY_RUN
+def test_a_killed_run_or_a_sweeps_folder_is_named_as_what_it_is(tmp_path, dry_run):
+    """Each was "holds no config.json: it is not a Hugging Face checkpoint folder", which names neither."""
+    killed = tmp_path / "killed"
+    (killed / ".hydra").mkdir(parents=True)
+    (killed / "checkpoints").mkdir()
+    assert refusal([str(killed), *dry_run]) == (
+        f"{killed} is the folder of a run that has not finished (no results.json and successor/): rerun its command, "
+        "which resumes it, then give the folder again."
+    )
+    sweep = tmp_path / "multirun" / "2026-12-02_10-00-00"
+    for job in ("0", "1"):
+        (sweep / job / ".hydra").mkdir(parents=True)
+    (sweep / "multirun.yaml").write_text("{}\n")
+    assert refusal([str(sweep), "--gguf", "f16", *dry_run]) == (
+        f"{sweep} is a sweep's folder, of many runs: give one run's folder, e.g. {sweep / '0'}."
+    )

@@ -128,7 +128,8 @@ def test_folders_that_hold_no_model_are_refused_in_one_line(model_dir, tmp_path,
         f"{tmp_path / 'empty'} holds no config.json: it is not a Hugging Face checkpoint folder."
     )
     assert refusal(str(unfinished), "RTE", tmp_path, capsys, "--dry-run") == (
-        f"{unfinished} is a run folder whose run has not finished (no results.json and successor/)."
+        f"{unfinished} is the folder of a run that has not finished (no results.json and successor/): rerun its "
+        "command, which resumes it, then give the folder again."
     )
     assert refusal(str(tmp_path / "nowhere"), "RTE", tmp_path, capsys, "--dry-run") == (
         f"{tmp_path / 'nowhere'}: no such folder."

@@ -14,6 +14,7 @@ from transformers import AutoConfig
 
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL
 from theseus_pl.app.config.resolvers import register_resolvers
+from theseus_pl.app.config.run_folder import RECORD_SUBDIR
 from theseus_pl.app.results.envelope import RunRecord, write_results
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.task_model import RunResults, write_deployment
@@ -57,6 +58,25 @@ def deployment_record(model_dir: Path) -> Path:
 def is_run_folder(folder: Path) -> bool:
     """Whether ``folder`` is (or was meant to be) a run's, rather than a checkpoint's: what it holds decides."""
     return (folder / "results.json").is_file() or (folder / "successor").is_dir()
+
+
+RUN_FOLDER_PARTS = ("results.json", "successor", RECORD_SUBDIR, "checkpoints")  # what says a folder is a run's
+
+
+def not_a_model_problem(folder: Path) -> str | None:
+    """Why ``folder``, given where a model is read (deploy, submit), is neither a checkpoint nor a finished run: a
+    run killed before it finished, or a sweep's folder of runs; None otherwise. Told apart here, each said "holds no
+    config.json: not a Hugging Face checkpoint folder", which names neither the folder's kind nor the fix."""
+    if (folder / "config.json").is_file() or is_run_folder(folder):
+        return None
+    jobs = sorted(job.parent for job in folder.glob(f"*/{RECORD_SUBDIR}"))
+    if (folder / "multirun.yaml").is_file() or jobs:
+        example = f", e.g. {jobs[0]}" if jobs else ""
+        return f"{folder} is a sweep's folder, of many runs: give one run's folder{example}."
+    if any((folder / part).exists() for part in RUN_FOLDER_PARTS):
+        return (f"{folder} is the folder of a run that has not finished (no results.json and successor/): rerun its "
+                "command, which resumes it, then give the folder again.")  # fmt: skip
+    return None
 
 
 def check_not_a_runs_successor(folder: Path) -> None:

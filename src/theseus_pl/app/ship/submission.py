@@ -11,6 +11,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrai
 
 from theseus_pl.app.predecessors.classifier import looks_like_path
 from theseus_pl.app.results.reading import read_run
+from theseus_pl.app.ship.deploy_folder import is_run_folder, not_a_model_problem
 from theseus_pl.core.io import TOKENIZER_FILES, has_tokenizer, is_pickled, is_sequence_classifier, load_successor
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.sources import GlueDirSource
@@ -19,7 +20,6 @@ from theseus_pl.lightning.callbacks import progress_bar
 from theseus_pl.lightning.modules import ClassifierModule
 
 STSB_RANGE = (0.0, 5.0)
-RUN_FOLDER_PARTS = ("results.json", "successor", ".hydra", "checkpoints")  # what says a folder is a run's
 
 
 def prediction_strings(task: TaskSpec, logits: torch.Tensor) -> list[str]:
@@ -37,7 +37,9 @@ def submission_model(name: str, task: TaskSpec) -> str:
     encoder would predict from a random head), a head of other labels, no tokenizer beside it."""
     folder = Path(name).expanduser()
     if folder.is_dir() and not (folder / "config.json").is_file():
-        if not any((folder / part).exists() for part in RUN_FOLDER_PARTS):
+        if problem := not_a_model_problem(folder):
+            raise ValueError(problem)
+        if not is_run_folder(folder):
             raise ValueError(f"{name} holds no config.json: it is not a Hugging Face checkpoint folder.")
         if not (folder / "results.json").is_file() or not (folder / "successor").is_dir():
             raise ValueError(f"{name} is a run folder whose run has not finished (no results.json and successor/).")
