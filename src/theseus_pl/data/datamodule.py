@@ -142,6 +142,10 @@ class TextTaskDataModule(ResumableDataModule):
         self.task = resolve_task(task, files, text_columns, labels, regression, metric, max_length)
         self.source = source or resolve_source(self.task, glue_dir, files, label_column, hub_dataset)
         self.tokenizer = AutoTokenizer.from_pretrained(tokenizer) if isinstance(tokenizer, str) else tokenizer
+        if self.tokenizer.pad_token is None and self.tokenizer.eos_token is not None:
+            # A decoder's (GPT-2, most Llamas): rows of a batch are padded with its end-of-text token, as its
+            # classifier is told (theseus_pl.app.predecessors.classifier.padding_of).
+            self.tokenizer.pad_token = self.tokenizer.eos_token
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size or batch_size
         self.max_train_samples = max_train_samples

@@ -21,7 +21,7 @@ import lightning.pytorch as pl
 import torch
 import transformers
 from safetensors import safe_open
-from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
+from transformers import AutoConfig, AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel
 
 from theseus_pl.app.predecessors.resumable_training import train_resumably, work_folder
 from theseus_pl.core.io import is_sequence_classifier
@@ -92,9 +92,20 @@ def load_classifier(name: str, task: TaskSpec, new_head: bool = False) -> PreTra
         return AutoModelForSequenceClassification.from_pretrained(
             name, num_labels=task.num_labels, id2label=id2label, label2id={v: k for k, v in id2label.items()},
             ignore_mismatched_sizes=new_head, dtype=torch.float32,  # fp16/bf16 files too: fp32 weights train
+            **padding_of(AutoConfig.from_pretrained(name)),
         )  # fmt: skip
     finally:
         transformers.logging.set_verbosity(verbosity)
+
+
+def padding_of(config: PretrainedConfig) -> dict[str, int]:
+    """``pad_token_id`` for a decoder's classifier whose config has none (GPT-2's, most Llamas'): its end-of-text
+    token, which the data module pads with (:class:`~theseus_pl.data.datamodule.TextTaskDataModule`). Without one a
+    decoder's classifier refuses every batch of more than one row, since it finds each row's last token by it."""
+    if config.pad_token_id is not None or config.eos_token_id is None:
+        return {}
+    eos = config.eos_token_id
+    return {"pad_token_id": eos[0] if isinstance(eos, list) else eos}
 
 
 def cache_key(base: str, datamodule: TextTaskDataModule, finetune: dict[str, Any], seed: int, precision: str) -> str:
