@@ -32,3 +32,16 @@ def test_auto_resolves_by_this_cpu_and_is_recorded(tiny_base, glue_dir, tmp_path
     assert (results.hardware.precision, results.hardware.precision_reason) == (choice.precision, choice.reason)
     assert results.hardware.cpu == cpu.model and set(results.hardware.cpu_flags) <= set(RELEVANT_FLAGS)
     assert results.hardware.accelerator == "cpu"
+
+
+def test_a_precision_lightning_trains_otherwise_on_this_machine_is_recorded_as_trained(tmp_path):
+    """16-mixed on a CPU trained in bf16-mixed (Lightning has no fp16 autocast there) and was recorded as 16-mixed."""
+    choice = run_precision("16-mixed", "cpu", tmp_path / "cache")
+    assert choice.precision == "bf16-mixed"
+    assert (
+        choice.reason == "set by trainer.precision as 16-mixed, which Lightning trains in as bf16-mixed on this machine"
+    )
+    assert run_precision("32-true", "cpu", tmp_path / "cache").reason == "set by trainer.precision"
+    assert (
+        run_precision("no-such-precision", "cpu", tmp_path / "cache").precision == "no-such-precision"
+    )  # checks refuse it

@@ -15,13 +15,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
+import lightning.pytorch as pl
 import torch
 
 from theseus_pl.core.precision import Bf16Measurement, PrecisionChoice, measure_bf16, resolve_precision, this_cpu
 from theseus_pl.data.cache_entry import load_or_build
+from theseus_pl.lightning.quiet import quiet_trainer_construction
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +41,27 @@ class _BusyMeasurement(Exception):
 
 def run_precision(requested: str, accelerator: str, cache_dir: Path) -> PrecisionChoice:
     """What ``trainer.precision`` means for a run on this machine, its bf16 measurement (where the rule needs one)
-    kept under ``cache_dir``."""
-    return resolve_precision(requested, accelerator, lambda: machine_bf16_measurement(cache_dir))
+    kept under ``cache_dir``; as Lightning trains in it (``16-mixed`` on a CPU is bf16-mixed: no fp16 autocast
+    there), so that the record says what the run trained in."""
+    choice = resolve_precision(requested, accelerator, lambda: machine_bf16_measurement(cache_dir))
+    trained = lightning_precision(choice.precision, accelerator)
+    if trained in (None, choice.precision):
+        return choice
+    return PrecisionChoice(trained, f"{choice.reason} as {choice.precision}, which Lightning trains in as {trained} "
+                                    "on this machine")  # fmt: skip
+
+
+def lightning_precision(precision: str, accelerator: str) -> str | None:
+    """The precision Lightning's Trainer trains in when given ``precision`` on ``accelerator``, by its own rules (a
+    Trainer built and dropped: nothing runs); None where Lightning refuses the pair (the run's checks say why)."""
+    try:
+        with quiet_trainer_construction(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # its note that it swapped fp16 for bf16: the run's Trainer says it again
+            silent = {"logger": False, "enable_checkpointing": False, "enable_progress_bar": False}
+            trainer = pl.Trainer(accelerator=accelerator, devices=1, precision=precision, **silent)
+    except (ValueError, TypeError, RuntimeError, ImportError):  # an unknown precision, an accelerator not here, ...
+        return None
+    return str(trainer.precision)
 
 
 def machine_bf16_measurement(cache_dir: Path) -> Bf16Measurement:
