@@ -120,6 +120,9 @@ def test_a_trainer_setting_lightning_refuses_is_named_with_lightnings_reason_not
                               "bf16-mixed.")  # fmt: skip
     assert validation == ("trainer.limit_val_batches=-1: Lightning refuses it: You have passed invalid value -1 for "
                           "limit_val_batches, it has to be in [0.0, 1.0] or an int.")  # fmt: skip
+    [plugin] = refusal([*overrides, "trainer.precision=transformer-engine"])  # a ModuleNotFoundError's traceback
+    assert plugin.startswith("trainer.precision=transformer-engine: Lightning refuses it: ")
+    assert "transformer" in plugin and plugin.endswith("32-true or bf16-mixed.")
     [placement] = refusal([*overrides, "trainer.strategy=fsdp"])  # a combination: the placement, and its fix
     assert placement.startswith(
         "Lightning refuses the trainer settings (trainer.accelerator=cpu, trainer.strategy=fsdp"

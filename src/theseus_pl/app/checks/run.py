@@ -112,8 +112,8 @@ def device_problems(cfg: DictConfig) -> list[str]:
         error = wrapped.__cause__
         if isinstance(error, TypeError):  # a key the Trainer does not take (+trainer.max_step=5)
             return [unknown_trainer_argument(cfg.trainer, error)]
-        if not isinstance(error, ValueError | MisconfigurationException):
-            raise
+        if not isinstance(error, ValueError | MisconfigurationException | ImportError):  # ImportError: a plugin's
+            raise  # package not installed (trainer.precision=transformer-engine)
         return lightning_refusals(cfg.trainer, error)
     return []
 
@@ -135,7 +135,7 @@ def lightning_refusals(trainer: DictConfig, error: Exception) -> list[str]:
         try:
             with quiet_trainer_construction():
                 pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False, **{key: value})
-        except (ValueError, MisconfigurationException) as alone:
+        except (ValueError, MisconfigurationException, ImportError) as alone:
             fix = f" {OWN_FIXES[key]}" if key in OWN_FIXES else ""
             refused.append(f"trainer.{key}={value}: Lightning refuses it: {alone}{fix}")
     if refused:
