@@ -135,6 +135,10 @@ def test_a_cache_that_is_a_file_is_refused_naming_the_variable_it_came_from(tmp_
                                          "mean checkpoint.every_n_steps?"),
         (["+evaluation.lm_eval.limt=3"], "evaluation.lm_eval.limt is no setting of the evaluation.lm_eval group: did "
                                          "you mean evaluation.lm_eval.limit?"),
+        # Hydra's instantiate raised a TypeError (unexpected keyword) once the run had begun, .hydra/ left
+        (["+data.max_lenght=64"], "data.max_lenght is no setting of TextTaskDataModule: did you mean data.max_length?"),
+        (["+callbacks.early_stopping.foo=1"], "callbacks.early_stopping.foo is no setting of EarlyStopping: it takes "
+                                              "monitor, min_delta, patience"),
     ],
 )  # fmt: skip
 def test_a_value_nothing_reads_is_refused_not_recorded(overrides, message):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.resources
+import inspect
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -28,6 +29,7 @@ from typing import Any, TypeVar
 
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
+from hydra.utils import get_class
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
@@ -255,6 +257,33 @@ def unknown_key_problems(cfg: DictConfig) -> list[str]:
     return problems
 
 
+def unknown_argument_problems(cfg: DictConfig) -> list[str]:
+    """Each key of a group the run builds from its ``_target_`` (the data module, each callback) that the class does
+    not take, with the nearest one it does: Hydra's ``instantiate`` ended the run in a ``TypeError`` (unexpected
+    keyword) once it had begun (``+data.max_lenght=64``, ``+callbacks.early_stopping.foo=1``)."""
+    built = {"data": cfg.get("data")} | {
+        f"callbacks.{name}": group for name, group in (cfg.get("callbacks") or {}).items()
+    }
+    problems = []
+    for where, group in built.items():
+        if not isinstance(group, DictConfig) or not isinstance(group.get("_target_"), str):
+            continue
+        try:
+            parameters = inspect.signature(get_class(group._target_)).parameters.values()
+        except (ImportError, ValueError, TypeError):  # a target that cannot be imported: instantiate says so itself
+            continue
+        if any(parameter.kind is parameter.VAR_KEYWORD for parameter in parameters):
+            continue  # takes any keyword
+        taken = [parameter.name for parameter in parameters]
+        for key in group:
+            if str(key).startswith("_") or key in taken:
+                continue
+            near = difflib.get_close_matches(str(key), taken, n=1)
+            hint = f"did you mean {where}.{near[0]}?" if near else f"it takes {', '.join(taken)}."
+            problems.append(f"{where}.{key} is no setting of {group._target_.rsplit('.', 1)[-1]}: {hint}")
+    return problems
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """Every problem with a run's settings, and the settings objects built from its config (None where a group
@@ -277,7 +306,7 @@ def checked_settings(cfg: DictConfig) -> RunSettings:
             f"trainer.max_steps={max_steps!r} must be at least 1 (or -1 with trainer.max_epochs at least 1): a run "
             "with no training step would export an untrained successor."
         )
-    reported = list(problems.values()) + unknown_key_problems(cfg)
+    reported = list(problems.values()) + unknown_key_problems(cfg) + unknown_argument_problems(cfg)
     theseus = _built(cfg, "theseus", lambda values: TheseusSettings(**values), problems, reported)
     method = _built(cfg, "method", method_from_config, problems, reported)
     schedule = _built(cfg, "replacement", lambda values: build_schedule(**values), problems, reported,
