@@ -23,6 +23,7 @@ from theseus_pl.app.config.command_line import (
     check_launcher_plugin,
     refuse_home_shorthand,
 )
+from theseus_pl.app.config.composition import composition_problems
 from theseus_pl.app.config.resolvers import register_resolvers, resolution_problem
 from theseus_pl.app.config.run_folder import made_by_this_command
 
@@ -122,6 +123,8 @@ def cli() -> None:
         sys.argv.remove(VERBOSE_FLAG)
         os.environ.update(THESEUS_PL_VERBOSE="1", HYDRA_FULL_ERROR="1")
     problems = refuse_home_shorthand(arguments) + check_group_options(arguments) + check_launcher_plugin(arguments)
+    if not problems:  # Hydra's own refusals of what it composes, where the group options are there
+        problems = composition_problems(arguments)
     if problems:
         print("The command line cannot be read:\n" + "\n".join(f"- {p}" for p in problems), file=sys.stderr)
         raise SystemExit(2)
