@@ -138,6 +138,7 @@ def test_pipeline_end_to_end_on_a_tiny_model(tiny_base, glue_dir, tmp_path):
     assert written.steps == 6 and "trainer.max_epochs" not in written.settings  # max_steps alone bounds it
     assert written.schedule == "curriculum: p = 0.3 at step 0, 1 from step 3" and written.switch_step == 3
     assert not (tmp_path / "run" / "checkpoints").exists()  # a finished run is never resumed: checkpoint.keep=false
+    assert written.successor.best_checkpoint is None  # so its record names no checkpoint (it named the deleted file)
     assert (tmp_path / "run" / "csv" / "metrics.csv").is_file()
     card = ModelCard.load(Path(written.successor_dir) / "README.md")
     assert card.data.base_model is None  # a local folder, no model.hub_id: the card names no path instead

@@ -73,7 +73,7 @@ def test_a_multirun_gives_each_job_its_own_named_grouped_summarised_run(tiny_bas
         assert f"run-{offline.id}-compression_card:run_table" in offline.artifacts  # the W&B Table
         assert f"run-{offline.id}-score_vs_speedup:run_table" in offline.artifacts  # the dashboard's scatter rows
         best_step = results.successor.best_step  # where the best dev score was: its checkpoint's step
-        assert results.successor.best_checkpoint.endswith(f"best-step{best_step}.ckpt")
+        assert results.successor.best_checkpoint is None  # deleted as the run finished (checkpoint.keep=false)
         assert offline.summary["final/best_step"] == best_step
         runs.append(offline)
     assert [r.config["optimizer"]["lr"] for r in runs] == [1e-3, 2e-3, 3e-3]

@@ -59,7 +59,7 @@ class SuccessorResult:
 
     score: float | None
     metrics: dict[str, float | None]
-    # The Lightning checkpoint it was exported from; deleted when the run finishes, unless checkpoint.keep=true.
+    # The Lightning checkpoint it was exported from, kept with checkpoint.keep=true (None: the run deleted it).
     best_checkpoint: str | None = None
     shape: ModelShape | None = None
     format: str = "transformers"  # or "pickled module" (successor.pt)

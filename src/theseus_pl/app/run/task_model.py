@@ -181,7 +181,8 @@ class TaskModelRun(RunKind):
                 origin=predecessor.origin, shape=ModelShape(**shape_of(predecessor_model.config)),
             ),
             successor=SuccessorResult(
-                score=successor_metrics.pop("score"), metrics=successor_metrics, best_checkpoint=best,
+                score=successor_metrics.pop("score"), metrics=successor_metrics,
+                best_checkpoint=best if cfg.checkpoint.keep else None,  # else deleted as the run finishes
                 best_step=best_step,
                 shape=ModelShape(**shape_of(successor.config)),
                 format="pickled module" if is_pickled(successor_dir) else "transformers",
