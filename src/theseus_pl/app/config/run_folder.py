@@ -21,8 +21,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 RECORD_SUBDIR = ".hydra"
 _made_here: set[Path] = set()  # run and sweep folders that did not exist as this command started
@@ -42,6 +43,18 @@ def record_subdir(output_dir: str, resume: bool | str) -> str | None:
     finished = (folder / "results.json").is_file() and resume != "force"
     resumed = last_checkpoint(folder).is_file() and resume is True
     return None if finished or resumed else RECORD_SUBDIR
+
+
+def record_resuming_command(cfg: DictConfig, output_dir: Path) -> None:
+    """Make the record in ``output_dir/.hydra/`` (its config and overrides) the command that resumed and finished the
+    run there. Hydra wrote nothing as it resumed (:func:`record_subdir`): the check had not yet passed. A resume
+    repeats every setting that shapes training, but the others may differ (``deploy.onnx=true``, the benchmark), and
+    the record said what the first command asked, not what the run did."""
+    folder = output_dir / RECORD_SUBDIR
+    if not folder.is_dir():
+        return
+    OmegaConf.save(cfg, folder / "config.yaml")
+    OmegaConf.save(OmegaConf.create(list(HydraConfig.get().overrides.task)), folder / "overrides.yaml")
 
 
 def folder_problem(folder: Path, key: str) -> str | None:
