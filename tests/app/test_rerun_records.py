@@ -54,6 +54,16 @@ def test_a_resume_under_other_settings_is_refused_with_both_values_and_the_way_t
     resumed = run(compose_config(*overrides, "benchmark.repeats=0", "logger=csv", "callbacks.progress_bar=null"))
     assert resumed.resumed_from == str(last) and resumed.steps == 6
     assert resumed.settings["optimizer.lr"] == 0.001 and resumed.settings["seed"] == 42
+    # Finished, with no .hydra/config.yaml (made from Python, or the file deleted): the record's settings are compared
+    # (the rerun exited 0 and printed the old run's numbers as this command's)
+    with pytest.raises(RunRefused) as refused:
+        run(compose_config(*overrides, "optimizer.lr=0.5"))
+    assert refused.value.problems == [
+        f"{folder} holds a finished run of other settings than this command's: optimizer.lr=0.001 there, 0.5 here "
+        "(its results.json: it has no .hydra/config.yaml); it would be left as it is. Fix: resume=force to redo it "
+        "here with this command's settings, or hydra.run.dir=ANOTHER_FOLDER for a new run."
+    ]
+    assert run(compose_config(*overrides, "benchmark.repeats=0")) == resumed  # nothing the record holds differs
 
 
 def test_a_resumed_run_records_its_time_through_the_resume_not_since_it(interrupted):

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from theseus_pl.app.config.run_folder import last_checkpoint
 from theseus_pl.lightning.callbacks import DATA_KEY, PRECISION_KEY, SETTINGS_KEY
@@ -121,14 +121,19 @@ def precision_problems(resumed: ResumePoint | None, precision: str, requested: s
     ]
 
 
-def finished_run_problems(output_dir: Path, cfg: DictConfig) -> list[str]:
+def finished_run_problems(
+    output_dir: Path, cfg: DictConfig, recorded_settings: Mapping[str, Any] | None = None
+) -> list[str]:
     """A command that would leave the finished run in ``output_dir`` as it is, though it asks for other settings than
     those that trained it (its ``.hydra/config.yaml``): it would end as if it had run what it asked for. Settings
-    only one of the two configs has (another version of theseus_pl wrote it) are not compared; a folder without
-    Hydra's record (a run made from Python) is not checked."""
+    only one of the two configs has (another version of theseus_pl wrote it) are not compared. Without Hydra's record
+    (a run made from Python, or the file deleted), the values its ``results.json`` recorded (``recorded_settings``,
+    the run's ``settings``) are compared where the command's config has them."""
     composed = output_dir / ".hydra" / "config.yaml"
-    if cfg.resume == "force" or not (output_dir / "results.json").is_file() or not composed.is_file():
+    if cfg.resume == "force" or not (output_dir / "results.json").is_file():
         return []
+    if not composed.is_file():
+        return _recorded_settings_problems(output_dir, cfg, recorded_settings or {})
     recorded_config = OmegaConf.load(composed)
     recorded_config.paths = cfg.paths  # free to change, and resolved by Hydra's resolver only inside the run's job
     try:
@@ -138,12 +143,28 @@ def finished_run_problems(output_dir: Path, cfg: DictConfig) -> list[str]:
         return []
     settings = training_settings(cfg)
     differ = [key for key in sorted(recorded.keys() & settings.keys()) if recorded[key] != settings[key]]
-    if not differ:
-        return []
+    return _other_settings(output_dir, _both_values(cfg, differ, recorded, settings)) if differ else []
+
+
+# Keys of a record's settings that are no config paths, or not the config's value: the model the run named
+# (model.predecessor or model.base), the layers the method started from (every_other for LayerDrop, whatever is set).
+NOT_AS_CONFIGURED = ("model", "theseus.init")
+
+
+def _recorded_settings_problems(output_dir: Path, cfg: DictConfig, recorded: Mapping[str, Any]) -> list[str]:
+    absent = object()
+    here = {key: OmegaConf.select(cfg, key, default=absent) for key in recorded if key not in NOT_AS_CONFIGURED}
+    here = {key: OmegaConf.to_container(v) if isinstance(v, DictConfig | ListConfig) else v for key, v in here.items()}
+    differ = [key for key, value in here.items() if value is not absent and value != recorded[key]]
+    values = "; ".join(f"{key}={recorded[key]} there, {here[key]} here" for key in differ)
+    return _other_settings(output_dir, f"{values} (its results.json: it has no .hydra/config.yaml)") if differ else []
+
+
+def _other_settings(output_dir: Path, values: str) -> list[str]:
     return [
-        f"{output_dir} holds a finished run of other settings than this command's: "
-        f"{_both_values(cfg, differ, recorded, settings)}; it would be left as it is. Fix: resume=force to redo it "
-        "here with this command's settings, or hydra.run.dir=ANOTHER_FOLDER for a new run."
+        f"{output_dir} holds a finished run of other settings than this command's: {values}; it would be left as it "
+        "is. Fix: resume=force to redo it here with this command's settings, or hydra.run.dir=ANOTHER_FOLDER for a "
+        "new run."
     ]
 
 

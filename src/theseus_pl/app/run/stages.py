@@ -82,7 +82,7 @@ def finished_run(output_dir: Path, cfg: DictConfig) -> RunRecord | None:
             f"{error} This folder's run finished, but its record is damaged: resume=force redoes the run in place, "
             "or hydra.run.dir=ANOTHER_FOLDER runs it anew elsewhere."
         ]) from None  # fmt: skip
-    if problems := finished_run_problems(output_dir, cfg):
+    if problems := finished_run_problems(output_dir, cfg, record.settings):
         raise RunRefused(problems)
     log.warning(
         "%s holds a finished run (results.json); nothing was changed. To redo it, rerun with resume=force (in place) "
