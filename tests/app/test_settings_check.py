@@ -124,6 +124,21 @@ def test_a_cache_that_is_a_file_is_refused_naming_the_variable_it_came_from(tmp_
     assert problem.startswith("paths.cache_dir='~/cache' must be a folder you can write to")
 
 
+def test_a_file_given_twice_is_refused_naming_both_places(tmp_path):
+    """Training rows as the validation split, or a decoder's text folder twice: no word, and a card saying the
+    scores are on rows "the run never trained on"."""
+    rows = tmp_path / "rows.csv"
+    (problem,) = setting_problems(
+        compose_config(f"data.files={{train: {rows}, validation: {tmp_path}/../{tmp_path.name}/rows.csv}}")
+    )
+    assert problem.startswith(
+        f"data.files.validation={tmp_path}/../{tmp_path.name}/rows.csv is data.files.train's file"
+    )
+    (problem,) = setting_problems(compose_config("+experiment=smollm2_quick", f"data.files=[{tmp_path},{tmp_path}]"))
+    assert problem.startswith(f"data.files[1]={tmp_path} is data.files[0]'s file again: the scores would be on")
+    assert setting_problems(compose_config(f"data.files={{train: {rows}, validation: {tmp_path / 'dev.csv'}}}")) == []
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [

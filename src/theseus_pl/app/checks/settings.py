@@ -257,6 +257,30 @@ def unknown_key_problems(cfg: DictConfig) -> list[str]:
     return problems
 
 
+def repeated_file_problems(cfg: DictConfig) -> list[str]:
+    """The same file (or folder) given twice in ``data.files``: as a task's training and validation split, its dev
+    score is on rows it trained on, which its card says it never did; in a decoder's text, every document is read
+    twice and the held-out ones are also trained on."""
+    files = OmegaConf.select(cfg, "data.files", default=None)
+    if isinstance(files, DictConfig):
+        named = [(f"data.files.{split}", path) for split, path in files.items() if isinstance(path, str)]
+    elif isinstance(files, ListConfig):
+        named = [(f"data.files[{i}]", path) for i, path in enumerate(files) if isinstance(path, str)]
+    else:
+        return []
+    first: dict[Path, str] = {}
+    problems = []
+    for key, path in named:
+        where = Path(path).expanduser().resolve()
+        if where in first:
+            problems.append(
+                f"{key}={path} is {first[where]}'s file again: the scores would be on what the run trains on, which "
+                "the model card says it never saw. Give each split (or text) its own file."
+            )
+        first.setdefault(where, key)
+    return problems
+
+
 def unknown_argument_problems(cfg: DictConfig) -> list[str]:
     """Each key of a group the run builds from its ``_target_`` (the data module, each callback) that the class does
     not take, with the nearest one it does: Hydra's ``instantiate`` ended the run in a ``TypeError`` (unexpected
@@ -306,7 +330,12 @@ def checked_settings(cfg: DictConfig) -> RunSettings:
             f"trainer.max_steps={max_steps!r} must be at least 1 (or -1 with trainer.max_epochs at least 1): a run "
             "with no training step would export an untrained successor."
         )
-    reported = list(problems.values()) + unknown_key_problems(cfg) + unknown_argument_problems(cfg)
+    reported = [
+        *problems.values(),
+        *unknown_key_problems(cfg),
+        *unknown_argument_problems(cfg),
+        *repeated_file_problems(cfg),
+    ]
     theseus = _built(cfg, "theseus", lambda values: TheseusSettings(**values), problems, reported)
     method = _built(cfg, "method", method_from_config, problems, reported)
     schedule = _built(cfg, "replacement", lambda values: build_schedule(**values), problems, reported,
