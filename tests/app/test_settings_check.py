@@ -124,6 +124,14 @@ def test_a_cache_that_is_a_file_is_refused_naming_the_variable_it_came_from(tmp_
     assert problem.startswith("paths.cache_dir='~/cache' must be a folder you can write to")
 
 
+def test_the_label_column_named_as_text_is_refused_with_the_text_columns_alone():
+    (problem,) = setting_problems(compose_config("data.text_columns=[text,label]"))
+    assert problem == ("data.text_columns=['text', 'label'] names the label column 'label' (data.label_column) as "
+                       "text: name the text columns only, e.g. data.text_columns=[text].")  # fmt: skip
+    assert setting_problems(compose_config("data.text_columns=[text,stars]", "data.label_column=stars")) != []
+    assert setting_problems(compose_config("data.text_columns=[text,stars]")) == []
+
+
 def test_a_file_given_twice_is_refused_naming_both_places(tmp_path):
     """Training rows as the validation split, or a decoder's text folder twice: no word, and a card saying the
     scores are on rows "the run never trained on"."""

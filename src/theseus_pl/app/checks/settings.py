@@ -281,6 +281,19 @@ def repeated_file_problems(cfg: DictConfig) -> list[str]:
     return problems
 
 
+def label_as_text_problems(cfg: DictConfig) -> list[str]:
+    """``data.text_columns`` naming the label column: its labels would be tokenised as text (transformers refused the
+    numbers in a traceback, twice) and it would be read as the labels as well."""
+    text_columns = OmegaConf.select(cfg, "data.text_columns", default=None)
+    label_column = OmegaConf.select(cfg, "data.label_column", default=None)
+    if not isinstance(text_columns, ListConfig) or label_column not in text_columns:
+        return []
+    others = [str(column) for column in text_columns if column != label_column]
+    fix = f"data.text_columns=[{','.join(others)}]" if others else "the columns holding the text"
+    return [f"data.text_columns={list(text_columns)} names the label column {label_column!r} (data.label_column) as "
+            f"text: name the text columns only, e.g. {fix}."]  # fmt: skip
+
+
 def unknown_argument_problems(cfg: DictConfig) -> list[str]:
     """Each key of a group the run builds from its ``_target_`` (the data module, each callback) that the class does
     not take, with the nearest one it does: Hydra's ``instantiate`` ended the run in a ``TypeError`` (unexpected
@@ -335,6 +348,7 @@ def checked_settings(cfg: DictConfig) -> RunSettings:
         *unknown_key_problems(cfg),
         *unknown_argument_problems(cfg),
         *repeated_file_problems(cfg),
+        *label_as_text_problems(cfg),
     ]
     theseus = _built(cfg, "theseus", lambda values: TheseusSettings(**values), problems, reported)
     method = _built(cfg, "method", method_from_config, problems, reported)
