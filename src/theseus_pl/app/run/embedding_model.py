@@ -117,7 +117,7 @@ class EmbeddingModelRun(RunKind):
                     problems.append(f"data.batch_size={cfg.data.batch_size}: a batch of pairs holds an even number "
                                     "of sentences (two a pair).")  # fmt: skip
                 train_sentences = 2 * len(self.train_pairs)
-        except (ValueError, FileNotFoundError, KeyError) as error:
+        except (ValueError, FileNotFoundError, KeyError, RuntimeError) as error:  # RuntimeError: the hub's, offline
             problems.append(str(error) if str(error).startswith("data.") else f"data: {error}")
         problems += schedule_problems(cfg, self.settings, train_sentences)
         problems += validation_problems(cfg, train_sentences, "training sentences")
