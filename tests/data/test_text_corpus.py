@@ -84,3 +84,15 @@ def test_a_text_is_named_by_files_then_hub_dataset_then_corpus_and_nothing_names
     assert text_source({"corpus": None, "files": None}) is None
     with pytest.raises(ValueError, match=r"data.other_text.corpus='news' is not a corpus here: give one of conv"):
         text_source({"corpus": "news"}, "data.other_text")
+
+
+def test_text_files_are_fingerprinted_by_their_bytes_as_every_cache_key_is_and_read_as_python_reads_text(tmp_path):
+    """Each file was read twice to be fingerprinted; read once, the fingerprint is the one cache entries were made
+    under (content_digest), and a CRLF file's documents are those read_text gives."""
+    from theseus_pl.data.cache_entry import content_digest
+
+    (tmp_path / "a.txt").write_bytes(b"one line\r\nand another\r\n")
+    (tmp_path / "empty.txt").write_text("  \n")
+    source = TextFiles([tmp_path])
+    assert source.fingerprint() == f"files:{content_digest(tmp_path / 'a.txt')}"
+    assert source.documents() == [(tmp_path / "a.txt").read_text(encoding="utf-8")] == ["one line\nand another\n"]

@@ -34,6 +34,11 @@ def content_digest(path: Path) -> str:
         return f"{path.stat().st_size}:{hashlib.file_digest(handle, 'sha256').hexdigest()}"
 
 
+def bytes_digest(content: bytes) -> str:
+    """:func:`content_digest` of a file already read (the same string)."""
+    return f"{len(content)}:{hashlib.sha256(content).hexdigest()}"
+
+
 def load_or_build(path: Path, load: Callable[[Path], T], build: Callable[[Path], None], what: str) -> tuple[T, bool]:
     """The entry at ``path`` loaded, and whether it was built by this call.
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from theseus_pl.data.cache_entry import content_digest
+from theseus_pl.data.cache_entry import bytes_digest, content_digest
 from theseus_pl.data.packaged import packaged_file
 from theseus_pl.data.sources import utf8_named
 
@@ -119,16 +119,26 @@ class TextFiles:
         return [text for file in self.files if (text := self._read(file)).strip()]
 
     def fingerprint(self) -> str:
-        # the files that hold a document: an empty one added to a folder changes nothing a run reads
-        return "files:" + ",".join(content_digest(file) for file in self.files if self._read(file).strip())
+        """:func:`content_digest` of each file that holds a document (an empty one added to a folder changes nothing
+        a run reads), each file read once."""
+        digests = []
+        for file in self.files:
+            content = file.read_bytes()
+            if self._decoded(file, content).strip():
+                digests.append(bytes_digest(content))
+        return "files:" + ",".join(digests)
 
     def _read(self, file: Path) -> str:
+        return self._decoded(file, file.read_bytes())
+
+    def _decoded(self, file: Path, content: bytes) -> str:
         """A file's text; one that is not UTF-8 refused naming the setting and the file (Python names the codec)."""
         try:
             with utf8_named(file):
-                return file.read_text(encoding="utf-8")
+                text = content.decode("utf-8")
         except ValueError as error:
             raise ValueError(f"{self.setting}: {error}") from None
+        return text.replace("\r\n", "\n").replace("\r", "\n")  # line ends as read_text gives them
 
     def describe(self) -> str:
         return f"{len(self.files)} text file(s) from {', '.join(map(str, self.paths))}"
