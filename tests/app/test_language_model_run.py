@@ -493,6 +493,11 @@ def test_an_other_text_that_is_the_training_text_or_unknown_is_refused_in_one_me
         run(compose_config(*_overrides(tiny_lm, tmp_path, "data.other_text.corpus=wiki")))
     with pytest.raises(RunRefused, match=r"data.other_text.files: not found: .*nowhere"):
         run(compose_config(*_overrides(tiny_lm, tmp_path, f"data.other_text.files=[{tmp_path / 'nowhere'}]")))
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9 au lait".encode("latin-1"))  # its error named the setting twice
+    with pytest.raises(RunRefused) as refused:
+        run(compose_config(*_overrides(tiny_lm, tmp_path, f"data.other_text.files=[{tmp_path / 'latin1.txt'}]")))
+    (problem,) = refused.value.problems
+    assert problem.startswith(f"data.other_text.files: {tmp_path / 'latin1.txt'} is not UTF-8 text"), problem
 
 
 def test_the_adapted_teacher_is_cached_reused_by_two_runs_and_scored_as_the_reference(tiny_lm, tmp_path):

@@ -390,8 +390,9 @@ def _other_windows(cfg: DictConfig, tokenizer: PreTrainedTokenizerBase, cache_di
         return None
     try:
         windows = tokenized_windows(source, tokenizer, cfg.data.window, None, 0, cache_dir / "tokenized")["validation"]
-    except (ValueError, FileNotFoundError) as error:
-        raise RunRefused([f"data.other_text: {error}"]) from None
+    except (ValueError, FileNotFoundError) as error:  # a file's own error names data.other_text.files already
+        named = str(error) if str(error).startswith("data.other_text") else f"data.other_text: {error}"
+        raise RunRefused([named]) from None
     limit = cfg.data.other_text.get("max_windows")
     return windows.select(range(limit)) if limit is not None and len(windows) > limit else windows
 
