@@ -158,6 +158,10 @@ def _unread_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         return [f"{', '.join(unread)}: for a deployment to ONNX or OpenVINO; --gguf writes a decoder LM's GGUF "
                 "files and reads --llama-cpp, --repeats and --threads."] if unread else []  # fmt: skip
     problems = [] if not given(["llama_cpp"]) else ["--llama-cpp: read with --gguf only (a decoder LM's GGUF files)."]
+    if given(["calibration_rows"]) and not args.openvino:
+        problems.append("--calibration-rows: read with --openvino only (the rows NNCF calibrates OpenVINO's int8 on).")
+    if given(["glue_dir"]) and not args.task and not is_run_folder(args.folder):
+        problems.append("--glue-dir: read for a checkpoint folder's dev rows, which --task names: give --task too.")
     unread = given(CHECKPOINT_ONLY) if is_run_folder(args.folder) else []
     if unread:
         problems.append(f"{', '.join(unread)}: for a checkpoint folder; {args.folder} is a run's, whose record names "

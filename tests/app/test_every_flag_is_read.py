@@ -1,0 +1,75 @@
+"""No flag of deploy is dropped in silence: each option its help lists, given on its own with a value other than its
+default, changes what the dry run says it would do, or is refused (exit status 2). A new option must be added to
+:data:`DEPLOY_VALUES`, with a value to try: the test fails on an option it does not know."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import tiny_model
+
+from theseus_pl.deploy import main
+
+pytestmark = pytest.mark.quick
+
+TASK = ["--task", "RTE", "--glue-dir", "{glue}"]  # dev rows: what some options act on
+# For each option, the command line it is tried on (a checkpoint folder's, with dev rows or without), and a value
+# other than its default ({glue}, {predecessor}: folders).
+DEPLOY_VALUES: dict[str, tuple[list[str], list[str]]] = {
+    "--quantize": ([], ["none"]),
+    "--openvino": ([], []),
+    "--calibration-rows": ([], ["7"]),
+    "--task": ([], TASK),
+    "--glue-dir": ([], ["{glue}"]),
+    "--predecessor": ([], ["{predecessor}"]),
+    "--sequence-length": ([], ["16"]),
+    "--batch-sizes": ([], ["1", "3"]),
+    "--no-own-lengths": (TASK, []),
+    "--repeats": ([], ["3"]),
+    "--threads": ([], ["1"]),
+    "--target": ([], ["onnx_int8"]),
+    "--max-score-drop": ([], ["2.5"]),
+    "--gguf": ([], ["f16"]),
+    "--llama-cpp": ([], ["true"]),
+}
+DEFAULTS = {"--own-lengths"}  # the default spelled out (its --no- form is tried)
+NOT_OPTIONS = {"--help", "--dry-run"}
+
+
+def help_options(capsys: pytest.CaptureFixture[str]) -> list[str]:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    lines = [line.strip() for line in capsys.readouterr().out.splitlines() if line.startswith("  -")]
+    names = {name for line in lines for name in re.findall(r"--[a-z][a-z-]*", line.split("  ")[0])}
+    return sorted(names - NOT_OPTIONS)
+
+
+def dry_run(arguments: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """The exit status (0 where it planned) and what it printed."""
+    try:
+        main([*arguments, "--dry-run"])
+    except SystemExit as exited:
+        return int(exited.code or 0), capsys.readouterr().err
+    return 0, capsys.readouterr().out
+
+
+def test_every_deploy_option_changes_the_plan_or_is_refused(tmp_path, tiny_tokenizer, glue_dir, capsys):
+    options = help_options(capsys)
+    assert options == sorted({*DEPLOY_VALUES, *DEFAULTS}), "an option the test does not know: add it with a value"
+    folders = {}
+    for name, layers in (("model", 2), ("predecessor", 3)):
+        folders[name] = tmp_path / name
+        tiny_model("bert", num_hidden_layers=layers, num_labels=2).save_pretrained(folders[name])
+        tiny_tokenizer.save_pretrained(folders[name])
+    unread = []
+    for option, (context, values) in DEPLOY_VALUES.items():
+        base = [str(folders["model"]), *(value.format(glue=glue_dir) for value in context)]
+        status, plan = dry_run(base, capsys)
+        assert status == 0, plan
+        given = [value.format(glue=glue_dir, predecessor=folders["predecessor"]) for value in values]
+        status, printed = dry_run([*base, option, *given], capsys)
+        if status == 0 and printed == plan:
+            unread.append(option)
+        assert status in (0, 2), printed  # planned, or refused in its words: no traceback
+    assert unread == [], f"given alone, these change nothing and are not refused: {unread}"
