@@ -22,7 +22,6 @@ and task, the best grid point's median over seeds), ``best_settings.md`` and ``r
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import subprocess
@@ -36,7 +35,6 @@ from theseus_pl.app.checks.multirun import multirun_jobs, multirun_refusals
 from theseus_pl.app.config.side_commands import command_parser, count_of, refuse
 from theseus_pl.app.run.paper_grid import BASELINE_INITS, GRIDS, paper_experiment
 
-PACK_RECORD = "pack.json"  # what the node's run reads of the pack: the model's hub id, the tasks
 DEFAULT_TASKS = ("RTE", "CoLA", "STS-B", "SST-2")
 
 
@@ -106,7 +104,7 @@ def _minutes(text: str) -> float:
 
 
 def _pack(args: argparse.Namespace) -> None:
-    from theseus_pl.app.ship.offline_pack import NODE_WHEELS, build_pack, glue_tasks_problem
+    from theseus_pl.app.ship.offline_pack import NODE_WHEELS, PackRecord, build_pack, glue_tasks_problem
 
     try:  # a task the node could not run is refused here, not there
         for task in args.tasks:
@@ -130,7 +128,7 @@ def _pack(args: argparse.Namespace) -> None:
         return
     try:
         pieces = build_pack(args.output, model_dir, args.glue_dir, args.tasks, args.python, wheels,
-                            project_root, args.piece_mb, {"hub_id": hub_id, "tasks": args.tasks})  # fmt: skip
+                            project_root, args.piece_mb, PackRecord(tasks=args.tasks, hub_id=hub_id))  # fmt: skip
     except ValueError as error:
         refuse(str(error))
     size = sum(piece.stat().st_size for piece in pieces) / 2**20
@@ -166,23 +164,23 @@ def _run(args: argparse.Namespace, overrides: list[str]) -> None:
     from dataclasses import replace
 
     from theseus_pl.app.config.resolvers import register_resolvers
+    from theseus_pl.app.results.envelope import ResultsError
     from theseus_pl.app.run.paper_grid import grid_named, multirun_commands, run_side_by_side
+    from theseus_pl.app.ship.offline_pack import read_pack_record
 
     register_resolvers()  # the jobs' settings are composed here, as each job composes them
 
     try:
-        record = json.loads((args.unpacked / PACK_RECORD).read_text())
-    except (OSError, ValueError) as error:
-        refuse(f"{args.unpacked} holds no readable {PACK_RECORD} ({error}): give the folder unpack.sh unpacked into.")
-    if not (isinstance(record, dict) and isinstance(record.get("tasks"), list)):
-        refuse(f"{args.unpacked / PACK_RECORD} names no tasks: it is not what pack wrote; unpack the pack again.")
-    tasks = args.tasks or record["tasks"]
-    missing = [task for task in tasks if task not in record["tasks"]]
+        record = read_pack_record(args.unpacked)
+    except ResultsError as error:
+        refuse(str(error))
+    tasks = args.tasks or record.tasks
+    missing = [task for task in tasks if task not in record.tasks]
     if missing:
-        refuse(f"--tasks {' '.join(missing)}: the pack holds {', '.join(record['tasks'])} only.")
+        refuse(f"--tasks {' '.join(missing)}: the pack holds {', '.join(record.tasks)} only.")
     extra = [*(["trainer=gpu"] if not any(o.startswith("trainer=") for o in overrides) else []), *overrides]
-    if record.get("hub_id"):
-        extra.append(f"model.hub_id={record['hub_id']}")
+    if record.hub_id:
+        extra.append(f"model.hub_id={record.hub_id}")
     grid = grid_named(args.grid)
     if args.steps_to_full:
         grid = replace(grid, steps_to_full=tuple(args.steps_to_full))

@@ -82,7 +82,10 @@ def test_run_refuses_a_folder_that_is_no_unpacked_pack(tmp_path: Path) -> None:
                         str(tmp_path / "runs")])  # fmt: skip
     assert done.returncode == 2 and "holds no readable pack.json" in done.stderr and "Traceback" not in done.stderr
     (tmp_path / "pack.json").write_text("{}")  # readable, but not what pack wrote: it was a KeyError's traceback
-    with pytest.raises(SystemExit, match=r"pack.json names no tasks: it is not what pack wrote; unpack the pack"):
+    with pytest.raises(SystemExit, match=r"pack.json: no tasks: not a theseus_pl pack.json, or a damaged one; unpack"):
+        main(["run", str(tmp_path), "--output", str(tmp_path / "runs"), "--dry-run"])
+    (tmp_path / "pack.json").write_text(json.dumps({"tasks": "RTE", "hub_id": 3}))  # read by type: the first named
+    with pytest.raises(SystemExit, match=r"pack.json: tasks is 'RTE' \(text\), not a list; unpack the pack again"):
         main(["run", str(tmp_path), "--output", str(tmp_path / "runs"), "--dry-run"])
 
 

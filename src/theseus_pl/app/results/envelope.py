@@ -253,21 +253,21 @@ class Keys:
     """A JSON object's keys, read by name; a missing one is a :class:`ResultsError` with its dotted path. Each kind's
     ``from_dict`` reads its file through it."""
 
-    def __init__(self, data: Any, where: str) -> None:
+    def __init__(self, data: Any, where: str, file: str = "results.json") -> None:
         if not isinstance(data, Mapping):
             raise ResultsError(f"{where.rstrip('.') or 'the file'} is not a JSON object")
-        self.data, self.where = data, where
+        self.data, self.where, self.file = data, where, file
 
     def required(self, key: str) -> Any:
         if key not in self.data:
-            raise ResultsError(f"no {self.where}{key}: not a theseus_pl results.json, or a damaged one")
+            raise ResultsError(f"no {self.where}{key}: not a theseus_pl {self.file}, or a damaged one")
         return self.data[key]
 
     def optional(self, key: str, default: Any = None) -> Any:
         return self.data.get(key, default)
 
     def nested(self, key: str) -> Keys:
-        return Keys(self.required(key), f"{self.where}{key}.")
+        return Keys(self.required(key), f"{self.where}{key}.", self.file)
 
     def nested_if_given(self, key: str) -> Keys | None:
         """The object under ``key``; None where the key is absent or null (or empty)."""

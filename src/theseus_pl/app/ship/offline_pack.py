@@ -18,12 +18,14 @@ import subprocess
 import sys
 import tarfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
 
+from theseus_pl.app.results.envelope import Keys, ResultsError, plain
+from theseus_pl.app.results.field_types import check_types
 from theseus_pl.data.cache_entry import MANIFEST
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,35 @@ python3 -m pip install --quiet --no-index --no-deps --no-compile ${PIP_TARGET:+-
     "$dest"/wheels/*.whl
 echo "Unpacked into $dest and installed $(ls "$dest"/wheels | wc -l) wheels."
 """
+
+
+PACK_RECORD = "pack.json"  # what the node's run reads of the pack
+
+
+@dataclass(frozen=True)
+class PackRecord:
+    """``pack.json``: what the node's run reads of the pack (the rest is in its folders)."""
+
+    tasks: list[str]  # the GLUE task folders packed
+    hub_id: str | None = None  # the model's hub id, for its card's base_model
+
+
+def read_pack_record(unpacked: Path) -> PackRecord:
+    """The pack's record in the folder ``unpack.sh`` unpacked into, each value of its type; a
+    :class:`~theseus_pl.app.results.envelope.ResultsError` naming the file and the key otherwise."""
+    path = unpacked / PACK_RECORD
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ResultsError(
+            f"{unpacked} holds no readable {PACK_RECORD} ({error}): give the folder unpack.sh unpacked into."
+        ) from None
+    try:
+        record = PackRecord(**Keys(data, "", PACK_RECORD).pick(PackRecord))
+        check_types(record)
+    except ResultsError as error:
+        raise ResultsError(f"{path}: {error}; unpack the pack again.") from None
+    return record
 
 
 def half_precision_copy(model_dir: Path, destination: Path) -> None:
@@ -143,7 +174,7 @@ def build_pack(
     wheels: Sequence[str],
     project_root: Path,
     piece_mb: float,
-    record: dict[str, Any],
+    record: PackRecord,
 ) -> list[Path]:
     """The pack in ``output`` (an empty or new folder): its pieces, in order. ``record`` goes in as ``pack.json``."""
     if output.exists() and any(output.iterdir()):
@@ -155,7 +186,7 @@ def build_pack(
         half_precision_copy(model_dir, staging / "model")
         copy_glue_tasks(glue_dir, tasks, staging / "glue")
         fetch_wheels(wheels, python, project_root, staging / "wheels")
-        (staging / "pack.json").write_text(json.dumps(record, indent=1))
+        (staging / PACK_RECORD).write_text(json.dumps(plain(record), indent=1))
         return cut_into_pieces(staging, output, int(piece_mb * 1024 * 1024))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
