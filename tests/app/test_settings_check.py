@@ -124,6 +124,15 @@ def test_a_cache_that_is_a_file_is_refused_naming_the_variable_it_came_from(tmp_
     assert problem.startswith("paths.cache_dir='~/cache' must be a folder you can write to")
 
 
+def test_own_files_beside_the_demos_source_are_refused_not_ignored(tmp_path):
+    """+experiment=demo data.files=... trained on the demo's Rotten Tomatoes rows, named after the files' task."""
+    files = f"data.files={{train: {tmp_path / 'a.csv'}, validation: {tmp_path / 'b.csv'}}}"
+    (problem,) = setting_problems(compose_config("+experiment=demo", files))
+    assert problem == ("data.files: not read, the data group reads RottenTomatoesSource (data.source); add "
+                       "data.source=null to read data.files instead.")  # fmt: skip
+    assert setting_problems(compose_config("+experiment=demo", files, "data.source=null")) == []
+
+
 def test_the_label_column_named_as_text_is_refused_with_the_text_columns_alone():
     (problem,) = setting_problems(compose_config("data.text_columns=[text,label]"))
     assert problem == ("data.text_columns=['text', 'label'] names the label column 'label' (data.label_column) as "

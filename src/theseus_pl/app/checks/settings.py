@@ -281,6 +281,18 @@ def repeated_file_problems(cfg: DictConfig) -> list[str]:
     return problems
 
 
+def ignored_data_problems(cfg: DictConfig) -> list[str]:
+    """``data.files`` or ``data.glue_dir`` beside a ``data.source`` (the demo's Rotten Tomatoes): the source is read and
+    they are not, so a run on "your files" trained on the demo's rows without a word."""
+    source = OmegaConf.select(cfg, "data.source", default=None)
+    given = [key for key in ("data.files", "data.glue_dir") if OmegaConf.select(cfg, key, default=None)]
+    if source is None or not given:
+        return []
+    name = str(source.get("_target_", "a source")).rsplit(".", 1)[-1] if isinstance(source, DictConfig) else source
+    return [f"{' and '.join(given)}: not read, the data group reads {name} (data.source); add data.source=null to "
+            f"read {' and '.join(given)} instead."]  # fmt: skip
+
+
 def label_as_text_problems(cfg: DictConfig) -> list[str]:
     """``data.text_columns`` naming the label column: its labels would be tokenised as text (transformers refused the
     numbers in a traceback, twice) and it would be read as the labels as well."""
@@ -349,6 +361,7 @@ def checked_settings(cfg: DictConfig) -> RunSettings:
         *unknown_argument_problems(cfg),
         *repeated_file_problems(cfg),
         *label_as_text_problems(cfg),
+        *ignored_data_problems(cfg),
     ]
     theseus = _built(cfg, "theseus", lambda values: TheseusSettings(**values), problems, reported)
     method = _built(cfg, "method", method_from_config, problems, reported)
