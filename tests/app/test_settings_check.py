@@ -171,6 +171,9 @@ def test_a_file_given_twice_is_refused_naming_both_places(tmp_path):
         (["+data.max_lenght=64"], "data.max_lenght is no setting of TextTaskDataModule: did you mean data.max_length?"),
         (["+callbacks.early_stopping.foo=1"], "callbacks.early_stopping.foo is no setting of EarlyStopping: it takes "
                                               "monitor, min_delta, patience"),
+        (["+theseus.successor.foo=1"], "theseus.successor.foo is no setting of copied_layer: it takes module_layers"),
+        (["+callbacks.mine._target_=no.such.Callback"], "callbacks.mine._target_=no.such.Callback: no class or "
+                                                        "function of that name can be imported."),
     ],
 )  # fmt: skip
 def test_a_value_nothing_reads_is_refused_not_recorded(overrides, message):

@@ -21,6 +21,7 @@ import difflib
 import importlib.resources
 import inspect
 import os
+import pydoc
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -29,7 +30,6 @@ from typing import Any, TypeVar
 
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
-from hydra.utils import get_class
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
@@ -307,19 +307,23 @@ def label_as_text_problems(cfg: DictConfig) -> list[str]:
 
 
 def unknown_argument_problems(cfg: DictConfig) -> list[str]:
-    """Each key of a group the run builds from its ``_target_`` (the data module, each callback) that the class does
-    not take, with the nearest one it does: Hydra's ``instantiate`` ended the run in a ``TypeError`` (unexpected
-    keyword) once it had begun (``+data.max_lenght=64``, ``+callbacks.early_stopping.foo=1``)."""
-    built = {"data": cfg.get("data")} | {
-        f"callbacks.{name}": group for name, group in (cfg.get("callbacks") or {}).items()
-    }
+    """Each key of a group the run builds from its ``_target_`` (the data module, each callback, the successor
+    factory) that the class does not take, with the nearest one it does, and a ``_target_`` that names nothing
+    importable: Hydra's ``instantiate`` ended the run in a ``TypeError`` (unexpected keyword) or an import error once it
+    had begun (``+data.max_lenght=64``, ``+callbacks.early_stopping.foo=1``)."""
+    built = {"data": cfg.get("data"), "theseus.successor": OmegaConf.select(cfg, "theseus.successor", default=None)}
+    built |= {f"callbacks.{name}": group for name, group in (cfg.get("callbacks") or {}).items()}
     problems = []
     for where, group in built.items():
         if not isinstance(group, DictConfig) or not isinstance(group.get("_target_"), str):
             continue
+        target = pydoc.locate(group._target_)  # None where it names nothing (hydra's get_class logs an error too)
+        if not callable(target):
+            problems.append(f"{where}._target_={group._target_}: no class or function of that name can be imported.")
+            continue
         try:
-            parameters = inspect.signature(get_class(group._target_)).parameters.values()
-        except (ImportError, ValueError, TypeError):  # a target that cannot be imported: instantiate says so itself
+            parameters = inspect.signature(target).parameters.values()
+        except (ValueError, TypeError):  # a builtin without a signature: instantiate is the judge
             continue
         if any(parameter.kind is parameter.VAR_KEYWORD for parameter in parameters):
             continue  # takes any keyword
