@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import torch
 from conftest import tiny_model
 
 from theseus_pl.deploy import main
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.quick
 
 TASK = ["--task", "RTE", "--glue-dir", "{glue}"]  # dev rows: what some options act on
 # For each option, the command line it is tried on (a checkpoint folder's, with dev rows or without), and a value
-# other than its default ({glue}, {predecessor}: folders).
+# other than its default ({glue}, {predecessor}: folders; {threads}: one more than torch's).
 DEPLOY_VALUES: dict[str, tuple[list[str], list[str]]] = {
     "--quantize": ([], ["none"]),
     "--openvino": ([], []),
@@ -27,7 +28,7 @@ DEPLOY_VALUES: dict[str, tuple[list[str], list[str]]] = {
     "--batch-sizes": ([], ["1", "3"]),
     "--no-own-lengths": (TASK, []),
     "--repeats": ([], ["3"]),
-    "--threads": ([], ["1"]),
+    "--threads": ([], ["{threads}"]),  # other than torch's own count, the default
     "--target": ([], ["onnx_int8"]),
     "--max-score-drop": ([], ["2.5"]),
     "--gguf": ([], ["f16"]),
@@ -67,7 +68,8 @@ def test_every_deploy_option_changes_the_plan_or_is_refused(tmp_path, tiny_token
         base = [str(folders["model"]), *(value.format(glue=glue_dir) for value in context)]
         status, plan = dry_run(base, capsys)
         assert status == 0, plan
-        given = [value.format(glue=glue_dir, predecessor=folders["predecessor"]) for value in values]
+        more = {"glue": glue_dir, "predecessor": folders["predecessor"], "threads": torch.get_num_threads() + 1}
+        given = [value.format(**more) for value in values]
         status, printed = dry_run([*base, option, *given], capsys)
         if status == 0 and printed == plan:
             unread.append(option)

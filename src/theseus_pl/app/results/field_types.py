@@ -22,7 +22,9 @@ from theseus_pl.app.results.envelope import ResultsError
 
 def check_types(record: Any, where: str = "") -> None:
     """Refuse, naming its dotted key, the first value of ``record`` (a dataclass, nested ones included) that its
-    field's annotation does not allow."""
+    field's annotation does not allow. A record that is no dataclass declares no fields to check."""
+    if not is_dataclass(record):
+        return
     problem = _record_problem(record, where)
     if problem:
         raise ResultsError(problem)
