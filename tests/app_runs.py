@@ -7,6 +7,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_module
 from omegaconf import DictConfig
 
+from theseus_pl.app.checks.settings import checked_settings
 from theseus_pl.app.config.resolvers import register_resolvers
 
 register_resolvers()  # the app's ${package_path:...}, ${mul:...} in composed configs
@@ -16,6 +17,11 @@ def compose_config(*overrides: str) -> DictConfig:
     """The app's config as ``python -m theseus_pl <overrides>`` composes it (output folder left to the caller)."""
     with initialize_config_module("theseus_pl.conf", version_base="1.3"):
         return compose("train", overrides=["paths.output_dir=unused", *overrides])
+
+
+def setting_problems(cfg: DictConfig) -> list[str]:
+    """Every problem the settings check finds with the options set (the run refuses them all at once)."""
+    return checked_settings(cfg).problems
 
 
 def tiny_run_overrides(tiny_base: Path, glue_dir: Path, tmp_path: Path, output: str = "run") -> list[str]:

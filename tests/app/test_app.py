@@ -18,8 +18,8 @@ from sklearn.metrics import accuracy_score
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from theseus_pl.app.checks.refused import RunRefused
-from theseus_pl.app.config.kinds import EMBEDDING_MODEL
-from theseus_pl.app.config.resolvers import is_language_model_run, run_kind_name
+from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL
+from theseus_pl.app.config.resolvers import run_kind_name
 from theseus_pl.app.methods.schedules import build_schedule
 from theseus_pl.app.results.reading import read_results
 from theseus_pl.app.run.pipeline import run
@@ -42,7 +42,7 @@ def test_every_glue_task_has_a_curriculum_and_a_constant_experiment():
 def test_every_experiment_composes_and_instantiates(experiment, tiny_tokenizer, tmp_path):
     cfg = compose_config(f"+experiment={experiment}", f"paths.cache_dir={tmp_path}")
     if experiment.startswith("smollm2"):  # a decoder LM on text, not a task (tests/app/test_language_model_run.py)
-        assert is_language_model_run(cfg) and cfg.method.name.startswith("lm_theseus")
+        assert run_kind_name(cfg) == LANGUAGE_MODEL and cfg.method.name.startswith("lm_theseus")
         offline = "speeches of the 2012 US party conventions"  # the 1.7B experiment reads WikiText from the hub
         text = "the 'text' column of Salesforce/wikitext" if experiment == "smollm2_1b7_curriculum" else offline
         assert text_source(cfg.data).describe().startswith(text)

@@ -2,11 +2,10 @@
 
 import pytest
 import yaml
-from app_runs import compose_config, tiny_run_overrides
+from app_runs import compose_config, setting_problems, tiny_run_overrides
 from test_app import EXPERIMENTS
 
 from theseus_pl.app.checks.refused import RunRefused
-from theseus_pl.app.checks.settings import setting_problems
 from theseus_pl.app.run.pipeline import run
 
 

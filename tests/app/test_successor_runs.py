@@ -4,10 +4,9 @@ import json
 
 import pytest
 import torch
-from app_runs import compose_config, tiny_run_overrides
+from app_runs import compose_config, setting_problems, tiny_run_overrides
 
 from theseus_pl.app.checks.refused import RunRefused
-from theseus_pl.app.checks.settings import setting_problems
 from theseus_pl.app.results.task_model import ModelShape
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.core.families import find_layer_stack

@@ -8,13 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from app_runs import compose_config, tiny_run_overrides
+from app_runs import compose_config, setting_problems, tiny_run_overrides
 from command_runs import run_command
 from conftest import tiny_model
 from glue_files import write_tsv
 from wandb_records import read_offline_run
 
-from theseus_pl.app.checks.settings import setting_problems
 from theseus_pl.app.results.reading import read_results
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.tracking.run_identity import model_tag, run_identity, swept_values

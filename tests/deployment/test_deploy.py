@@ -7,14 +7,13 @@ from pathlib import Path
 import onnx
 import pytest
 import torch
-from app_runs import compose_config, tiny_run_overrides
+from app_runs import compose_config, setting_problems, tiny_run_overrides
 from conftest import tiny_inputs, tiny_model
 from huggingface_hub import ModelCard
 from omegaconf import OmegaConf
 from results_records import plant_new_kind
 from transformers import BertModel
 
-from theseus_pl.app.checks.settings import setting_problems
 from theseus_pl.app.results.reading import read_results
 from theseus_pl.app.results.task_model import deployment_dict, read_deployment
 from theseus_pl.app.run.pipeline import run

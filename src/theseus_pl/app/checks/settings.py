@@ -386,11 +386,6 @@ def checked_settings(cfg: DictConfig) -> RunSettings:
     return RunSettings(reported, method, theseus, schedule, deploy)
 
 
-def setting_problems(cfg: DictConfig) -> list[str]:
-    """Every problem with the options users set (what :func:`checked_settings` finds)."""
-    return checked_settings(cfg).problems
-
-
 def _built(
     cfg: DictConfig,
     group: str,

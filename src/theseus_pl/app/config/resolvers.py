@@ -44,11 +44,6 @@ def run_kind_name(cfg: DictConfig) -> str:
     return str(cfg.data.get("kind") or TASK_MODEL)
 
 
-def is_language_model_run(cfg: DictConfig) -> bool:
-    """Whether the run compresses a decoder LM on text (``data=lm_text``) rather than an encoder on a task."""
-    return run_kind_name(cfg) == LANGUAGE_MODEL
-
-
 def run_name(task: str | None, files: Mapping[str, str] | None, kind: str | None = None) -> str:
     """The name a run's folder is filed under (``outputs/<name>/``): ``data.task``, or your files' name for them
     (:func:`~theseus_pl.data.tasks.name_from_files`); the kind's name for a decoder-LM or a sentence-embedding run,

@@ -1,6 +1,6 @@
 """The layer-removal methods that only a language model takes: ShortGPT (healed or not) and LLM-Streamline.
 
-Theseus (``method=lm_theseus`` or ``theseus``) and the truncation baseline (``lm_truncation``) serve both kinds of
+Theseus (``method=lm_theseus`` or ``theseus``) and the truncation baseline (``lm_truncation``) serve every kind of
 run (:mod:`~theseus_pl.app.methods.theseus`, :mod:`~theseus_pl.app.methods.truncation`). Every decoder method trains
 (if it trains) on the same windows for the same steps, on the language-model loss unless ``method.alpha`` weighs the
 predecessor's soft targets in, and only decoder layers: embeddings, final norm and head stay the predecessor's, as

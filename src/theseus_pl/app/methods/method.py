@@ -1,4 +1,4 @@
-"""What a compression method is, and what it is built from, for both kinds of run.
+"""What a compression method is, and what it is built from, for every kind of run.
 
 A method is one class: a frozen dataclass of its own settings (the keys of its ``conf/method/<name>.yaml``), which
 names it by ``_target_``; ``method=<name>`` picks it, so a new method is one class (anywhere importable) and one
@@ -27,7 +27,7 @@ from hydra.utils import get_class, get_method
 from torch import nn
 from transformers import PreTrainedModel
 
-from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.config.terms import SUCCESSOR_SETTINGS, in_config_terms
 from theseus_pl.app.predecessors.classifier import load_classifier
 from theseus_pl.core.decoders import load_causal_lm
@@ -141,12 +141,6 @@ class MethodInputs:
     adapted_dir: str | None = None  # a decoder LM's predecessor adapted to the training text (method.teacher=adapted)
     sentence_head: nn.Module | None = None  # a sentence-embedding model's modules after its encoder (pooling, ...)
     sentence_pairs: bool = False  # a sentence-embedding model trained on labelled pairs, not the teacher's vectors
-
-    @property
-    def kind(self) -> str:
-        if self.task is not None:
-            return TASK_MODEL
-        return EMBEDDING_MODEL if self.sentence_head is not None else LANGUAGE_MODEL
 
     def metrics(self) -> TaskMetrics | LanguageModelMetrics | EmbeddingMetrics | PairScoreMetrics:
         if self.task is not None:

@@ -1,4 +1,4 @@
-"""Progressive module replacing, the paper's method, for both kinds of run, with or without its predecessor's soft
+"""Progressive module replacing, the paper's method, for every kind of run, with or without its predecessor's soft
 targets."""
 
 from __future__ import annotations

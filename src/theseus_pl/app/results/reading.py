@@ -20,7 +20,7 @@ KINDS: dict[str, type[RunRecord]] = {
 
 
 def read_run(path: Path) -> RunRecord:
-    """The record in ``path``, of either kind and any schema version, with ``folder`` set to the folder holding it.
+    """The record in ``path``, of any kind and any schema version, with ``folder`` set to the folder holding it.
 
     Files of schema version 1, and task-model files of version 2, carry no ``kind``: they are task-model runs.
     """

@@ -68,7 +68,7 @@ def run(cfg: DictConfig) -> RunRecord | None:
     """
     clock, memory_since = RunClock(time.perf_counter()), start_peak_memory()
     output_dir = Path(cfg.paths.output_dir)
-    settings = checked_settings(cfg)  # each group's settings object, built and checked once, for either kind
+    settings = checked_settings(cfg)  # each group's settings object, built and checked once, for every kind
     finished = None if settings.problems else finished_run(output_dir, cfg)
     if finished is not None:
         return finished

@@ -61,7 +61,7 @@ def evaluation_settings(trainer_cfg: DictConfig, precision: str) -> dict[str, An
 
 
 def finished_run(output_dir: Path, cfg: DictConfig) -> RunRecord | None:
-    """A finished run's results (its ``results.json``, of either kind), left untouched; None when this folder is to be
+    """A finished run's results (its ``results.json``, of any kind), left untouched; None when this folder is to be
     trained (``cfg.resume`` permitting). A command of other training settings is refused (:class:`RunRefused`).
 
     Only ``resume=force`` redoes a finished run in place: it removes the old results and checkpoints first, so
