@@ -12,6 +12,7 @@ import torch
 from omegaconf import DictConfig, ListConfig
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerBase
 
+from theseus_pl.app.checks.settings import successor_depth_problems
 from theseus_pl.core.decoders import check_decoder_fits, is_decoder
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.memory import checkpointing_problem
@@ -54,11 +55,7 @@ def language_model_problems(
         except ValueError as error:
             problems.append(f"theseus.layers_path: {error}")
         else:
-            if whole_number(cfg.theseus.successor_layers) and not 1 <= cfg.theseus.successor_layers < layers:
-                problems.append(
-                    f"theseus.successor_layers={cfg.theseus.successor_layers} must be between 1 and {layers - 1} (the "
-                    f"predecessor has {layers} layers)."
-                )
+            problems += successor_depth_problems(cfg.theseus.successor_layers, layers)
     if cfg.get("activation_checkpointing") is True and (problem := checkpointing_problem(config, causal_lm=True)):
         problems.append(problem)
     problems += gguf_deploy_problems(cfg, config.model_type, predecessor_dir)

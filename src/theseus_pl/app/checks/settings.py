@@ -257,6 +257,15 @@ def unknown_key_problems(cfg: DictConfig) -> list[str]:
     return problems
 
 
+def successor_depth_problems(successor_layers: Any, layers: int, holder: str = "the predecessor") -> list[str]:
+    """``theseus.successor_layers`` against the ``layers`` of ``holder`` (the predecessor, or its encoder): fewer, and
+    at least one. A value that is no whole number is the settings rule's to refuse."""
+    if not whole_number(successor_layers) or 1 <= successor_layers < layers:
+        return []
+    return [f"theseus.successor_layers={successor_layers} must be between 1 and {layers - 1} ({holder} has {layers} "
+            "layers)."]  # fmt: skip
+
+
 def repeated_file_problems(cfg: DictConfig) -> list[str]:
     """The same file (or folder) given twice in ``data.files``: as a task's training and validation split, its dev
     score is on rows it trained on, which its card says it never did; in a decoder's text, every document is read

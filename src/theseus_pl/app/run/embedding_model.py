@@ -30,6 +30,7 @@ from omegaconf import DictConfig
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.run import device_problems
 from theseus_pl.app.checks.schedule import schedule_problems, validation_problems
+from theseus_pl.app.checks.settings import successor_depth_problems
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL
 from theseus_pl.app.methods.method import Method, MethodInputs
 from theseus_pl.app.methods.schedules import successor_finetuning_steps
@@ -94,11 +95,7 @@ class EmbeddingModelRun(RunKind):
         except ValueError as error:
             problems.append(f"theseus.layers_path: {error}")
         else:
-            if not 1 <= cfg.theseus.successor_layers < self.layers:
-                problems.append(
-                    f"theseus.successor_layers={cfg.theseus.successor_layers} must be between 1 and {self.layers - 1} "
-                    f"(the predecessor's encoder has {self.layers} layers)."
-                )
+            problems += successor_depth_problems(cfg.theseus.successor_layers, self.layers, "the predecessor's encoder")
         self.source = _source(cfg.data)
         train_sentences = None  # counted where the data can be read: a batch counts sentences, two a pair
         try:
