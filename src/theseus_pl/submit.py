@@ -26,6 +26,7 @@ from theseus_pl.app.ship.submission import (
 )
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.tasks import glue_task
+from theseus_pl.data.tokenized import default_cache_dir
 
 
 def main(argv: Sequence[str] | None = None) -> list[Path]:
@@ -49,7 +50,9 @@ def main(argv: Sequence[str] | None = None) -> list[Path]:
             load_submission_model(model)
             sources = test_files(datamodule)
             planned = [submission_path(task, split, args.output) for split in task.test_splits]
-            print(f"Dry run: nothing was predicted. {model} would predict {', '.join(sources)} and write:")
+            cache = datamodule.cache_dir or default_cache_dir()
+            print(f"Dry run: nothing was predicted. {model} would predict {', '.join(sources)} in batches of "
+                  f"{args.batch_size} (tokenised into {cache}) and write:")  # fmt: skip
             print("\n".join(f"  {path}" for path in planned))
             return planned
         written = predict_and_write(load_submission_model(model), datamodule, args.output)

@@ -1,6 +1,7 @@
-"""No flag of deploy is dropped in silence: each option its help lists, given on its own with a value other than its
-default, changes what the dry run says it would do, or is refused (exit status 2). A new option must be added to
-:data:`DEPLOY_VALUES`, with a value to try: the test fails on an option it does not know."""
+"""No flag of deploy or submit is dropped in silence: each option its help lists, given on its own with a value other
+than its default, changes what the dry run says it would do, or is refused (exit status 2). A new option must be added
+to the command's table (:data:`DEPLOY_VALUES`, :data:`SUBMIT_VALUES`) with a value to try: the test fails on an option
+it does not know."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import re
 import pytest
 import torch
 from conftest import tiny_model
+from glue_files import make_glue_dir
 
 from theseus_pl.deploy import main
+from theseus_pl.submit import main as submit_main
 
 pytestmark = pytest.mark.quick
 
@@ -38,18 +41,18 @@ DEFAULTS = {"--own-lengths"}  # the default spelled out (its --no- form is tried
 NOT_OPTIONS = {"--help", "--dry-run"}
 
 
-def help_options(capsys: pytest.CaptureFixture[str]) -> list[str]:
+def help_options(capsys: pytest.CaptureFixture[str], command=main) -> list[str]:
     with pytest.raises(SystemExit):
-        main(["--help"])
+        command(["--help"])
     lines = [line.strip() for line in capsys.readouterr().out.splitlines() if line.startswith("  -")]
     names = {name for line in lines for name in re.findall(r"--[a-z][a-z-]*", line.split("  ")[0])}
     return sorted(names - NOT_OPTIONS)
 
 
-def dry_run(arguments: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+def dry_run(arguments: list[str], capsys: pytest.CaptureFixture[str], command=main) -> tuple[int, str]:
     """The exit status (0 where it planned) and what it printed."""
     try:
-        main([*arguments, "--dry-run"])
+        command([*arguments, "--dry-run"])
     except SystemExit as exited:
         return int(exited.code or 0), capsys.readouterr().err
     return 0, capsys.readouterr().out
@@ -74,4 +77,33 @@ def test_every_deploy_option_changes_the_plan_or_is_refused(tmp_path, tiny_token
         if status == 0 and printed == plan:
             unread.append(option)
         assert status in (0, 2), printed  # planned, or refused in its words: no traceback
+    assert unread == [], f"given alone, these change nothing and are not refused: {unread}"
+
+
+# submit's options, each tried on a checkpoint of RTE with the task's files ({glue}, {folder}: folders).
+SUBMIT_BASE = ["--task", "RTE", "--glue-dir", "{glue}"]
+SUBMIT_VALUES: dict[str, tuple[list[str], list[str]]] = {
+    "--task": (["--glue-dir", "{glue}"], ["QNLI"]),  # required: without it, no plan
+    "--glue-dir": (["--task", "RTE"], ["{glue}"]),  # the hub otherwise (offline here: refused)
+    "--output": (SUBMIT_BASE, ["{folder}/elsewhere"]),
+    "--batch-size": (SUBMIT_BASE, ["3"]),
+    "--cache-dir": (SUBMIT_BASE, ["{folder}/cache"]),
+}
+
+
+def test_every_submit_option_changes_the_plan_or_is_refused(tmp_path, tiny_tokenizer, capsys):
+    options = help_options(capsys, submit_main)
+    assert options == sorted(SUBMIT_VALUES), "an option the test does not know: add it with a value"
+    model, glue = tmp_path / "model", make_glue_dir(tmp_path / "glue")
+    tiny_model("bert", num_hidden_layers=2, num_labels=2).save_pretrained(model)
+    tiny_tokenizer.save_pretrained(model)
+    unread = []
+    for option, (context, values) in SUBMIT_VALUES.items():
+        base = [str(model), *(value.format(glue=glue) for value in context)]
+        given = [value.format(glue=glue, folder=tmp_path) for value in values]
+        status, plan = dry_run(base, capsys, submit_main)
+        changed_status, printed = dry_run([*base, option, *given], capsys, submit_main)
+        if changed_status == status and printed == plan:
+            unread.append(option)
+        assert changed_status in (0, 2), printed  # planned, or refused in its words: no traceback
     assert unread == [], f"given alone, these change nothing and are not refused: {unread}"
