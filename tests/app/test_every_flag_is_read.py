@@ -1,7 +1,7 @@
-"""No flag of deploy or submit is dropped in silence: each option its help lists, given on its own with a value other
-than its default, changes what the dry run says it would do, or is refused (exit status 2). A new option must be added
-to the command's table (:data:`DEPLOY_VALUES`, :data:`SUBMIT_VALUES`) with a value to try: the test fails on an option
-it does not know."""
+"""No flag of deploy, submit or report is dropped in silence: each option its help lists, given on its own with a
+value other than its default, changes what the dry run says it would do, or is refused (exit status 2). A new option
+must be added to the command's table (:data:`DEPLOY_VALUES`, :data:`SUBMIT_VALUES`, :data:`REPORT_VALUES`) with a
+value to try: the test fails on an option it does not know."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import pytest
 import torch
 from conftest import tiny_model
 from glue_files import make_glue_dir
+from results_records import a_run, plant
 
+from theseus_pl.app.report.tables import main as report_main
 from theseus_pl.deploy import main
 from theseus_pl.submit import main as submit_main
 
@@ -107,3 +109,23 @@ def test_every_submit_option_changes_the_plan_or_is_refused(tmp_path, tiny_token
             unread.append(option)
         assert changed_status in (0, 2), printed  # planned, or refused in its words: no traceback
     assert unread == [], f"given alone, these change nothing and are not refused: {unread}"
+
+
+REPORT_VALUES: dict[str, tuple[list[str], list[str]]] = {
+    "--rows": ([], ["seed"]),
+    "--output": ([], ["{folder}/tables"]),
+}
+
+
+def test_every_report_option_changes_the_plan_or_is_refused(tmp_path, capsys):
+    options = help_options(capsys, report_main)
+    assert options == sorted(REPORT_VALUES), "an option the test does not know: add it with a value"
+    for seed in (1, 2):
+        plant(tmp_path / "runs" / str(seed), a_run(seed=seed))
+    base = [str(tmp_path / "runs")]
+    status, plan = dry_run(base, capsys, report_main)
+    assert status == 0, plan
+    for option, (_, values) in REPORT_VALUES.items():
+        status, printed = dry_run([*base, option, *(value.format(folder=tmp_path) for value in values)], capsys,
+                                  report_main)  # fmt: skip
+        assert status == 2 or printed != plan, f"{option} alone changes nothing and is not refused"

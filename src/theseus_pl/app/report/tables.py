@@ -454,6 +454,7 @@ def planned_report(records: list[RunRecord], rows: str, output: Path) -> dict[st
         planned = [output / path.relative_to(scratch) for path in report["written"]]
     print(f"{len(records)} finished runs:")
     print("\n".join(f"  {record.folder}: {record.headline()}" for record in records))
-    print(f"Dry run: nothing was written. The report would write {len(planned)} files into {output}:")
+    print(f"Dry run: nothing was written. The report would write {len(planned)} files into {output}, a row for each "
+          f"{rows}:")  # fmt: skip
     print("\n".join(f"  {path}" for path in planned))
     return report | {"written": planned}
