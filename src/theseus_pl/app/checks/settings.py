@@ -20,7 +20,6 @@ from __future__ import annotations
 import difflib
 import importlib.resources
 import inspect
-import os
 import pydoc
 import re
 from collections.abc import Callable, Iterable
@@ -34,6 +33,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.config.resolvers import run_kind_name
+from theseus_pl.app.config.run_folder import folder_problem
 from theseus_pl.app.config.terms import SCHEDULE_SETTINGS, in_config_terms, naming_group
 from theseus_pl.app.methods.method import (
     ADAPTED_TEACHER,
@@ -87,14 +87,15 @@ def folder_name(value: Any) -> bool:
 
 
 def writable_folder(value: Any) -> bool:
-    """A folder this process can make or write into: not text starting with ``~`` (no shell expands it here: a folder
-    named ``~`` would be made), not a file, and its nearest existing folder writable. The cache is first written
+    """A folder this process can make or write into (the run folder's own test, :func:`folder_problem`), and no text
+    starting with ``~`` (no shell expands it here: a folder named ``~`` would be made). The cache is first written
     minutes into a run (after the data is read, when the predecessor is fine-tuned)."""
     if not isinstance(value, str) or not value or value.startswith("~"):
         return False
-    path = Path(value).absolute()
-    existing = next(folder for folder in (path, *path.parents) if folder.exists())
-    return existing.is_dir() and os.access(existing, os.W_OK | os.X_OK)
+    try:
+        return folder_problem(Path(value), "paths.cache_dir") is None
+    except (OSError, ValueError):  # a path the system cannot name (a NUL byte, a name too long)
+        return False
 
 
 WEIGHT_DECAY = Rule(lambda v: number(v) and v >= 0, "a number, 0 or more, e.g. 0.01")
