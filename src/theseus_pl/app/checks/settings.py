@@ -90,7 +90,7 @@ def writable_folder(value: Any) -> bool:
     """A folder this process can make or write into (the run folder's own test, :func:`folder_problem`), and no text
     starting with ``~`` (no shell expands it here: a folder named ``~`` would be made). The cache is first written
     minutes into a run (after the data is read, when the predecessor is fine-tuned)."""
-    if not isinstance(value, str) or not value or value.startswith("~"):
+    if not isinstance(value, str) or not value or value.startswith("~") or "\0" in value:
         return False
     try:
         return folder_problem(Path(value), "paths.cache_dir") is None
