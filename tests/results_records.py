@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from theseus_pl.app.results import registry
 from theseus_pl.app.results.embedding_model import EmbeddingData, EmbeddingResults, EmbeddingSide
 from theseus_pl.app.results.envelope import Hardware, RunRecord, write_results
-from theseus_pl.app.results.reading import KINDS
 from theseus_pl.app.results.task_model import (
     DataFacts,
     LayerCounts,
@@ -117,8 +117,8 @@ def plant(folder: Path, record: RunRecord) -> Path:
 
 
 class NewKindResults(RunRecord):
-    """A record of a kind that the reader of files has been taught (``reading.KINDS``) and no reader of records has:
-    what a new kind's record is until its card, deployment and report tables are registered."""
+    """A record of a kind registered with its record alone: what a new kind is until its card, deployment, report
+    tables and dashboard are registered."""
 
     kind = "sentence_embedding"
 
@@ -127,9 +127,16 @@ class NewKindResults(RunRecord):
         return cls()
 
 
+def registering_for_the_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The registry of kinds as it is (the built-in kinds loaded), restored when the test ends: a kind the test
+    registers is gone for the next one."""
+    monkeypatch.setattr(registry, "_KINDS", dict(registry.registered_kinds()))
+
+
 def plant_new_kind(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """``folder/results.json`` of :class:`NewKindResults`, which ``read_run`` reads for the test's length."""
-    monkeypatch.setitem(KINDS, NewKindResults.kind, NewKindResults)
+    registering_for_the_test(monkeypatch)
+    registry.register_kind(registry.Kind(NewKindResults.kind, record=NewKindResults))
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "results.json").write_text(json.dumps({"schema_version": 3, "kind": NewKindResults.kind}))
     return folder / "results.json"

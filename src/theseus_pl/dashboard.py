@@ -26,10 +26,11 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from theseus_pl.app.config.side_commands import command_parser
-from theseus_pl.app.report.tables import REPORTED, find_records, no_results
+from theseus_pl.app.report.tables import find_records, no_results
 from theseus_pl.app.results.envelope import UnknownKind
+from theseus_pl.app.results.registry import parts
 from theseus_pl.app.tracking.dashboard import (
-    check_kinds,
+    dashboard_parts,
     describe,
     sweep_groups,
     sweep_report,
@@ -72,9 +73,9 @@ def main(argv: Sequence[str] | None = None) -> Any:
         except UnknownKind as error:  # a kind the report has no tables for
             parser.error(str(error))
     else:
-        kinds = sorted({run.kind for run in runs}) or list(REPORTED)  # no runs given: sections for every kind
+        kinds = sorted({run.kind for run in runs}) or list(parts("dashboard"))  # no runs: sections for every kind
         try:
-            check_kinds(kinds)
+            dashboard_parts(kinds)
         except UnknownKind as error:  # a kind the workspace has no sections for
             parser.error(str(error))
         groups = sweep_groups(runs)

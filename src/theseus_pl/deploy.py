@@ -46,18 +46,13 @@ from typing import Any
 
 from theseus_pl.app.config.side_commands import command_parser, refuse
 from theseus_pl.app.results.task_model import deployment_dict
-from theseus_pl.app.run.embedding_model_shipping import (
-    deploy_embedding_run,
-    is_embedding_run,
-    planned_embedding_deployment,
-)
 from theseus_pl.app.run.language_model_shipping import deploy_language_model_run, planned_language_model_deployment
 from theseus_pl.app.ship.deploy_folder import (
     deploy_model,
-    deploy_run,
     is_run_folder,
     not_a_model_problem,
     planned_deployment,
+    run_deployer,
 )
 from theseus_pl.deployment.gguf_export import GGUF_TYPES, GGUFExportError
 from theseus_pl.deployment.onnx_export import DeploymentError
@@ -118,20 +113,18 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
         own_lengths=args.own_lengths,
     ))  # fmt: skip
     try:
-        embedding_run = is_embedding_run(args.folder)
+        deployer = run_deployer(args.folder) if is_run_folder(args.folder) else None  # a run deploys as its kind does
         if args.dry_run:
             plan = (
-                planned_embedding_deployment(args.folder, settings)
-                if embedding_run
+                deployer.plan(args.folder, settings, args.glue_dir)
+                if deployer
                 else planned_deployment(args.folder, settings, args.task, args.predecessor, args.glue_dir)
             )
             print("\n".join([f"Dry run: nothing was exported. Deploying {args.folder} would:", *plan]))
             return None
         with _stdout_kept_for_json():
-            if embedding_run:
-                block = deploy_embedding_run(args.folder, settings, args.glue_dir)
-            elif is_run_folder(args.folder):
-                block = deploy_run(args.folder, settings, args.glue_dir)
+            if deployer:
+                block = deployer.deploy(args.folder, settings, args.glue_dir)
             else:
                 block = deploy_model(args.folder, settings, args.task, args.glue_dir, args.predecessor)
     except (DeploymentError, ValueError, OSError, RuntimeError) as error:  # the data source's own message names it

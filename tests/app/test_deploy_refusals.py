@@ -10,7 +10,10 @@ from conftest import tiny_model
 from results_records import a_run, an_embedding_run, plant
 
 from theseus_pl.app.results.envelope import RunRecord
+from theseus_pl.app.ship.deploy_folder import deploy_run
 from theseus_pl.deploy import main
+from theseus_pl.deployment.onnx_export import DeploymentError
+from theseus_pl.deployment.record import DeploySettings
 
 pytestmark = pytest.mark.quick
 
@@ -177,3 +180,12 @@ def test_a_killed_run_or_a_sweeps_folder_is_named_as_what_it_is(tmp_path, dry_ru
     assert refusal([str(sweep), "--gguf", "f16", *dry_run]) == (
         f"{sweep} is a sweep's folder, of many runs: give one run's folder, e.g. {sweep / '0'}."
     )
+
+
+def test_the_task_models_deployment_called_on_another_kinds_run_names_the_command_that_deploys_it(tmp_path):
+    """A library user calling the task model's deploy_run on a sentence-embedding run is sent to deploy, which
+    deploys each kind with the deployer its kind registered."""
+    run_dir = finished(tmp_path / "run", an_embedding_run())
+    with pytest.raises(DeploymentError, match=f"^{run_dir} is a run of kind 'embedding_model'; deploy it with "
+                                              f"python -m theseus_pl.deploy {run_dir}, which deploys"):  # fmt: skip
+        deploy_run(run_dir, DeploySettings())

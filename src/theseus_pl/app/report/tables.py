@@ -45,28 +45,24 @@ from typing import Any
 
 import pandas as pd
 
-from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.config.side_commands import command_parser
-from theseus_pl.app.report.embedding_model import STEM as EMBEDDING_STEM
-from theseus_pl.app.report.embedding_model import write_embedding_model_report
 from theseus_pl.app.report.files import PREDECESSOR, remove_stale_files, write_markdown_and_csv
-from theseus_pl.app.report.language_model import write_language_model_report
 from theseus_pl.app.report.shape_table import shape_table
 from theseus_pl.app.results.envelope import ResultsError, RunRecord, UnknownKind, by_kind
 from theseus_pl.app.results.reading import read_run
+from theseus_pl.app.results.registry import ReportPart, parts
 from theseus_pl.app.results.task_model import RunResults
 
 log = logging.getLogger(__name__)
 REPORT = "python -m theseus_pl.report"
-# The kinds the report has tables for, in the order it writes them.
-REPORTED = (TASK_MODEL, LANGUAGE_MODEL, EMBEDDING_MODEL)
 
 
 def find_runs(folders: Sequence[Path]) -> tuple[list[RunResults], list[str]]:
     """Every task-model run's results (each with its ``folder``), and the Hydra jobs that have none yet; no such run
     is an error."""
     records, missing = find_records(folders)
-    runs = by_kind(records, REPORTED, REPORT)[TASK_MODEL]
+    runs = by_kind(records, parts("report"), REPORT)[TASK_MODEL]
     if not runs:
         raise no_results(folders)
     return runs, missing
@@ -414,36 +410,38 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 def write_report(records: list[RunRecord], rows: str, output: Path) -> dict[str, Any]:
-    """Every table and plot of the runs of every kind into ``output``; prints the tables and the files written."""
-    parted = by_kind(records, REPORTED, REPORT)
-    runs, language_models, embeddings = parted[TASK_MODEL], parted[LANGUAGE_MODEL], parted[EMBEDDING_MODEL]
+    """Every table and plot of the runs of every kind into ``output``, each kind's by the tables it registered (in the
+    registry's order); prints the tables and the files written."""
+    parted = by_kind(records, reported := parts("report"), REPORT)
     output.mkdir(parents=True, exist_ok=True)
-    tasks, table, warnings, written = [], {}, [], []
-    if runs:
-        tasks, table = build_table(runs, rows)
-        shapes = shape_table(runs)
-        warnings = protocol_warnings(runs, rows)
-        written = (
-            write_tables(tasks, table, rows, output)
-            + write_best_settings(best_settings(runs, rows), rows, output)
-            + write_markdown_and_csv(run_table(runs), output, "runs")
-            + (write_markdown_and_csv(shapes, output, "shapes") if not shapes.empty else [])
-            + write_budget_curves(budget_table(runs, rows), rows, output)
-            + write_plots(runs, output)
-        )
-        print((output / "table.md").read_text())
-    if language_models:
-        lm_written, lm_warnings = write_language_model_report(language_models, output)
-        written, warnings = written + lm_written, warnings + lm_warnings
-        print((output / "lm_table.md").read_text())
-    if embeddings:
-        embedding_written, embedding_warnings = write_embedding_model_report(embeddings, output)
-        written, warnings = written + embedding_written, warnings + embedding_warnings
-        print((output / f"{EMBEDDING_STEM}.md").read_text())
+    report: dict[str, Any] = {"tasks": [], "table": {}}  # the task models' table, where there are task models
+    written, warnings = [], []
+    for kind, runs in parted.items():
+        if runs:
+            part = reported[kind](runs, rows, output)
+            written, warnings, report = written + part.written, warnings + part.warnings, report | part.values
+            if part.shown is not None:
+                print(part.shown.read_text())
     print(f"{len(records)} finished runs; wrote {', '.join(str(p) for p in written)}")
     if stale := remove_stale_files(output, written):
         print(f"Removed what an earlier report left there: {', '.join(path.name for path in stale)}")
-    return {"tasks": tasks, "table": table, "warnings": warnings, "written": written}
+    return report | {"warnings": warnings, "written": written}
+
+
+def task_model_report(runs: list[RunResults], rows: str, output: Path) -> ReportPart:
+    """The task models' tables and plots: the protocol's table (a row per ``rows``, a column per task), the best
+    settings, every run, the shapes, the budget curves and the replacement plots."""
+    tasks, table = build_table(runs, rows)
+    shapes = shape_table(runs)
+    written = (
+        write_tables(tasks, table, rows, output)
+        + write_best_settings(best_settings(runs, rows), rows, output)
+        + write_markdown_and_csv(run_table(runs), output, "runs")
+        + (write_markdown_and_csv(shapes, output, "shapes") if not shapes.empty else [])
+        + write_budget_curves(budget_table(runs, rows), rows, output)
+        + write_plots(runs, output)
+    )
+    return ReportPart(written, protocol_warnings(runs, rows), output / "table.md", {"tasks": tasks, "table": table})
 
 
 def planned_report(records: list[RunRecord], rows: str, output: Path) -> dict[str, Any]:

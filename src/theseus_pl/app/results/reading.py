@@ -1,22 +1,16 @@
-"""Reading a ``results.json`` of any kind: one reader that checks the schema version and dispatches on ``kind``."""
+"""Reading a ``results.json`` of any kind: one reader that checks the schema version and reads it as the record of
+the kind registered under its ``kind`` (:mod:`~theseus_pl.app.results.registry`)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
-from theseus_pl.app.results.embedding_model import EmbeddingResults
+from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.results.envelope import SCHEMA_VERSION, ResultsError, RunRecord
 from theseus_pl.app.results.field_types import check_types
-from theseus_pl.app.results.language_model import LanguageModelResults
+from theseus_pl.app.results.registry import parts
 from theseus_pl.app.results.task_model import RunResults
-
-KINDS: dict[str, type[RunRecord]] = {
-    TASK_MODEL: RunResults,
-    LANGUAGE_MODEL: LanguageModelResults,
-    EMBEDDING_MODEL: EmbeddingResults,
-}
 
 
 def read_run(path: Path) -> RunRecord:
@@ -36,11 +30,11 @@ def read_run(path: Path) -> RunRecord:
             f"{path} is results.json schema version {version}; this theseus_pl reads versions 1 to {SCHEMA_VERSION}: "
             "upgrade theseus_pl to read it."
         )
-    kind = data.get("kind", TASK_MODEL)
-    if kind not in KINDS:
-        raise ResultsError(f"{path} is a results.json of kind {kind!r}; this theseus_pl reads {', '.join(KINDS)}.")
+    kind, records = data.get("kind", TASK_MODEL), parts("record")
+    if kind not in records:
+        raise ResultsError(f"{path} is a results.json of kind {kind!r}; this theseus_pl reads {', '.join(records)}.")
     try:
-        record = KINDS[kind].from_dict(data)
+        record = records[kind].from_dict(data)
         check_types(record)
     except ResultsError as error:
         raise ResultsError(f"{path}: {error}") from None

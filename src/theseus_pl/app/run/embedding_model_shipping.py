@@ -23,13 +23,6 @@ from theseus_pl.deployment.targets import AUTO, OWN_LENGTHS_IN_WORDS
 log = logging.getLogger(__name__)
 
 
-def is_embedding_run(run_dir: Path) -> bool:
-    """Whether ``run_dir`` holds a sentence-embedding run's record (its ``results.json`` says its kind)."""
-    if not (run_dir / "results.json").is_file():
-        return False
-    return finished_record(run_dir).kind == EmbeddingResults.kind
-
-
 def deploy_embedding_run(run_dir: Path, settings: DeploySettings, glue_dir: str | None = None) -> Deployment:
     """Deploy a finished sentence-embedding run's successor on the run's STS-B dev pairs (from ``glue_dir``, else
     the folder the run read); OpenVINO's int8 is calibrated on the run's training sentences (never dev)."""

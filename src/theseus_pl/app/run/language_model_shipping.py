@@ -15,10 +15,11 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 
 from theseus_pl.app.checks.language_model import gguf_deploy_problems
 from theseus_pl.app.checks.multirun import CONFIG
-from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.config.resolvers import register_resolvers
 from theseus_pl.app.results.language_model import LanguageModelResults
 from theseus_pl.app.results.reading import read_run
+from theseus_pl.app.results.registry import kind_named
 from theseus_pl.app.run.language_model_data import language_model_datamodule
 from theseus_pl.app.ship.deploy_folder import recorded_deployment
 from theseus_pl.core.decoders import load_causal_lm
@@ -30,11 +31,6 @@ from theseus_pl.deployment.record import DeploySettings
 log = logging.getLogger(__name__)
 DECODE_TOKENS = 64  # tokens each decode timing generates, in PyTorch and in llama.cpp
 GGUF_CHECK_WINDOWS = 4  # held-out windows a GGUF file's logits are checked on
-# What --gguf's refusal of a run of another kind adds, by that kind: the way its successor ships instead, if any.
-WITHOUT_GGUF = {
-    TASK_MODEL: "; deploy it to ONNX without --gguf",
-    EMBEDDING_MODEL: "; its successor is a sentence-transformers folder already",
-}
 
 
 def shipped_gguf(
@@ -108,7 +104,7 @@ def _checked_language_model_run(run_dir: Path, deploy: DeploySettings) -> tuple[
         raise ValueError(f"{run_dir} has no results.json: --gguf deploys a finished decoder-LM run's folder.")
     results = read_run(run_dir / "results.json")
     if results.kind != LANGUAGE_MODEL:  # the record says its kind; each other kind is named, with its way if it has one
-        instead = WITHOUT_GGUF.get(results.kind, "")
+        instead = kind.without_gguf if (kind := kind_named(results.kind)) else ""
         raise ValueError(
             f"{run_dir} is a run of kind {results.kind!r}: --gguf writes decoder LMs (runs of kind {LANGUAGE_MODEL!r}) "
             f"only{instead}."

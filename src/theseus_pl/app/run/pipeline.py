@@ -32,13 +32,11 @@ from theseus_pl.app.checks.resume import (
 from theseus_pl.app.checks.run import planned_trainer
 from theseus_pl.app.checks.schedule import total_steps
 from theseus_pl.app.checks.settings import RunSettings, checked_settings
-from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.config.resolvers import run_kind_name
 from theseus_pl.app.methods.method import SoftTargets
 from theseus_pl.app.results.envelope import Hardware, RunRecord, write_results
-from theseus_pl.app.run.embedding_model import EmbeddingModelRun
+from theseus_pl.app.results.registry import parts
 from theseus_pl.app.run.kind import RunKind
-from theseus_pl.app.run.language_model import LanguageModelRun
 from theseus_pl.app.run.projection import projected_time
 from theseus_pl.app.run.stages import (
     evaluation_settings,
@@ -47,7 +45,6 @@ from theseus_pl.app.run.stages import (
     run_hardware,
     train,
 )
-from theseus_pl.app.run.task_model import TaskModelRun
 from theseus_pl.app.tracking.loggers import build_loggers, log_summary_row
 from theseus_pl.app.tracking.run_identity import run_identity
 from theseus_pl.app.tracking.wandb_run import finish, run_link, wandb_run
@@ -116,20 +113,13 @@ def run(cfg: DictConfig) -> RunRecord | None:
     return results
 
 
-KINDS: dict[str, type[RunKind]] = {
-    TASK_MODEL: TaskModelRun,
-    LANGUAGE_MODEL: LanguageModelRun,
-    EMBEDDING_MODEL: EmbeddingModelRun,
-}
-
-
 def run_kind(cfg: DictConfig, settings: RunSettings) -> RunKind:
     """The run's kind, as ``data.kind`` names it (a task model where the data names none); an unknown one is refused
     in one line."""
-    name = run_kind_name(cfg)
-    if name not in KINDS:
-        raise RunRefused([f"data.kind={name} is no kind of run; the kinds are {', '.join(KINDS)}."])
-    return KINDS[name](cfg, settings)
+    name, runs = run_kind_name(cfg), parts("run")
+    if name not in runs:
+        raise RunRefused([f"data.kind={name} is no kind of run; the kinds are {', '.join(runs)}."])
+    return runs[name](cfg, settings)
 
 
 def refusal_problems(cfg: DictConfig) -> list[str]:

@@ -12,11 +12,11 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from transformers import AutoConfig
 
-from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL
 from theseus_pl.app.config.resolvers import register_resolvers
 from theseus_pl.app.config.run_folder import RECORD_SUBDIR
 from theseus_pl.app.results.envelope import RunRecord, write_results
 from theseus_pl.app.results.reading import read_run
+from theseus_pl.app.results.registry import Deployer, kind_named
 from theseus_pl.app.results.task_model import RunResults, write_deployment
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.data.datamodule import TextTaskDataModule
@@ -40,14 +40,6 @@ CONFIG = ".hydra/config.yaml"  # the run's composed config: its data group names
 # Classes a run folder's config may name by the path of theseus_pl 0.1, before the package took its floors.
 RENAMED_TARGETS = {"theseus_pl.data.datamodule.GlueDataModule": "theseus_pl.data.datamodule.TextTaskDataModule"}
 ENCODERS = "ONNX and int8 deployment are built for encoder runs"
-# Deploy's refusal of a run of another kind than the encoders' it deploys, by that kind: what ships its successor
-# ({successor}: the run's successor/ folder). A kind not named here is refused with ENCODERS alone.
-SHIPPED_ELSEWHERE = {
-    LANGUAGE_MODEL: f"a decoder-LM run: its successor is the causal-LM folder {{successor}} (transformers safetensors, "
-    f"with its model card); {ENCODERS}. Ship it to llama.cpp as GGUF: --gguf f16 q8_0.",
-    EMBEDDING_MODEL: "a sentence-embedding run: its successor {successor} is a sentence-transformers folder; deploy "
-    "the run folder with python -m theseus_pl.deploy RUN_DIR (its encoder to ONNX, checked on STS-B dev).",
-}
 
 
 def deployment_record(model_dir: Path) -> Path:
@@ -104,17 +96,25 @@ def finished_record(run_dir: Path) -> RunRecord:
     return read_run(results_path)
 
 
-def finished_run(run_dir: Path) -> RunResults:
-    """The record of a finished encoder run whose folder holds all a deployment reads, or why it is not one."""
+def run_deployer(run_dir: Path) -> Deployer:
+    """How the finished run in ``run_dir`` deploys, as its kind registered it; a kind that does not deploy to ONNX is
+    refused in one line saying how its successor ships instead (its kind's ``shipped_as``)."""
     results = finished_record(run_dir)
-    if results.kind != RunResults.kind:  # the record says its kind: every other kind is refused, each with its way
-        elsewhere = SHIPPED_ELSEWHERE.get(results.kind)
-        why = (
-            elsewhere.format(successor=run_dir / "successor")
-            if elsewhere
-            else f"a run of kind {results.kind!r}: {ENCODERS}."
-        )
+    kind = kind_named(results.kind)
+    if kind is None or kind.deployer is None:
+        shipped_as = kind.shipped_as if kind is not None else ""
+        why = shipped_as.format(successor=run_dir / "successor") or f"a run of kind {results.kind!r}: {ENCODERS}."
         raise DeploymentError(f"{run_dir} is {why}")
+    return kind.deployer
+
+
+def finished_run(run_dir: Path) -> RunResults:
+    """The record of a finished task-model run whose folder holds all a deployment reads, or why it is not one."""
+    results = finished_record(run_dir)
+    if results.kind != RunResults.kind:  # the record says its kind: its own deployer deploys it, or none does
+        run_deployer(run_dir)
+        raise DeploymentError(f"{run_dir} is a run of kind {results.kind!r}; deploy it with python -m "
+                              f"theseus_pl.deploy {run_dir}, which deploys each kind its own way.")  # fmt: skip
     return results  # type: ignore[return-value]  # its kind is RunResults'
 
 

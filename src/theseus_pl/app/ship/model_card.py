@@ -1,6 +1,7 @@
 """The exported successor's ``README.md``: a Hugging Face model card that can be published as it is, for each kind
-of run by its writer in :data:`CARDS` (a decoder LM's card: :mod:`~theseus_pl.app.ship.language_model_card`; a
-sentence-embedding model's: :mod:`~theseus_pl.app.ship.embedding_model_card`).
+of run by the writer its kind registered (:mod:`~theseus_pl.app.results.registry`): the task model's is here, a decoder
+LM's in :mod:`~theseus_pl.app.ship.language_model_card`, a sentence-embedding model's in
+:mod:`~theseus_pl.app.ship.embedding_model_card`).
 
 The YAML header is built by ``huggingface_hub`` (``ModelCardData`` with ``eval_results``, which it writes as the
 hub's ``model-index``), so the hub parses and displays it. Everything comes from ``results.json``; no local path
@@ -10,14 +11,12 @@ published: ``python -m theseus_pl.publish`` rewrites the card with the hub repo'
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.results.envelope import RunRecord, for_kind
+from theseus_pl.app.results.registry import parts
 from theseus_pl.app.results.task_model import RunResults
 from theseus_pl.app.ship.card_text import known, number, quoted, timed_on_a_busy_machine
 from theseus_pl.app.ship.deployment_table import (
@@ -29,8 +28,6 @@ from theseus_pl.app.ship.deployment_table import (
     runtime_versions,
     target_sentence,
 )
-from theseus_pl.app.ship.embedding_model_card import embedding_model_card
-from theseus_pl.app.ship.language_model_card import language_model_card
 from theseus_pl.deployment.record import Deployment
 
 # Our metric names -> the hub's metric ids (https://huggingface.co/metrics).
@@ -56,10 +53,10 @@ def write_model_card(directory: Path, results: RunRecord, repo_id: str | None = 
 
 
 def model_card(results: RunRecord, repo_id: str | None = None) -> ModelCard:
-    """The card of a run's successor, written by its kind's writer (:data:`CARDS`); ``repo_id`` (``ORG/NAME``) once it
+    """The card of a run's successor, written by the writer its kind registered; ``repo_id`` (``ORG/NAME``) once it
     is published, for its code to load from. A kind with no writer is refused in one line
     (:class:`~theseus_pl.app.results.envelope.UnknownKind`)."""
-    return for_kind(CARDS, results, "the model card")(results, repo_id)
+    return for_kind(parts("card"), results, "the model card")(results, repo_id)
 
 
 def task_model_card(results: RunResults, repo_id: str | None = None) -> ModelCard:
@@ -76,14 +73,6 @@ def task_model_card(results: RunResults, repo_id: str | None = None) -> ModelCar
         eval_results=_eval_results(results),
     )
     return ModelCard(f"---\n{card_data.to_yaml()}\n---\n\n{_body(results, repo_id)}")
-
-
-# Each kind's card writer, by the kind its record says it is: a new kind is one more entry.
-CARDS: dict[str, Callable[[Any, str | None], ModelCard]] = {
-    TASK_MODEL: task_model_card,
-    LANGUAGE_MODEL: language_model_card,
-    EMBEDDING_MODEL: embedding_model_card,
-}
 
 
 def _metric_rows(results: RunResults) -> list[tuple[str, str, str]]:

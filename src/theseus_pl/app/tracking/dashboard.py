@@ -12,19 +12,19 @@ saving them needs W&B.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import wandb_workspaces.reports.v2 as wr
 import wandb_workspaces.workspaces as ws
 
-from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.report.embedding_model import embedding_model_table
 from theseus_pl.app.report.files import write_markdown_and_csv
 from theseus_pl.app.report.language_model import language_model_frame, language_model_table
 from theseus_pl.app.report.tables import (
-    REPORTED,
     best_settings,
     build_table,
     varied_keys,
@@ -32,6 +32,7 @@ from theseus_pl.app.report.tables import (
     write_tables,
 )
 from theseus_pl.app.results.envelope import RunRecord, UnknownKind, by_kind
+from theseus_pl.app.results.registry import parts
 from theseus_pl.deployment.gguf_export import GGUF_TYPES
 
 STEP = "trainer/global_step"
@@ -144,13 +145,30 @@ def config_column(key: str) -> str:
     return f"config:{first}.value" + (f".{rest}" if rest else "")
 
 
-def check_kinds(kinds: Iterable[str]) -> None:
-    """Refuse, in one line (:class:`~theseus_pl.app.results.envelope.UnknownKind`), a kind the workspace has no
-    sections for: a view that silently lacked a kind's runs would look like a project without them."""
-    if unknown := [kind for kind in kinds if kind not in REPORTED]:
-        known = ", ".join(repr(kind) for kind in REPORTED)
+@dataclass(frozen=True)
+class Dashboard:
+    """A kind's part of the saved workspace and of a sweep's report, as the kind registers it
+    (:mod:`~theseus_pl.app.results.registry`): the parts of the kinds shown follow each other in the registry's order,
+    and the first one's headline orders the run table."""
+
+    # Its workspace sections, given the shared Replacing section where no kind before it has shown one (else None).
+    sections: Callable[[ws.Section | None], list[ws.Section]]
+    headline: ws.Ordering  # the run table's order where it is the first kind shown
+    columns: list[str]  # the summary keys pinned in the run table
+    ran_on: Callable[[list[Any]], list[str]]  # what its runs ran on, in words, for the report's first line
+    tables: Callable[[list[Any]], list[Any]]  # the report's blocks of its tables, from its records
+    plots: Callable[[Any], list[Any]]  # the report's blocks of its plots over the runset of the sweep's W&B group
+
+
+def dashboard_parts(kinds: Iterable[str]) -> dict[str, Dashboard]:
+    """The dashboards of ``kinds``, in the registry's order; a kind with none is refused in one line
+    (:class:`~theseus_pl.app.results.envelope.UnknownKind`): a view that silently lacked a kind's runs would look
+    like a project without them."""
+    known, wanted = parts("dashboard"), set(kinds)
+    if unknown := sorted(wanted - set(known)):
         raise UnknownKind(f"The dashboard has no sections for runs of kind {', '.join(map(repr, unknown))}; it knows "
-                          f"runs of kind {known} only.")  # fmt: skip
+                          f"runs of kind {', '.join(map(repr, known))} only.")  # fmt: skip
+    return {kind: part for kind, part in known.items() if kind in wanted}
 
 
 def workspace(
@@ -161,57 +179,55 @@ def workspace(
     swept: Sequence[str] = (),
     kinds: Sequence[str] = (TASK_MODEL,),
 ) -> ws.Workspace:
-    """The saved view over the runs of ``group`` (all the project's when None), the ``swept`` settings as columns.
-
-    Task-model runs get four sections (training, replacing, score against speed-up, compression card), the best
-    successor first; decoder-LM runs get theirs (held-out perplexity over steps, replacing, perplexity against decode
-    speed-up and the generation sample, their GGUF files in llama.cpp), the lowest perplexity first where they are the
-    only kind; sentence-embedding runs get theirs (held-out cosine to the teacher over steps, replacing, STS-B against
-    speed-up), the best STS-B first where they are the only kind. A kind it has no sections for is refused in one line
+    """The saved view over the runs of ``group`` (all the project's when None), the ``swept`` settings as columns:
+    each kind's sections (:class:`Dashboard`), the Replacing section once, the run table ordered by the first kind's
+    headline (the best successor first). A kind it has no sections for is refused in one line
     (:class:`~theseus_pl.app.results.envelope.UnknownKind`) rather than given a view without them."""
-    check_kinds(kinds)
-    replacing = ws.Section(name="Replacing", is_open=True, panels=replacing_panels())
+    shown = dashboard_parts(kinds)
+    replacing: ws.Section | None = ws.Section(name="Replacing", is_open=True, panels=replacing_panels())
     sections = []
-    if TASK_MODEL in kinds:
-        sections += [
-            ws.Section(name="Dev score during training", is_open=True, panels=training_panels()),
-            replacing,
-            ws.Section(name="Score against speed-up", is_open=True, panels=tradeoff_panels()),
-            ws.Section(name="Compression card", is_open=True,
-                       panels=[wr.WeavePanelSummaryTable(table_name="compression_card")]),
-        ]  # fmt: skip
-    if LANGUAGE_MODEL in kinds:
-        sections += [
-            ws.Section(name="Decoder LMs: held-out perplexity during training", is_open=True,
-                       panels=language_model_panels()),
-            *([] if TASK_MODEL in kinds else [replacing]),
-            ws.Section(name="Decoder LMs: perplexity against decode speed-up", is_open=True,
-                       panels=language_model_tradeoff_panels()),
-            ws.Section(name="Decoder LMs: shipped as GGUF for llama.cpp", is_open=True, panels=gguf_panels()),
-        ]  # fmt: skip
-    if EMBEDDING_MODEL in kinds:
-        sections += [
-            ws.Section(name="Sentence embeddings: held-out cosine to the teacher during training", is_open=True,
-                       panels=embedding_panels()),
-            *([] if TASK_MODEL in kinds or LANGUAGE_MODEL in kinds else [replacing]),
-            ws.Section(name="Sentence embeddings: STS-B against speed-up", is_open=True,
-                       panels=embedding_tradeoff_panels()),
-        ]  # fmt: skip
-    if TASK_MODEL in kinds:
-        headline = ws.Ordering(ws.Summary(SCORE), ascending=False)
-    elif LANGUAGE_MODEL in kinds:
-        headline = ws.Ordering(ws.Summary(PERPLEXITY), ascending=True)
-    else:
-        headline = ws.Ordering(ws.Summary(STS), ascending=False)
-    columns = [*(SUMMARY_COLUMNS if TASK_MODEL in kinds else []), *(LM_COLUMNS if LANGUAGE_MODEL in kinds else []),
-               *(EMBEDDING_COLUMNS if EMBEDDING_MODEL in kinds else [])]  # fmt: skip
+    for part in shown.values():
+        sections += part.sections(replacing)
+        replacing = None  # shown once, by the first kind
     runs = ws.RunsetSettings(
         filters=[ws.Metric("Group") == group] if group else [],
-        order=[headline],
-        pinned_columns=["run:jobType", *(f"summary:{key}" for key in columns), *map(config_column, swept)],
-    )
+        order=[next(iter(shown.values())).headline],
+        pinned_columns=["run:jobType", *(f"summary:{key}" for part in shown.values() for key in part.columns),
+                        *map(config_column, swept)],
+    )  # fmt: skip
     return ws.Workspace(entity=entity, project=project, name=name, sections=sections, runset_settings=runs,
                         settings=ws.WorkspaceSettings(x_axis=STEP, max_runs=100))  # fmt: skip
+
+
+def _task_model_sections(replacing: ws.Section | None) -> list[ws.Section]:
+    return [
+        ws.Section(name="Dev score during training", is_open=True, panels=training_panels()),
+        *([replacing] if replacing else []),
+        ws.Section(name="Score against speed-up", is_open=True, panels=tradeoff_panels()),
+        ws.Section(name="Compression card", is_open=True,
+                   panels=[wr.WeavePanelSummaryTable(table_name="compression_card")]),
+    ]  # fmt: skip
+
+
+def _language_model_sections(replacing: ws.Section | None) -> list[ws.Section]:
+    return [
+        ws.Section(name="Decoder LMs: held-out perplexity during training", is_open=True,
+                   panels=language_model_panels()),
+        *([replacing] if replacing else []),
+        ws.Section(name="Decoder LMs: perplexity against decode speed-up", is_open=True,
+                   panels=language_model_tradeoff_panels()),
+        ws.Section(name="Decoder LMs: shipped as GGUF for llama.cpp", is_open=True, panels=gguf_panels()),
+    ]  # fmt: skip
+
+
+def _embedding_model_sections(replacing: ws.Section | None) -> list[ws.Section]:
+    return [
+        ws.Section(name="Sentence embeddings: held-out cosine to the teacher during training", is_open=True,
+                   panels=embedding_panels()),
+        *([replacing] if replacing else []),
+        ws.Section(name="Sentence embeddings: STS-B against speed-up", is_open=True,
+                   panels=embedding_tradeoff_panels()),
+    ]  # fmt: skip
 
 
 def sweep_groups(runs: Sequence[RunRecord]) -> list[str]:
@@ -227,62 +243,89 @@ def swept_settings(runs: Sequence[RunRecord]) -> list[str]:
 def sweep_report(entity: str, project: str, sweep: Path, runs: Sequence[RunRecord]) -> wr.Report:
     """The sweep's report: the tables ``python -m theseus_pl.report`` writes (the protocol's table and best settings
     for task-model runs, the LM table for decoder-LM runs, the embedding table for sentence-embedding runs) and,
-    where the runs logged to W&B, the plots of their group."""
-    parted = by_kind(runs, REPORTED, "the sweep's W&B report")
-    tasks, language_models, embeddings = parted[TASK_MODEL], parted[LANGUAGE_MODEL], parted[EMBEDDING_MODEL]
+    where the runs logged to W&B, the plots of their group: each kind's by its :class:`Dashboard`."""
+    dashboards = parts("dashboard")
+    parted = {kind: found for kind, found in by_kind(runs, dashboards, "the sweep's W&B report").items() if found}
+    shown = {kind: dashboards[kind] for kind in parted}
     methods = sorted({run.method for run in runs})
-    on = (
-        sorted({run.task for run in tasks})
-        + (["language-model text"] if language_models else [])
-        + (["sentences (STS-B dev)"] if embeddings else [])
-    )
+    on = [words for kind, part in shown.items() for words in part.ran_on(parted[kind])]
     blocks: list[Any] = [
         wr.P(text=f"{len(runs)} runs of the sweep {sweep.name}: {', '.join(methods)} on {', '.join(on)}. Written by "
                   "python -m theseus_pl.dashboard."),
     ]  # fmt: skip
-    if tasks:
-        with tempfile.TemporaryDirectory() as folder:
-            names, table = build_table(tasks)
-            (table_md, *_) = (p for p in write_tables(names, table, "method", Path(folder)) if p.suffix == ".md")
-            best = best_settings(tasks)
-            (best_md, *_) = (p for p in write_best_settings(best, "method", Path(folder)) if p.suffix == ".md")
-            table_text, best_text = table_md.read_text(), best_md.read_text()
-        blocks += [
-            wr.H2(text="Each method at its best setting (median over seeds)"), wr.MarkdownBlock(text=table_text),
-            wr.H2(text="Best settings, with the seeds' spread"), wr.MarkdownBlock(text=best_text),
-        ]  # fmt: skip
-    if language_models:
-        with tempfile.TemporaryDirectory() as folder:
-            table = language_model_table(language_model_frame(language_models))
-            (lm_md, *_) = write_markdown_and_csv(table, Path(folder), "lm_table")
-            lm_text = lm_md.read_text()
-        blocks += [
-            wr.H2(text="Decoder LMs: held-out perplexity per method and kept layers (over seeds)"),
-            wr.MarkdownBlock(text=lm_text),
-        ]  # fmt: skip
-    if embeddings:
-        with tempfile.TemporaryDirectory() as folder:
-            (embedding_md, *_) = write_markdown_and_csv(embedding_model_table(embeddings), Path(folder), "table")
-            embedding_text = embedding_md.read_text()
-        blocks += [
-            wr.H2(text="Sentence embeddings: STS-B dev and fidelity to the teacher, a line per run"),
-            wr.MarkdownBlock(text=embedding_text),
-        ]  # fmt: skip
+    for kind, part in shown.items():
+        blocks += part.tables(parted[kind])
     if groups := sweep_groups(runs):
         runset = wr.Runset(entity=entity, project=project, name=sweep.name, filters=f"Group in {groups!r}")
-        if tasks:
-            blocks += [
-                wr.H2(text="Training"), wr.PanelGrid(runsets=[runset], panels=training_panels() + replacing_panels()),
-                wr.H2(text="Score against speed-up"), wr.PanelGrid(runsets=[runset], panels=tradeoff_panels()[:2]),
-            ]  # fmt: skip
-        if language_models:
-            panels = language_model_panels() + replacing_panels()[:1] + language_model_tradeoff_panels()[:2]
-            blocks += [wr.H2(text="Decoder LMs"), wr.PanelGrid(runsets=[runset], panels=panels)]
-        if embeddings:
-            panels = embedding_panels() + replacing_panels()[:1] + embedding_tradeoff_panels()
-            blocks += [wr.H2(text="Sentence embeddings"), wr.PanelGrid(runsets=[runset], panels=panels)]
+        for part in shown.values():
+            blocks += part.plots(runset)
     return wr.Report(entity=entity, project=project, title=f"theseus_pl sweep {sweep.name}", blocks=blocks,
                      description=f"{len(runs)} runs; tables from results.json, plots from the W&B group.")  # fmt: skip
+
+
+def _task_model_tables(runs: list[Any]) -> list[Any]:
+    with tempfile.TemporaryDirectory() as folder:
+        names, table = build_table(runs)
+        (table_md, *_) = (p for p in write_tables(names, table, "method", Path(folder)) if p.suffix == ".md")
+        best = best_settings(runs)
+        (best_md, *_) = (p for p in write_best_settings(best, "method", Path(folder)) if p.suffix == ".md")
+        table_text, best_text = table_md.read_text(), best_md.read_text()
+    return [
+        wr.H2(text="Each method at its best setting (median over seeds)"), wr.MarkdownBlock(text=table_text),
+        wr.H2(text="Best settings, with the seeds' spread"), wr.MarkdownBlock(text=best_text),
+    ]  # fmt: skip
+
+
+def _language_model_tables(runs: list[Any]) -> list[Any]:
+    with tempfile.TemporaryDirectory() as folder:
+        table = language_model_table(language_model_frame(runs))
+        (lm_md, *_) = write_markdown_and_csv(table, Path(folder), "lm_table")
+        lm_text = lm_md.read_text()
+    return [
+        wr.H2(text="Decoder LMs: held-out perplexity per method and kept layers (over seeds)"),
+        wr.MarkdownBlock(text=lm_text),
+    ]
+
+
+def _embedding_model_tables(runs: list[Any]) -> list[Any]:
+    with tempfile.TemporaryDirectory() as folder:
+        (embedding_md, *_) = write_markdown_and_csv(embedding_model_table(runs), Path(folder), "table")
+        embedding_text = embedding_md.read_text()
+    return [
+        wr.H2(text="Sentence embeddings: STS-B dev and fidelity to the teacher, a line per run"),
+        wr.MarkdownBlock(text=embedding_text),
+    ]
+
+
+TASK_MODEL_DASHBOARD = Dashboard(
+    sections=_task_model_sections,
+    headline=ws.Ordering(ws.Summary(SCORE), ascending=False),
+    columns=SUMMARY_COLUMNS,
+    ran_on=lambda runs: sorted({run.task for run in runs}),
+    tables=_task_model_tables,
+    plots=lambda runset: [
+        wr.H2(text="Training"), wr.PanelGrid(runsets=[runset], panels=training_panels() + replacing_panels()),
+        wr.H2(text="Score against speed-up"), wr.PanelGrid(runsets=[runset], panels=tradeoff_panels()[:2]),
+    ],
+)  # fmt: skip
+LANGUAGE_MODEL_DASHBOARD = Dashboard(
+    sections=_language_model_sections,
+    headline=ws.Ordering(ws.Summary(PERPLEXITY), ascending=True),
+    columns=LM_COLUMNS,
+    ran_on=lambda runs: ["language-model text"],
+    tables=_language_model_tables,
+    plots=lambda runset: [wr.H2(text="Decoder LMs"), wr.PanelGrid(runsets=[runset], panels=[
+        *language_model_panels(), *replacing_panels()[:1], *language_model_tradeoff_panels()[:2]])],
+)  # fmt: skip
+EMBEDDING_MODEL_DASHBOARD = Dashboard(
+    sections=_embedding_model_sections,
+    headline=ws.Ordering(ws.Summary(STS), ascending=False),
+    columns=EMBEDDING_COLUMNS,
+    ran_on=lambda runs: ["sentences (STS-B dev)"],
+    tables=_embedding_model_tables,
+    plots=lambda runset: [wr.H2(text="Sentence embeddings"), wr.PanelGrid(runsets=[runset], panels=[
+        *embedding_panels(), *replacing_panels()[:1], *embedding_tradeoff_panels()])],
+)  # fmt: skip
 
 
 def describe(item: ws.Workspace | wr.Report) -> list[str]:

@@ -1,0 +1,37 @@
+"""The task model's registration: a classifier or regressor (an encoder) compressed on a task."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from theseus_pl.app.config.kinds import TASK_MODEL
+from theseus_pl.app.report.tables import task_model_report
+from theseus_pl.app.results.registry import Deployer, Kind
+from theseus_pl.app.results.task_model import RunResults
+from theseus_pl.app.ship.deploy_folder import deploy_run, planned_deployment
+from theseus_pl.app.ship.model_card import task_model_card
+from theseus_pl.app.tracking.dashboard import TASK_MODEL_DASHBOARD
+from theseus_pl.deployment.record import DeploySettings
+
+
+def _run(cfg: Any, settings: Any) -> Any:
+    from theseus_pl.app.run.task_model import TaskModelRun  # Lightning's import waits for a run
+
+    return TaskModelRun(cfg, settings)
+
+
+def _planned(folder: Path, settings: DeploySettings, glue_dir: str | None) -> list[str]:
+    return planned_deployment(folder, settings, glue_dir=glue_dir)
+
+
+KIND = Kind(
+    name=TASK_MODEL,
+    record=RunResults,
+    run=_run,
+    card=task_model_card,
+    dashboard=TASK_MODEL_DASHBOARD,
+    report=task_model_report,
+    deployer=Deployer(deploy=deploy_run, plan=_planned),
+    without_gguf="; deploy it to ONNX without --gguf",
+)  # fmt: skip

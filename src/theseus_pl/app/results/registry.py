@@ -1,0 +1,107 @@
+"""The kinds of run, each registered once: what differs between a task model, a decoder LM and a sentence-embedding
+model (its run, its record, its card, its report tables, how it ships) is one :class:`Kind`, and every reader asks
+:func:`kind_named` or :func:`kind_of` for it instead of keeping a table of its own.
+
+A kind is registered by :func:`register_kind`, as :func:`~theseus_pl.core.families.register_family` registers a model
+family: the three built in register themselves in :mod:`theseus_pl.app.kinds`, which is imported by its name the first
+time a kind is looked up. The lookup sits in this low wing so that the results reader, the card writer, the report
+and deploy can all ask it; the kinds' own modules sit above every wing they take parts from, so the import arrows
+still run down only, and the one import by name here is what joins them (as a plugin registry's entry points do).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from theseus_pl.app.results.envelope import RunRecord
+
+if TYPE_CHECKING:
+    from huggingface_hub import ModelCard
+
+    from theseus_pl.deployment.record import Deployment, DeploySettings
+
+BUILT_IN = "theseus_pl.app.kinds"  # the module that registers the kinds theseus_pl ships
+R = TypeVar("R", bound=RunRecord)
+
+
+@dataclass(frozen=True)
+class ReportPart:
+    """What a kind's report tables wrote into the report's folder: the files, the warnings about its runs (a row
+    short of a seed, unequal budgets), the table printed to the console (None: nothing printed) and the values the
+    report returns to its caller (the task models': their table, by row and task)."""
+
+    written: list[Path]
+    warnings: list[str]
+    shown: Path | None
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Deployer:
+    """How ``python -m theseus_pl.deploy`` ships a finished run of a kind to ONNX (and OpenVINO): the deployment
+    itself, and the dry run's plan of it (both given the run's folder, the settings and a GLUE folder that replaces
+    the one the run read, or None)."""
+
+    deploy: Callable[[Path, DeploySettings, str | None], Deployment]
+    plan: Callable[[Path, DeploySettings, str | None], list[str]]
+
+
+@dataclass(frozen=True)
+class Kind(Generic[R]):
+    """Everything a kind of run brings, by the name its config (``data.kind``) and its ``results.json`` (``kind``)
+    give it; typed by its record, so that each part receives its own kind's record. A part left None is a thing the
+    kind does not do: each reader refuses its runs in one line naming the kinds that do (a kind under construction
+    may register its record alone, and have its runs read and listed)."""
+
+    name: str
+    record: type[R]  # its results.json, read and written
+    # Its run for the one run skeleton (theseus_pl.app.run.pipeline), built from the config and the checked settings:
+    # a RunKind, which sits above this wing (hence Any).
+    run: Callable[[Any, Any], Any] | None = None
+    card: Callable[[R, str | None], ModelCard] | None = None  # its successor's card; the hub id once published
+    report: Callable[[list[R], str, Path], ReportPart] | None = None  # its tables: the runs, --rows, the folder
+    # Its part of the W&B workspace and sweep report: a theseus_pl.app.tracking.dashboard.Dashboard (above this wing).
+    dashboard: Any = None
+    deployer: Deployer | None = None  # None: deploy refuses its runs, saying how they ship (shipped_as)
+    shipped_as: str = ""  # how its successor ships instead of deploy's ONNX ({successor}: the run's successor/)
+    without_gguf: str = ""  # what deploy --gguf's refusal of its runs adds: how its successor ships instead
+
+
+_KINDS: dict[str, Kind[Any]] = {}
+_loaded = False
+
+
+def register_kind(kind: Kind[R]) -> Kind[R]:
+    """Teach every reader of runs (the run skeleton, ``results.json``, the card, the report, deploy) a kind of run;
+    replaces what was registered under its name. Returns it, so that a module can keep it by name."""
+    if kind.record.kind != kind.name:
+        record = kind.record
+        raise ValueError(f"The record {record.__name__} says kind {record.kind!r}; the kind is {kind.name!r}.")
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def registered_kinds() -> dict[str, Kind[Any]]:
+    """Every kind registered, the built-in ones first, in the order they were registered (the report's order)."""
+    global _loaded
+    if not _loaded:
+        _loaded = True  # before the import, which registers through register_kind
+        importlib.import_module(BUILT_IN)
+    return dict(_KINDS)
+
+
+def kind_named(name: str) -> Kind[Any] | None:
+    """The kind registered under ``name``; None for a name nobody registered."""
+    return registered_kinds().get(name)
+
+
+def parts(part: str) -> dict[str, Any]:
+    """Each registered kind's ``part`` (``"record"``, ``"card"``, ``"report"``, ...) by the kind's name, for the
+    kinds that have one, in the registry's order: what a reader hands
+    :func:`~theseus_pl.app.results.envelope.for_kind` or :func:`~theseus_pl.app.results.envelope.by_kind`, which
+    refuse a record of any other kind in one line naming these."""
+    return {name: value for name, kind in registered_kinds().items() if (value := getattr(kind, part)) is not None}
