@@ -27,6 +27,7 @@ from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.resources import checked_resources
 from theseus_pl.app.checks.schedule import schedule_problems, validation_problems
 from theseus_pl.app.checks.settings import RunSettings
+from theseus_pl.app.config.kinds import data_module_settings
 from theseus_pl.app.config.terms import SUCCESSOR_SETTINGS, in_config_terms, naming_group
 from theseus_pl.app.methods.method import TheseusSettings
 from theseus_pl.app.predecessors.classifier import check_fits_task
@@ -64,7 +65,7 @@ def checked_datamodule(cfg: DictConfig, settings: RunSettings) -> TextTaskDataMo
         if not read_problems:
             problems += schedule_problems(cfg, settings, train_rows) + validation_problems(cfg, train_rows)
         raise RunRefused(list(dict.fromkeys(problems)))  # a missing file is found by the preflight and the read
-    datamodule: TextTaskDataModule = instantiate(cfg.data, tokenizer=start_model)
+    datamodule: TextTaskDataModule = instantiate(data_module_settings(cfg.data), tokenizer=start_model)
     problems = data_problems(datamodule) + length_problems(start_model, datamodule)
     if not problems:
         rows = len(sample_rows(datamodule.load("train"), datamodule.max_train_samples, datamodule.seed))

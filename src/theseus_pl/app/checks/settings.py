@@ -31,7 +31,7 @@ from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.app.config.kinds import EMBEDDING_MODEL, KIND_KEY, LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.config.resolvers import run_kind_name
 from theseus_pl.app.config.run_folder import folder_problem
 from theseus_pl.app.config.terms import SCHEDULE_SETTINGS, in_config_terms, naming_group
@@ -46,6 +46,7 @@ from theseus_pl.app.methods.method import (
 )
 from theseus_pl.app.methods.schedules import build_schedule
 from theseus_pl.app.predecessors.adapted import ADAPTATION_KEYS
+from theseus_pl.app.results.registry import kind_named
 from theseus_pl.app.tracking.loggers import wandb_setting_problems
 from theseus_pl.core.schedules import ReplacementSchedule
 from theseus_pl.core.settings import (
@@ -341,7 +342,7 @@ def unknown_argument_problems(cfg: DictConfig) -> list[str]:
             continue  # takes any keyword
         taken = [parameter.name for parameter in parameters]
         for key in group:
-            if str(key).startswith("_") or key in taken:
+            if str(key).startswith("_") or key in taken or (where == "data" and key == KIND_KEY):  # the app's
                 continue
             near = difflib.get_close_matches(str(key), taken, n=1)
             hint = f"did you mean {where}.{near[0]}?" if near else f"it takes {', '.join(taken)}."
@@ -463,20 +464,12 @@ def _method_problems(cfg: DictConfig, method: CompressionMethod, theseus: Theseu
 
 
 def _wrong_kind(method: CompressionMethod, kind: str) -> str:
-    if kind == EMBEDDING_MODEL:
-        return (
-            f"method={method.name} does not compress sentence-embedding models; on one use embedding_theseus, "
-            "embedding_mse (embedding_fine_tuning on labelled pairs) or embedding_truncation."
-        )
-    if kind == LANGUAGE_MODEL:
-        return (
-            f"method={method.name} compresses encoders; on a language model use one of lm_theseus, shortgpt, "
-            "shortgpt_healed, lm_truncation, streamline."
-        )
-    return (
-        f"method={method.name} compresses decoder language models; on a classification or regression task use an "
-        "encoder method such as theseus, fine_tuning or kd (a language-model run: +experiment=smollm2_quick)."
-    )
+    """The refusal of a method that does not compress the run's kind: in the kind's own words where it registered
+    them (which methods do), else naming the kinds the method compresses."""
+    registered = kind_named(kind)
+    if registered is not None and registered.other_method:
+        return registered.other_method.format(method=method.name)
+    return f"method={method.name} compresses runs of kind {', '.join(method.kinds)}; this run is of kind {kind}."
 
 
 def _embedding_problems(cfg: DictConfig, method: CompressionMethod, theseus: TheseusSettings) -> list[str]:

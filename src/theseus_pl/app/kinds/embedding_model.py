@@ -41,4 +41,6 @@ KIND = Kind(
     report=_report,
     deployer=Deployer(deploy=deploy_embedding_run, plan=_planned),
     without_gguf="; its successor is a sentence-transformers folder already",
+    other_method="method={method} does not compress sentence-embedding models; on one use embedding_theseus, "
+    "embedding_mse (embedding_fine_tuning on labelled pairs) or embedding_truncation.",
 )  # fmt: skip

@@ -35,4 +35,6 @@ KIND = Kind(
     report=_report,
     shipped_as=f"a decoder-LM run: its successor is the causal-LM folder {{successor}} (transformers safetensors, "
     f"with its model card); {ENCODERS}. Ship it to llama.cpp as GGUF: --gguf f16 q8_0.",
+    other_method="method={method} compresses encoders; on a language model use one of lm_theseus, shortgpt, "
+    "shortgpt_healed, lm_truncation, streamline.",
 )  # fmt: skip

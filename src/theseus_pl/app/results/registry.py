@@ -69,6 +69,8 @@ class Kind(Generic[R]):
     deployer: Deployer | None = None  # None: deploy refuses its runs, saying how they ship (shipped_as)
     shipped_as: str = ""  # how its successor ships instead of deploy's ONNX ({successor}: the run's successor/)
     without_gguf: str = ""  # what deploy --gguf's refusal of its runs adds: how its successor ships instead
+    # The refusal of a method that does not compress it ({method}: the method's name), naming those that do.
+    other_method: str = ""
 
 
 _KINDS: dict[str, Kind[Any]] = {}

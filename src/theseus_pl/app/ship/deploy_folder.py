@@ -12,6 +12,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from transformers import AutoConfig
 
+from theseus_pl.app.config.kinds import data_module_settings
 from theseus_pl.app.config.resolvers import register_resolvers
 from theseus_pl.app.config.run_folder import RECORD_SUBDIR
 from theseus_pl.app.results.envelope import RunRecord, write_results
@@ -180,7 +181,7 @@ def run_dev_data(run_dir: Path, glue_dir: str | None = None) -> TextTaskDataModu
     cfg.data._target_ = RENAMED_TARGETS.get(cfg.data._target_, cfg.data._target_)
     if glue_dir is not None:
         cfg.data.glue_dir = glue_dir
-    datamodule: TextTaskDataModule = instantiate(cfg.data, tokenizer=str(run_dir / "successor"))
+    datamodule: TextTaskDataModule = instantiate(data_module_settings(cfg.data), tokenizer=str(run_dir / "successor"))
     datamodule.setup("validate")
     return datamodule
 
