@@ -23,6 +23,7 @@ from omegaconf import OmegaConf
 from results_records import registering_for_the_test
 from wandb_records import read_offline_run
 
+from theseus_pl.app.checks.settings import task_model_method_problems
 from theseus_pl.app.methods.truncation import FineTuning
 from theseus_pl.app.report.files import write_markdown_and_csv
 from theseus_pl.app.report.tables import main as report_main
@@ -75,7 +76,16 @@ def scorer_report(runs: list[ScorerResults], rows: str, output: Path) -> ReportP
 @pytest.fixture
 def scorer(monkeypatch: pytest.MonkeyPatch) -> Kind[ScorerResults]:
     registering_for_the_test(monkeypatch)
-    return register_kind(Kind(SCORER, record=ScorerResults, run=ScorerRun, card=scorer_card, report=scorer_report))
+    return register_kind(
+        Kind(
+            SCORER,
+            record=ScorerResults,
+            run=ScorerRun,
+            card=scorer_card,
+            report=scorer_report,
+            method_problems=task_model_method_problems,
+        )
+    )  # the task model's rules hold
 
 
 def _overrides(tiny_base: Path, glue_dir: Path, tmp_path: Path, *more: str) -> list[str]:

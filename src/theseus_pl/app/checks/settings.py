@@ -31,7 +31,7 @@ from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from theseus_pl.app.config.kinds import EMBEDDING_MODEL, KIND_KEY, LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.app.config.kinds import KIND_KEY
 from theseus_pl.app.config.resolvers import run_kind_name
 from theseus_pl.app.config.run_folder import folder_problem
 from theseus_pl.app.config.terms import SCHEDULE_SETTINGS, in_config_terms, naming_group
@@ -430,27 +430,38 @@ def _interpolated_from(node: DictConfig, name: str) -> str | None:
 
 def _method_problems(cfg: DictConfig, method: CompressionMethod, theseus: TheseusSettings) -> list[str]:
     """Options that only some methods or one kind of run read, set where they would be ignored: each refused with
-    why, never silently dropped."""
+    why, never silently dropped. A method that does not compress the run's kind is refused first; then the kind's
+    own rules (its registered ``method_problems``) judge the rest."""
     kind = run_kind_name(cfg)
     if kind not in method.kinds:
         return [_wrong_kind(method, kind)]
-    if kind == EMBEDDING_MODEL:
-        return _embedding_problems(cfg, method, theseus)
+    registered = kind_named(kind)
+    return registered.method_problems(cfg, method, theseus) if registered and registered.method_problems else []
+
+
+def _trains_nothing_problems(cfg: DictConfig, method: CompressionMethod) -> list[str]:
     if cfg.get("activation_checkpointing") is True and not method.trains:
         return [
             f"activation_checkpointing=true saves memory while training; method={method.name} trains nothing. Leave "
             "it false."
         ]
-    teacher = method.teacher if isinstance(method, SoftTargets) else PREDECESSOR_TEACHER
-    if teacher == ADAPTED_TEACHER and kind == TASK_MODEL:
+    return []
+
+
+def _teacher(method: CompressionMethod) -> str:
+    return method.teacher if isinstance(method, SoftTargets) else PREDECESSOR_TEACHER
+
+
+def task_model_method_problems(cfg: DictConfig, method: CompressionMethod, theseus: TheseusSettings) -> list[str]:
+    """What a task model's run refuses of its method's options: an adapted teacher (its predecessor is fine-tuned on
+    the task already), Theseus-only evaluation and successor shapes on other methods, and the task's own rules."""
+    if problems := _trains_nothing_problems(cfg, method):
+        return problems
+    if _teacher(method) == ADAPTED_TEACHER:
         return [
             "method.teacher=adapted adapts a decoder LM's predecessor to its text; an encoder's predecessor is "
             "already fine-tuned on the task and is the teacher. Leave method.teacher=predecessor."
         ]
-    if teacher == ADAPTED_TEACHER and not method.adapted_teacher:  # type: ignore[attr-defined]
-        return ["method.teacher=adapted is read by a distillation loss only: give method.alpha above 0."]
-    if kind == LANGUAGE_MODEL:
-        return _language_model_problems(cfg, theseus, teacher == ADAPTED_TEACHER)
     problems = _task_problems(cfg, theseus)
     if cfg.evaluation.single_modules is True and not method.replaces_modules:
         problems.append("evaluation.single_modules=true scores Theseus modules: it needs method=theseus.")
@@ -463,6 +474,17 @@ def _method_problems(cfg: DictConfig, method: CompressionMethod, theseus: Theseu
     return problems
 
 
+def language_model_method_problems(cfg: DictConfig, method: CompressionMethod, theseus: TheseusSettings) -> list[str]:
+    """What a decoder LM's run refuses of its method's options: an adapted teacher where no distillation loss reads
+    it, and the LM's own rules."""
+    if problems := _trains_nothing_problems(cfg, method):
+        return problems
+    adapts = _teacher(method) == ADAPTED_TEACHER
+    if adapts and not method.adapted_teacher:  # type: ignore[attr-defined]
+        return ["method.teacher=adapted is read by a distillation loss only: give method.alpha above 0."]
+    return _language_model_problems(cfg, theseus, adapts)
+
+
 def _wrong_kind(method: CompressionMethod, kind: str) -> str:
     """The refusal of a method that does not compress the run's kind: in the kind's own words where it registered
     them (which methods do), else naming the kinds the method compresses."""
@@ -472,7 +494,7 @@ def _wrong_kind(method: CompressionMethod, kind: str) -> str:
     return f"method={method.name} compresses runs of kind {', '.join(method.kinds)}; this run is of kind {kind}."
 
 
-def _embedding_problems(cfg: DictConfig, method: CompressionMethod, theseus: TheseusSettings) -> list[str]:
+def embedding_model_method_problems(cfg: DictConfig, method: CompressionMethod, theseus: TheseusSettings) -> list[str]:
     """Settings a sentence-embedding run does not read (yet), or cannot honour."""
     problems = []
     pairs = cfg.data.get("pairs")

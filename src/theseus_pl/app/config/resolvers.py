@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
-from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.config.run_folder import record_subdir
 from theseus_pl.data.packaged import packaged_file
 from theseus_pl.data.packaged_parts import joined_model_folder
@@ -45,11 +45,11 @@ def run_kind_name(cfg: DictConfig) -> str:
 
 
 def run_name(task: str | None, files: Mapping[str, str] | None, kind: str | None = None) -> str:
-    """The name a run's folder is filed under (``outputs/<name>/``): ``data.task``, or your files' name for them
-    (:func:`~theseus_pl.data.tasks.name_from_files`); the kind's name for a decoder-LM or a sentence-embedding run,
-    whose text is no task;
-    ``no_task`` when none is given (the run is refused)."""
-    if kind in (LANGUAGE_MODEL, EMBEDDING_MODEL):
+    """The name a run's folder is filed under (``outputs/<name>/``): the kind's name for a run of a kind other than
+    the task model's (a decoder LM's text, a sentence-embedding model's sentences: no task); else ``data.task``, or
+    your files' name for them (:func:`~theseus_pl.data.tasks.name_from_files`); ``no_task`` when none is given (the
+    run is refused)."""
+    if kind not in (None, TASK_MODEL):
         return kind
     if task:
         return str(task)

@@ -6,12 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from theseus_pl.app.checks.settings import embedding_model_method_problems
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL
 from theseus_pl.app.report.embedding_model import STEM, write_embedding_model_report
 from theseus_pl.app.results.embedding_model import EmbeddingResults
 from theseus_pl.app.results.registry import Deployer, Kind, ReportPart
 from theseus_pl.app.run.embedding_model_shipping import deploy_embedding_run, planned_embedding_deployment
 from theseus_pl.app.ship.embedding_model_card import embedding_model_card
+from theseus_pl.app.ship.publishing import sentence_transformers_missing_parts
 from theseus_pl.app.tracking.dashboard import EMBEDDING_MODEL_DASHBOARD
 from theseus_pl.deployment.record import DeploySettings
 
@@ -36,9 +38,11 @@ KIND = Kind(
     name=EMBEDDING_MODEL,
     record=EmbeddingResults,
     run=_run,
+    method_problems=embedding_model_method_problems,
     card=embedding_model_card,
     dashboard=EMBEDDING_MODEL_DASHBOARD,
     report=_report,
+    missing_parts=sentence_transformers_missing_parts,
     deployer=Deployer(deploy=deploy_embedding_run, plan=_planned),
     without_gguf="; its successor is a sentence-transformers folder already",
     other_method="method={method} does not compress sentence-embedding models; on one use embedding_theseus, "

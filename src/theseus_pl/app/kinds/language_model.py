@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from theseus_pl.app.checks.settings import language_model_method_problems
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.report.language_model import write_language_model_report
 from theseus_pl.app.results.language_model import LanguageModelResults
@@ -30,6 +31,7 @@ KIND = Kind(
     name=LANGUAGE_MODEL,
     record=LanguageModelResults,
     run=_run,
+    method_problems=language_model_method_problems,
     card=language_model_card,
     dashboard=LANGUAGE_MODEL_DASHBOARD,
     report=_report,

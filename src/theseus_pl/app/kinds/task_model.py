@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from theseus_pl.app.checks.settings import task_model_method_problems
 from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.report.tables import task_model_report
 from theseus_pl.app.results.registry import Deployer, Kind
@@ -29,6 +30,7 @@ KIND = Kind(
     name=TASK_MODEL,
     record=RunResults,
     run=_run,
+    method_problems=task_model_method_problems,
     card=task_model_card,
     dashboard=TASK_MODEL_DASHBOARD,
     report=task_model_report,

@@ -66,9 +66,14 @@ class Kind(Generic[R]):
     report: Callable[[list[R], str, Path], ReportPart] | None = None  # its tables: the runs, --rows, the folder
     # Its part of the W&B workspace and sweep report: a theseus_pl.app.tracking.dashboard.Dashboard (above this wing).
     dashboard: Any = None
+    # What its successor folder lacks, beyond a tokenizer, for its users to load it (publish refuses to send it so).
+    missing_parts: Callable[[Path], list[str]] | None = None
     deployer: Deployer | None = None  # None: deploy refuses its runs, saying how they ship (shipped_as)
     shipped_as: str = ""  # how its successor ships instead of deploy's ONNX ({successor}: the run's successor/)
     without_gguf: str = ""  # what deploy --gguf's refusal of its runs adds: how its successor ships instead
+    # What it refuses of a method's options (config, method, Theseus settings -> problems): theseus_pl.app.checks'
+    # classes, above this wing (hence Any); None: nothing beyond the rules every run shares.
+    method_problems: Callable[[Any, Any, Any], list[str]] | None = None
     # The refusal of a method that does not compress it ({method}: the method's name), naming those that do.
     other_method: str = ""
 

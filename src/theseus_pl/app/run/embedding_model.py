@@ -41,7 +41,7 @@ from theseus_pl.app.results.embedding_model import (
     EmbeddingResults,
     EmbeddingSide,
 )
-from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink, budget_settings
+from theseus_pl.app.results.envelope import Hardware, WandbLink, budget_settings
 from theseus_pl.app.run.kind import RunKind
 from theseus_pl.app.run.stages import each_process, empty_successor_folder, hub_id, load_best_checkpoint, rows_per_step
 from theseus_pl.app.ship.model_card import write_model_card
@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 STS_TASK = "STS-B"  # scored on its dev pairs; its training sentences may be training text, never its dev ones
 
 
-class EmbeddingModelRun(RunKind):
+class EmbeddingModelRun(RunKind[EmbeddingResults]):
     """A sentence-transformers model compressed to its own sentence vectors (``data=sentences``)."""
 
     name = EMBEDDING_MODEL
@@ -269,8 +269,7 @@ class EmbeddingModelRun(RunKind):
             wandb=link,
         )  # fmt: skip
 
-    def optional_steps(self, results: RunRecord) -> list[tuple[str, Callable[[], object]]]:
-        assert isinstance(results, EmbeddingResults)
+    def optional_steps(self, results: EmbeddingResults) -> list[tuple[str, Callable[[], object]]]:
         steps: list[tuple[str, Callable[[], object]]] = []
 
         def speed() -> None:
@@ -285,8 +284,7 @@ class EmbeddingModelRun(RunKind):
         steps.append(("model_card", lambda: write_model_card(Path(results.successor.dir), results)))
         return steps
 
-    def publish(self, experiment: Any, results: RunRecord, results_path: Path) -> None:
-        assert isinstance(results, EmbeddingResults)
+    def publish(self, experiment: Any, results: EmbeddingResults, results_path: Path) -> None:
         files = {"results.json": results_path, "config.yaml": self.output_dir / ".hydra" / "config.yaml",
                  "model_card.md": Path(results.successor.dir) / "README.md"}  # fmt: skip
         publish_embedding_model(experiment, results, files)

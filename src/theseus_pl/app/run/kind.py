@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import lightning.pytorch as pl
 from omegaconf import DictConfig
@@ -15,6 +15,8 @@ from theseus_pl.app.checks.settings import RunSettings
 from theseus_pl.app.methods.method import Method, MethodInputs
 from theseus_pl.app.predecessors.resumable_training import interrupted_at, work_folder
 from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
+
+R = TypeVar("R", bound=RunRecord)
 
 
 class PredecessorTraining(NamedTuple):
@@ -28,9 +30,10 @@ class PredecessorTraining(NamedTuple):
     validates: bool
 
 
-class RunKind:
-    """One kind of run: a task model (an encoder compressed on a task), a language model (a decoder on text) or a
-    sentence-embedding model (an encoder compressed to its own sentence vectors)."""
+class RunKind(Generic[R]):
+    """One kind of run: a task model (an encoder compressed on a task), a language model (a decoder on text), a
+    sentence-embedding model (an encoder compressed to its own sentence vectors), or one of your own; typed by the
+    record it writes (``R``), which its optional steps and W&B publishing receive."""
 
     name: str  # the run's name in its W&B identity: the task's, or the kind's
     description: str  # the kind in words
@@ -91,15 +94,15 @@ class RunKind:
         evaluation: dict[str, Any],
         hardware: Hardware,
         link: WandbLink | None,
-    ) -> RunRecord:
+    ) -> R:
         """The successor exported to ``successor/``, it and the predecessor evaluated, the record built."""
         raise NotImplementedError
 
-    def optional_steps(self, results: RunRecord) -> list[tuple[str, Callable[[], object]]]:
+    def optional_steps(self, results: R) -> list[tuple[str, Callable[[], object]]]:
         """Steps after the scores are written (timing, deployment, model card, a sample), each by its name in
         ``failed_steps``: one that fails is recorded there, never raised."""
         return []
 
-    def publish(self, experiment: Any, results: RunRecord, results_path: Path) -> None:
+    def publish(self, experiment: Any, results: R, results_path: Path) -> None:
         """The finished record in the W&B run (summary, tables, files); raises on a W&B failure."""
         raise NotImplementedError

@@ -40,7 +40,7 @@ from theseus_pl.app.predecessors.adapted import adaptation_module, adapted_folde
 from theseus_pl.app.predecessors.gguf import converted_gguf
 from theseus_pl.app.predecessors.harness_scores import cached_harness_scores
 from theseus_pl.app.predecessors.resumable_training import entry_state
-from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink, budget_settings
+from theseus_pl.app.results.envelope import Hardware, WandbLink, budget_settings
 from theseus_pl.app.results.language_model import (
     GenerationSample,
     LanguageModelData,
@@ -75,7 +75,7 @@ PROMPT = "The president said in his speech that the economy"  # every run's gene
 SAMPLE_TOKENS = 20
 
 
-class LanguageModelRun(RunKind):
+class LanguageModelRun(RunKind[LanguageModelResults]):
     """A decoder LM compressed on text (``data=lm_text``)."""
 
     name = LANGUAGE_MODEL
@@ -295,8 +295,7 @@ class LanguageModelRun(RunKind):
             results.teacher.lm_eval = cached(self.adapted_dir, self.teacher)
         results.successor.lm_eval = score(self.successor)
 
-    def optional_steps(self, results: RunRecord) -> list[tuple[str, Callable[[], object]]]:
-        assert isinstance(results, LanguageModelResults)
+    def optional_steps(self, results: LanguageModelResults) -> list[tuple[str, Callable[[], object]]]:
         steps: list[tuple[str, Callable[[], object]]] = []
 
         def speed() -> None:
@@ -325,8 +324,7 @@ class LanguageModelRun(RunKind):
             self.origin, self.datamodule,
         )  # fmt: skip
 
-    def publish(self, experiment: Any, results: RunRecord, results_path: Path) -> None:
-        assert isinstance(results, LanguageModelResults)
+    def publish(self, experiment: Any, results: LanguageModelResults, results_path: Path) -> None:
         files = {"results.json": results_path, "config.yaml": self.output_dir / ".hydra" / "config.yaml",
                  "model_card.md": Path(results.successor.dir) / "README.md"}  # fmt: skip
         publish_language_model(experiment, results, files)

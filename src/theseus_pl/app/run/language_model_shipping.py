@@ -15,7 +15,6 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 
 from theseus_pl.app.checks.language_model import gguf_deploy_problems
 from theseus_pl.app.checks.multirun import CONFIG
-from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.config.resolvers import register_resolvers
 from theseus_pl.app.results.language_model import LanguageModelResults
 from theseus_pl.app.results.reading import read_run
@@ -103,13 +102,12 @@ def _checked_language_model_run(run_dir: Path, deploy: DeploySettings) -> tuple[
     if not (run_dir / "results.json").is_file():
         raise ValueError(f"{run_dir} has no results.json: --gguf deploys a finished decoder-LM run's folder.")
     results = read_run(run_dir / "results.json")
-    if results.kind != LANGUAGE_MODEL:  # the record says its kind; each other kind is named, with its way if it has one
+    if not isinstance(results, LanguageModelResults):  # read as its kind's record: each other kind is named
         instead = kind.without_gguf if (kind := kind_named(results.kind)) else ""
         raise ValueError(
-            f"{run_dir} is a run of kind {results.kind!r}: --gguf writes decoder LMs (runs of kind {LANGUAGE_MODEL!r}) "
-            f"only{instead}."
+            f"{run_dir} is a run of kind {results.kind!r}: --gguf writes decoder LMs (runs of kind "
+            f"{LanguageModelResults.kind!r}) only{instead}."
         )
-    assert isinstance(results, LanguageModelResults)  # its kind is LanguageModelResults'
     successor_dir = run_dir / "successor"
     if not (run_dir / ".hydra" / "config.yaml").is_file():
         raise ValueError(f"{run_dir} has no .hydra/config.yaml, so the held-out text the GGUF files are checked on is "

@@ -29,7 +29,7 @@ from theseus_pl.app.predecessors.classifier import (
     prepare_predecessor,
 )
 from theseus_pl.app.predecessors.resumable_training import entry_state
-from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink, budget_settings
+from theseus_pl.app.results.envelope import Hardware, WandbLink, budget_settings
 from theseus_pl.app.results.task_model import (
     DataFacts,
     LayerCounts,
@@ -57,7 +57,7 @@ from theseus_pl.lightning.evaluation import evaluate
 log = logging.getLogger(__name__)
 
 
-class TaskModelRun(RunKind):
+class TaskModelRun(RunKind[RunResults]):
     """An encoder compressed on a task (``data.task`` or your files)."""
 
     description = "task model (an encoder compressed on a task)"
@@ -207,8 +207,7 @@ class TaskModelRun(RunKind):
             wandb=link,
         )  # fmt: skip
 
-    def optional_steps(self, results: RunRecord) -> list[tuple[str, Callable[[], object]]]:
-        assert isinstance(results, RunResults)
+    def optional_steps(self, results: RunResults) -> list[tuple[str, Callable[[], object]]]:
         cfg, successor_dir = self.cfg, Path(results.successor_dir)
         steps: list[tuple[str, Callable[[], object]]] = []
 
@@ -234,8 +233,7 @@ class TaskModelRun(RunKind):
         steps.append(("model_card", lambda: write_model_card(successor_dir, results)))
         return steps
 
-    def publish(self, experiment: Any, results: RunRecord, results_path: Path) -> None:
-        assert isinstance(results, RunResults)
+    def publish(self, experiment: Any, results: RunResults, results_path: Path) -> None:
         successor_dir = Path(results.successor_dir)
         files = {"results.json": results_path, "config.yaml": self.output_dir / ".hydra" / "config.yaml",
                  "model_card.md": successor_dir / "README.md"}  # fmt: skip

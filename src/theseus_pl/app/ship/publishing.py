@@ -28,10 +28,10 @@ from huggingface_hub.errors import HFValidationError
 from huggingface_hub.errors import HTTPError as TransportError  # httpx's base error, as huggingface_hub imports it
 from huggingface_hub.utils import validate_repo_id
 
-from theseus_pl.app.config.kinds import EMBEDDING_MODEL
 from theseus_pl.app.config.side_commands import command_parser
 from theseus_pl.app.results.envelope import ResultsError, RunRecord, UnknownKind
 from theseus_pl.app.results.reading import read_run
+from theseus_pl.app.results.registry import kind_named
 from theseus_pl.app.ship.model_card import model_card
 from theseus_pl.core.io import has_tokenizer, is_pickled
 
@@ -140,19 +140,24 @@ def finished_record(run_dir: Path) -> tuple[RunRecord | None, list[str]]:
 
 
 def _missing_parts(successor: Path, record: RunRecord) -> list[str]:
-    """What a model users load from ``successor`` needs that is not there: a tokenizer, and for a sentence-transformers
-    model its ``modules.json`` and every module folder it names (the pooling, the normalisation)."""
+    """What a model users load from ``successor`` needs that is not there: a tokenizer, and what the record's kind
+    registered its successors to need besides (a sentence-transformers folder's modules)."""
     missing = [] if has_tokenizer(successor) else ["a tokenizer"]
-    if record.kind == EMBEDDING_MODEL:
-        modules = successor / "modules.json"
-        if not modules.is_file():
-            return [*missing, "modules.json"]
-        try:
-            paths = [module.get("path", "") for module in json.loads(modules.read_text())]
-        except (json.JSONDecodeError, AttributeError, TypeError):
-            return [*missing, "a readable modules.json"]
-        missing += [f"{path}/" for path in paths if path and not (successor / path).is_dir()]
-    return missing
+    kind = kind_named(record.kind)
+    return missing + (kind.missing_parts(successor) if kind and kind.missing_parts else [])
+
+
+def sentence_transformers_missing_parts(successor: Path) -> list[str]:
+    """What a sentence-transformers folder lacks of what loads it: its ``modules.json`` and every module folder it
+    names (the pooling, the normalisation)."""
+    modules = successor / "modules.json"
+    if not modules.is_file():
+        return ["modules.json"]
+    try:
+        paths = [module.get("path", "") for module in json.loads(modules.read_text())]
+    except (json.JSONDecodeError, AttributeError, TypeError):
+        return ["a readable modules.json"]
+    return [f"{path}/" for path in paths if path and not (successor / path).is_dir()]
 
 
 def _nearby_run(run_dir: Path) -> str:
