@@ -5,6 +5,7 @@ import pytest
 import torch
 from decoder_models import tiny_decoder, tiny_token_ids
 
+from theseus_pl.app.methods.kind_models import LanguageModels
 from theseus_pl.app.methods.language_model import ShortGPT
 from theseus_pl.app.methods.method import DEFAULT_SUCCESSOR, MethodInputs, TheseusSettings
 from theseus_pl.app.methods.theseus import Theseus
@@ -23,7 +24,7 @@ def _inputs(folder, init: str) -> MethodInputs:
     ids = [tiny_token_ids(batch_size=2, length=10, seed=seed) for seed in range(2)]
     calibration = [{"input_ids": i, "attention_mask": torch.ones_like(i), "labels": i} for i in ids]
     return MethodInputs(
-        predecessor_dir=str(folder), task=None, theseus=TheseusSettings(2, init, successor=COPIED_LAYERS),
+        predecessor_dir=str(folder), models=LanguageModels(), theseus=TheseusSettings(2, init, successor=COPIED_LAYERS),
         optimizer={"lr": 1e-3}, schedule=ConstantSchedule(0.5, switch_step=10), replacement="constant", seed=1,
         calibration=lambda: calibration,
     )  # fmt: skip

@@ -17,6 +17,7 @@ from theseus_pl.app.checks import settings as settings_check
 from theseus_pl.app.checks.settings import checked_settings
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.methods import schedules
+from theseus_pl.app.methods.kind_models import TaskModels
 from theseus_pl.app.methods.language_model import ShortGPT, Streamline
 from theseus_pl.app.methods.method import (
     DEFAULT_SUCCESSOR,
@@ -206,7 +207,7 @@ def test_the_truncation_baselines_start_from_the_layers_theseus_init_names(init,
     predecessor.save_pretrained(tmp_path / "predecessor")
     theseus = TheseusSettings(2, init, successor={"_target_": DEFAULT_SUCCESSOR, "importance": "activation"})
     inputs = MethodInputs(
-        predecessor_dir=str(tmp_path / "predecessor"), task=task, theseus=theseus, optimizer={"lr": 1e-3},
+        predecessor_dir=str(tmp_path / "predecessor"), models=TaskModels(task), theseus=theseus, optimizer={"lr": 1e-3},
         schedule=CurriculumSchedule(b=0.5, k=0.1), replacement="curriculum", seed=1,
     )  # fmt: skip
     for name in ("fine_tuning", "kd"):

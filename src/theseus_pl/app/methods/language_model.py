@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
+from theseus_pl.app.methods.kind_models import layers_only
 from theseus_pl.app.methods.method import (
     BLOCK_INFLUENCE,
     CompressionMethod,
     Method,
     MethodInputs,
     SoftTargets,
-    layers_only,
     student_module,
 )
 from theseus_pl.core.families import find_layer_stack

@@ -29,13 +29,11 @@ from transformers import PreTrainedModel
 
 from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.config.terms import SUCCESSOR_SETTINGS, in_config_terms
-from theseus_pl.app.predecessors.classifier import load_classifier
+from theseus_pl.app.methods.kind_models import KindModels
 from theseus_pl.core.decoders import load_causal_lm
-from theseus_pl.core.families import find_layer_stack
-from theseus_pl.core.layer_removal import keep_layers, layers_kept_by_influence
-from theseus_pl.core.replacing import SuccessorInit, TheseusModel, successor_source_layers
+from theseus_pl.core.layer_removal import layers_kept_by_influence
+from theseus_pl.core.replacing import SuccessorInit, TheseusModel
 from theseus_pl.core.schedules import ReplacementSchedule
-from theseus_pl.core.sentence_objective import SentenceObjective, TheseusSentenceModel
 from theseus_pl.core.settings import (
     Rule,
     SettingsError,
@@ -47,7 +45,6 @@ from theseus_pl.core.settings import (
 )
 from theseus_pl.core.successors import Importance, SuccessorFactory
 from theseus_pl.core.successors import successor_factory as core_successor_factory
-from theseus_pl.data.tasks import TaskSpec
 from theseus_pl.lightning.baselines import DistillationModule
 from theseus_pl.lightning.distillation import SOFT_TARGET_RULES
 from theseus_pl.lightning.embedding_metrics import EmbeddingMetrics, PairScoreMetrics
@@ -125,13 +122,12 @@ class Method:
 
 @dataclass(frozen=True)
 class MethodInputs:
-    """What every method is built from, besides its own settings. ``task`` and ``sentence_head`` say the kind of run:
-    a task model's (the task its head, loss and metrics are for), a sentence-embedding model's (the predecessor's
-    pooling after its encoder; the loss the MSE to the predecessor's sentence vectors, or with ``sentence_pairs``
-    CoSENT on labelled pairs) or, neither, a language model's (next-token loss and perplexity)."""
+    """What every method is built from, besides its own settings; ``models`` is the run's kind's part (how its
+    predecessor loads and scores, how Theseus and the truncation baselines take it apart), so that no method asks
+    which kind of run it compresses."""
 
-    predecessor_dir: str  # the model compressed: a fine-tuned classifier, or a causal LM
-    task: TaskSpec | None
+    predecessor_dir: str  # the model compressed: a fine-tuned classifier, a causal LM, a sentence-transformers model
+    models: KindModels
     theseus: TheseusSettings
     optimizer: dict[str, Any]  # the optimizer group, resolved: the LightningModule's lr, weight_decay, warmup_ratio
     schedule: ReplacementSchedule
@@ -139,25 +135,13 @@ class MethodInputs:
     seed: int
     calibration: Callable[[], Iterable[Mapping[str, torch.Tensor]]] | None = None  # a few training batches
     adapted_dir: str | None = None  # a decoder LM's predecessor adapted to the training text (method.teacher=adapted)
-    sentence_head: nn.Module | None = None  # a sentence-embedding model's modules after its encoder (pooling, ...)
-    sentence_pairs: bool = False  # a sentence-embedding model trained on labelled pairs, not the teacher's vectors
 
     def metrics(self) -> TaskMetrics | LanguageModelMetrics | EmbeddingMetrics | PairScoreMetrics:
-        if self.task is not None:
-            return TaskMetrics.for_task(self.task)
-        if self.sentence_head is None:
-            return LanguageModelMetrics()
-        return PairScoreMetrics() if self.sentence_pairs else EmbeddingMetrics()
+        return self.models.metrics()
 
     def predecessor(self) -> PreTrainedModel:
         """The model whose layers are compressed: the classifier, the causal LM, or the sentence model's encoder."""
-        if self.task is not None:
-            return load_classifier(self.predecessor_dir, self.task)
-        if self.sentence_head is not None:
-            from theseus_pl.core.embeddings import embedding_encoder, load_embedding_model  # the embeddings extra
-
-            return embedding_encoder(load_embedding_model(self.predecessor_dir))
-        return load_causal_lm(self.predecessor_dir).eval()
+        return self.models.predecessor(self.predecessor_dir)
 
     def replaceable(
         self, predecessor: PreTrainedModel, sources: str | list[int], factory: SuccessorFactory
@@ -165,10 +149,7 @@ class MethodInputs:
         """Theseus's model of ``predecessor``: its layers split into modules, each with its successor; a sentence
         model's gives its sentence vectors and their MSE to the teacher's."""
         settings = self.theseus
-        if self.sentence_head is not None:
-            return TheseusSentenceModel(predecessor, self.sentence_head, settings.successor_layers, sources,
-                                        settings.layers_path, factory)  # fmt: skip
-        return TheseusModel(predecessor, settings.successor_layers, sources, settings.layers_path, factory)
+        return self.models.replaceable(predecessor, settings.successor_layers, sources, settings.layers_path, factory)
 
     def teacher(self) -> PreTrainedModel:
         """The soft targets' source: the predecessor adapted to the training text where the run made one, else the
@@ -190,19 +171,9 @@ class MethodInputs:
     def truncated(self, predecessor: PreTrainedModel) -> nn.Module:
         """The predecessor's ``successor_layers`` layers that ``theseus.init`` names (bottom: the paper's;
         every_other: Sajjad et al.'s stronger start; top), with its embeddings and head: the truncation baseline's
-        student. A task model trains every parameter of it (the paper's "Fine-tuning"); a sentence model too
-        (sentence-transformers' recipe), its pooling after it. A language model keeps its bottom layers (the
-        layer-choosing methods are ShortGPT's) and trains only its decoder layers, embeddings, final norm and head
-        staying the predecessor's as Theseus keeps them."""
-        if self.task is not None:
-            return TheseusModel(predecessor, self.theseus.successor_layers, self.theseus.init,
-                                self.layers_path).to_compact_model()  # fmt: skip
-        if self.sentence_head is not None:
-            count = len(find_layer_stack(predecessor, self.layers_path).layers)
-            kept = successor_source_layers(count, self.theseus.successor_layers, self.theseus.init)
-            return SentenceObjective(keep_layers(predecessor, kept, self.layers_path), self.sentence_head)
-        kept = keep_layers(predecessor, list(range(self.theseus.successor_layers)), self.layers_path)
-        return layers_only(kept, self.layers_path)
+        student, as the run's kind trains it (:meth:`KindModels.truncated`)."""
+        settings = self.theseus
+        return self.models.truncated(predecessor, settings.successor_layers, settings.init, settings.layers_path)
 
     @property
     def layers_path(self) -> str | None:
@@ -338,13 +309,6 @@ def successor_factory(
         return core_successor_factory(
             predecessor, batches() if calibration else None, factory=factory, layers_path=layers_path, **settings
         )
-
-
-def layers_only(model: PreTrainedModel, layers_path: str | None) -> PreTrainedModel:
-    """``model`` with only its layer stack trainable: embeddings, final norm and head stay as they are."""
-    model.requires_grad_(False)
-    find_layer_stack(model, layers_path).layers.requires_grad_(True)
-    return model
 
 
 @contextmanager

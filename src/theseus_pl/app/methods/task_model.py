@@ -11,7 +11,6 @@ from transformers import PreTrainedModel
 from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.methods.method import CompressionMethod, Method, MethodInputs, student_module
 from theseus_pl.app.methods.truncation import FineTuning
-from theseus_pl.app.predecessors.classifier import load_classifier
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.settings import Rule
@@ -43,7 +42,7 @@ class Transfer(CompressionMethod):
         return None  # the other run's successor, whole
 
     def build(self, inputs: MethodInputs) -> Method:
-        student = load_classifier(self.successor, inputs.task, new_head=True)
+        student = inputs.models.with_new_head(self.successor)
         return Method(self.name, FineTuningModule(student, inputs.metrics(), **inputs.optimizer), lambda: student)
 
 

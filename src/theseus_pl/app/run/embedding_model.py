@@ -32,6 +32,7 @@ from theseus_pl.app.checks.run import device_problems
 from theseus_pl.app.checks.schedule import schedule_problems, validation_problems
 from theseus_pl.app.checks.settings import successor_depth_problems
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL
+from theseus_pl.app.methods.kind_models import SentenceModels
 from theseus_pl.app.methods.method import Method, MethodInputs
 from theseus_pl.app.methods.schedules import successor_finetuning_steps
 from theseus_pl.app.results.embedding_model import (
@@ -206,8 +207,8 @@ class EmbeddingModelRun(RunKind[EmbeddingResults]):
     def method_inputs(self, optimizer: dict[str, Any]) -> MethodInputs:
         settings = self.settings
         return MethodInputs(
-            self.predecessor_dir, None, settings.theseus, optimizer, settings.schedule, self.cfg.replacement.kind,
-            self.cfg.seed, sentence_head=self.head, sentence_pairs=self.on_pairs,
+            self.predecessor_dir, SentenceModels(self.head, self.on_pairs), settings.theseus, optimizer,
+            settings.schedule, self.cfg.replacement.kind, self.cfg.seed,
         )  # fmt: skip
 
     def record(

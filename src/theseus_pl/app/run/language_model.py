@@ -34,6 +34,7 @@ from theseus_pl.app.checks.resources import language_model_resource_problems
 from theseus_pl.app.checks.run import device_problems
 from theseus_pl.app.checks.schedule import schedule_problems, validation_problems
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
+from theseus_pl.app.methods.kind_models import LanguageModels
 from theseus_pl.app.methods.method import CompressionMethod, Method, MethodInputs, SoftTargets
 from theseus_pl.app.methods.schedules import successor_finetuning_steps
 from theseus_pl.app.predecessors.adapted import adaptation_module, adapted_folder, adapted_predecessor
@@ -198,7 +199,8 @@ class LanguageModelRun(RunKind[LanguageModelResults]):
     def method_inputs(self, optimizer: dict[str, Any]) -> MethodInputs:
         settings, datamodule = self.settings, self.datamodule
         return MethodInputs(
-            self.predecessor_dir, None, settings.theseus, optimizer, settings.schedule, self.cfg.replacement.kind,
+            self.predecessor_dir, LanguageModels(), settings.theseus, optimizer, settings.schedule,
+            self.cfg.replacement.kind,
             self.cfg.seed, lambda: _calibration(datamodule), self.adapted_dir,
         )  # fmt: skip
 

@@ -19,6 +19,7 @@ from transformers import AutoConfig
 
 from theseus_pl.app.checks.run import checked_datamodule
 from theseus_pl.app.config.kinds import TASK_MODEL
+from theseus_pl.app.methods.kind_models import TaskModels
 from theseus_pl.app.methods.method import CompressionMethod, Method, MethodInputs
 from theseus_pl.app.methods.schedules import successor_finetuning_steps
 from theseus_pl.app.predecessors.classifier import (
@@ -141,7 +142,7 @@ class TaskModelRun(RunKind[RunResults]):
     def method_inputs(self, optimizer: dict[str, Any]) -> MethodInputs:
         settings, datamodule = self.settings, self.datamodule
         return MethodInputs(
-            self.predecessor.directory, datamodule.task, settings.theseus, optimizer, settings.schedule,
+            self.predecessor.directory, TaskModels(datamodule.task), settings.theseus, optimizer, settings.schedule,
             self.cfg.replacement.kind, self.cfg.seed, lambda: calibration_batches(datamodule),
         )  # fmt: skip
 
