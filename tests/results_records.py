@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from theseus_pl.app.results import registry
-from theseus_pl.app.results.embedding_model import EmbeddingData, EmbeddingResults, EmbeddingSide
+from theseus_pl.app.results.embedding_model import EmbeddingData, EmbeddingModelResults, EmbeddingSide
 from theseus_pl.app.results.envelope import Hardware, RunRecord, write_results
 from theseus_pl.app.results.task_model import (
     DataFacts,
@@ -19,8 +19,8 @@ from theseus_pl.app.results.task_model import (
     ModelShape,
     ParamCounts,
     PredecessorResult,
-    RunResults,
     SuccessorResult,
+    TaskModelResults,
 )
 
 V1_RESULTS = Path(__file__).parent / "app" / "fixtures" / "results_v1.json"  # written by theseus_pl at 0fa8775
@@ -35,9 +35,9 @@ def a_run(
     predecessor_score: float | None = 80.0,
     successor_score: float | None = 70.0,
     **changes: Any,
-) -> RunResults:
+) -> TaskModelResults:
     """A 6 -> 3 layer run on a two-class pair task, every field set; ``changes`` replace top-level fields."""
-    record = RunResults(
+    record = TaskModelResults(
         task=task,
         method=method,
         settings={"optimizer.lr": 2e-5, "seed": 1},
@@ -82,10 +82,10 @@ def a_run(
 
 def an_embedding_run(
     method: str = "embedding_theseus", successor_sts: float = 78.5, **changes: Any
-) -> EmbeddingResults:
+) -> EmbeddingModelResults:
     """A 6 -> 3 layer sentence-embedding run (all-MiniLM-L6-v2's top layers kept), timed on a quiet machine, every
     field set; ``changes`` replace top-level fields."""
-    record = EmbeddingResults(
+    record = EmbeddingModelResults(
         method=method,
         settings={"optimizer.lr": 1e-4, "trainer.max_steps": 500, "theseus.successor_layers": 3, "seed": 1},
         predecessor=EmbeddingSide(dir="/runs/cache/hub/all-MiniLM-L6-v2", layers=6, params=22_713_216, dimensions=384,

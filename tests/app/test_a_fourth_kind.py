@@ -29,7 +29,7 @@ from theseus_pl.app.report.files import write_markdown_and_csv
 from theseus_pl.app.report.tables import main as report_main
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.registry import Kind, ReportPart, register_kind
-from theseus_pl.app.results.task_model import RunResults
+from theseus_pl.app.results.task_model import TaskModelResults
 from theseus_pl.app.run.pipeline import plan, refusal_problems, run
 from theseus_pl.app.run.task_model import TaskModelRun
 from theseus_pl.app.ship.deploy_folder import ENCODERS
@@ -42,7 +42,7 @@ CARD_HEAD = "---\nlibrary_name: transformers\n---\n\n# A text scorer\n\n"
 
 
 @dataclass
-class ScorerResults(RunResults):
+class ScorerResults(TaskModelResults):
     """A text scorer's record: the task model's fields, under its own kind."""
 
     kind: ClassVar[str] = SCORER

@@ -23,7 +23,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from theseus_pl.app.predecessors import resumable_training
 from theseus_pl.app.predecessors.classifier import cache_key, cached_predecessor_folder, fine_tune, load_classifier
 from theseus_pl.app.predecessors.resumable_training import WORK_VERSIONS, interrupted_at, library_versions, work_folder
-from theseus_pl.app.results.reading import read_results
+from theseus_pl.app.results.reading import read_task_model_results
 from theseus_pl.app.run import task_model
 from theseus_pl.app.run.pipeline import plan, run
 from theseus_pl.app.run.stages import evaluation_settings, run_hardware
@@ -132,7 +132,9 @@ def test_two_jobs_at_once_fine_tune_their_shared_predecessor_once(base_overrides
     jobs = [job("a"), job("b")]
     for job in jobs:
         assert job.wait(timeout=300) == 0, job.stderr.read()[-3000:]
-    origins = sorted(read_results(tmp_path / name / "results.json").predecessor.origin for name in ("a", "b"))
+    origins = sorted(
+        read_task_model_results(tmp_path / name / "results.json").predecessor.origin for name in ("a", "b")
+    )
     assert origins == ["cache", "fine-tuned"]
     assert len([p for p in (tmp_path / "cache" / "predecessors").iterdir() if not p.name.startswith(".")]) == 1
 

@@ -93,7 +93,7 @@ def resume_problems(output_dir: Path, cfg: DictConfig) -> tuple[ResumePoint | No
     ]
 
 
-def data_problems(resumed: ResumePoint | None, fingerprint: str | None, data: str) -> list[str]:
+def resumed_data_problems(resumed: ResumePoint | None, fingerprint: str | None, data: str) -> list[str]:
     """A resume onto other data than its checkpoint's (files added or edited under the same ``data.files``): its first
     steps were not this data's, and a decoder LM's held-out documents would be drawn anew (one trained on, scored as
     held out). ``data``: what the run trains on now, in words."""

@@ -66,7 +66,7 @@ def checked_datamodule(cfg: DictConfig, settings: RunSettings) -> TextTaskDataMo
             problems += schedule_problems(cfg, settings, train_rows) + validation_problems(cfg, train_rows)
         raise RunRefused(list(dict.fromkeys(problems)))  # a missing file is found by the preflight and the read
     datamodule: TextTaskDataModule = instantiate(data_module_settings(cfg.data), tokenizer=start_model)
-    problems = data_problems(datamodule) + length_problems(start_model, datamodule)
+    problems = task_data_problems(datamodule) + length_problems(start_model, datamodule)
     if not problems:
         rows = len(sample_rows(datamodule.load("train"), datamodule.max_train_samples, datamodule.seed))
         problems += schedule_problems(cfg, settings, rows) + validation_problems(cfg, rows)
@@ -221,7 +221,7 @@ def successor_problems(theseus: TheseusSettings, config: PretrainedConfig) -> li
     return [in_config_terms(problem, "theseus.successor", SUCCESSOR_SETTINGS) for problem in problems if problem]
 
 
-def data_problems(datamodule: TextTaskDataModule) -> list[str]:
+def task_data_problems(datamodule: TextTaskDataModule) -> list[str]:
     """Each split read and tokenised (then cached): a bad encoding, label, field count or an empty split, by file."""
     problems = []
     for split in ("train", *datamodule.task.eval_splits):

@@ -9,7 +9,7 @@ from typing import Any
 from theseus_pl.app.checks.settings import embedding_model_method_problems
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL
 from theseus_pl.app.report.embedding_model import STEM, write_embedding_model_report
-from theseus_pl.app.results.embedding_model import EmbeddingResults
+from theseus_pl.app.results.embedding_model import EmbeddingModelResults
 from theseus_pl.app.results.registry import Deployer, Kind, ReportPart
 from theseus_pl.app.run.embedding_model_shipping import deploy_embedding_run, planned_embedding_deployment
 from theseus_pl.app.ship.embedding_model_card import embedding_model_card
@@ -24,7 +24,7 @@ def _run(cfg: Any, settings: Any) -> Any:
     return EmbeddingModelRun(cfg, settings)
 
 
-def _report(runs: list[EmbeddingResults], rows: str, output: Path) -> ReportPart:
+def _report(runs: list[EmbeddingModelResults], rows: str, output: Path) -> ReportPart:
     """Its table does not read ``--rows``: a line per run."""
     written, warnings = write_embedding_model_report(runs, output)
     return ReportPart(written, warnings, output / f"{STEM}.md")
@@ -36,7 +36,7 @@ def _planned(folder: Path, settings: DeploySettings, glue_dir: str | None) -> li
 
 KIND = Kind(
     name=EMBEDDING_MODEL,
-    record=EmbeddingResults,
+    record=EmbeddingModelResults,
     run=_run,
     method_problems=embedding_model_method_problems,
     card=embedding_model_card,

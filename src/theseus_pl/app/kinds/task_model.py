@@ -9,7 +9,7 @@ from theseus_pl.app.checks.settings import task_model_method_problems
 from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.report.tables import task_model_report
 from theseus_pl.app.results.registry import Deployer, Kind
-from theseus_pl.app.results.task_model import RunResults
+from theseus_pl.app.results.task_model import TaskModelResults
 from theseus_pl.app.ship.deploy_folder import deploy_run, planned_deployment
 from theseus_pl.app.ship.model_card import task_model_card
 from theseus_pl.app.tracking.dashboard import TASK_MODEL_DASHBOARD
@@ -28,7 +28,7 @@ def _planned(folder: Path, settings: DeploySettings, glue_dir: str | None) -> li
 
 KIND = Kind(
     name=TASK_MODEL,
-    record=RunResults,
+    record=TaskModelResults,
     run=_run,
     method_problems=task_model_method_problems,
     card=task_model_card,

@@ -1,6 +1,6 @@
 """The sentence-embedding runs' part of ``python -m theseus_pl.report``: a table of every run.
 
-A sentence-embedding run's ``results.json`` (:class:`~theseus_pl.app.results.embedding_model.EmbeddingResults`,
+A sentence-embedding run's ``results.json`` (:class:`~theseus_pl.app.results.embedding_model.EmbeddingModelResults`,
 ``kind`` ``embedding_model``) is scored on STS-B dev for both models and on its fidelity to the teacher's vectors, so
 its table has a line per run (method, seed, steps, the layers kept) with both STS-B scores, the share kept, the
 successor's mean cosine and squared error to the teacher's vectors, its speed-up at each batch size timed, and what it
@@ -16,13 +16,13 @@ from pathlib import Path
 import pandas as pd
 
 from theseus_pl.app.report.files import write_markdown_and_csv
-from theseus_pl.app.results.embedding_model import EmbeddingResults
+from theseus_pl.app.results.embedding_model import EmbeddingModelResults
 
 STEM = "embedding_table"  # embedding_table.md and embedding_table.csv
 TEACHER_VECTORS, LABELLED_PAIRS = "teacher's vectors", "labelled pairs"  # a run's "trained on"
 
 
-def embedding_model_table(runs: list[EmbeddingResults]) -> pd.DataFrame:
+def embedding_model_table(runs: list[EmbeddingModelResults]) -> pd.DataFrame:
     """One line per run, sorted by its layers (most first), what it trained on, method, the layers kept, steps and
     seed. The fidelity
     figures are text in the precision they need (an MSE per dimension is near 1e-4, a mean cosine near 1), since the
@@ -50,7 +50,7 @@ def embedding_model_table(runs: list[EmbeddingResults]) -> pd.DataFrame:
     ).reset_index(drop=True)
 
 
-def embedding_model_warnings(runs: list[EmbeddingResults]) -> list[str]:
+def embedding_model_warnings(runs: list[EmbeddingModelResults]) -> list[str]:
     """What makes the lines incomparable or a figure missing: different predecessors (or STS-B pairs), speed timed on
     a busy machine."""
     warnings = []
@@ -68,12 +68,12 @@ def embedding_model_warnings(runs: list[EmbeddingResults]) -> list[str]:
     return warnings
 
 
-def write_embedding_model_report(runs: list[EmbeddingResults], output: Path) -> tuple[list[Path], list[str]]:
+def write_embedding_model_report(runs: list[EmbeddingModelResults], output: Path) -> tuple[list[Path], list[str]]:
     """``embedding_table.md``/``.csv`` from the runs' records; the files written and the comparison's warnings."""
     return write_markdown_and_csv(embedding_model_table(runs), output, STEM), embedding_model_warnings(runs)
 
 
-def _sizes(runs: list[EmbeddingResults]) -> list[int]:
+def _sizes(runs: list[EmbeddingModelResults]) -> list[int]:
     """The batch sizes any run was timed at, in order: 1 and ``benchmark.batch_size`` (``batch32_speedup``)."""
     keys = {key for run in runs for key in (run.speed or {}) if key.startswith("batch") and key.endswith("_speedup")}
     return sorted(int(key.removeprefix("batch").removesuffix("_speedup")) for key in keys)

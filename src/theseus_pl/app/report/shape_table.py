@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from theseus_pl.app.results.task_model import RunResults
+from theseus_pl.app.results.task_model import TaskModelResults
 
 SHAPE = ["layers", "FFN width", "hidden size", "neurons kept"]
 
 
-def shape_table(runs: list[RunResults]) -> pd.DataFrame:
+def shape_table(runs: list[TaskModelResults]) -> pd.DataFrame:
     """One row per task, method and successor shape, with its parameters, score spread and speed-up; empty when
     every run's successor has the same shape (there is nothing to compare). Runs written before successors had
     shapes are left out."""
@@ -54,7 +54,7 @@ def _widest_first(column: pd.Series) -> pd.Series:
     return -column.fillna(0) if column.name == "FFN width" else column
 
 
-def _neurons_kept(run: RunResults) -> str:
+def _neurons_kept(run: TaskModelResults) -> str:
     """How a narrowed feed-forward network chose its neurons; empty for whole layers."""
     narrowed = run.successor.shape.intermediate_size != run.predecessor.shape.intermediate_size
     return (run.settings.get("theseus.successor.importance") if narrowed else None) or ""

@@ -52,13 +52,13 @@ from theseus_pl.app.report.shape_table import shape_table
 from theseus_pl.app.results.envelope import ResultsError, RunRecord, UnknownKind, by_kind
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.registry import ReportPart, parts
-from theseus_pl.app.results.task_model import RunResults
+from theseus_pl.app.results.task_model import TaskModelResults
 
 log = logging.getLogger(__name__)
 REPORT = "python -m theseus_pl.report"
 
 
-def find_runs(folders: Sequence[Path]) -> tuple[list[RunResults], list[str]]:
+def find_runs(folders: Sequence[Path]) -> tuple[list[TaskModelResults], list[str]]:
     """Every task-model run's results (each with its ``folder``), and the Hydra jobs that have none yet; no such run
     is an error."""
     records, missing = find_records(folders)
@@ -131,10 +131,10 @@ def _is_wandb_copy(results: Path) -> bool:
 def unknown_rows(records: Sequence[RunRecord], rows: str) -> str | None:
     """Why ``--rows`` names something no task-model run has (None when each name is a results field or a setting of
     one): a misspelt name would put every run in one row called "None", and choose one best point among methods."""
-    runs = [record for record in records if isinstance(record, RunResults)]  # the runs --rows groups
+    runs = [record for record in records if isinstance(record, TaskModelResults)]  # the runs --rows groups
     if not runs:
         return None
-    field_names = {item.name for item in dataclasses.fields(RunResults)}
+    field_names = {item.name for item in dataclasses.fields(TaskModelResults)}
     for name in rows.split(","):
         if name in field_names or any(name in run.settings or run.lookup(name) is not None for run in runs):
             continue
@@ -145,7 +145,7 @@ def unknown_rows(records: Sequence[RunRecord], rows: str) -> str | None:
     return None
 
 
-def _row_key(run: RunResults, rows: str) -> str:
+def _row_key(run: TaskModelResults, rows: str) -> str:
     """The run's row: the value of ``rows``, a results field or setting, or of each of several joined by commas
     (``method,theseus.init``: ``fine_tuning every_other``)."""
     values = []
@@ -164,7 +164,7 @@ def step_budget(settings: dict[str, Any]) -> str:
     return f"{epochs} epochs" if steps is None or steps < 0 else f"{steps} or {epochs} epochs"
 
 
-def run_frame(runs: list[RunResults], rows: str = "method") -> pd.DataFrame:
+def run_frame(runs: list[TaskModelResults], rows: str = "method") -> pd.DataFrame:
     """One line per run, what the tables are computed from: its table row (the ``--rows`` value, as text), task, seed,
     step budget (:func:`step_budget`), scores, its settings but the seed, and those as JSON (``point``: the grid point
     it ran)."""
@@ -181,7 +181,7 @@ def run_frame(runs: list[RunResults], rows: str = "method") -> pd.DataFrame:
     })  # fmt: skip
 
 
-def best_settings(runs: list[RunResults], rows: str = "method") -> pd.DataFrame:
+def best_settings(runs: list[TaskModelResults], rows: str = "method") -> pd.DataFrame:
     """Per task and row, the grid point with the best median over seeds (the first of equals): its ``median``,
     ``min`` and ``max``, its ``seeds`` and, as ``grid point``, the settings that set it apart from the cell's other
     points (a setting the point lacks is left out). A seed without a score (null in ``results.json``) leaves its point
@@ -220,7 +220,7 @@ def _by_key(settings: Iterable[dict[str, Any]]) -> pd.DataFrame:
     return by_key.sort_index(axis=1).fillna("null")
 
 
-def build_table(runs: list[RunResults], rows: str = "method") -> tuple[list[str], dict[str, dict[str, float]]]:
+def build_table(runs: list[TaskModelResults], rows: str = "method") -> tuple[list[str], dict[str, dict[str, float]]]:
     """Tasks (columns) and ``{row: {task: score}}``, rows in the order of the runs, the predecessor first (the median
     of its scores, each predecessor once: the runs of a seed share one, and eight runs of one seed beside one run of
     each other seed must not make it the median): each cell a best setting's median, none where that has none."""
@@ -239,7 +239,7 @@ def table_frame(tasks: list[str], table: dict[str, dict[str, float]]) -> pd.Data
     return frame.assign(macro=frame.apply(statistics.fmean, axis=1))
 
 
-def protocol_warnings(runs: list[RunResults], rows: str = "method") -> list[str]:
+def protocol_warnings(runs: list[TaskModelResults], rows: str = "method") -> list[str]:
     """What makes a comparison between rows unfair: different step budgets, or seeds one row lacks."""
     cells = (
         run_frame(runs, rows)
@@ -271,7 +271,7 @@ def write_best_settings(best: pd.DataFrame, rows: str, output: Path) -> list[Pat
     return write_markdown_and_csv(best.rename(columns={"row": rows}), output, "best_settings")
 
 
-def run_table(runs: list[RunResults]) -> pd.DataFrame:
+def run_table(runs: list[TaskModelResults]) -> pd.DataFrame:
     """One line per run, sorted by task, method and folder, with its W&B name and URL where it has them."""
     return pd.DataFrame({
         "task": [run.task for run in runs],
@@ -284,7 +284,7 @@ def run_table(runs: list[RunResults]) -> pd.DataFrame:
     }).sort_values(["task", "method", "folder"])  # fmt: skip
 
 
-def budget_table(runs: list[RunResults], rows: str = "method") -> pd.DataFrame:
+def budget_table(runs: list[TaskModelResults], rows: str = "method") -> pd.DataFrame:
     """Per task, row and step budget (``trainer.max_steps``), the best grid point at that budget (as
     :func:`best_settings` picks it) with its median, min and max over seeds; only tasks run at several budgets, and
     only runs whose budget is a number of steps (not epochs, nor unrecorded)."""
@@ -337,7 +337,7 @@ def budget_figure(task: str, curves: pd.DataFrame) -> Any:
     return figure
 
 
-def write_plots(runs: list[RunResults], output: Path) -> list[Path]:
+def write_plots(runs: list[TaskModelResults], output: Path) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -428,7 +428,7 @@ def write_report(records: list[RunRecord], rows: str, output: Path) -> dict[str,
     return report | {"warnings": warnings, "written": written}
 
 
-def task_model_report(runs: list[RunResults], rows: str, output: Path) -> ReportPart:
+def task_model_report(runs: list[TaskModelResults], rows: str, output: Path) -> ReportPart:
     """The task models' tables and plots: the protocol's table (a row per ``rows``, a column per task), the best
     settings, every run, the shapes, the budget curves and the replacement plots."""
     tasks, table = build_table(runs, rows)

@@ -1,7 +1,7 @@
 """``results.json`` of a sentence-embedding run: STS-B dev Spearman of both models, the successor's fidelity to its
 teacher, and sentences per second.
 
-:class:`EmbeddingResults` is the body of the :mod:`~theseus_pl.app.results.envelope` for this kind (``kind``
+:class:`EmbeddingModelResults` is the body of the :mod:`~theseus_pl.app.results.envelope` for this kind (``kind``
 ``embedding_model``), written by :mod:`theseus_pl.app.run.embedding_model`.
 """
 
@@ -53,7 +53,7 @@ class EmbeddingData:
 
 
 @dataclass(kw_only=True)
-class EmbeddingResults(RunRecord):
+class EmbeddingModelResults(RunRecord):
     """One sentence-embedding run's ``results.json``."""
 
     kind: ClassVar[str] = EMBEDDING_MODEL
@@ -133,7 +133,7 @@ class EmbeddingResults(RunRecord):
         return self.successor.sts
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> EmbeddingResults:
+    def from_dict(cls, data: Mapping[str, Any]) -> EmbeddingModelResults:
         read = Keys(data, "")
         return cls(
             **envelope_fields(read),

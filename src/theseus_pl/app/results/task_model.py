@@ -1,6 +1,6 @@
 """``results.json`` of a run that compresses a classifier or regressor on a task (an encoder): its typed record.
 
-:class:`RunResults` is the body of the :mod:`~theseus_pl.app.results.envelope` for this kind (``kind``
+:class:`TaskModelResults` is the body of the :mod:`~theseus_pl.app.results.envelope` for this kind (``kind``
 ``task_model``). Its fields are the file's keys, in the file's order, and nested records are nested objects, so the
 file stays easy to read for people and for ``pandas.json_normalize``. The pipeline builds the record; the headline,
 the model card, the sweep report, W&B and the deploy command read its attributes. A key that an older theseus_pl did
@@ -98,7 +98,7 @@ class DataFacts:
 
 
 @dataclass(kw_only=True)
-class RunResults(RunRecord):
+class TaskModelResults(RunRecord):
     """One run's ``results.json``.
 
     Not frozen: the pipeline writes the record as soon as the scores are known and fills in the optional steps
@@ -211,7 +211,7 @@ class RunResults(RunRecord):
         return {key: value for key, value in summary.items() if value is not None}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RunResults:
+    def from_dict(cls, data: Mapping[str, Any]) -> TaskModelResults:
         """A record from the file's layout, of any schema version (``retained`` and ``retained_note`` are derived)."""
         read = Keys(data, "")
         predecessor, successor = read.nested("predecessor"), read.nested("successor")

@@ -39,7 +39,7 @@ from theseus_pl.app.results.embedding_model import (
     PAIRS_LOSS,
     TEACHER_VECTORS_LOSS,
     EmbeddingData,
-    EmbeddingResults,
+    EmbeddingModelResults,
     EmbeddingSide,
 )
 from theseus_pl.app.results.envelope import Hardware, WandbLink, budget_settings
@@ -62,7 +62,7 @@ log = logging.getLogger(__name__)
 STS_TASK = "STS-B"  # scored on its dev pairs; its training sentences may be training text, never its dev ones
 
 
-class EmbeddingModelRun(RunKind[EmbeddingResults]):
+class EmbeddingModelRun(RunKind[EmbeddingModelResults]):
     """A sentence-transformers model compressed to its own sentence vectors (``data=sentences``)."""
 
     name = EMBEDDING_MODEL
@@ -219,7 +219,7 @@ class EmbeddingModelRun(RunKind[EmbeddingResults]):
         evaluation: dict[str, Any],
         hardware: Hardware,
         link: WandbLink | None,
-    ) -> EmbeddingResults:
+    ) -> EmbeddingModelResults:
         """The best checkpoint on the held-out cosine (where one was chosen) saved as a sentence-transformers folder
         and scored as users will load it, beside the predecessor."""
         from sentence_transformers import SentenceTransformer
@@ -244,7 +244,7 @@ class EmbeddingModelRun(RunKind[EmbeddingResults]):
         close = fidelity(successor, self.predecessor, held_out)
         steps = trainer.global_step if trainer is not None else 0
         init = cfg.theseus.init
-        return EmbeddingResults(
+        return EmbeddingModelResults(
             method=method.name,
             settings={"optimizer.lr": cfg.optimizer.lr, **budget_settings(cfg.trainer),
                       "theseus.successor_layers": cfg.theseus.successor_layers, "theseus.init": init,
@@ -270,7 +270,7 @@ class EmbeddingModelRun(RunKind[EmbeddingResults]):
             wandb=link,
         )  # fmt: skip
 
-    def optional_steps(self, results: EmbeddingResults) -> list[tuple[str, Callable[[], object]]]:
+    def optional_steps(self, results: EmbeddingModelResults) -> list[tuple[str, Callable[[], object]]]:
         steps: list[tuple[str, Callable[[], object]]] = []
 
         def speed() -> None:
@@ -285,7 +285,7 @@ class EmbeddingModelRun(RunKind[EmbeddingResults]):
         steps.append(("model_card", lambda: write_model_card(Path(results.successor.dir), results)))
         return steps
 
-    def publish(self, experiment: Any, results: EmbeddingResults, results_path: Path) -> None:
+    def publish(self, experiment: Any, results: EmbeddingModelResults, results_path: Path) -> None:
         files = {"results.json": results_path, "config.yaml": self.output_dir / ".hydra" / "config.yaml",
                  "model_card.md": Path(results.successor.dir) / "README.md"}  # fmt: skip
         publish_embedding_model(experiment, results, files)

@@ -12,9 +12,9 @@ import torch
 from omegaconf import OmegaConf
 
 from theseus_pl.app.config.resolvers import register_resolvers
-from theseus_pl.app.results.embedding_model import EmbeddingResults
+from theseus_pl.app.results.embedding_model import EmbeddingModelResults
 from theseus_pl.app.run.embedding_model import sts_dev_pairs, training_sentences
-from theseus_pl.app.ship.deploy_folder import CONFIG, finished_record, recorded_deployment
+from theseus_pl.app.ship.deploy_folder import CONFIG, deployable_record, recorded_deployment
 from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxruntime
 from theseus_pl.deployment.record import Deployment, DeploySettings
 from theseus_pl.deployment.stage import onnx_files
@@ -74,10 +74,10 @@ def planned_embedding_deployment(run_dir: Path, settings: DeploySettings) -> lis
     ]
 
 
-def _checked(run_dir: Path, settings: DeploySettings) -> EmbeddingResults:
+def _checked(run_dir: Path, settings: DeploySettings) -> EmbeddingModelResults:
     """The run's record, refused before any work where the folder, the extras or the settings will not do."""
-    results = finished_record(run_dir)
-    if not isinstance(results, EmbeddingResults):
+    results = deployable_record(run_dir)
+    if not isinstance(results, EmbeddingModelResults):
         raise DeploymentError(f"{run_dir} is a run of kind {results.kind!r}, not a sentence-embedding run.")
     require_onnxruntime()
     try:

@@ -23,10 +23,10 @@ from omegaconf import DictConfig, OmegaConf
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.resume import (
     ResumePoint,
-    data_problems,
     finished_run_problems,
     precision_problems,
     resume_problems,
+    resumed_data_problems,
     training_settings,
 )
 from theseus_pl.app.checks.run import planned_trainer
@@ -40,7 +40,7 @@ from theseus_pl.app.run.kind import RunKind
 from theseus_pl.app.run.projection import projected_time
 from theseus_pl.app.run.stages import (
     evaluation_settings,
-    finished_run,
+    finished_record_in,
     optional_step,
     run_hardware,
     train,
@@ -66,7 +66,7 @@ def run(cfg: DictConfig) -> RunRecord | None:
     clock, memory_since = RunClock(time.perf_counter()), start_peak_memory()
     output_dir = Path(cfg.paths.output_dir)
     settings = checked_settings(cfg)  # each group's settings object, built and checked once, for every kind
-    finished = None if settings.problems else finished_run(output_dir, cfg)
+    finished = None if settings.problems else finished_record_in(output_dir, cfg)
     if finished is not None:
         return finished
     resumed, resume_refusals = resume_problems(output_dir, cfg)
@@ -151,7 +151,7 @@ def _prepared_data(kind: RunKind, resumed: ResumePoint | None) -> str | None:
     its fingerprint; a resume onto other data than its checkpoint's refused, by the run and ``--check`` alike."""
     kind.prepare_data()
     fingerprint, data = kind.data_fingerprint() or (None, "")
-    if refused := data_problems(resumed, fingerprint, data):
+    if refused := resumed_data_problems(resumed, fingerprint, data):
         raise RunRefused(refused)
     return fingerprint
 

@@ -60,7 +60,7 @@ def evaluation_settings(trainer_cfg: DictConfig, precision: str) -> dict[str, An
     }
 
 
-def finished_run(output_dir: Path, cfg: DictConfig) -> RunRecord | None:
+def finished_record_in(output_dir: Path, cfg: DictConfig) -> RunRecord | None:
     """A finished run's results (its ``results.json``, of any kind), left untouched; None when this folder is to be
     trained (``cfg.resume`` permitting). A command of other training settings is refused (:class:`RunRefused`).
 

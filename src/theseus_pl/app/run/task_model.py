@@ -37,8 +37,8 @@ from theseus_pl.app.results.task_model import (
     ModelShape,
     ParamCounts,
     PredecessorResult,
-    RunResults,
     SuccessorResult,
+    TaskModelResults,
 )
 from theseus_pl.app.run.kind import PredecessorTraining, RunKind
 from theseus_pl.app.run.stages import each_process, empty_successor_folder, hub_id, load_best_checkpoint, rows_per_step
@@ -58,7 +58,7 @@ from theseus_pl.lightning.evaluation import evaluate
 log = logging.getLogger(__name__)
 
 
-class TaskModelRun(RunKind[RunResults]):
+class TaskModelRun(RunKind[TaskModelResults]):
     """An encoder compressed on a task (``data.task`` or your files)."""
 
     description = "task model (an encoder compressed on a task)"
@@ -154,7 +154,7 @@ class TaskModelRun(RunKind[RunResults]):
         evaluation: dict[str, Any],
         hardware: Hardware,
         link: WandbLink | None,
-    ) -> RunResults:
+    ) -> TaskModelResults:
         """The best checkpoint on the dev score (where callbacks chose one) exported and scored as users will load
         it, beside the predecessor."""
         cfg, datamodule, predecessor = self.cfg, self.datamodule, self.predecessor
@@ -173,7 +173,7 @@ class TaskModelRun(RunKind[RunResults]):
         successor_metrics = evaluate(successor, datamodule, evaluation)
         predecessor_metrics = dict(predecessor.dev_metrics or evaluate(predecessor_model, datamodule, evaluation))
         schedule = method.schedule  # None for the baselines: they train by no replacement schedule
-        return RunResults(
+        return TaskModelResults(
             task=task.name,
             method=method.name,
             settings=_settings(cfg, self.settings.method),
@@ -208,7 +208,7 @@ class TaskModelRun(RunKind[RunResults]):
             wandb=link,
         )  # fmt: skip
 
-    def optional_steps(self, results: RunResults) -> list[tuple[str, Callable[[], object]]]:
+    def optional_steps(self, results: TaskModelResults) -> list[tuple[str, Callable[[], object]]]:
         cfg, successor_dir = self.cfg, Path(results.successor_dir)
         steps: list[tuple[str, Callable[[], object]]] = []
 
@@ -234,7 +234,7 @@ class TaskModelRun(RunKind[RunResults]):
         steps.append(("model_card", lambda: write_model_card(successor_dir, results)))
         return steps
 
-    def publish(self, experiment: Any, results: RunResults, results_path: Path) -> None:
+    def publish(self, experiment: Any, results: TaskModelResults, results_path: Path) -> None:
         successor_dir = Path(results.successor_dir)
         files = {"results.json": results_path, "config.yaml": self.output_dir / ".hydra" / "config.yaml",
                  "model_card.md": successor_dir / "README.md"}  # fmt: skip

@@ -18,7 +18,7 @@ from theseus_pl.app.config.run_folder import RECORD_SUBDIR
 from theseus_pl.app.results.envelope import RunRecord, write_results
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.registry import Deployer, kind_named
-from theseus_pl.app.results.task_model import RunResults, write_deployment
+from theseus_pl.app.results.task_model import TaskModelResults, write_deployment
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.tasks import head_label_problem
@@ -83,7 +83,7 @@ def check_not_a_runs_successor(folder: Path) -> None:
         )
 
 
-def finished_record(run_dir: Path) -> RunRecord:
+def deployable_record(run_dir: Path) -> RunRecord:
     """The record of a finished run (of any kind) whose folder holds all a deployment reads, or why it is not one."""
     results_path, successor_dir = run_dir / "results.json", run_dir / "successor"
     if not successor_dir.is_dir():
@@ -100,7 +100,7 @@ def finished_record(run_dir: Path) -> RunRecord:
 def run_deployer(run_dir: Path) -> Deployer:
     """How the finished run in ``run_dir`` deploys, as its kind registered it; a kind that does not deploy to ONNX is
     refused in one line saying how its successor ships instead (its kind's ``shipped_as``)."""
-    results = finished_record(run_dir)
+    results = deployable_record(run_dir)
     kind = kind_named(results.kind)
     if kind is None or kind.deployer is None:
         shipped_as = kind.shipped_as if kind is not None else ""
@@ -109,19 +109,19 @@ def run_deployer(run_dir: Path) -> Deployer:
     return kind.deployer
 
 
-def finished_run(run_dir: Path) -> RunResults:
+def finished_task_model_run(run_dir: Path) -> TaskModelResults:
     """The record of a finished task-model run whose folder holds all a deployment reads, or why it is not one."""
-    results = finished_record(run_dir)
-    if results.kind != RunResults.kind:  # the record says its kind: its own deployer deploys it, or none does
+    results = deployable_record(run_dir)
+    if results.kind != TaskModelResults.kind:  # the record says its kind: its own deployer deploys it, or none does
         run_deployer(run_dir)
         raise DeploymentError(f"{run_dir} is a run of kind {results.kind!r}; deploy it with python -m "
                               f"theseus_pl.deploy {run_dir}, which deploys each kind its own way.")  # fmt: skip
-    return results  # type: ignore[return-value]  # its kind is RunResults'
+    return results  # type: ignore[return-value]  # its kind is TaskModelResults'
 
 
 def deploy_run(run_dir: Path, settings: DeploySettings, glue_dir: str | None = None) -> Deployment:
     """Deploy a finished run's successor on the run's own dev set; its results.json and model card gain the block."""
-    results = finished_run(run_dir)
+    results = finished_task_model_run(run_dir)
     successor_dir = run_dir / "successor"
     datamodule = run_dev_data(run_dir, glue_dir)
     predecessor_dir = Path(results.predecessor.dir)
@@ -226,7 +226,7 @@ def planned_deployment(
     way."""
     run_folder = is_run_folder(folder)
     if run_folder:
-        results = finished_run(folder)
+        results = finished_task_model_run(folder)
         successor_dir, predecessor_dir = folder / "successor", Path(results.predecessor.dir)
         predecessor_dir = predecessor_dir if predecessor_dir.is_dir() else None  # gone: no ratios, as deploy_run warns
         checked_on = f"the run's {results.task} dev set"

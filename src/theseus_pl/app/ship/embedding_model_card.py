@@ -9,7 +9,7 @@ from pathlib import Path
 
 from huggingface_hub import ModelCard, ModelCardData
 
-from theseus_pl.app.results.embedding_model import EmbeddingResults
+from theseus_pl.app.results.embedding_model import EmbeddingModelResults
 from theseus_pl.app.ship.card_text import known, number, quoted, timed_on_a_busy_machine
 from theseus_pl.app.ship.deployment_table import (
     busy_sentences,
@@ -28,7 +28,7 @@ TAGS = [
 ]  # fmt: skip
 
 
-def embedding_model_card(results: EmbeddingResults, repo_id: str | None = None) -> ModelCard:
+def embedding_model_card(results: EmbeddingModelResults, repo_id: str | None = None) -> ModelCard:
     """The card of a sentence-embedding run's successor; ``repo_id`` (``ORG/NAME``) once published, for its code to
     load from."""
     card_data = ModelCardData(
@@ -42,7 +42,7 @@ def embedding_model_card(results: EmbeddingResults, repo_id: str | None = None) 
     return ModelCard(f"---\n{card_data.to_yaml()}\n---\n\n{_body(results, repo_id)}")
 
 
-def _body(results: EmbeddingResults, repo_id: str | None) -> str:
+def _body(results: EmbeddingModelResults, repo_id: str | None) -> str:
     predecessor, successor, data = results.predecessor, results.successor, results.data
     base = f"`{results.base_model}`" if results.base_model else "a local sentence-transformers model"
     kept = (
@@ -109,7 +109,7 @@ def _small(value: float | None) -> str:
     return f"{value:.2e}" if known(value) else "n/a"
 
 
-def _speed(results: EmbeddingResults) -> str:
+def _speed(results: EmbeddingModelResults) -> str:
     """The speed-up at each batch size timed, with the CPU it was timed on; no figure from a busy machine."""
     speed = results.trusted_speed
     if results.speed and not speed:
@@ -130,7 +130,7 @@ def _speed(results: EmbeddingResults) -> str:
     return f"Speed-up over the teacher, encoding STS-B dev sentences with `model.encode` in PyTorch {cpu}: {rates}.\n"
 
 
-def _deployment(results: EmbeddingResults, repo_id: str | None) -> str:
+def _deployment(results: EmbeddingModelResults, repo_id: str | None) -> str:
     """The exported files' section (after ``python -m theseus_pl.deploy RUN_DIR``): how they were checked, their STS-B
     scores, latencies and sizes, and how to load the one to ship."""
     deployment = results.deployment

@@ -17,7 +17,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from theseus_pl.app.results.envelope import RunRecord, for_kind
 from theseus_pl.app.results.registry import parts
-from theseus_pl.app.results.task_model import RunResults
+from theseus_pl.app.results.task_model import TaskModelResults
 from theseus_pl.app.ship.card_text import known, number, quoted, timed_on_a_busy_machine
 from theseus_pl.app.ship.deployment_table import (
     busy_sentences,
@@ -59,7 +59,7 @@ def model_card(results: RunRecord, repo_id: str | None = None) -> ModelCard:
     return for_kind(parts("card"), results, "the model card")(results, repo_id)
 
 
-def task_model_card(results: RunResults, repo_id: str | None = None) -> ModelCard:
+def task_model_card(results: TaskModelResults, repo_id: str | None = None) -> ModelCard:
     """The card of a classifier or regressor compressed on its task."""
     data = results.data
     card_data = ModelCardData(
@@ -75,7 +75,7 @@ def task_model_card(results: RunResults, repo_id: str | None = None) -> ModelCar
     return ModelCard(f"---\n{card_data.to_yaml()}\n---\n\n{_body(results, repo_id)}")
 
 
-def _metric_rows(results: RunResults) -> list[tuple[str, str, str]]:
+def _metric_rows(results: TaskModelResults) -> list[tuple[str, str, str]]:
     """(our base name, the name in results.json, the dev split) for every metric the hub knows."""
     splits = results.data.eval_splits
     rows = []
@@ -89,7 +89,7 @@ def _metric_rows(results: RunResults) -> list[tuple[str, str, str]]:
     return rows
 
 
-def _eval_results(results: RunResults) -> list[EvalResult] | None:
+def _eval_results(results: TaskModelResults) -> list[EvalResult] | None:
     data, metrics = results.data, results.successor.metrics
     rows = [
         EvalResult(
@@ -109,11 +109,11 @@ def _eval_results(results: RunResults) -> list[EvalResult] | None:
     return rows or None
 
 
-def _dataset_title(results: RunResults) -> str:
+def _dataset_title(results: TaskModelResults) -> str:
     return f"GLUE {results.task}" if results.data.dataset == "nyu-mll/glue" else results.task
 
 
-def _body(results: RunResults, repo_id: str | None) -> str:
+def _body(results: TaskModelResults, repo_id: str | None) -> str:
     predecessor, successor, data, layers = results.predecessor, results.successor, results.data, results.layers
     metric_rows = "\n".join(
         f"| {name} | {number(predecessor.metrics.get(name), 4)} | {number(successor.metrics.get(name), 4)} |"
@@ -152,7 +152,7 @@ of the dev split ({", ".join(data.eval_splits)}).
 {_how_to_use(results, repo_id)}{_deployment(results, repo_id)}"""
 
 
-def _how_to_use(results: RunResults, repo_id: str | None) -> str:
+def _how_to_use(results: TaskModelResults, repo_id: str | None) -> str:
     """transformers' pipeline for a plain checkpoint; theseus_pl's loader for pickled successor modules."""
     if LIBRARIES[results.successor.format] == "theseus_pl":
         return f"""
@@ -180,7 +180,7 @@ classifier({_example_input(results)})
 """
 
 
-def _deployment(results: RunResults, repo_id: str | None) -> str:
+def _deployment(results: TaskModelResults, repo_id: str | None) -> str:
     """The ONNX files' section: how they were checked, their scores, latencies and sizes, and how to run one."""
     deployment = results.deployment
     if deployment is None:
@@ -203,7 +203,7 @@ Latency is the median of {deployment.settings.repeats} calls on {deployment.sett
 {_how_to_run(deployment, results, repo_id)}"""
 
 
-def _how_to_run(deployment: Deployment, results: RunResults, repo_id: str | None) -> str:
+def _how_to_run(deployment: Deployment, results: TaskModelResults, repo_id: str | None) -> str:
     """The few lines that run the model to ship: OpenVINO's when an OpenVINO target won, ONNX Runtime's for the ONNX
     target (its int8 file where that won, or where an older record names no target), else PyTorch's (above)."""
     target = deployment.target or ""
@@ -262,14 +262,14 @@ def _local_path(repo_id: str | None, file: str | None = None) -> str:
     return f'"<this folder>/{file}"' if file else '"<this folder>"'
 
 
-def _origin(results: RunResults) -> str:
+def _origin(results: TaskModelResults) -> str:
     base = f"`{results.base_model}`" if results.base_model else "a local checkpoint"
     if results.predecessor.origin == "given":
         return f"The predecessor is {base}, fine-tuned on the task before compression."
     return f"The predecessor is {base} fine-tuned on the task by theseus_pl."
 
 
-def _schedule(results: RunResults) -> str:
+def _schedule(results: TaskModelResults) -> str:
     if not results.schedule:
         return ""
     switch = f"; every module replaced from step {results.switch_step}" if results.switch_step else ""
@@ -278,7 +278,7 @@ def _schedule(results: RunResults) -> str:
     return f" (replacement schedule `{results.schedule}`{switch})"
 
 
-def _task(results: RunResults) -> str:
+def _task(results: TaskModelResults) -> str:
     data = results.data
     if not data.labels:
         return f"Task: {results.task} ({data.source}), a regression: one output, the predicted score."
@@ -286,19 +286,19 @@ def _task(results: RunResults) -> str:
     return f"Task: {results.task} ({data.source}), labels {labels} (also in `config.json`'s `id2label`)."
 
 
-def _example_input(results: RunResults) -> str:
+def _example_input(results: TaskModelResults) -> str:
     if len(results.data.text_columns) == 2:
         return '{"text": "A first sentence.", "text_pair": "A second sentence."}'
     return '"A sentence to classify."'
 
 
-def _tokenizer_input(results: RunResults) -> str:
+def _tokenizer_input(results: TaskModelResults) -> str:
     if len(results.data.text_columns) == 2:
         return '"A first sentence.", "A second sentence."'
     return '"A sentence to classify."'
 
 
-def _retained_and_speed(results: RunResults) -> str:
+def _retained_and_speed(results: TaskModelResults) -> str:
     kept = (
         f"The successor keeps {100 * results.retained:.1f}% of the predecessor's score"
         if results.retained is not None

@@ -81,7 +81,7 @@ class Upload:
 
 def planned_upload(run_dir: Path, repo_id: str, private: bool) -> Upload:
     """The upload of ``run_dir``'s successor to ``repo_id``; :class:`PublishRefused` names every problem at once."""
-    results, problems = finished_record(run_dir)
+    results, problems = publishable_record(run_dir)
     problems = repo_id_problems(repo_id) + problems
     if results is None or problems:
         raise PublishRefused(problems)
@@ -108,7 +108,7 @@ def repo_id_problems(repo_id: str) -> list[str]:
     return []
 
 
-def finished_record(run_dir: Path) -> tuple[RunRecord | None, list[str]]:
+def publishable_record(run_dir: Path) -> tuple[RunRecord | None, list[str]]:
     """The results of a finished run with an exported successor, or why ``run_dir`` is not one (saying what was
     looked for)."""
     if not run_dir.is_dir():

@@ -18,10 +18,10 @@ from typing import Any
 
 from lightning.pytorch.loggers import Logger, WandbLogger
 
-from theseus_pl.app.results.embedding_model import EmbeddingResults
+from theseus_pl.app.results.embedding_model import EmbeddingModelResults
 from theseus_pl.app.results.envelope import WandbLink
 from theseus_pl.app.results.language_model import LanguageModelResults
-from theseus_pl.app.results.task_model import RunResults
+from theseus_pl.app.results.task_model import TaskModelResults
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def run_link(run: Any | None) -> WandbLink | None:
     )
 
 
-def compression_card(results: RunResults) -> tuple[list[str], list[list[Any]]]:
+def compression_card(results: TaskModelResults) -> tuple[list[str], list[list[Any]]]:
     """Columns and rows (predecessor, successor): headline score, every metric, layers, parameters, speed-up."""
     predecessor, successor = results.predecessor, results.successor
     metrics = sorted({*predecessor.metrics, *successor.metrics})
@@ -64,14 +64,14 @@ def compression_card(results: RunResults) -> tuple[list[str], list[list[Any]]]:
 SCORE_VS_SPEEDUP = ["task", "method", "shape", "successor score", "retained", "speed-up", "successor parameters"]
 
 
-def score_vs_speedup(results: RunResults) -> list[Any]:
+def score_vs_speedup(results: TaskModelResults) -> list[Any]:
     """The run's row of the ``score_vs_speedup`` table (columns ``SCORE_VS_SPEEDUP``)."""
     shape = f"{results.layers.successor} layers{results.widths_clause()}"
     return [results.task, results.method, shape, results.successor.score, results.retained, results.speedup,
             results.params.successor]  # fmt: skip
 
 
-def publish(run: Any, results: RunResults, files: dict[str, Path], successor_dir: Path, log_model: bool) -> None:
+def publish(run: Any, results: TaskModelResults, files: dict[str, Path], successor_dir: Path, log_model: bool) -> None:
     """Summary, compression card, files and (optionally) the successor artifact; raises on a W&B failure."""
     import wandb
 
@@ -107,7 +107,7 @@ def publish_language_model(run: Any, results: LanguageModelResults, files: dict[
     save_files(run, files)
 
 
-def publish_embedding_model(run: Any, results: EmbeddingResults, files: dict[str, Path]) -> None:
+def publish_embedding_model(run: Any, results: EmbeddingModelResults, files: dict[str, Path]) -> None:
     """A sentence-embedding run's summary (its record's ``summary()``) and its files (``results.json``, the config, the
     model card); raises on a W&B failure."""
     run.summary.update(results.summary())
