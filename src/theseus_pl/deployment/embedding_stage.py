@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import functools
 import logging
-import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,18 +33,10 @@ from theseus_pl.core.sentence_objective import sentence_output
 from theseus_pl.deployment.onnx_export import (
     TOKEN_VECTORS,
     DeploymentError,
-    export_onnx,
-    fused_and_quantized,
-    inference_session,
-    int8_reduce_range,
     require_onnxruntime,
     session_logits,
 )
 from theseus_pl.deployment.openvino_export import (
-    compiled_models,
-    export_openvino,
-    ir_sizes_mb,
-    openvino_fields,
     openvino_files,
     openvino_logits,
     require_openvino,
@@ -54,23 +45,17 @@ from theseus_pl.deployment.record import Deployment, DeploySettings
 from theseus_pl.deployment.stage import (
     EXAMPLE_SENTENCES,
     EXPORT_LENGTH,
-    TOLERANCE,
-    cleared_export_folders,
-    deployment_versions,
-    onnx_deployment,
-    onnx_files,
+    Checked,
+    ExportedModel,
+    Timer,
+    deployed,
     own_length_batches,
-    sizes_mb,
-    timed_latency,
 )
 from theseus_pl.deployment.targets import (
     AUTO,
     CHECKED_EXPORTS,
     OWN_LENGTH_BATCHES,
-    OWN_LENGTHS,
-    OWN_LENGTHS_IN_WORDS,
     REFERENCE,
-    pick_target,
 )
 
 log = logging.getLogger(__name__)
@@ -118,92 +103,95 @@ def deploy_embedding_model(
     predecessor_dir: Path | None = None,
     training_sentences: Sequence[str] = (),
 ) -> Deployment:
-    """Export, check, quantise, score and time the sentence-transformers successor in ``successor_dir``; the
-    ``deployment`` block. Scored on ``pairs`` (without them, checked on a few example sentences, with no score);
-    OpenVINO's int8 model calibrated on the first ``settings.calibration_rows`` of ``training_sentences`` (none: no
-    OpenVINO int8).
-
-    An fp32 graph whose sentence vectors differ from PyTorch's by more than :data:`TOLERANCE` is refused and the
-    exported folders removed, so nothing unchecked is left to ship.
-    """
+    """Export, check, quantise, score and time the sentence-transformers successor in ``successor_dir``
+    (:func:`~theseus_pl.deployment.stage.deployed`); the ``deployment`` block. Scored on ``pairs`` (without them,
+    checked on a few example sentences, with no score); OpenVINO's int8 model calibrated on the first
+    ``settings.calibration_rows`` of ``training_sentences`` (none: no OpenVINO int8)."""
     started = time.perf_counter()
     require_onnxruntime()
     check_embedding_settings(settings)
-    successor = load_embedding_model(successor_dir)
-    threads = settings.threads or torch.get_num_threads()
-    torch.set_num_threads(threads)
-    sentences = pairs.sentences if pairs else list(EXAMPLE_SENTENCES)
-    files = onnx_files(successor_dir, settings.quantize)
-    ir_files = planned_ir_files(successor_dir, settings, bool(training_sentences))
-    exported_dirs = cleared_export_folders(successor_dir)
-    log.info("Exporting the successor's encoder to %s", files["onnx_fp32"])
-    example = _tokens(successor, sentences[:2], EXPORT_LENGTH)
-    export_onnx(embedding_encoder(successor), example, files["onnx_fp32"], TOKEN_VECTORS)
-    cpu = this_cpu()
-    calibration = functools.partial(_calibration, successor, training_sentences[: settings.calibration_rows])
-    calibrated = export_openvino(files["onnx_fp32"], ir_files, calibration)  # from the unfused graph, as int8
-    fusions, quantization = fused_and_quantized(
-        files["onnx_fp32"], files.get("onnx_int8"), int8_reduce_range(cpu.flags), example, TOLERANCE / 10,
-        TOKEN_VECTORS,
-    )  # fmt: skip
-    log.info("ONNX Runtime fusions in %s: %s", files["onnx_fp32"].name, fusions or "none (the unfused graph is kept)")
-    sessions = {name: inference_session(path, threads) for name, path in files.items()}
-    compiled = compiled_models(ir_files, cpu.flags, threads)
-    head = sentence_head(successor)
-    models: dict[str, Callable[[Mapping[str, torch.Tensor]], torch.Tensor]] = {
-        REFERENCE: functools.partial(_pytorch_vectors, successor),
-        **{
-            name: functools.partial(_pooled, functools.partial(session_logits, session, output=TOKEN_VECTORS), head)
-            for name, session in sessions.items()
-        },
-        **{
-            name: functools.partial(_pooled, functools.partial(openvino_logits, model), head)
-            for name, model in compiled.items()
-        },
-    }
+    part = ExportedEncoder(successor_dir, settings, pairs, predecessor, training_sentences)
+    return deployed(part, successor_dir, settings, predecessor_dir, started)
 
-    checked_on = f"{len(sentences)} " + ("STS-B dev sentences" if pairs else "example sentences (no STS pairs)")
-    log.info("Checking the exported models against PyTorch on %s", checked_on)
-    vectors = _vectors(models, successor, sentences)
-    differences = {
-        name: float((vectors[name] - vectors[REFERENCE]).abs().max()) for name in CHECKED_EXPORTS if name in vectors
-    }
-    refused = {name: value for name, value in differences.items() if not value <= TOLERANCE}
-    if refused:
-        for folder in exported_dirs:
-            shutil.rmtree(folder, ignore_errors=True)
-        raise DeploymentError(
-            "The exported encoder's sentence vectors differ from PyTorch's beyond the tolerance "
-            f"{TOLERANCE:g}: {', '.join(f'{name} by up to {value:.2e}' for name, value in refused.items())}; "
-            f"{', '.join(str(folder) for folder in sorted(exported_dirs))} removed. The PyTorch successor is kept."
+
+class ExportedEncoder(ExportedModel):
+    """A sentence-transformers model: its encoder exported (its token vectors), every check running them through the
+    folder's own pooling and normalisation; scored by the STS Spearman of its sentence vectors."""
+
+    exported, output = "the successor's encoder", TOKEN_VECTORS
+    compared = "The exported encoder's sentence vectors"
+
+    def __init__(
+        self,
+        successor_dir: Path,
+        settings: DeploySettings,
+        pairs: StsPairs | None,
+        predecessor: SentenceModel | None,
+        training_sentences: Sequence[str],
+    ) -> None:
+        self.successor = load_embedding_model(successor_dir)
+        self.pairs, self.predecessor, self.training_sentences = pairs, predecessor, training_sentences
+        self.sentences = pairs.sentences if pairs else list(EXAMPLE_SENTENCES)
+        self.checking = f"{len(self.sentences)} " + (
+            "STS-B dev sentences" if pairs else "example sentences (no STS pairs)"
         )
-    scores = None
-    if pairs:
-        half = len(pairs.sentences1)
-        scores = {name: pair_spearman(v[:half], v[half:], pairs.scores) for name, v in vectors.items()}
+        self.own_rows = "STS-B dev sentences" if pairs else None
+        self.cpu = this_cpu()
+        self.timed_sentences = self.sentences[: OWN_LENGTH_BATCHES * max(settings.batch_sizes)]
 
-    if predecessor is not None:
-        models = {"pytorch_predecessor": functools.partial(_pytorch_vectors, predecessor), **models}
-    timers = {name: functools.partial(_call, model) for name, model in models.items()}
-    log.info("Timing %s at batch sizes %s on %d threads", ", ".join(timers), list(settings.batch_sizes), threads)
-    batch_of = functools.partial(_sized_batch, successor, sentences, settings.sequence_length)
-    latency, busy = timed_latency(timers, batch_of, settings.batch_sizes, settings.repeats)
-    if settings.own_lengths and pairs:
-        log.info("Timing them again on STS-B dev sentences at their own lengths (%s)", OWN_LENGTHS_IN_WORDS)
-        tokenizer, timed = successor.tokenizer, sentences[: OWN_LENGTH_BATCHES * max(settings.batch_sizes)]
-        rows = [dict(tokenizer(text, truncation=True, max_length=successor.max_seq_length)) for text in timed]
-        own = functools.partial(own_length_batches, rows, tokenizer)
-        own_latency, own_busy = timed_latency(timers, own, settings.batch_sizes, settings.repeats, OWN_LENGTHS)
-        latency, busy = latency | own_latency, busy | own_busy
-    sizes = sizes_mb(successor_dir, predecessor_dir, files) | ir_sizes_mb(ir_files, cpu.flags)
-    choice = pick_target(settings.target, latency, scores, settings.max_score_drop)
-    log.info("Deploy target: %s (%s)", choice.target, choice.reason)
-    return onnx_deployment(
-        successor_dir, files, quantization, replace(settings, threads=threads), started, cpu, latency, busy, sizes,
-        choice, checked_on=checked_on, max_abs_diff=max(differences.values()), dev_score=scores,
-        versions=deployment_versions(openvino=bool(ir_files)), fusions=fusions,
-        **openvino_fields(successor_dir, ir_files, calibrated),
-    )  # fmt: skip
+    def module(self) -> torch.nn.Module:
+        return embedding_encoder(self.successor)
+
+    def example(self) -> dict[str, torch.Tensor]:
+        return _tokens(self.successor, self.sentences[:2], EXPORT_LENGTH)
+
+    def ir_files(self, successor_dir: Path, settings: DeploySettings) -> dict[str, Path]:
+        return planned_ir_files(successor_dir, settings, bool(self.training_sentences))
+
+    def calibration(self, count: int) -> list[dict[str, torch.Tensor]]:
+        return _calibration(self.successor, self.training_sentences[:count])
+
+    def _models(
+        self, sessions: Mapping[str, Any], compiled: Mapping[str, Any]
+    ) -> dict[str, Callable[[Mapping[str, torch.Tensor]], torch.Tensor]]:
+        """Each model's sentence vectors for a batch: PyTorch's, and each export's token vectors pooled."""
+        head = sentence_head(self.successor)
+        return {
+            REFERENCE: functools.partial(_pytorch_vectors, self.successor),
+            **{
+                name: functools.partial(_pooled, functools.partial(session_logits, session, output=TOKEN_VECTORS), head)
+                for name, session in sessions.items()
+            },
+            **{
+                name: functools.partial(_pooled, functools.partial(openvino_logits, model), head)
+                for name, model in compiled.items()
+            },
+        }
+
+    def check(self, sessions: Mapping[str, Any], compiled: Mapping[str, Any]) -> Checked:
+        vectors = _vectors(self._models(sessions, compiled), self.successor, self.sentences)
+        differences = {
+            name: float((vectors[name] - vectors[REFERENCE]).abs().max()) for name in CHECKED_EXPORTS if name in vectors
+        }
+        scores = None
+        if self.pairs:
+            half, gold = len(self.pairs.sentences1), self.pairs.scores
+            scores = {name: pair_spearman(v[:half], v[half:], gold) for name, v in vectors.items()}
+        return Checked(differences, scores, self.checking)
+
+    def timers(self, sessions: Mapping[str, Any], compiled: Mapping[str, Any]) -> dict[str, Timer]:
+        models = self._models(sessions, compiled)
+        if self.predecessor is not None:
+            models = {"pytorch_predecessor": functools.partial(_pytorch_vectors, self.predecessor), **models}
+        return {name: functools.partial(_call, model) for name, model in models.items()}
+
+    def padded_batches(self, length: int | None, size: int) -> list[dict[str, torch.Tensor]]:
+        return _sized_batch(self.successor, self.sentences, length, size)
+
+    def own_length_batches(self, size: int) -> list[dict[str, torch.Tensor]]:
+        tokenizer, limit = self.successor.tokenizer, self.successor.max_seq_length
+        rows = [dict(tokenizer(text, truncation=True, max_length=limit)) for text in self.timed_sentences]
+        return own_length_batches(rows, tokenizer, size)
 
 
 def planned_ir_files(successor_dir: Path, settings: DeploySettings, has_training_sentences: bool) -> dict[str, Path]:

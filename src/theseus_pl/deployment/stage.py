@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from transformers import AutoConfig, AutoTokenizer, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
@@ -35,6 +35,7 @@ from theseus_pl.core.precision import CPU_BF16_FLAGS, Cpu, cpu_bf16_problem, thi
 from theseus_pl.core.timing import forward_call, p50_milliseconds, was_busy
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deployment.onnx_export import (
+    LOGITS,
     DeploymentError,
     export_onnx,
     fused_and_quantized,
@@ -78,6 +79,117 @@ EXAMPLE_SENTENCES = (  # checked and timed on these when no dev data is given
 )
 
 
+class Checked(NamedTuple):
+    """The check of the exports against PyTorch: the largest difference of each fp32 export (CHECKED_EXPORTS), each
+    model's dev score (None without dev data), and what was checked, for the record."""
+
+    differences: dict[str, float]
+    scores: dict[str, float] | None
+    checked_on: str
+
+
+class ExportedModel:
+    """What one kind of model brings to the one ONNX deployment (:func:`deployed`): the module exported and its one
+    output, the export's example, the OpenVINO files and calibration, the check against PyTorch (and the scores), the
+    models timed and their batches. A classifier's is :class:`ExportedClassifier`; a sentence-transformers
+    encoder's is :class:`~theseus_pl.deployment.embedding_stage.ExportedEncoder`."""
+
+    exported: str  # what is exported, in the log: "the successor"
+    output: str  # the exported graph's one output (onnx_export.LOGITS, TOKEN_VECTORS)
+    compared: str  # what differs from PyTorch's where the check refuses the export: "Exported logits"
+    checking: str  # what the exports are checked on, in the log
+    own_rows: str | None  # the rows it is timed on again at their own lengths, in the log; None: none to time so
+    cpu: Cpu
+
+    def module(self) -> torch.nn.Module:
+        raise NotImplementedError
+
+    def example(self) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def ir_files(self, successor_dir: Path, settings: DeploySettings) -> dict[str, Path]:
+        raise NotImplementedError
+
+    def calibration(self, count: int) -> list[dict[str, torch.Tensor]]:
+        raise NotImplementedError
+
+    def check(self, sessions: Mapping[str, Any], compiled: Mapping[str, Any]) -> Checked:
+        raise NotImplementedError
+
+    def timers(self, sessions: Mapping[str, Any], compiled: Mapping[str, Any]) -> dict[str, Timer]:
+        """Each model timed, the predecessor first where there is one, by target name."""
+        raise NotImplementedError
+
+    def padded_batches(self, length: int | None, size: int) -> list[dict[str, torch.Tensor]]:
+        """The batch a padded latency row is timed on: ``size`` rows, padded (or cut) to ``length``."""
+        raise NotImplementedError
+
+    def own_length_batches(self, size: int) -> list[dict[str, torch.Tensor]]:
+        """The batches an own-lengths latency row is timed on (:func:`own_length_batches`)."""
+        raise NotImplementedError
+
+    def extra_sizes(self) -> dict[str, float]:
+        """Sizes of targets beyond the files written (a bf16 copy's weights), in megabytes."""
+        return {}
+
+
+def deployed(part: ExportedModel, successor_dir: Path, settings: DeploySettings, predecessor_dir: Path | None,
+             started: float) -> Deployment:  # fmt: skip
+    """Export, check, quantise, score and time the successor in ``successor_dir`` as ``part`` says; the
+    ``deployment`` block. An export whose outputs differ from PyTorch's by more than :data:`TOLERANCE` is refused
+    and the exported folders removed, so nothing unchecked is left to ship."""
+    threads = settings.threads or torch.get_num_threads()
+    torch.set_num_threads(threads)
+    files = onnx_files(successor_dir, settings.quantize)
+    ir_files = part.ir_files(successor_dir, settings)
+    exported_dirs = cleared_export_folders(successor_dir)
+    log.info("Exporting %s to %s", part.exported, files["onnx_fp32"])
+    example = part.example()
+    export_onnx(part.module(), example, files["onnx_fp32"], part.output)
+    cpu = part.cpu
+    # From the unfused graph, made of ONNX's standard operators (fuse_for_ort adds ONNX Runtime's own); int8 only
+    # where there are training rows to calibrate on (the part's ir_files).
+    calibration = functools.partial(part.calibration, settings.calibration_rows)
+    calibrated = export_openvino(files["onnx_fp32"], ir_files, calibration)
+    fusions, quantization = fused_and_quantized(
+        files["onnx_fp32"], files.get("onnx_int8"), int8_reduce_range(cpu.flags), example, TOLERANCE / 10, part.output
+    )
+    log.info("ONNX Runtime fusions in %s: %s", files["onnx_fp32"].name, fusions or "none (the unfused graph is kept)")
+    sessions = {name: inference_session(path, threads) for name, path in files.items()}
+    compiled = compiled_models(ir_files, cpu.flags, threads)
+
+    log.info("Checking the exported models against PyTorch on %s", part.checking)
+    checked = part.check(sessions, compiled)
+    refused = {name: value for name, value in checked.differences.items() if not value <= TOLERANCE}
+    if refused:
+        for folder in exported_dirs:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise DeploymentError(
+            f"{part.compared} differ from PyTorch's beyond the tolerance "
+            f"{TOLERANCE:g}: {', '.join(f'{name} by up to {value:.2e}' for name, value in refused.items())}; "
+            f"{', '.join(str(folder) for folder in sorted(exported_dirs))} removed. The PyTorch successor is kept."
+        )
+    timers = part.timers(sessions, compiled)
+    log.info("Timing %s at batch sizes %s on %d threads", ", ".join(timers), list(settings.batch_sizes), threads)
+    padded = functools.partial(part.padded_batches, settings.sequence_length)
+    latency, busy = timed_latency(timers, padded, settings.batch_sizes, settings.repeats)
+    if settings.own_lengths and part.own_rows is not None:
+        log.info("Timing them again on %s at their own lengths (%s)", part.own_rows, OWN_LENGTHS_IN_WORDS)
+        own = part.own_length_batches
+        own_latency, own_busy = timed_latency(timers, own, settings.batch_sizes, settings.repeats, OWN_LENGTHS)
+        latency, busy = latency | own_latency, busy | own_busy
+    sizes = sizes_mb(successor_dir, predecessor_dir, files) | ir_sizes_mb(ir_files, cpu.flags) | part.extra_sizes()
+    sizes = {name: sizes[name] for name in timers if name in sizes}  # in the latency table's order
+    choice = pick_target(settings.target, latency, checked.scores, settings.max_score_drop)
+    log.info("Deploy target: %s (%s)", choice.target, choice.reason)
+    return onnx_deployment(
+        successor_dir, files, quantization, replace(settings, threads=threads), started, cpu, latency, busy, sizes,
+        choice, checked_on=checked.checked_on, max_abs_diff=max(checked.differences.values()),
+        dev_score=checked.scores, versions=deployment_versions(openvino=bool(ir_files)), fusions=fusions,
+        **openvino_fields(successor_dir, ir_files, calibrated),
+    )  # fmt: skip
+
+
 def deploy(
     successor_dir: Path,
     settings: DeploySettings,
@@ -85,11 +197,8 @@ def deploy(
     predecessor: PreTrainedModel | None = None,
     predecessor_dir: Path | None = None,
 ) -> Deployment:
-    """Export, check, quantise, score and time the successor in ``successor_dir``; the ``deployment`` block.
-
-    A model whose ONNX (or OpenVINO fp32) logits differ from PyTorch's by more than :data:`TOLERANCE` is refused and
-    its exported files removed, so nothing unchecked is left to ship.
-    """
+    """Export, check, quantise, score and time the sequence classifier in ``successor_dir`` (:func:`deployed`) on
+    ``datamodule``'s dev set (without one, on a few example sentences, with no score); the ``deployment`` block."""
     started = time.perf_counter()
     require_onnxruntime()
     if settings.openvino:
@@ -98,88 +207,78 @@ def deploy(
     if predecessor_dir is not None:
         check_sequence_classifier(predecessor_dir, settings.sequence_length)
     check_tokenizer(successor_dir)
-    successor = load_successor(successor_dir)
-    tokenizer = datamodule.tokenizer if datamodule else AutoTokenizer.from_pretrained(successor_dir)
-    threads = settings.threads or torch.get_num_threads()
-    torch.set_num_threads(threads)
-    rows = timing_rows(datamodule, tokenizer, max(2, OWN_LENGTH_BATCHES * max(settings.batch_sizes)))
-    files = onnx_files(successor_dir, settings.quantize)
-    ir_files = planned_openvino_files(successor_dir, settings, has_training_rows=datamodule is not None)
-    exported_dirs = cleared_export_folders(successor_dir)
-    log.info("Exporting the successor to %s", files["onnx_fp32"])
-    example = _batch(rows, tokenizer, 2, EXPORT_LENGTH)
-    export_onnx(successor, example, files["onnx_fp32"])
-    cpu = this_cpu()
-    # From the unfused graph, made of ONNX's standard operators (fuse_for_ort adds ONNX Runtime's own); int8 only
-    # where there are training rows (planned_openvino_files).
-    calibration = functools.partial(calibration_rows, datamodule, tokenizer, settings.calibration_rows)
-    calibrated = export_openvino(files["onnx_fp32"], ir_files, calibration)
-    fusions, quantization = fused_and_quantized(
-        files["onnx_fp32"], files.get("onnx_int8"), int8_reduce_range(cpu.flags), example, TOLERANCE / 10
-    )
-    log.info("ONNX Runtime fusions in %s: %s", files["onnx_fp32"].name, fusions or "none (the unfused graph is kept)")
-    sessions = {name: inference_session(path, threads) for name, path in files.items()}
-    compiled = compiled_models(ir_files, cpu.flags, threads)
-    bf16 = _bf16_copy(successor, settings.target, cpu.flags)
+    part = ExportedClassifier(successor_dir, settings, datamodule, predecessor)
+    return deployed(part, successor_dir, settings, predecessor_dir, started)
 
-    log.info("Checking the ONNX models against PyTorch on %s", "the dev set" if datamodule else "example sentences")
-    batches = _check_batches(datamodule, rows, tokenizer)
-    scorers: dict[str, Callable[[Mapping[str, torch.Tensor]], torch.Tensor]] = {}
-    if bf16 is not None:
-        scorers["pytorch_bf16"] = lambda batch: bf16(**_without_labels(batch)).logits.float()
-    scorers.update({name: functools.partial(session_logits, session) for name, session in sessions.items()})
-    scorers.update({name: functools.partial(openvino_logits, model) for name, model in compiled.items()})
-    differences, scores = _compare(successor, scorers, batches, datamodule)
-    refused = {name: value for name, value in differences.items() if not value <= TOLERANCE}
-    if refused:
-        for folder in exported_dirs:
-            shutil.rmtree(folder, ignore_errors=True)
-        raise DeploymentError(
-            "Exported logits differ from PyTorch's beyond the tolerance "
-            f"{TOLERANCE:g}: {', '.join(f'{name} by up to {value:.2e}' for name, value in refused.items())}; "
-            f"{', '.join(str(folder) for folder in sorted(exported_dirs))} removed. The PyTorch successor is kept."
-        )
-    timers: dict[str, Timer] = {"pytorch_successor": functools.partial(forward_call, successor)}
-    if bf16 is not None:
-        timers["pytorch_bf16"] = functools.partial(forward_call, bf16)
-    if predecessor is not None:
-        timers = {"pytorch_predecessor": functools.partial(forward_call, predecessor.cpu()), **timers}
-    timers.update({name: functools.partial(_onnx_call, session) for name, session in sessions.items()})
-    timers.update({name: functools.partial(_openvino_call, model) for name, model in compiled.items()})
-    log.info("Timing %s at batch sizes %s on %d threads", ", ".join(timers), list(settings.batch_sizes), threads)
-    padded = functools.partial(_padded_batches, rows, tokenizer, settings.sequence_length)
-    latency, busy = timed_latency(timers, padded, settings.batch_sizes, settings.repeats)
-    if settings.own_lengths and datamodule is not None:
-        log.info("Timing them again on dev rows at their own lengths (%s)", OWN_LENGTHS_IN_WORDS)
-        own = functools.partial(own_length_batches, rows, tokenizer)
-        own_latency, own_busy = timed_latency(timers, own, settings.batch_sizes, settings.repeats, OWN_LENGTHS)
-        latency, busy = latency | own_latency, busy | own_busy
-    sizes = sizes_mb(successor_dir, predecessor_dir, files)
-    sizes.update(ir_sizes_mb(ir_files, cpu.flags))
-    if bf16 is not None:  # as its bf16 weights would be saved
-        sizes["pytorch_bf16"] = sum(t.numel() * t.element_size() for t in bf16.state_dict().values()) / 1e6
-    sizes = {name: sizes[name] for name in timers if name in sizes}  # in the latency table's order
-    choice = pick_target(settings.target, latency, scores, settings.max_score_drop)
-    log.info("Deploy target: %s (%s)", choice.target, choice.reason)
-    return onnx_deployment(
-        successor_dir,
-        files,
-        quantization,
-        replace(settings, threads=threads),
-        started,
-        cpu,
-        latency,
-        busy,
-        sizes,
-        choice,
-        checked_on=f"{sum(len(b['input_ids']) for _, b in batches)} "
-        + ("dev rows" if datamodule else "example sentences (no dev data given)"),
-        max_abs_diff=max(differences.values()),
-        dev_score=scores,
-        versions=deployment_versions(openvino=bool(ir_files)),
-        fusions=fusions,
-        **openvino_fields(successor_dir, ir_files, calibrated),
-    )
+
+class ExportedClassifier(ExportedModel):
+    """A sequence classifier: its logits exported, checked and scored on the dev set (the task's metric), timed
+    beside the predecessor and, where the CPU runs bf16, a bf16 copy."""
+
+    exported, output, compared = "the successor", LOGITS, "Exported logits"
+
+    def __init__(
+        self,
+        successor_dir: Path,
+        settings: DeploySettings,
+        datamodule: TextTaskDataModule | None,
+        predecessor: PreTrainedModel | None,
+    ) -> None:
+        self.successor = load_successor(successor_dir)
+        self.tokenizer = datamodule.tokenizer if datamodule else AutoTokenizer.from_pretrained(successor_dir)
+        self.rows = timing_rows(datamodule, self.tokenizer, max(2, OWN_LENGTH_BATCHES * max(settings.batch_sizes)))
+        self.datamodule, self.predecessor = datamodule, predecessor
+        self.checking = "the dev set" if datamodule else "example sentences"
+        self.own_rows = "dev rows" if datamodule else None
+        self.cpu = this_cpu()
+        self.bf16 = _bf16_copy(self.successor, settings.target, self.cpu.flags)
+
+    def module(self) -> torch.nn.Module:
+        return self.successor
+
+    def example(self) -> dict[str, torch.Tensor]:
+        return _batch(self.rows, self.tokenizer, 2, EXPORT_LENGTH)
+
+    def ir_files(self, successor_dir: Path, settings: DeploySettings) -> dict[str, Path]:
+        return planned_openvino_files(successor_dir, settings, has_training_rows=self.datamodule is not None)
+
+    def calibration(self, count: int) -> list[dict[str, torch.Tensor]]:
+        assert self.datamodule is not None  # ir_files names an int8 model only with training rows
+        return calibration_rows(self.datamodule, self.tokenizer, count)
+
+    def check(self, sessions: Mapping[str, Any], compiled: Mapping[str, Any]) -> Checked:
+        batches = _check_batches(self.datamodule, self.rows, self.tokenizer)
+        scorers: dict[str, Callable[[Mapping[str, torch.Tensor]], torch.Tensor]] = {}
+        if (bf16 := self.bf16) is not None:
+            scorers["pytorch_bf16"] = lambda batch: bf16(**_without_labels(batch)).logits.float()
+        scorers.update({name: functools.partial(session_logits, session) for name, session in sessions.items()})
+        scorers.update({name: functools.partial(openvino_logits, model) for name, model in compiled.items()})
+        differences, scores = _compare(self.successor, scorers, batches, self.datamodule)
+        rows = sum(len(batch["input_ids"]) for _, batch in batches)
+        what = "dev rows" if self.datamodule else "example sentences (no dev data given)"
+        return Checked(differences, scores, f"{rows} {what}")
+
+    def timers(self, sessions: Mapping[str, Any], compiled: Mapping[str, Any]) -> dict[str, Timer]:
+        timers: dict[str, Timer] = {}
+        if self.predecessor is not None:
+            timers["pytorch_predecessor"] = functools.partial(forward_call, self.predecessor.cpu())
+        timers["pytorch_successor"] = functools.partial(forward_call, self.successor)
+        if self.bf16 is not None:
+            timers["pytorch_bf16"] = functools.partial(forward_call, self.bf16)
+        timers.update({name: functools.partial(_onnx_call, session) for name, session in sessions.items()})
+        timers.update({name: functools.partial(_openvino_call, model) for name, model in compiled.items()})
+        return timers
+
+    def padded_batches(self, length: int | None, size: int) -> list[dict[str, torch.Tensor]]:
+        return [_batch(self.rows, self.tokenizer, size, length)]
+
+    def own_length_batches(self, size: int) -> list[dict[str, torch.Tensor]]:
+        return own_length_batches(self.rows, self.tokenizer, size)
+
+    def extra_sizes(self) -> dict[str, float]:
+        if self.bf16 is None:
+            return {}
+        return {"pytorch_bf16": sum(t.numel() * t.element_size() for t in self.bf16.state_dict().values()) / 1e6}
 
 
 def onnx_deployment(
@@ -373,13 +472,6 @@ def _batch(
     picked = [{key: value[:length] for key, value in rows[i % len(rows)].items()} for i in range(size)]
     padding = {"padding": "max_length", "max_length": length} if length else {"padding": "longest"}
     return dict(tokenizer.pad(picked, return_tensors="pt", **padding))
-
-
-def _padded_batches(
-    rows: Sequence[Mapping[str, Any]], tokenizer: PreTrainedTokenizerBase, length: int | None, size: int
-) -> list[dict[str, torch.Tensor]]:
-    """The one batch a padded latency row is timed on: the first ``size`` rows, padded (or cut) to ``length``."""
-    return [_batch(rows, tokenizer, size, length)]
 
 
 def _one_after_another(calls: Sequence[Callable[[], object]]) -> Callable[[], object]:
