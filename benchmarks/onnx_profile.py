@@ -24,8 +24,9 @@ import torch
 
 from theseus_pl.app.ship.deploy_folder import run_dev_data
 from theseus_pl.core.precision import this_cpu
+from theseus_pl.deployment.onnx_deployment import own_length_batches
 from theseus_pl.deployment.onnx_export import session_logits
-from theseus_pl.deployment.stage import own_length_batches, timing_rows
+from theseus_pl.deployment.stage import timing_rows
 
 
 def operator_times(model: Path, batches: list[dict[str, torch.Tensor]], threads: int, repeats: int) -> pd.DataFrame:

@@ -27,15 +27,10 @@ import torch
 
 from theseus_pl.app.ship.deploy_folder import run_dev_data
 from theseus_pl.core.precision import this_cpu
+from theseus_pl.deployment.onnx_deployment import own_length_batches, timed_latency
 from theseus_pl.deployment.onnx_export import export_onnx, inference_session, int8_reduce_range, session_logits
 from theseus_pl.deployment.openvino_export import compile_openvino, openvino_logits
-from theseus_pl.deployment.stage import (
-    calibration_rows,
-    load_sequence_classifier,
-    own_length_batches,
-    timed_latency,
-    timing_rows,
-)
+from theseus_pl.deployment.stage import calibration_rows, load_sequence_classifier, timing_rows
 from theseus_pl.deployment.targets import OWN_LENGTHS
 from theseus_pl.lightning.metrics import TaskMetrics
 

@@ -22,7 +22,7 @@ from theseus_pl.core.precision import CPU_BF16_FLAGS, Cpu, this_cpu
 from theseus_pl.core.settings import SettingsError
 from theseus_pl.core.timing import p50_milliseconds
 from theseus_pl.deploy import main
-from theseus_pl.deployment import onnx_export
+from theseus_pl.deployment import onnx_deployment, onnx_export
 from theseus_pl.deployment import stage as deploy_module
 from theseus_pl.deployment.onnx_export import (
     DeploymentError,
@@ -35,7 +35,7 @@ from theseus_pl.deployment.onnx_export import (
     quantize_int8,
     session_logits,
 )
-from theseus_pl.deployment.stage import DeploySettings
+from theseus_pl.deployment.record import DeploySettings
 from theseus_pl.deployment.targets import pick_target
 
 QUICK = DeploySettings(batch_sizes=(1, 2), repeats=1, sequence_length=12)
@@ -232,7 +232,7 @@ def test_a_run_deploys_as_its_last_stage_and_the_command_redoes_it_on_the_folder
     def failing_export(*_):
         raise RuntimeError("the exporter broke")
 
-    monkeypatch.setattr(deploy_module, "export_onnx", failing_export)  # after the earlier files were cleared
+    monkeypatch.setattr(onnx_deployment, "export_onnx", failing_export)  # after the earlier files were cleared
     quick = ["--quantize", "none", "--batch-sizes", "1", "--repeats", "1", "--no-own-lengths"]
     with pytest.raises(SystemExit, match="the exporter broke"):
         main([str(run_dir), *quick])
@@ -437,7 +437,7 @@ def test_a_batch_timed_on_a_busy_machine_records_no_speed_up_and_says_why(tmp_pa
         times, _ = p50_milliseconds(calls, repeats)
         return times, next(readings)
 
-    monkeypatch.setattr(deploy_module, "p50_milliseconds", busy_at_batch_2)
+    monkeypatch.setattr(onnx_deployment, "p50_milliseconds", busy_at_batch_2)
     settings = DeploySettings(quantize=None, batch_sizes=(1, 2), repeats=1)
     block = deploy_model(successor, settings, predecessor_dir=predecessor)
     assert block.busy_cores == {"batch_2": 1.6} and block.speedup_over_predecessor["batch_2"] is None

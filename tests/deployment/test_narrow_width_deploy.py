@@ -6,7 +6,7 @@ from narrow_models import narrow_theseus
 
 from theseus_pl.app.ship.deploy_folder import deploy_model
 from theseus_pl.core.io import PICKLED
-from theseus_pl.deployment.stage import DeploySettings
+from theseus_pl.deployment.record import DeploySettings
 
 pytestmark = pytest.mark.quick
 

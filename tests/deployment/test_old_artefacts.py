@@ -26,7 +26,7 @@ from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.io import MOVED_MODULES, PICKLED, load_successor
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.successors import FeedForwardBlock, NarrowWidthSuccessor, feed_forward_block
-from theseus_pl.deployment.stage import DeploySettings
+from theseus_pl.deployment.record import DeploySettings
 
 pytestmark = pytest.mark.quick
 

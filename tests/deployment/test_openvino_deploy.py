@@ -16,7 +16,7 @@ from theseus_pl.app.ship import deployment_table, model_card
 from theseus_pl.app.ship.deploy_folder import deploy_model
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deploy import main
-from theseus_pl.deployment import openvino_export
+from theseus_pl.deployment import onnx_deployment, openvino_export
 from theseus_pl.deployment import stage as deploy_module
 from theseus_pl.deployment.onnx_export import DeploymentError
 from theseus_pl.deployment.openvino_export import compile_openvino, convert_openvino, openvino_logits
@@ -32,7 +32,7 @@ def test_openvino_fp32_matches_pytorch_on_every_family_at_any_batch_and_length(f
         inputs = tiny_inputs(batch_size, length)
         with torch.inference_mode():
             expected = model(**inputs).logits
-        assert (openvino_logits(compiled, inputs) - expected).abs().max() <= deploy_module.TOLERANCE
+        assert (openvino_logits(compiled, inputs) - expected).abs().max() <= onnx_deployment.TOLERANCE
 
 
 def test_a_checkpoint_deploys_to_openvino_fp32_and_calibrated_int8_scored_timed_and_recorded(

@@ -8,7 +8,7 @@ from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.successors import (
     feed_forward_block,
 )
-from theseus_pl.deployment.stage import DeploySettings
+from theseus_pl.deployment.record import DeploySettings
 
 pytestmark = pytest.mark.quick
 

@@ -30,6 +30,7 @@ import torch
 from theseus_pl.core.embeddings import embedding_encoder, load_embedding_model, pair_spearman, sentence_head
 from theseus_pl.core.precision import this_cpu
 from theseus_pl.core.sentence_objective import sentence_output
+from theseus_pl.deployment.onnx_deployment import Checked, ExportedModel, Timer, deployed, own_length_batches
 from theseus_pl.deployment.onnx_export import (
     TOKEN_VECTORS,
     DeploymentError,
@@ -42,15 +43,7 @@ from theseus_pl.deployment.openvino_export import (
     require_openvino,
 )
 from theseus_pl.deployment.record import Deployment, DeploySettings
-from theseus_pl.deployment.stage import (
-    EXAMPLE_SENTENCES,
-    EXPORT_LENGTH,
-    Checked,
-    ExportedModel,
-    Timer,
-    deployed,
-    own_length_batches,
-)
+from theseus_pl.deployment.stage import EXAMPLE_SENTENCES, EXPORT_LENGTH
 from theseus_pl.deployment.targets import (
     AUTO,
     CHECKED_EXPORTS,

@@ -15,9 +15,9 @@ from theseus_pl.app.config.resolvers import register_resolvers
 from theseus_pl.app.results.embedding_model import EmbeddingModelResults
 from theseus_pl.app.run.embedding_model import sts_dev_pairs, training_sentences
 from theseus_pl.app.ship.deploy_folder import CONFIG, deployable_record, recorded_deployment
+from theseus_pl.deployment.onnx_deployment import onnx_files
 from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxruntime
 from theseus_pl.deployment.record import Deployment, DeploySettings
-from theseus_pl.deployment.stage import onnx_files
 from theseus_pl.deployment.targets import AUTO, OWN_LENGTHS_IN_WORDS
 
 log = logging.getLogger(__name__)

@@ -22,6 +22,7 @@ from theseus_pl.app.results.task_model import TaskModelResults, write_deployment
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.tasks import head_label_problem
+from theseus_pl.deployment.onnx_deployment import onnx_files
 from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxruntime
 from theseus_pl.deployment.openvino_export import require_openvino
 from theseus_pl.deployment.record import Deployment, DeploySettings
@@ -30,7 +31,6 @@ from theseus_pl.deployment.stage import (
     check_tokenizer,
     deploy,
     load_sequence_classifier,
-    onnx_files,
     planned_openvino_files,
 )
 from theseus_pl.deployment.targets import AUTO, OWN_LENGTHS_IN_WORDS
