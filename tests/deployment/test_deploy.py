@@ -14,8 +14,8 @@ from omegaconf import OmegaConf
 from results_records import plant_new_kind
 from transformers import BertModel
 
+from theseus_pl.app.results.deployment_block import deployment_dict, read_deployment
 from theseus_pl.app.results.reading import read_task_model_results
-from theseus_pl.app.results.task_model import deployment_dict, read_deployment
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.ship.deploy_folder import deploy_model
 from theseus_pl.core.precision import CPU_BF16_FLAGS, Cpu, this_cpu

@@ -11,7 +11,7 @@ from app_runs import compose_config, setting_problems
 from conftest import tiny_inputs
 from test_deploy import DRY_RUN, QUICK, saved_classifier
 
-from theseus_pl.app.results.task_model import deployment_dict, read_deployment
+from theseus_pl.app.results.deployment_block import deployment_dict, read_deployment
 from theseus_pl.app.ship import deployment_table, model_card
 from theseus_pl.app.ship.deploy_folder import deploy_model
 from theseus_pl.data.datamodule import TextTaskDataModule

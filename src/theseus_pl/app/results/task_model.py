@@ -10,7 +10,6 @@ field's default.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,19 +17,16 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from theseus_pl.app.config.kinds import TASK_MODEL
+from theseus_pl.app.results.deployment_block import deployment_from
 from theseus_pl.app.results.envelope import (
     Hardware,
     Keys,
-    ResultsError,
     RunRecord,
     WandbLink,
     envelope_fields,
-    plain,
-    write_json,
 )
-from theseus_pl.app.results.field_types import check_types
 from theseus_pl.core.memory import PeakMemory
-from theseus_pl.deployment.record import LEFT_OUT_AT_DEFAULT, Deployment, DeploySettings
+from theseus_pl.deployment.record import LEFT_OUT_AT_DEFAULT, Deployment
 
 
 @dataclass(frozen=True)
@@ -246,26 +242,6 @@ class TaskModelResults(RunRecord):
         )
 
 
-def deployment_dict(deployment: Deployment) -> dict[str, Any]:
-    """The ``deployment`` block as ``results.json`` lays it out (numbers as they are)."""
-    return plain(deployment)
-
-
-def write_deployment(path: Path, deployment: Deployment) -> Path:
-    """The ``deployment`` block alone (``<model>/onnx/deployment.json``), written as ``results.json`` is."""
-    return write_json(path, deployment_dict(deployment))
-
-
-def read_deployment(path: Path) -> Deployment:
-    """The ``deployment`` block :func:`write_deployment` wrote."""
-    try:
-        deployment = deployment_from(Keys(json.loads(Path(path).read_text()), ""))
-        check_types(deployment)
-    except ResultsError as error:
-        raise ResultsError(f"{path}: {error}") from None
-    return deployment
-
-
 WIDTH_NAMES = {"hidden_size": "hidden size", "intermediate_size": "feed-forward width"}
 
 
@@ -285,11 +261,3 @@ def _retained(predecessor_score: float | None, successor_score: float | None) ->
 
 def _shape(read: Keys | None) -> ModelShape | None:
     return ModelShape(**read.pick(ModelShape)) if read else None
-
-
-def deployment_from(read: Keys) -> Deployment:
-    """The ``deployment`` block of a record (every kind that deploys to ONNX keeps one) as read from its file."""
-    values = read.pick(Deployment)
-    settings = read.nested("settings").pick(DeploySettings)
-    settings["batch_sizes"] = tuple(settings.get("batch_sizes", DeploySettings.batch_sizes))
-    return Deployment(**{**values, "settings": DeploySettings(**settings)})

@@ -15,10 +15,11 @@ from transformers import AutoConfig
 from theseus_pl.app.config.kinds import data_module_settings
 from theseus_pl.app.config.resolvers import register_resolvers
 from theseus_pl.app.config.run_folder import RECORD_SUBDIR
+from theseus_pl.app.results.deployment_block import write_deployment
 from theseus_pl.app.results.envelope import RunRecord, write_results
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.registry import Deployer, kind_named
-from theseus_pl.app.results.task_model import TaskModelResults, write_deployment
+from theseus_pl.app.results.task_model import TaskModelResults
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.tasks import head_label_problem
