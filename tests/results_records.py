@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from theseus_pl.app.kinds.embedding_model.record import EmbeddingData, EmbeddingModelResults, EmbeddingSide
 from theseus_pl.app.results import registry
-from theseus_pl.app.results.embedding_model import EmbeddingData, EmbeddingModelResults, EmbeddingSide
 from theseus_pl.app.results.envelope import Hardware, RunRecord, write_results
 from theseus_pl.app.results.task_model import (
     DataFacts,

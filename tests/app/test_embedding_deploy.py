@@ -14,8 +14,8 @@ from omegaconf import OmegaConf
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.backend.utils import backend_should_export
 
+from theseus_pl.app.kinds.embedding_model.run import sts_dev_pairs, training_text
 from theseus_pl.app.results.reading import read_run
-from theseus_pl.app.run.embedding_model import sts_dev_pairs, training_text
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.deploy import main
 from theseus_pl.deployment import onnx_export, openvino_export

@@ -17,7 +17,7 @@ from sentence_transformers.sentence_transformer.losses import CoSENTLoss
 
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.settings import checked_settings
-from theseus_pl.app.results.embedding_model import PAIRS_LOSS
+from theseus_pl.app.kinds.embedding_model.record import PAIRS_LOSS
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run.pipeline import plan, run, run_kind
 from theseus_pl.core.embeddings import embedding_encoder, pair_spearman, sentence_head

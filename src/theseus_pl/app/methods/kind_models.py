@@ -14,8 +14,7 @@ from theseus_pl.app.predecessors.classifier import load_classifier
 from theseus_pl.core.decoders import load_causal_lm
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.layer_removal import keep_layers
-from theseus_pl.core.replacing import TheseusModel, successor_source_layers
-from theseus_pl.core.sentence_objective import SentenceObjective, TheseusSentenceModel
+from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.successors import SuccessorFactory
 from theseus_pl.data.tasks import TaskSpec
 from theseus_pl.lightning.embedding_metrics import EmbeddingMetrics, PairScoreMetrics
@@ -93,42 +92,6 @@ class LanguageModels(KindModels):
         self, predecessor: PreTrainedModel, successor_layers: int, init: str, layers_path: str | None
     ) -> nn.Module:
         return layers_only(keep_layers(predecessor, list(range(successor_layers)), layers_path), layers_path)
-
-
-@dataclass(frozen=True)
-class SentenceModels(KindModels):
-    """A sentence-embedding model's: its encoder, with the predecessor's modules after it (``head``: the pooling, a
-    normalisation) giving the sentence vectors; the loss the MSE to the predecessor's vectors, or with ``pairs``
-    CoSENT on labelled pairs. Its truncation trains every parameter of the kept layers (sentence-transformers'
-    recipe)."""
-
-    head: nn.Module
-    pairs: bool = False
-
-    def metrics(self) -> EmbeddingMetrics | PairScoreMetrics:
-        return PairScoreMetrics() if self.pairs else EmbeddingMetrics()
-
-    def predecessor(self, directory: str) -> PreTrainedModel:
-        from theseus_pl.core.embeddings import embedding_encoder, load_embedding_model  # the embeddings extra
-
-        return embedding_encoder(load_embedding_model(directory))
-
-    def replaceable(
-        self,
-        predecessor: PreTrainedModel,
-        successor_layers: int,
-        sources: str | list[int],
-        layers_path: str | None,
-        factory: SuccessorFactory,
-    ) -> TheseusModel:
-        return TheseusSentenceModel(predecessor, self.head, successor_layers, sources, layers_path, factory)
-
-    def truncated(
-        self, predecessor: PreTrainedModel, successor_layers: int, init: str, layers_path: str | None
-    ) -> nn.Module:
-        count = len(find_layer_stack(predecessor, layers_path).layers)
-        kept = successor_source_layers(count, successor_layers, init)
-        return SentenceObjective(keep_layers(predecessor, kept, layers_path), self.head)
 
 
 def layers_only(model: PreTrainedModel, layers_path: str | None) -> PreTrainedModel:

@@ -22,7 +22,7 @@ Reads every ``results.json`` below the folders and writes, into ``--output``:
   seeds, KL and agreement with the predecessor, tokens trained and decode speed-up (``report.language_model``).
 - ``embedding_table.md``/``.csv``, for sentence-embedding runs (``+experiment=minilm_embedding_quick``): a line per
   run, STS-B dev Spearman of both models, the share kept, cosine and MSE to the teacher's vectors and the speed-ups
-  at batch 1 and 32 (``report.embedding_model``).
+  at batch 1 and 32 (``kinds.embedding_model.report``).
 
 A folder of a half-finished Hydra multirun is reported with what finished; the jobs without results are named.
 ``--dry-run`` lists the runs found and the files the report would write, and writes none into ``--output``.

@@ -1,16 +1,16 @@
 """``results.json``: the envelope every run's record shares, whatever its kind, and the JSON it is written as.
 
 A run's record is a dataclass of its kind over :class:`RunRecord`: :class:`~.task_model.TaskModelResults` for a
-classifier or regressor compressed on a task, :class:`~.language_model.LanguageModelResults` for a decoder LM
-compressed on text, :class:`~.embedding_model.EmbeddingModelResults` for a sentence-embedding model. Every file opens
-with ``schema_version`` and ``kind``; the keys every kind has (``method``, ``settings``, ``seed``, ``steps``,
-``resumed_from``, ``schedule``, ``successor_finetuning_steps``, ``hardware``, ``wandb``, ``failed_steps``,
-``wall_seconds``, ``peak_memory``) mean the same in every kind and are read by one function
-(:func:`envelope_fields`), and each kind names its headline numbers for loggers in its :meth:`RunRecord.summary`.
-:func:`~.reading.read_run` reads a file of any kind. Its readers (the card writer, publish, deploy, the report) tell
-the kinds apart by the name each record says it is (``kind``), each asking the part its kind registered
-(:mod:`~.registry`, through :func:`for_kind` and :func:`by_kind`), never by its class: a new kind is one registration,
-and a reader whose part a kind did not register refuses its records in one line.
+classifier or regressor compressed on a task, :class:`~.language_model.LanguageModelResults` for a decoder LM compressed
+on text, :class:`~theseus_pl.app.kinds.embedding_model.record.EmbeddingModelResults` for a sentence-embedding model.
+Every file opens with ``schema_version`` and ``kind``; the keys every kind has (``method``, ``settings``, ``seed``,
+``steps``, ``resumed_from``, ``schedule``, ``successor_finetuning_steps``, ``hardware``, ``wandb``, ``failed_steps``,
+``wall_seconds``, ``peak_memory``) mean the same in every kind and are read by one function (:func:`envelope_fields`),
+and each kind names its headline numbers for loggers in its :meth:`RunRecord.summary`. :func:`~.reading.read_run` reads
+a file of any kind. Its readers (the card writer, publish, deploy, the report) tell the kinds apart by the name each
+record says it is (``kind``), each asking the part its kind registered (:mod:`~.registry`, through :func:`for_kind` and
+:func:`by_kind`), never by its class: a new kind is one registration, and a reader whose part a kind did not register
+refuses its records in one line.
 
 Schema versions: 3 (this one) writes ``kind`` after ``schema_version`` in every file. Version 2 wrote ``kind`` in
 language-model runs' files only; version 1 (no ``schema_version``) was written before decoder LMs existed. The

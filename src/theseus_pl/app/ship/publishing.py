@@ -147,19 +147,6 @@ def _missing_parts(successor: Path, record: RunRecord) -> list[str]:
     return missing + (kind.missing_parts(successor) if kind and kind.missing_parts else [])
 
 
-def sentence_transformers_missing_parts(successor: Path) -> list[str]:
-    """What a sentence-transformers folder lacks of what loads it: its ``modules.json`` and every module folder it
-    names (the pooling, the normalisation)."""
-    modules = successor / "modules.json"
-    if not modules.is_file():
-        return ["modules.json"]
-    try:
-        paths = [module.get("path", "") for module in json.loads(modules.read_text())]
-    except (json.JSONDecodeError, AttributeError, TypeError):
-        return ["a readable modules.json"]
-    return [f"{path}/" for path in paths if path and not (successor / path).is_dir()]
-
-
 def _nearby_run(run_dir: Path) -> str:
     """Where the run is when the folder given is next to it: a multirun's folder, or the run's successor/ itself."""
     jobs = sorted(path.parent for path in run_dir.glob("*/results.json"))

@@ -21,7 +21,6 @@ import wandb_workspaces.reports.v2 as wr
 import wandb_workspaces.workspaces as ws
 
 from theseus_pl.app.config.kinds import TASK_MODEL
-from theseus_pl.app.report.embedding_model import embedding_model_table
 from theseus_pl.app.report.files import write_markdown_and_csv
 from theseus_pl.app.report.language_model import language_model_frame, language_model_table
 from theseus_pl.app.report.tables import (
@@ -43,9 +42,6 @@ SUMMARY_COLUMNS = [SCORE, "final/predecessor_score", "final/retained", SPEEDUP, 
 SHAPE_SETTINGS = ["theseus.successor_layers", "theseus.successor.hidden_size", "theseus.successor.intermediate_size"]
 PERPLEXITY, DECODE_SPEEDUP = "final/successor_perplexity", "final/decode_speedup"
 LM_COLUMNS = [PERPLEXITY, "final/predecessor_perplexity", "final/kl", "final/agreement", DECODE_SPEEDUP]
-STS, BATCH1_SPEEDUP = "final/successor_sts", "final/batch1_speedup"  # a sentence-embedding run's summary
-EMBEDDING_COLUMNS = [STS, "final/predecessor_sts", "final/retained", "final/cosine", BATCH1_SPEEDUP,
-                     "final/batch32_speedup"]  # fmt: skip
 
 
 def by_method(title: str, key: str) -> Any:
@@ -100,26 +96,6 @@ def language_model_tradeoff_panels() -> list[Any]:
         wr.BarPlot(title="Successor perplexity by method", metrics=[PERPLEXITY], groupby=METHOD,
                    groupby_aggfunc="median", groupby_rangefunc="minmax"),
         wr.WeavePanelSummaryTable(table_name="generation_sample"),
-    ]  # fmt: skip
-
-
-def embedding_panels() -> list[Any]:
-    """A sentence-embedding run's held-out cosine to its teacher's vectors (what its checkpoints are chosen on) and its
-    loss, the MSE to those vectors, over steps, one line per method."""
-    return [
-        by_method("Held-out cosine to the teacher by method", "val/cosine"),
-        by_method("Training loss by method", "train/loss"),
-    ]
-
-
-def embedding_tradeoff_panels() -> list[Any]:
-    """Where each sentence-embedding run lands: successor STS-B dev Spearman against its speed-up at batch 1 (left out
-    of the summary where the machine was busy), and by method."""
-    return [
-        wr.ScatterPlot(title="Successor STS-B against batch-1 speed-up", x=wr.SummaryMetric(BATCH1_SPEEDUP),
-                       y=wr.SummaryMetric(STS)),
-        wr.BarPlot(title="Successor STS-B by method", metrics=[STS], groupby=METHOD, groupby_aggfunc="median",
-                   groupby_rangefunc="minmax"),
     ]  # fmt: skip
 
 
@@ -220,16 +196,6 @@ def _language_model_sections(replacing: ws.Section | None) -> list[ws.Section]:
     ]  # fmt: skip
 
 
-def _embedding_model_sections(replacing: ws.Section | None) -> list[ws.Section]:
-    return [
-        ws.Section(name="Sentence embeddings: held-out cosine to the teacher during training", is_open=True,
-                   panels=embedding_panels()),
-        *([replacing] if replacing else []),
-        ws.Section(name="Sentence embeddings: STS-B against speed-up", is_open=True,
-                   panels=embedding_tradeoff_panels()),
-    ]  # fmt: skip
-
-
 def sweep_groups(runs: Sequence[RunRecord]) -> list[str]:
     """The W&B groups the runs logged to (a multirun's jobs share one: its folder's name)."""
     return sorted({run.wandb.group for run in runs if run.wandb is not None and run.wandb.group})
@@ -287,16 +253,6 @@ def _language_model_tables(runs: list[Any]) -> list[Any]:
     ]
 
 
-def _embedding_model_tables(runs: list[Any]) -> list[Any]:
-    with tempfile.TemporaryDirectory() as folder:
-        (embedding_md, *_) = write_markdown_and_csv(embedding_model_table(runs), Path(folder), "table")
-        embedding_text = embedding_md.read_text()
-    return [
-        wr.H2(text="Sentence embeddings: STS-B dev and fidelity to the teacher, a line per run"),
-        wr.MarkdownBlock(text=embedding_text),
-    ]
-
-
 TASK_MODEL_DASHBOARD = Dashboard(
     sections=_task_model_sections,
     headline=ws.Ordering(ws.Summary(SCORE), ascending=False),
@@ -316,15 +272,6 @@ LANGUAGE_MODEL_DASHBOARD = Dashboard(
     tables=_language_model_tables,
     plots=lambda runset: [wr.H2(text="Decoder LMs"), wr.PanelGrid(runsets=[runset], panels=[
         *language_model_panels(), *replacing_panels()[:1], *language_model_tradeoff_panels()[:2]])],
-)  # fmt: skip
-EMBEDDING_MODEL_DASHBOARD = Dashboard(
-    sections=_embedding_model_sections,
-    headline=ws.Ordering(ws.Summary(STS), ascending=False),
-    columns=EMBEDDING_COLUMNS,
-    ran_on=lambda runs: ["sentences (STS-B dev)"],
-    tables=_embedding_model_tables,
-    plots=lambda runset: [wr.H2(text="Sentence embeddings"), wr.PanelGrid(runsets=[runset], panels=[
-        *embedding_panels(), *replacing_panels()[:1], *embedding_tradeoff_panels()])],
 )  # fmt: skip
 
 

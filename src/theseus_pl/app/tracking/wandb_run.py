@@ -18,7 +18,6 @@ from typing import Any
 
 from lightning.pytorch.loggers import Logger, WandbLogger
 
-from theseus_pl.app.results.embedding_model import EmbeddingModelResults
 from theseus_pl.app.results.envelope import WandbLink
 from theseus_pl.app.results.language_model import LanguageModelResults
 from theseus_pl.app.results.task_model import TaskModelResults
@@ -104,13 +103,6 @@ def publish_language_model(run: Any, results: LanguageModelResults, files: dict[
         columns = ["prompt", "predecessor", "successor"]
         run.log({"generation_sample": wandb.Table(columns=columns, data=[[sample.prompt, sample.predecessor,
                                                                           sample.successor]])})  # fmt: skip
-    save_files(run, files)
-
-
-def publish_embedding_model(run: Any, results: EmbeddingModelResults, files: dict[str, Path]) -> None:
-    """A sentence-embedding run's summary (its record's ``summary()``) and its files (``results.json``, the config, the
-    model card); raises on a W&B failure."""
-    run.summary.update(results.summary())
     save_files(run, files)
 
 

@@ -1,6 +1,6 @@
 """The sentence-embedding runs' part of ``python -m theseus_pl.report``: a table of every run.
 
-A sentence-embedding run's ``results.json`` (:class:`~theseus_pl.app.results.embedding_model.EmbeddingModelResults`,
+A sentence-embedding run's ``results.json`` (:class:`~.record.EmbeddingModelResults`,
 ``kind`` ``embedding_model``) is scored on STS-B dev for both models and on its fidelity to the teacher's vectors, so
 its table has a line per run (method, seed, steps, the layers kept) with both STS-B scores, the share kept, the
 successor's mean cosine and squared error to the teacher's vectors, its speed-up at each batch size timed, and what it
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from theseus_pl.app.kinds.embedding_model.record import EmbeddingModelResults
 from theseus_pl.app.report.files import write_markdown_and_csv
-from theseus_pl.app.results.embedding_model import EmbeddingModelResults
 
 STEM = "embedding_table"  # embedding_table.md and embedding_table.csv
 TEACHER_VECTORS, LABELLED_PAIRS = "teacher's vectors", "labelled pairs"  # a run's "trained on"

@@ -32,21 +32,21 @@ from theseus_pl.app.checks.run import device_problems
 from theseus_pl.app.checks.schedule import schedule_problems, validation_problems
 from theseus_pl.app.checks.settings import successor_depth_problems
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL
-from theseus_pl.app.methods.kind_models import SentenceModels
-from theseus_pl.app.methods.method import Method, MethodInputs
-from theseus_pl.app.methods.schedules import successor_finetuning_steps
-from theseus_pl.app.results.embedding_model import (
+from theseus_pl.app.kinds.embedding_model.models import SentenceModels
+from theseus_pl.app.kinds.embedding_model.record import (
     PAIRS_LOSS,
     TEACHER_VECTORS_LOSS,
     EmbeddingData,
     EmbeddingModelResults,
     EmbeddingSide,
 )
+from theseus_pl.app.methods.method import Method, MethodInputs
+from theseus_pl.app.methods.schedules import successor_finetuning_steps
 from theseus_pl.app.results.envelope import Hardware, WandbLink, budget_settings
 from theseus_pl.app.run.kind import RunKind
 from theseus_pl.app.run.stages import each_process, empty_successor_folder, hub_id, load_best_checkpoint, rows_per_step
 from theseus_pl.app.ship.model_card import write_model_card
-from theseus_pl.app.tracking.wandb_run import publish_embedding_model
+from theseus_pl.app.tracking.wandb_run import save_files
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.replacing import successor_source_layers
 from theseus_pl.core.sentence_objective import SentenceObjective
@@ -288,7 +288,8 @@ class EmbeddingModelRun(RunKind[EmbeddingModelResults]):
     def publish(self, experiment: Any, results: EmbeddingModelResults, results_path: Path) -> None:
         files = {"results.json": results_path, "config.yaml": self.output_dir / ".hydra" / "config.yaml",
                  "model_card.md": Path(results.successor.dir) / "README.md"}  # fmt: skip
-        publish_embedding_model(experiment, results, files)
+        experiment.summary.update(results.summary())
+        save_files(experiment, files)
 
 
 def training_text(data: DictConfig, sts_pairs: Dataset) -> tuple[list[str], list[str]]:

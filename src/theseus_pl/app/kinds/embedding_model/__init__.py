@@ -6,20 +6,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from theseus_pl.app.checks.settings import embedding_model_method_problems
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL
-from theseus_pl.app.report.embedding_model import STEM, write_embedding_model_report
-from theseus_pl.app.results.embedding_model import EmbeddingModelResults
+from theseus_pl.app.kinds.embedding_model.card import embedding_model_card
+from theseus_pl.app.kinds.embedding_model.checks import embedding_model_method_problems
+from theseus_pl.app.kinds.embedding_model.dashboard import EMBEDDING_MODEL_DASHBOARD
+from theseus_pl.app.kinds.embedding_model.record import EmbeddingModelResults
+from theseus_pl.app.kinds.embedding_model.report import STEM, write_embedding_model_report
+from theseus_pl.app.kinds.embedding_model.shipping import (
+    deploy_embedding_run,
+    planned_embedding_deployment,
+    sentence_transformers_missing_parts,
+)
 from theseus_pl.app.results.registry import Deployer, Kind, ReportPart
-from theseus_pl.app.run.embedding_model_shipping import deploy_embedding_run, planned_embedding_deployment
-from theseus_pl.app.ship.embedding_model_card import embedding_model_card
-from theseus_pl.app.ship.publishing import sentence_transformers_missing_parts
-from theseus_pl.app.tracking.dashboard import EMBEDDING_MODEL_DASHBOARD
 from theseus_pl.deployment.record import DeploySettings
 
 
 def _run(cfg: Any, settings: Any) -> Any:
-    from theseus_pl.app.run.embedding_model import EmbeddingModelRun  # Lightning's import waits for a run
+    from theseus_pl.app.kinds.embedding_model.run import EmbeddingModelRun  # Lightning's import waits for a run
 
     return EmbeddingModelRun(cfg, settings)
 

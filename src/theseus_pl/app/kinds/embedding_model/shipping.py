@@ -5,6 +5,7 @@ run's ``results.json`` and model card gain the block."""
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -12,8 +13,8 @@ import torch
 from omegaconf import OmegaConf
 
 from theseus_pl.app.config.resolvers import register_resolvers
-from theseus_pl.app.results.embedding_model import EmbeddingModelResults
-from theseus_pl.app.run.embedding_model import sts_dev_pairs, training_sentences
+from theseus_pl.app.kinds.embedding_model.record import EmbeddingModelResults
+from theseus_pl.app.kinds.embedding_model.run import sts_dev_pairs, training_sentences
 from theseus_pl.app.ship.deploy_folder import CONFIG, deployable_record, recorded_deployment
 from theseus_pl.deployment.onnx_deployment import onnx_files
 from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxruntime
@@ -86,3 +87,16 @@ def _checked(run_dir: Path, settings: DeploySettings) -> EmbeddingModelResults:
         raise DeploymentError(str(missing)) from None
     check_embedding_settings(settings)
     return results
+
+
+def sentence_transformers_missing_parts(successor: Path) -> list[str]:
+    """What a sentence-transformers folder lacks of what loads it: its ``modules.json`` and every module folder it
+    names (the pooling, the normalisation)."""
+    modules = successor / "modules.json"
+    if not modules.is_file():
+        return ["modules.json"]
+    try:
+        paths = [module.get("path", "") for module in json.loads(modules.read_text())]
+    except (json.JSONDecodeError, AttributeError, TypeError):
+        return ["a readable modules.json"]
+    return [f"{path}/" for path in paths if path and not (successor / path).is_dir()]

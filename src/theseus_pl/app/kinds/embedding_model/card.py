@@ -9,7 +9,7 @@ from pathlib import Path
 
 from huggingface_hub import ModelCard, ModelCardData
 
-from theseus_pl.app.results.embedding_model import EmbeddingModelResults
+from theseus_pl.app.kinds.embedding_model.record import EmbeddingModelResults
 from theseus_pl.app.ship.card_text import known, number, quoted, timed_on_a_busy_machine
 from theseus_pl.app.ship.deployment_table import (
     busy_sentences,

@@ -2,7 +2,7 @@
 teacher, and sentences per second.
 
 :class:`EmbeddingModelResults` is the body of the :mod:`~theseus_pl.app.results.envelope` for this kind (``kind``
-``embedding_model``), written by :mod:`theseus_pl.app.run.embedding_model`.
+``embedding_model``), written by :mod:`theseus_pl.app.kinds.embedding_model.run`.
 """
 
 from __future__ import annotations
