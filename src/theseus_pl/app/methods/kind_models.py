@@ -1,7 +1,7 @@
 """What a kind of run gives every method to build from (:class:`~theseus_pl.app.methods.method.MethodInputs`'
 ``models``): how its predecessor loads, what scores it, how Theseus splits it into replaceable modules and what the
-truncation baselines keep of it. A task model's, a decoder LM's and a sentence-embedding model's are here; a kind of
-your own subclasses :class:`KindModels`, so that no method asks which kind it compresses."""
+truncation baselines keep of it. A task model's and a decoder LM's are here, a sentence-embedding model's in its
+kind's folder; a kind of your own subclasses :class:`KindModels`, so that no method asks which kind it compresses."""
 
 from __future__ import annotations
 

@@ -29,12 +29,16 @@ def remove_stale_files(output: Path, written: list[Path]) -> list[Path]:
 def write_markdown_and_csv(table: pd.DataFrame, output: Path, stem: str) -> list[Path]:
     """``<stem>.md`` (a Markdown table) and ``<stem>.csv`` (as the csv module writes it) with the same header and
     cells: numbers to two decimals, missing values empty, anything else as text."""
+    (output / f"{stem}.md").write_text(markdown_table(table))
+    table.map(_cell).to_csv(output / f"{stem}.csv", index=False, lineterminator="\r\n")
+    return [output / f"{stem}.md", output / f"{stem}.csv"]
+
+
+def markdown_table(table: pd.DataFrame) -> str:
+    """``table`` as the Markdown :func:`write_markdown_and_csv` writes (a report's file, a W&B report's block)."""
     cells = table.map(_cell)
     header = "| " + " | ".join(cells.columns) + " |\n|" + "---|" * len(cells.columns) + "\n"
-    body = "".join("| " + " | ".join(line) + " |\n" for line in cells.itertuples(index=False))
-    (output / f"{stem}.md").write_text(header + body)
-    cells.to_csv(output / f"{stem}.csv", index=False, lineterminator="\r\n")
-    return [output / f"{stem}.md", output / f"{stem}.csv"]
+    return header + "".join("| " + " | ".join(line) + " |\n" for line in cells.itertuples(index=False))
 
 
 def _cell(value: Any) -> str:

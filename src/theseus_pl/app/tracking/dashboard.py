@@ -21,7 +21,7 @@ import wandb_workspaces.reports.v2 as wr
 import wandb_workspaces.workspaces as ws
 
 from theseus_pl.app.config.kinds import TASK_MODEL
-from theseus_pl.app.report.files import write_markdown_and_csv
+from theseus_pl.app.report.files import markdown_table
 from theseus_pl.app.report.language_model import language_model_frame, language_model_table
 from theseus_pl.app.report.tables import (
     best_settings,
@@ -243,13 +243,9 @@ def _task_model_tables(runs: list[Any]) -> list[Any]:
 
 
 def _language_model_tables(runs: list[Any]) -> list[Any]:
-    with tempfile.TemporaryDirectory() as folder:
-        table = language_model_table(language_model_frame(runs))
-        (lm_md, *_) = write_markdown_and_csv(table, Path(folder), "lm_table")
-        lm_text = lm_md.read_text()
     return [
         wr.H2(text="Decoder LMs: held-out perplexity per method and kept layers (over seeds)"),
-        wr.MarkdownBlock(text=lm_text),
+        wr.MarkdownBlock(text=markdown_table(language_model_table(language_model_frame(runs)))),
     ]
 
 

@@ -3,15 +3,13 @@ steps, STS-B against speed-up, and its table."""
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import wandb_workspaces.reports.v2 as wr
 import wandb_workspaces.workspaces as ws
 
 from theseus_pl.app.kinds.embedding_model.report import embedding_model_table
-from theseus_pl.app.report.files import write_markdown_and_csv
+from theseus_pl.app.report.files import markdown_table
 from theseus_pl.app.tracking.dashboard import METHOD, Dashboard, by_method, replacing_panels
 
 STS, BATCH1_SPEEDUP = "final/successor_sts", "final/batch1_speedup"  # a sentence-embedding run's summary
@@ -52,12 +50,9 @@ def _embedding_model_sections(replacing: ws.Section | None) -> list[ws.Section]:
 
 
 def _embedding_model_tables(runs: list[Any]) -> list[Any]:
-    with tempfile.TemporaryDirectory() as folder:
-        (embedding_md, *_) = write_markdown_and_csv(embedding_model_table(runs), Path(folder), "table")
-        embedding_text = embedding_md.read_text()
     return [
         wr.H2(text="Sentence embeddings: STS-B dev and fidelity to the teacher, a line per run"),
-        wr.MarkdownBlock(text=embedding_text),
+        wr.MarkdownBlock(text=markdown_table(embedding_model_table(runs))),
     ]
 
 
