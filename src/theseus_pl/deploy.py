@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from theseus_pl.app.config.side_commands import command_parser, refuse
+from theseus_pl.app.kinds.language_model.shipping import deploy_language_model_run, planned_language_model_deployment
 from theseus_pl.app.results.deployment_block import deployment_dict
-from theseus_pl.app.run.language_model_shipping import deploy_language_model_run, planned_language_model_deployment
 from theseus_pl.app.ship.deploy_folder import (
     deploy_model,
     is_run_folder,

@@ -135,5 +135,5 @@ def test_a_method_that_does_not_compress_the_kind_is_refused_naming_the_kinds_it
     scorer, tiny_base, glue_dir, tmp_path
 ):
     cfg = compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "+data.kind=text_scorer", "method=kd")
-    kinds = "task_model, language_model, embedding_model"
-    assert refusal_problems(cfg) == [f"method=kd compresses runs of kind {kinds}; this run is of kind text_scorer."]
+    kinds = "encoder task models (classifiers and regressors), decoder language models and sentence-embedding models"
+    assert refusal_problems(cfg) == [f"method=kd compresses {kinds}; this run is of kind text_scorer."]

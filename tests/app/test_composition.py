@@ -19,7 +19,7 @@ pytestmark = pytest.mark.quick
         (["+experiment=demo", "optimizer.lrr=1"], "optimizer.lrr=1: the config has no optimizer.lrr; did you mean "
                                                   "optimizer.lr?"),
         (["+experiment=minilm_embedding_quick", "method.alpha=0.5"],
-         "method.alpha=0.5: the config has no method.alpha; its settings are name."),
+         "method.alpha=0.5: the config has no method.alpha; its settings are name, for_kinds."),
         (["+experiment=demo", "+experiment=sst2_quick"], "Hydra cannot compose the config: Multiple values for "
                                                          "experiment. To override a value use 'override experiment: "
                                                          "sst2_quick'"),

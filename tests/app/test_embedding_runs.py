@@ -155,7 +155,8 @@ def test_a_predecessor_folder_without_pooling_is_refused_in_one_line(sentence_fi
 @pytest.mark.parametrize(
     ("override", "refusal"),
     [
-        ("method=layerdrop", "method=layerdrop does not compress sentence-embedding models; on one use"),
+        ("method=layerdrop", "method=layerdrop compresses encoder task models (classifiers and regressors); on a "
+                             "sentence-embedding model use"),
         ("method=kd", "method.alpha=0.5 weighs a KL to soft targets in; a sentence-embedding run has no classes"),
         ("method=theseus_kd", "method.alpha=0.5 weighs a KL to soft targets in; a sentence-embedding run has no"),
         ("theseus.init=block_influence", "theseus.init=block_influence measures layers on language-model windows"),

@@ -6,7 +6,13 @@ from pathlib import Path
 import pytest
 from results_records import a_run, plant
 
-from theseus_pl.app.report.language_model import (
+from theseus_pl.app.kinds.language_model.record import (
+    GenerationSample,
+    LanguageModelData,
+    LanguageModelResults,
+    LanguageModelSide,
+)
+from theseus_pl.app.kinds.language_model.report import (
     language_model_frame,
     language_model_table,
     language_model_warnings,
@@ -15,12 +21,6 @@ from theseus_pl.app.report.language_model import (
 )
 from theseus_pl.app.report.tables import find_records, main
 from theseus_pl.app.results.envelope import Hardware, write_results
-from theseus_pl.app.results.language_model import (
-    GenerationSample,
-    LanguageModelData,
-    LanguageModelResults,
-    LanguageModelSide,
-)
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.ship.model_card import model_card
 

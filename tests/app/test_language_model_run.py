@@ -17,14 +17,14 @@ from test_wandb_runs import app
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from wandb_records import read_offline_run
 
-from theseus_pl.app.checks import language_model as language_model_checks
 from theseus_pl.app.checks import run as run_checks
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.run import device_problems
+from theseus_pl.app.kinds.language_model import checks as language_model_checks
+from theseus_pl.app.kinds.language_model import run as language_model_run
 from theseus_pl.app.predecessors import resumable_training
 from theseus_pl.app.predecessors.resumable_training import interrupted_at
 from theseus_pl.app.results.reading import read_run
-from theseus_pl.app.run import language_model as language_model_run
 from theseus_pl.app.run.pipeline import plan, run
 from theseus_pl.app.ship.publishing import main as publish_main
 from theseus_pl.data.language_model import tokenized_windows, window_loader
@@ -236,7 +236,11 @@ def test_a_validation_interval_longer_than_an_epoch_of_windows_is_refused_before
 
 
 def test_an_encoder_method_on_a_language_model_is_refused(tiny_lm, tmp_path):
-    with pytest.raises(RunRefused, match=r"method=pkd compresses encoders; .*lm_theseus"):
+    with pytest.raises(
+        RunRefused,
+        match=r"method=pkd compresses encoder task models \(classifiers and regressors\); on a language model .*"
+        r"lm_theseus",
+    ):
         run(compose_config(*_overrides(tiny_lm, tmp_path, "method=pkd")))
 
 
@@ -399,9 +403,20 @@ def test_a_finished_lm_run_is_left_untouched_unless_forced(tiny_lm, tmp_path):
     assert (tmp_path / "run" / "results.json").stat().st_mtime_ns != written
 
 
-def test_a_decoder_method_on_a_classification_task_is_refused(tiny_base, glue_dir, tmp_path):
-    with pytest.raises(RunRefused, match=r"method=shortgpt compresses decoder language models"):
-        run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "method=shortgpt"))
+@pytest.mark.parametrize(
+    ("method", "compresses"),
+    [
+        ("shortgpt", "decoder language models"),
+        ("lm_truncation", "decoder language models"),
+        ("embedding_mse", "sentence-embedding models"),
+    ],
+)
+def test_another_kinds_method_on_a_classification_task_is_refused_naming_what_it_compresses(
+    method, compresses, tiny_base, glue_dir, tmp_path
+):
+    hint = "; on a classification or regression task use an encoder method such as theseus, fine_tuning or kd"
+    with pytest.raises(RunRefused, match=rf"method={method} compresses {compresses}{hint}"):
+        run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), f"method={method}"))
     assert not (tmp_path / "cache" / "predecessors").exists()  # refused before the predecessor's fine-tuning
 
 

@@ -41,7 +41,7 @@ def test_every_job_of_a_mixed_sweep_is_checked_by_its_own_kind():
         "job 1 (method=lm_theseus deploy.quantize=int8)", "job 2 (method=pkd deploy.quantize=null)",
         "job 3 (method=pkd deploy.quantize=int8)",
     ]  # fmt: skip
-    assert "method=pkd compresses encoders" in refusals[1]
+    assert "method=pkd compresses encoder task models" in refusals[1]
 
 
 def test_a_job_refused_by_what_its_predecessor_says_is_named_before_any_job_runs(tiny_base, glue_dir, tmp_path):

@@ -8,7 +8,7 @@ from transformers import LlamaConfig
 
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.settings import checked_settings
-from theseus_pl.app.run.language_model import peak_memory_estimate
+from theseus_pl.app.kinds.language_model.run import peak_memory_estimate
 from theseus_pl.app.run.pipeline import plan
 
 pytestmark = pytest.mark.quick

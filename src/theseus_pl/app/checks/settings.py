@@ -6,9 +6,10 @@ fields (:class:`~theseus_pl.core.settings.SettingsError`): the method (the class
 library's classes), the deploy stage (``DeploySettings``) and W&B's settings; the run's plain options (seed, data,
 trainer, ...) are :data:`RULES` here, in the same form. :func:`checked_settings` builds them all once per run,
 gathers every problem in the config's terms (a library object's Python names become config keys) and hands the
-built objects on, so the run uses what was checked; ``checks.run`` (task models) and ``checks.language_model`` add
-what needs the models and the data. Both kinds of run go through the same rules; a setting that the run's kind or
-method does not read is refused with the reason, never silently ignored.
+built objects on, so the run uses what was checked; ``checks.run`` (task models) and each kind's own checks
+(``kinds.language_model.checks``, ``kinds.embedding_model.checks``) add what needs the models and the data. Every
+kind of run goes through the same rules; a setting that the run's kind or method does not read is refused with the
+reason, never silently ignored.
 
 Hydra types each override from its text (``optimizer.lr=abc`` is a string, ``theseus.successor_layers=2.5`` a
 float), so a wrong value would otherwise surface as a TypeError deep in training, or worse, run: ``trainer.max_steps=0``
@@ -45,7 +46,6 @@ from theseus_pl.app.methods.method import (
     method_from_config,
 )
 from theseus_pl.app.methods.schedules import build_schedule
-from theseus_pl.app.predecessors.adapted import ADAPTATION_KEYS
 from theseus_pl.app.results.registry import kind_named
 from theseus_pl.app.tracking.loggers import wandb_setting_problems
 from theseus_pl.core.schedules import ReplacementSchedule
@@ -433,13 +433,13 @@ def _method_problems(cfg: DictConfig, method: CompressionMethod, theseus: Theseu
     why, never silently dropped. A method that does not compress the run's kind is refused first; then the kind's
     own rules (its registered ``method_problems``) judge the rest."""
     kind = run_kind_name(cfg)
-    if kind not in method.kinds:
+    if kind not in method.compresses:
         return [_wrong_kind(method, kind)]
     registered = kind_named(kind)
     return registered.method_problems(cfg, method, theseus) if registered and registered.method_problems else []
 
 
-def _trains_nothing_problems(cfg: DictConfig, method: CompressionMethod) -> list[str]:
+def trains_nothing_problems(cfg: DictConfig, method: CompressionMethod) -> list[str]:
     if cfg.get("activation_checkpointing") is True and not method.trains:
         return [
             f"activation_checkpointing=true saves memory while training; method={method.name} trains nothing. Leave "
@@ -448,16 +448,17 @@ def _trains_nothing_problems(cfg: DictConfig, method: CompressionMethod) -> list
     return []
 
 
-def _teacher(method: CompressionMethod) -> str:
+def teacher_of(method: CompressionMethod) -> str:
+    """The teacher a method distils from: the predecessor for every method without soft targets."""
     return method.teacher if isinstance(method, SoftTargets) else PREDECESSOR_TEACHER
 
 
 def task_model_method_problems(cfg: DictConfig, method: CompressionMethod, theseus: TheseusSettings) -> list[str]:
     """What a task model's run refuses of its method's options: an adapted teacher (its predecessor is fine-tuned on
     the task already), Theseus-only evaluation and successor shapes on other methods, and the task's own rules."""
-    if problems := _trains_nothing_problems(cfg, method):
+    if problems := trains_nothing_problems(cfg, method):
         return problems
-    if _teacher(method) == ADAPTED_TEACHER:
+    if teacher_of(method) == ADAPTED_TEACHER:
         return [
             "method.teacher=adapted adapts a decoder LM's predecessor to its text; an encoder's predecessor is "
             "already fine-tuned on the task and is the teacher. Leave method.teacher=predecessor."
@@ -474,24 +475,19 @@ def task_model_method_problems(cfg: DictConfig, method: CompressionMethod, these
     return problems
 
 
-def language_model_method_problems(cfg: DictConfig, method: CompressionMethod, theseus: TheseusSettings) -> list[str]:
-    """What a decoder LM's run refuses of its method's options: an adapted teacher where no distillation loss reads
-    it, and the LM's own rules."""
-    if problems := _trains_nothing_problems(cfg, method):
-        return problems
-    adapts = _teacher(method) == ADAPTED_TEACHER
-    if adapts and not method.adapted_teacher:  # type: ignore[attr-defined]
-        return ["method.teacher=adapted is read by a distillation loss only: give method.alpha above 0."]
-    return _language_model_problems(cfg, theseus, adapts)
-
-
 def _wrong_kind(method: CompressionMethod, kind: str) -> str:
-    """The refusal of a method that does not compress the run's kind: in the kind's own words where it registered
-    them (which methods do), else naming the kinds the method compresses."""
-    registered = kind_named(kind)
-    if registered is not None and registered.other_method:
-        return registered.other_method.format(method=method.name)
-    return f"method={method.name} compresses runs of kind {', '.join(method.kinds)}; this run is of kind {kind}."
+    """The refusal of a method that does not compress the run's kind: what the method compresses and which methods
+    compress this kind, each in the words its kind registered (else by the kind's name)."""
+
+    def described(name: str) -> str:
+        registered = kind_named(name)
+        return registered.described if registered is not None and registered.described else f"runs of kind {name}"
+
+    this = kind_named(kind)
+    hint = this.methods_hint if this is not None and this.methods_hint else f"this run is of kind {kind}"
+    *others, last = [described(name) for name in method.compresses]
+    compressed = f"{', '.join(others)} and {last}" if others else last
+    return f"method={method.name} compresses {compressed}; {hint}."
 
 
 def _task_problems(cfg: DictConfig, theseus: TheseusSettings) -> list[str]:
@@ -518,50 +514,6 @@ def _task_problems(cfg: DictConfig, theseus: TheseusSettings) -> list[str]:
             "lm-evaluation-harness; an encoder run is scored on its own task. Leave it []."
         )
     return problems
-
-
-def _language_model_problems(cfg: DictConfig, theseus: TheseusSettings, adapts: bool) -> list[str]:
-    """Settings a language-model run does not read (yet), or cannot honour; ``adapts``: the method distils from the
-    predecessor adapted to the text, which reads the finetune group's steps and optimizer settings."""
-    problems = []
-    if cfg.evaluation.single_modules is True:
-        problems.append(
-            "evaluation.single_modules=true scores each Theseus module alone on a task; a decoder-LM run is scored on "
-            "held-out windows. Leave it false."
-        )
-    problems += [
-        f"theseus.successor.{name}={width} narrows encoder successors; a decoder-LM successor is made of whole "
-        "copied layers (depth only). Leave it null."
-        for name, width in theseus.widths.items()
-    ]
-    deploy = [setting for setting in changed_from_defaults(cfg, "deploy") if not setting.startswith(GGUF_SETTINGS)]
-    if deploy:
-        problems.append(
-            f"{', '.join(deploy)}: the deploy group exports an encoder successor to ONNX; a decoder-LM successor "
-            "ships as GGUF files for llama.cpp (deploy.gguf=[f16,q8_0], deploy.llama_cpp, deploy.repeats, "
-            "deploy.threads). Leave the ONNX settings at their defaults."
-        )
-    changed = changed_from_defaults(cfg, "finetune")
-    if adapts:
-        changed = [setting for setting in changed if not setting.startswith(ADAPTATION_SETTINGS)]
-        if cfg.finetune.get("steps") is None:
-            problems.append(
-                "method.teacher=adapted distils from the predecessor fine-tuned on the training text first: give "
-                "its budget, finetune.steps=N (the comparison's: the run's own trainer.max_steps)."
-            )
-    if changed:
-        problems.append(
-            f"{', '.join(changed)}: a decoder-LM run compresses its predecessor as given (model.gguf, model.base or "
-            "model.predecessor) and fine-tunes it first only as a teacher (method.teacher=adapted, with "
-            "finetune.steps, lr, weight_decay, warmup_ratio). Leave the finetune group at its defaults."
-        )
-    return problems
-
-
-# The deploy group's keys a decoder-LM run reads: its GGUF files and their timing in llama.cpp.
-GGUF_SETTINGS = ("deploy.gguf=", "deploy.llama_cpp=", "deploy.repeats=", "deploy.threads=")
-# The finetune group's keys a decoder-LM run reads when it adapts its predecessor to the text (method.teacher=adapted).
-ADAPTATION_SETTINGS = tuple(f"finetune.{name}=" for name in ADAPTATION_KEYS)
 
 
 def changed_from_defaults(cfg: DictConfig, group: str) -> list[str]:

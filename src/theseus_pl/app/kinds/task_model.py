@@ -36,6 +36,7 @@ KIND = Kind(
     report=task_model_report,
     deployer=Deployer(deploy=deploy_run, plan=_planned),
     without_gguf="; deploy it to ONNX without --gguf",
-    other_method="method={method} compresses decoder language models; on a classification or regression task use an "
-    "encoder method such as theseus, fine_tuning or kd (a language-model run: +experiment=smollm2_quick).",
+    described="encoder task models (classifiers and regressors)",
+    methods_hint="on a classification or regression task use an encoder method such as theseus, fine_tuning or kd "
+    "(a language-model run: +experiment=smollm2_quick)",
 )  # fmt: skip

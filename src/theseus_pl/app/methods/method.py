@@ -187,16 +187,29 @@ class CompressionMethod:
     name: the app names them ``method.<field>``)."""
 
     name: str
+    # The kinds of run this named method is for, where its config narrows its class's: lm_truncation is the class of
+    # fine_tuning under the name the decoder results use, and on a task model would record a method it is not.
+    # Empty: every kind its class compresses.
+    for_kinds: tuple[str, ...] = field(default=(), kw_only=True)
 
     RULES: ClassVar[dict[str, Rule]] = {}
-    kinds: ClassVar[tuple[str, ...]] = (TASK_MODEL,)  # the kinds of run it compresses
+    kinds: ClassVar[tuple[str, ...]] = (TASK_MODEL,)  # the kinds of run its class compresses
     replaces_modules: ClassVar[bool] = False  # trains successor modules in place of the predecessor's (Theseus)
     takes_successor_settings: ClassVar[bool] = False  # builds successors by theseus.successor.* (widths, factory)
     needs_schedule: ClassVar[bool] = False  # trains by the replacement schedule: its phase 2 must fit in the run
 
     def __post_init__(self) -> None:
-        rules = {"name": Rule(lambda v: isinstance(v, str) and v != "", "the method's name, as results call it")}
+        rules = {
+            "name": Rule(lambda v: isinstance(v, str) and v != "", "the method's name, as results call it"),
+            "for_kinds": Rule(lambda v: isinstance(v, tuple) and set(v) <= set(self.kinds),
+                              f"a list of the kinds its class compresses ({', '.join(self.kinds)})"),
+        }  # fmt: skip
         check_fields(vars(self), {**rules, **self.RULES})
+
+    @property
+    def compresses(self) -> tuple[str, ...]:
+        """The kinds of run this method compresses: its class's, narrowed to ``for_kinds`` where given."""
+        return self.for_kinds or self.kinds
 
     @property
     def trains(self) -> bool:
@@ -266,6 +279,8 @@ def method_from_config(settings: Mapping[str, Any]) -> CompressionMethod:
             f"_target_={target!r} must be the dotted path of a method class (a CompressionMethod of "
             "theseus_pl.app.methods.method): pick a method with method=NAME."
         )})  # fmt: skip
+    if isinstance(settings.get("for_kinds"), list):  # a list in YAML; the method holds it as a tuple
+        settings["for_kinds"] = tuple(settings["for_kinds"])
     return cls(**settings)
 
 

@@ -19,7 +19,7 @@ Reads every ``results.json`` below the folders and writes, into ``--output``:
 - ``score_vs_rate.png``: successor score against the constant replacing rate ``p`` (when such runs exist).
 - ``lm_table.md``/``.csv``, ``lm_runs.md``/``.csv`` and ``perplexity_vs_layers.png``, for decoder-LM runs
   (``+experiment=smollm2_quick``, ``+sweep=lm_protocol``): per method and kept layers, held-out perplexity over
-  seeds, KL and agreement with the predecessor, tokens trained and decode speed-up (``report.language_model``).
+  seeds, KL and agreement with the predecessor, tokens trained and decode speed-up (``kinds.language_model.report``).
 - ``embedding_table.md``/``.csv``, for sentence-embedding runs (``+experiment=minilm_embedding_quick``): a line per
   run, STS-B dev Spearman of both models, the share kept, cosine and MSE to the teacher's vectors and the speed-ups
   at batch 1 and 32 (``kinds.embedding_model.report``).

@@ -74,8 +74,10 @@ class Kind(Generic[R]):
     # What it refuses of a method's options (config, method, Theseus settings -> problems): theseus_pl.app.checks'
     # classes, above this wing (hence Any); None: nothing beyond the rules every run shares.
     method_problems: Callable[[Any, Any, Any], list[str]] | None = None
-    # The refusal of a method that does not compress it ({method}: the method's name), naming those that do.
-    other_method: str = ""
+    # What it compresses, in the words a refusal of another kind's method uses ("method=X compresses ...").
+    described: str = ""
+    # Which methods compress it, for the refusal of a method that does not ("on ... use ...").
+    methods_hint: str = ""
 
 
 _KINDS: dict[str, Kind[Any]] = {}

@@ -1,6 +1,6 @@
 """The exported successor's ``README.md``: a Hugging Face model card that can be published as it is, for each kind
 of run by the writer its kind registered (:mod:`~theseus_pl.app.results.registry`): the task model's is here, a decoder
-LM's in :mod:`~theseus_pl.app.ship.language_model_card`, a sentence-embedding model's in
+LM's in :mod:`~theseus_pl.app.kinds.language_model.card`, a sentence-embedding model's in
 :mod:`~theseus_pl.app.kinds.embedding_model.card`).
 
 The YAML header is built by ``huggingface_hub`` (``ModelCardData`` with ``eval_results``, which it writes as the

@@ -21,8 +21,6 @@ import wandb_workspaces.reports.v2 as wr
 import wandb_workspaces.workspaces as ws
 
 from theseus_pl.app.config.kinds import TASK_MODEL
-from theseus_pl.app.report.files import markdown_table
-from theseus_pl.app.report.language_model import language_model_frame, language_model_table
 from theseus_pl.app.report.tables import (
     best_settings,
     build_table,
@@ -32,7 +30,6 @@ from theseus_pl.app.report.tables import (
 )
 from theseus_pl.app.results.envelope import RunRecord, UnknownKind, by_kind
 from theseus_pl.app.results.registry import parts
-from theseus_pl.deployment.gguf_export import GGUF_TYPES
 
 STEP = "trainer/global_step"
 METHOD = "JobType"  # each run's job type is its method (theseus_curriculum, kd, ...)
@@ -40,8 +37,6 @@ SCORE, SPEEDUP = "final/successor_score", "final/speedup"
 # The run table's columns after the run's name: the headline numbers, then the values the sweep varied.
 SUMMARY_COLUMNS = [SCORE, "final/predecessor_score", "final/retained", SPEEDUP, "final/best_step"]
 SHAPE_SETTINGS = ["theseus.successor_layers", "theseus.successor.hidden_size", "theseus.successor.intermediate_size"]
-PERPLEXITY, DECODE_SPEEDUP = "final/successor_perplexity", "final/decode_speedup"
-LM_COLUMNS = [PERPLEXITY, "final/predecessor_perplexity", "final/kl", "final/agreement", DECODE_SPEEDUP]
 
 
 def by_method(title: str, key: str) -> Any:
@@ -78,41 +73,6 @@ def tradeoff_panels() -> list[Any]:
         ]),
         wr.WeavePanelSummaryTable(table_name="score_vs_speedup"),
     ]  # fmt: skip
-
-
-def language_model_panels() -> list[Any]:
-    """A decoder-LM run's held-out perplexity (what its validation logs) and loss over steps, one line per method."""
-    return [
-        by_method("Held-out perplexity by method", "val/perplexity"),
-        by_method("Training loss by method", "train/loss"),
-    ]
-
-
-def language_model_tradeoff_panels() -> list[Any]:
-    """Where each decoder-LM run lands: successor perplexity against decode speed-up, by method, and its sample."""
-    return [
-        wr.ScatterPlot(title="Successor perplexity against decode speed-up", x=wr.SummaryMetric(DECODE_SPEEDUP),
-                       y=wr.SummaryMetric(PERPLEXITY)),
-        wr.BarPlot(title="Successor perplexity by method", metrics=[PERPLEXITY], groupby=METHOD,
-                   groupby_aggfunc="median", groupby_rangefunc="minmax"),
-        wr.WeavePanelSummaryTable(table_name="generation_sample"),
-    ]  # fmt: skip
-
-
-def gguf_panels() -> list[Any]:
-    """The successors as GGUF files (``deploy.gguf``), a bar per type a run wrote: each file's decode speed-up over the
-    predecessor's file in llama.cpp (left out of the summary where the machine was busy), its perplexity there, and
-    its size."""
-
-    def by_type(title: str, name: str) -> Any:
-        return wr.BarPlot(title=title, metrics=[f"final/gguf_{kind}_{name}" for kind in GGUF_TYPES], groupby=METHOD,
-                          groupby_aggfunc="median", groupby_rangefunc="minmax")  # fmt: skip
-
-    return [
-        by_type("llama.cpp decode speed-up by GGUF type", "llama_cpp_decode_speedup"),
-        by_type("Perplexity in llama.cpp by GGUF type", "llama_cpp_successor_perplexity"),
-        by_type("GGUF file size (MiB) by type", "mib"),
-    ]
 
 
 def config_column(key: str) -> str:
@@ -185,17 +145,6 @@ def _task_model_sections(replacing: ws.Section | None) -> list[ws.Section]:
     ]  # fmt: skip
 
 
-def _language_model_sections(replacing: ws.Section | None) -> list[ws.Section]:
-    return [
-        ws.Section(name="Decoder LMs: held-out perplexity during training", is_open=True,
-                   panels=language_model_panels()),
-        *([replacing] if replacing else []),
-        ws.Section(name="Decoder LMs: perplexity against decode speed-up", is_open=True,
-                   panels=language_model_tradeoff_panels()),
-        ws.Section(name="Decoder LMs: shipped as GGUF for llama.cpp", is_open=True, panels=gguf_panels()),
-    ]  # fmt: skip
-
-
 def sweep_groups(runs: Sequence[RunRecord]) -> list[str]:
     """The W&B groups the runs logged to (a multirun's jobs share one: its folder's name)."""
     return sorted({run.wandb.group for run in runs if run.wandb is not None and run.wandb.group})
@@ -242,13 +191,6 @@ def _task_model_tables(runs: list[Any]) -> list[Any]:
     ]  # fmt: skip
 
 
-def _language_model_tables(runs: list[Any]) -> list[Any]:
-    return [
-        wr.H2(text="Decoder LMs: held-out perplexity per method and kept layers (over seeds)"),
-        wr.MarkdownBlock(text=markdown_table(language_model_table(language_model_frame(runs)))),
-    ]
-
-
 TASK_MODEL_DASHBOARD = Dashboard(
     sections=_task_model_sections,
     headline=ws.Ordering(ws.Summary(SCORE), ascending=False),
@@ -259,15 +201,6 @@ TASK_MODEL_DASHBOARD = Dashboard(
         wr.H2(text="Training"), wr.PanelGrid(runsets=[runset], panels=training_panels() + replacing_panels()),
         wr.H2(text="Score against speed-up"), wr.PanelGrid(runsets=[runset], panels=tradeoff_panels()[:2]),
     ],
-)  # fmt: skip
-LANGUAGE_MODEL_DASHBOARD = Dashboard(
-    sections=_language_model_sections,
-    headline=ws.Ordering(ws.Summary(PERPLEXITY), ascending=True),
-    columns=LM_COLUMNS,
-    ran_on=lambda runs: ["language-model text"],
-    tables=_language_model_tables,
-    plots=lambda runset: [wr.H2(text="Decoder LMs"), wr.PanelGrid(runsets=[runset], panels=[
-        *language_model_panels(), *replacing_panels()[:1], *language_model_tradeoff_panels()[:2]])],
 )  # fmt: skip
 
 

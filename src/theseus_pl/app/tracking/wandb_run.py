@@ -19,7 +19,6 @@ from typing import Any
 from lightning.pytorch.loggers import Logger, WandbLogger
 
 from theseus_pl.app.results.envelope import WandbLink
-from theseus_pl.app.results.language_model import LanguageModelResults
 from theseus_pl.app.results.task_model import TaskModelResults
 
 log = logging.getLogger(__name__)
@@ -90,20 +89,6 @@ def publish(run: Any, results: TaskModelResults, files: dict[str, Path], success
         )
         artifact.add_dir(str(successor_dir))
         run.log_artifact(artifact)
-
-
-def publish_language_model(run: Any, results: LanguageModelResults, files: dict[str, Path]) -> None:
-    """A decoder-LM run's summary (its record's ``summary()``), its generation sample as a table, and its files
-    (``results.json``, the config, the model card); raises on a W&B failure."""
-    import wandb
-
-    run.summary.update(results.summary())
-    if results.sample is not None:
-        sample = results.sample
-        columns = ["prompt", "predecessor", "successor"]
-        run.log({"generation_sample": wandb.Table(columns=columns, data=[[sample.prompt, sample.predecessor,
-                                                                          sample.successor]])})  # fmt: skip
-    save_files(run, files)
 
 
 def save_files(run: Any, files: dict[str, Path]) -> None:

@@ -48,6 +48,7 @@ KIND = Kind(
     missing_parts=sentence_transformers_missing_parts,
     deployer=Deployer(deploy=deploy_embedding_run, plan=_planned),
     without_gguf="; its successor is a sentence-transformers folder already",
-    other_method="method={method} does not compress sentence-embedding models; on one use embedding_theseus, "
-    "embedding_mse (embedding_fine_tuning on labelled pairs) or embedding_truncation.",
+    described="sentence-embedding models",
+    methods_hint="on a sentence-embedding model use embedding_theseus, embedding_mse (embedding_fine_tuning on "
+    "labelled pairs) or embedding_truncation",
 )  # fmt: skip

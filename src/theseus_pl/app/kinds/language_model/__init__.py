@@ -5,18 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from theseus_pl.app.checks.settings import language_model_method_problems
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
-from theseus_pl.app.report.language_model import write_language_model_report
-from theseus_pl.app.results.language_model import LanguageModelResults
+from theseus_pl.app.kinds.language_model.card import language_model_card
+from theseus_pl.app.kinds.language_model.checks import language_model_method_problems
+from theseus_pl.app.kinds.language_model.dashboard import LANGUAGE_MODEL_DASHBOARD
+from theseus_pl.app.kinds.language_model.record import LanguageModelResults
+from theseus_pl.app.kinds.language_model.report import write_language_model_report
 from theseus_pl.app.results.registry import Kind, ReportPart
 from theseus_pl.app.ship.deploy_folder import ENCODERS
-from theseus_pl.app.ship.language_model_card import language_model_card
-from theseus_pl.app.tracking.dashboard import LANGUAGE_MODEL_DASHBOARD
 
 
 def _run(cfg: Any, settings: Any) -> Any:
-    from theseus_pl.app.run.language_model import LanguageModelRun  # Lightning's import waits for a run
+    from theseus_pl.app.kinds.language_model.run import LanguageModelRun  # Lightning's import waits for a run
 
     return LanguageModelRun(cfg, settings)
 
@@ -37,6 +37,6 @@ KIND = Kind(
     report=_report,
     shipped_as=f"a decoder-LM run: its successor is the causal-LM folder {{successor}} (transformers safetensors, "
     f"with its model card); {ENCODERS}. Ship it to llama.cpp as GGUF: --gguf f16 q8_0.",
-    other_method="method={method} compresses encoders; on a language model use one of lm_theseus, shortgpt, "
-    "shortgpt_healed, lm_truncation, streamline.",
+    described="decoder language models",
+    methods_hint="on a language model use one of lm_theseus, shortgpt, shortgpt_healed, lm_truncation, streamline",
 )  # fmt: skip

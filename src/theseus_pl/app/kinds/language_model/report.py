@@ -1,7 +1,8 @@
 """The decoder-LM runs' part of ``python -m theseus_pl.report``: the LM protocol's table and its picture.
 
-A language-model run's ``results.json`` (:class:`~theseus_pl.app.results.language_model.LanguageModelResults`, ``kind``
-``language_model``) has no task score: its methods are compared by held-out perplexity, which is only comparable
+A language-model run's ``results.json``
+(:class:`~theseus_pl.app.kinds.language_model.record.LanguageModelResults`, ``kind`` ``language_model``) has no task
+score: its methods are compared by held-out perplexity, which is only comparable
 between runs scored on the same windows of the same predecessor. So the table groups runs by method, kept layers and
 tokens trained on, and gives, over seeds, the median, min and max perplexity, with the KL divergence to the
 predecessor, top-1 agreement and the decode speed-up beside it; the predecessor gets a row of its own. Where the methods
@@ -15,8 +16,8 @@ from typing import Any
 
 import pandas as pd
 
+from theseus_pl.app.kinds.language_model.record import LanguageModelResults
 from theseus_pl.app.report.files import PREDECESSOR, write_markdown_and_csv
-from theseus_pl.app.results.language_model import LanguageModelResults
 from theseus_pl.core.timing import BUSY_CORES
 
 # The columns of the other held-out text (data.other_text), where the runs scored one: medians over seeds.

@@ -2,7 +2,8 @@
 the model's structure (read on the meta device: no weights), the window against its positions, the tokenizer, the
 texts (the other held-out text must not be the training text), the lm-eval tasks (installed, known, their data at
 hand), the GGUF files asked for (the family, llama.cpp's binding). The settings themselves are checked as for every
-run (:mod:`~theseus_pl.app.checks.settings`)."""
+run (:mod:`~theseus_pl.app.checks.settings`), then by the decoder LM's own rules on its method's options
+(:func:`language_model_method_problems`, which the kind registers)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ import torch
 from omegaconf import DictConfig, ListConfig
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerBase
 
-from theseus_pl.app.checks.settings import successor_depth_problems
+from theseus_pl.app.checks.settings import (
+    changed_from_defaults,
+    successor_depth_problems,
+    teacher_of,
+    trains_nothing_problems,
+)
+from theseus_pl.app.methods.method import ADAPTED_TEACHER, CompressionMethod, TheseusSettings
+from theseus_pl.app.predecessors.adapted import ADAPTATION_KEYS
 from theseus_pl.core.decoders import check_decoder_fits, is_decoder
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.memory import checkpointing_problem
@@ -136,3 +144,58 @@ def gguf_deploy_problems(cfg: DictConfig, model_type: str, predecessor_dir: str)
     if cfg.deploy.get("llama_cpp") is True and (problem := llama_cpp_problem()):
         problems.append(f"deploy.llama_cpp=true: {problem}")
     return problems
+
+
+def language_model_method_problems(cfg: DictConfig, method: CompressionMethod, theseus: TheseusSettings) -> list[str]:
+    """What a decoder LM's run refuses of its method's options: an adapted teacher where no distillation loss reads
+    it, and the LM's own rules."""
+    if problems := trains_nothing_problems(cfg, method):
+        return problems
+    adapts = teacher_of(method) == ADAPTED_TEACHER
+    if adapts and not method.adapted_teacher:  # type: ignore[attr-defined]
+        return ["method.teacher=adapted is read by a distillation loss only: give method.alpha above 0."]
+    return _language_model_problems(cfg, theseus, adapts)
+
+
+def _language_model_problems(cfg: DictConfig, theseus: TheseusSettings, adapts: bool) -> list[str]:
+    """Settings a language-model run does not read (yet), or cannot honour; ``adapts``: the method distils from the
+    predecessor adapted to the text, which reads the finetune group's steps and optimizer settings."""
+    problems = []
+    if cfg.evaluation.single_modules is True:
+        problems.append(
+            "evaluation.single_modules=true scores each Theseus module alone on a task; a decoder-LM run is scored on "
+            "held-out windows. Leave it false."
+        )
+    problems += [
+        f"theseus.successor.{name}={width} narrows encoder successors; a decoder-LM successor is made of whole "
+        "copied layers (depth only). Leave it null."
+        for name, width in theseus.widths.items()
+    ]
+    deploy = [setting for setting in changed_from_defaults(cfg, "deploy") if not setting.startswith(GGUF_SETTINGS)]
+    if deploy:
+        problems.append(
+            f"{', '.join(deploy)}: the deploy group exports an encoder successor to ONNX; a decoder-LM successor "
+            "ships as GGUF files for llama.cpp (deploy.gguf=[f16,q8_0], deploy.llama_cpp, deploy.repeats, "
+            "deploy.threads). Leave the ONNX settings at their defaults."
+        )
+    changed = changed_from_defaults(cfg, "finetune")
+    if adapts:
+        changed = [setting for setting in changed if not setting.startswith(ADAPTATION_SETTINGS)]
+        if cfg.finetune.get("steps") is None:
+            problems.append(
+                "method.teacher=adapted distils from the predecessor fine-tuned on the training text first: give "
+                "its budget, finetune.steps=N (the comparison's: the run's own trainer.max_steps)."
+            )
+    if changed:
+        problems.append(
+            f"{', '.join(changed)}: a decoder-LM run compresses its predecessor as given (model.gguf, model.base or "
+            "model.predecessor) and fine-tunes it first only as a teacher (method.teacher=adapted, with "
+            "finetune.steps, lr, weight_decay, warmup_ratio). Leave the finetune group at its defaults."
+        )
+    return problems
+
+
+# The deploy group's keys a decoder-LM run reads: its GGUF files and their timing in llama.cpp.
+GGUF_SETTINGS = ("deploy.gguf=", "deploy.llama_cpp=", "deploy.repeats=", "deploy.threads=")
+# The finetune group's keys a decoder-LM run reads when it adapts its predecessor to the text (method.teacher=adapted).
+ADAPTATION_SETTINGS = tuple(f"finetune.{name}=" for name in ADAPTATION_KEYS)

@@ -1,7 +1,7 @@
 """``results.json`` of a decoder-LM run: held-out perplexity and agreement with the predecessor, speed, samples.
 
 :class:`LanguageModelResults` is the body of the :mod:`~theseus_pl.app.results.envelope` for this kind (``kind``
-``language_model``), written by :mod:`theseus_pl.app.run.language_model`.
+``language_model``), written by :mod:`theseus_pl.app.kinds.language_model.run`.
 """
 
 from __future__ import annotations

@@ -13,13 +13,13 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 
-from theseus_pl.app.checks.language_model import gguf_deploy_problems
 from theseus_pl.app.checks.multirun import CONFIG
 from theseus_pl.app.config.resolvers import register_resolvers
-from theseus_pl.app.results.language_model import LanguageModelResults
+from theseus_pl.app.kinds.language_model.checks import gguf_deploy_problems
+from theseus_pl.app.kinds.language_model.data import language_model_datamodule
+from theseus_pl.app.kinds.language_model.record import LanguageModelResults
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.registry import kind_named
-from theseus_pl.app.run.language_model_data import language_model_datamodule
 from theseus_pl.app.ship.deploy_folder import recorded_deployment
 from theseus_pl.core.decoders import load_causal_lm
 from theseus_pl.data.language_model import LanguageModelingDataModule, collate_windows

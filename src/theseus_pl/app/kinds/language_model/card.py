@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from huggingface_hub import ModelCard, ModelCardData
 
-from theseus_pl.app.results.language_model import LanguageModelResults
+from theseus_pl.app.kinds.language_model.record import LanguageModelResults
 from theseus_pl.app.ship.card_text import number, quoted, timed_on_a_busy_machine
 from theseus_pl.core.timing import was_busy
 

@@ -28,12 +28,20 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from theseus_pl.app.checks.language_model import harness_task_folders, language_model_problems
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.resources import language_model_resource_problems
 from theseus_pl.app.checks.run import device_problems
 from theseus_pl.app.checks.schedule import schedule_problems, validation_problems
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
+from theseus_pl.app.kinds.language_model.checks import harness_task_folders, language_model_problems
+from theseus_pl.app.kinds.language_model.data import language_model_datamodule
+from theseus_pl.app.kinds.language_model.record import (
+    GenerationSample,
+    LanguageModelData,
+    LanguageModelResults,
+    LanguageModelSide,
+)
+from theseus_pl.app.kinds.language_model.shipping import DECODE_TOKENS, shipped_gguf
 from theseus_pl.app.methods.kind_models import LanguageModels
 from theseus_pl.app.methods.method import CompressionMethod, Method, MethodInputs, SoftTargets
 from theseus_pl.app.methods.schedules import successor_finetuning_steps
@@ -42,18 +50,10 @@ from theseus_pl.app.predecessors.gguf import converted_gguf
 from theseus_pl.app.predecessors.harness_scores import cached_harness_scores
 from theseus_pl.app.predecessors.resumable_training import entry_state
 from theseus_pl.app.results.envelope import Hardware, WandbLink, budget_settings
-from theseus_pl.app.results.language_model import (
-    GenerationSample,
-    LanguageModelData,
-    LanguageModelResults,
-    LanguageModelSide,
-)
 from theseus_pl.app.run.kind import PredecessorTraining, RunKind
-from theseus_pl.app.run.language_model_data import language_model_datamodule
-from theseus_pl.app.run.language_model_shipping import DECODE_TOKENS, shipped_gguf
 from theseus_pl.app.run.stages import each_process, empty_successor_folder, hub_id, rows_per_step
 from theseus_pl.app.ship.model_card import write_model_card
-from theseus_pl.app.tracking.wandb_run import publish_language_model
+from theseus_pl.app.tracking.wandb_run import save_files
 from theseus_pl.core.decoders import load_causal_lm, new_token_room
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.memory import training_memory_bytes
@@ -329,7 +329,7 @@ class LanguageModelRun(RunKind[LanguageModelResults]):
     def publish(self, experiment: Any, results: LanguageModelResults, results_path: Path) -> None:
         files = {"results.json": results_path, "config.yaml": self.output_dir / ".hydra" / "config.yaml",
                  "model_card.md": Path(results.successor.dir) / "README.md"}  # fmt: skip
-        publish_language_model(experiment, results, files)
+        _publish(experiment, results, files)
 
 
 def peak_memory_estimate(cfg: DictConfig, method: CompressionMethod, config: PretrainedConfig) -> int:
@@ -486,3 +486,17 @@ def _sample(
         return tokenizer.decode(ids[0, prompt["input_ids"].shape[1] :], skip_special_tokens=True)
 
     return GenerationSample(prompt=PROMPT, predecessor=continuation(predecessor), successor=continuation(successor))
+
+
+def _publish(run: Any, results: LanguageModelResults, files: dict[str, Path]) -> None:
+    """A decoder-LM run's summary (its record's ``summary()``), its generation sample as a table, and its files
+    (``results.json``, the config, the model card); raises on a W&B failure."""
+    import wandb
+
+    run.summary.update(results.summary())
+    if results.sample is not None:
+        sample = results.sample
+        columns = ["prompt", "predecessor", "successor"]
+        run.log({"generation_sample": wandb.Table(columns=columns, data=[[sample.prompt, sample.predecessor,
+                                                                          sample.successor]])})  # fmt: skip
+    save_files(run, files)
