@@ -16,8 +16,9 @@ from omegaconf import OmegaConf
 from theseus_pl.app.checks import settings as settings_check
 from theseus_pl.app.checks.settings import checked_settings
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.app.kinds.embedding_model.models import SentenceModels
 from theseus_pl.app.methods import schedules
-from theseus_pl.app.methods.kind_models import TaskModels
+from theseus_pl.app.methods.kind_models import LanguageModels, TaskModels
 from theseus_pl.app.methods.language_model import ShortGPT, Streamline
 from theseus_pl.app.methods.method import (
     DEFAULT_SUCCESSOR,
@@ -239,4 +240,6 @@ def test_a_run_records_the_layers_its_method_started_from_not_the_setting_it_ign
     and every_other, and the LM protocol's truncation as block_influence (the experiment's setting)."""
     given = ["method.successor=/elsewhere/successor"] if method == "transfer" else []
     group = OmegaConf.to_container(compose_config(f"method={method}", *given).method, resolve=True)
-    assert method_from_config(group).start_layers("top", kind) == recorded
+    models = {TASK_MODEL: TaskModels(glue_task("RTE")), LANGUAGE_MODEL: LanguageModels(),
+              EMBEDDING_MODEL: SentenceModels(torch.nn.Identity())}[kind]  # fmt: skip
+    assert method_from_config(group).start_layers("top", models) == recorded

@@ -54,6 +54,10 @@ class KindModels:
         """Another run's successor in ``directory`` with a new head for this run (intermediate-task transfer)."""
         raise NotImplementedError(f"{type(self).__name__}: no new head for another run's successor")
 
+    def truncation_keeps(self, init: str) -> str:
+        """The layers :meth:`truncated` keeps, in ``theseus.init``'s words, as the run records them: ``init``'s."""
+        return init
+
 
 @dataclass(frozen=True)
 class TaskModels(KindModels):
@@ -92,6 +96,9 @@ class LanguageModels(KindModels):
         self, predecessor: PreTrainedModel, successor_layers: int, init: str, layers_path: str | None
     ) -> nn.Module:
         return layers_only(keep_layers(predecessor, list(range(successor_layers)), layers_path), layers_path)
+
+    def truncation_keeps(self, init: str) -> str:
+        return "bottom"  # whatever theseus.init says
 
 
 def layers_only(model: PreTrainedModel, layers_path: str | None) -> PreTrainedModel:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
-from theseus_pl.app.methods.kind_models import layers_only
+from theseus_pl.app.methods.kind_models import KindModels, layers_only
 from theseus_pl.app.methods.method import (
     BLOCK_INFLUENCE,
     CompressionMethod,
@@ -58,7 +58,7 @@ class ShortGPT(SoftTargets, CompressionMethod):
     def trains(self) -> bool:
         return self.heal
 
-    def start_layers(self, init: str, kind: str) -> str | None:
+    def start_layers(self, init: str, models: KindModels) -> str | None:
         return BLOCK_INFLUENCE  # it keeps the layers of most block influence, whatever theseus.init says
 
     def build(self, inputs: MethodInputs) -> Method:
@@ -74,7 +74,7 @@ class ShortGPT(SoftTargets, CompressionMethod):
 class Streamline(CompressionMethod):
     kinds: ClassVar[tuple[str, ...]] = (LANGUAGE_MODEL,)
 
-    def start_layers(self, init: str, kind: str) -> str | None:
+    def start_layers(self, init: str, models: KindModels) -> str | None:
         return None  # every layer but the most similar block, which one new layer stands in for
 
     def build(self, inputs: MethodInputs) -> Method:

@@ -220,10 +220,11 @@ class CompressionMethod:
         """(config key, folder or hub id) of each model this method reads besides the predecessor."""
         return []
 
-    def start_layers(self, init: str, kind: str) -> str | None:
-        """The predecessor layers the successor starts as, in ``theseus.init``'s words, as a run of ``kind`` records
-        it: ``init`` where the method reads it, what it keeps instead where it does not (a record copying the setting
-        called LayerDrop's every-other runs bottom, top and every_other), None where no such choice is made."""
+    def start_layers(self, init: str, models: KindModels) -> str | None:
+        """The predecessor layers the successor starts as, in ``theseus.init``'s words, as a run records it (its kind's
+        ``models`` say what their truncation keeps): ``init`` where the method reads it, what it keeps instead where
+        it does not (a record copying the setting called LayerDrop's every-other runs bottom, top and every_other),
+        None where no such choice is made."""
         return init
 
     def build(self, inputs: MethodInputs) -> Method:

@@ -9,6 +9,7 @@ from typing import ClassVar
 from transformers import PreTrainedModel
 
 from theseus_pl.app.config.kinds import TASK_MODEL
+from theseus_pl.app.methods.kind_models import KindModels
 from theseus_pl.app.methods.method import CompressionMethod, Method, MethodInputs, student_module
 from theseus_pl.app.methods.truncation import FineTuning
 from theseus_pl.core.families import find_layer_stack
@@ -38,7 +39,7 @@ class Transfer(CompressionMethod):
     def models_read(self) -> list[tuple[str, str]]:
         return [("method.successor", self.successor)]
 
-    def start_layers(self, init: str, kind: str) -> str | None:
+    def start_layers(self, init: str, models: KindModels) -> str | None:
         return None  # the other run's successor, whole
 
     def build(self, inputs: MethodInputs) -> Method:
@@ -75,7 +76,7 @@ class LayerDrop(CompressionMethod):
                           f"null (1 - n/L) or {LAYERDROP_RULES['drop_rate'].expected}"),
     }  # fmt: skip
 
-    def start_layers(self, init: str, kind: str) -> str | None:
+    def start_layers(self, init: str, models: KindModels) -> str | None:
         return "every_other"  # what it keeps after training, whatever theseus.init says
 
     def build(self, inputs: MethodInputs) -> Method:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
+from theseus_pl.app.methods.kind_models import KindModels
 from theseus_pl.app.methods.method import CompressionMethod, Method, MethodInputs, SoftTargets, student_module
 
 
@@ -22,8 +23,8 @@ class FineTuning(SoftTargets, CompressionMethod):
 
     kinds: ClassVar[tuple[str, ...]] = (TASK_MODEL, LANGUAGE_MODEL, EMBEDDING_MODEL)
 
-    def start_layers(self, init: str, kind: str) -> str | None:
-        return "bottom" if kind == LANGUAGE_MODEL else init  # a decoder LM's truncation keeps its bottom layers
+    def start_layers(self, init: str, models: KindModels) -> str | None:
+        return models.truncation_keeps(init)
 
     def build(self, inputs: MethodInputs) -> Method:
         student = inputs.truncated(inputs.predecessor())

@@ -12,6 +12,7 @@ import lightning.pytorch as pl
 from omegaconf import DictConfig
 
 from theseus_pl.app.checks.settings import RunSettings
+from theseus_pl.app.methods.kind_models import KindModels
 from theseus_pl.app.methods.method import Method, MethodInputs
 from theseus_pl.app.predecessors.resumable_training import interrupted_at, work_folder
 from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
@@ -85,6 +86,20 @@ class RunKind(Generic[R]):
 
     def method_inputs(self, optimizer: dict[str, Any]) -> MethodInputs:
         raise NotImplementedError
+
+    def inputs_from(
+        self,
+        predecessor_dir: str,
+        models: KindModels,
+        optimizer: dict[str, Any],
+        calibration: Callable[[], Any] | None = None,
+        adapted_dir: str | None = None,
+    ) -> MethodInputs:
+        """This run's :class:`MethodInputs` over its kind's ``models``: the settings every kind hands its method
+        (Theseus's, the schedule, the seed) from the run's own."""
+        settings = self.settings
+        return MethodInputs(predecessor_dir, models, settings.theseus, optimizer, settings.schedule,
+                            self.cfg.replacement.kind, self.cfg.seed, calibration, adapted_dir)  # fmt: skip
 
     def record(
         self,

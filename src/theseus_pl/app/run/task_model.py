@@ -18,7 +18,6 @@ from omegaconf import DictConfig, OmegaConf
 from transformers import AutoConfig
 
 from theseus_pl.app.checks.run import checked_datamodule
-from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.methods.kind_models import TaskModels
 from theseus_pl.app.methods.method import CompressionMethod, Method, MethodInputs
 from theseus_pl.app.methods.schedules import successor_finetuning_steps
@@ -140,11 +139,9 @@ class TaskModelRun(RunKind[TaskModelResults]):
         return ",".join(datamodule.data_fingerprints), datamodule.source.describe(datamodule.task)
 
     def method_inputs(self, optimizer: dict[str, Any]) -> MethodInputs:
-        settings, datamodule = self.settings, self.datamodule
-        return MethodInputs(
-            self.predecessor.directory, TaskModels(datamodule.task), settings.theseus, optimizer, settings.schedule,
-            self.cfg.replacement.kind, self.cfg.seed, lambda: calibration_batches(datamodule),
-        )  # fmt: skip
+        datamodule = self.datamodule
+        return self.inputs_from(self.predecessor.directory, TaskModels(datamodule.task), optimizer,
+                                lambda: calibration_batches(datamodule))  # fmt: skip
 
     def record(
         self,
@@ -176,7 +173,7 @@ class TaskModelRun(RunKind[TaskModelResults]):
         return TaskModelResults(
             task=task.name,
             method=method.name,
-            settings=_settings(cfg, self.settings.method),
+            settings=_settings(cfg, self.settings.method, TaskModels(task)),
             predecessor=PredecessorResult(
                 score=predecessor_metrics.pop("score"), metrics=predecessor_metrics, dir=predecessor.directory,
                 origin=predecessor.origin, shape=ModelShape(**shape_of(predecessor_model.config)),
@@ -253,7 +250,7 @@ def single_module_scores(
     return scores
 
 
-def _settings(cfg: DictConfig, method: CompressionMethod) -> dict[str, Any]:
+def _settings(cfg: DictConfig, method: CompressionMethod, models: TaskModels) -> dict[str, Any]:
     """The values a sweep varies, flat, so a report can group runs by them (``theseus.init``: the layers ``method``
     started from). The replacement schedule and the phases' settings only for a method that replaces modules: a
     baseline ignores them, and runs of it at two ``replacement.p`` would read as two grid points."""
@@ -266,7 +263,7 @@ def _settings(cfg: DictConfig, method: CompressionMethod) -> dict[str, Any]:
         "optimizer.lr": cfg.optimizer.lr,
         **budget_settings(cfg.trainer),
         "theseus.successor_layers": cfg.theseus.successor_layers,
-        "theseus.init": method.start_layers(cfg.theseus.init, TASK_MODEL),
+        "theseus.init": method.start_layers(cfg.theseus.init, models),
         "theseus.successor._target_": cfg.theseus.successor._target_,
         "theseus.successor.intermediate_size": cfg.theseus.successor.intermediate_size,
         "theseus.successor.importance": cfg.theseus.successor.get("importance"),

@@ -205,11 +205,7 @@ class EmbeddingModelRun(RunKind[EmbeddingModelResults]):
         ]
 
     def method_inputs(self, optimizer: dict[str, Any]) -> MethodInputs:
-        settings = self.settings
-        return MethodInputs(
-            self.predecessor_dir, SentenceModels(self.head, self.on_pairs), settings.theseus, optimizer,
-            settings.schedule, self.cfg.replacement.kind, self.cfg.seed,
-        )  # fmt: skip
+        return self.inputs_from(self.predecessor_dir, SentenceModels(self.head, self.on_pairs), optimizer)
 
     def record(
         self,

@@ -197,12 +197,9 @@ class LanguageModelRun(RunKind[LanguageModelResults]):
         return source.fingerprint(), source.describe()
 
     def method_inputs(self, optimizer: dict[str, Any]) -> MethodInputs:
-        settings, datamodule = self.settings, self.datamodule
-        return MethodInputs(
-            self.predecessor_dir, LanguageModels(), settings.theseus, optimizer, settings.schedule,
-            self.cfg.replacement.kind,
-            self.cfg.seed, lambda: _calibration(datamodule), self.adapted_dir,
-        )  # fmt: skip
+        datamodule = self.datamodule
+        return self.inputs_from(self.predecessor_dir, LanguageModels(), optimizer, lambda: _calibration(datamodule),
+                                self.adapted_dir)  # fmt: skip
 
     def record(
         self,
@@ -229,7 +226,7 @@ class LanguageModelRun(RunKind[LanguageModelResults]):
             method=method.name,
             settings={"optimizer.lr": cfg.optimizer.lr, **budget_settings(cfg.trainer),
                       "theseus.successor_layers": cfg.theseus.successor_layers,
-                      "theseus.init": self.settings.method.start_layers(cfg.theseus.init, LANGUAGE_MODEL),
+                      "theseus.init": self.settings.method.start_layers(cfg.theseus.init, LanguageModels()),
                       "seed": cfg.seed,
                       # the distillation's loss (method.alpha: 0 the LM loss, 1 the KL alone, between: a mix)
                       **{f"method.{key}": cfg.method[key] for key in ("alpha", "temperature") if key in cfg.method},
