@@ -440,6 +440,7 @@ def _method_problems(cfg: DictConfig, method: CompressionMethod, theseus: Theseu
 
 
 def trains_nothing_problems(cfg: DictConfig, method: CompressionMethod) -> list[str]:
+    """Activation checkpointing asked of a method that trains nothing: refused on every kind, first among its own."""
     if cfg.get("activation_checkpointing") is True and not method.trains:
         return [
             f"activation_checkpointing=true saves memory while training; method={method.name} trains nothing. Leave "
