@@ -6,8 +6,8 @@ checkpoint activations; a family the decoder path cannot compress), the refusal,
 
 The rows are a covering design, not the whole product: each family runs each method once, and the (precision,
 checkpointing) pair turns from row to row so that every family and every method meets all four pairs. What breaks
-with one factor, or with two together, has its row; the product's three-way rows (four times as many) found nothing
-the pairs miss and cost minutes a run.
+with one factor, or with two together, has its row; the whole product (310 rows, three-way combinations too) took
+about four times as long.
 
 One row alone: ``pytest tests/app/test_family_matrix.py -k "gpt2-lm_theseus"``.
 """
