@@ -233,6 +233,14 @@ def test_a_failed_fit_closes_its_progress_bars_so_nothing_prints_later(tmp_path,
     assert capsys.readouterr().out == ""
 
 
+def test_a_fits_bar_names_its_epoch_and_total_from_its_first_line(tmp_path, capsys):
+    """Lightning's opened as "Training: 0/?" before the first epoch began, a stray line in every run's output."""
+    callbacks = [*replacement_callbacks(ConstantSchedule(p=0.5, switch_step=2)), ClosingProgressBar(refresh_rate=1)]
+    make_trainer(tmp_path, 3, callbacks, enable_progress_bar=True).fit(theseus_module(), tiny_loader())
+    lines = [line.strip() for line in capsys.readouterr().out.replace("\r", "\n").splitlines() if line.strip()]
+    assert lines and all(line.startswith("Epoch 0: ") and "/3 " in line for line in lines), lines
+
+
 def test_a_fit_resumed_mid_epoch_shows_its_epoch_total_and_place(tmp_path, capsys):
     """Lightning skips its epoch-start hooks when it resumes mid-epoch, so its bar said "Training: 5/?": no epoch, no
     total, no time left (at base size an epoch of SST-2 is hours), and a rate counted from the epoch's start."""

@@ -5,6 +5,7 @@ training that diverged, and a progress bar that a failed run closes and a resume
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
@@ -15,6 +16,7 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback, Checkpoint, ModelCheckpoint, TQDMProgressBar
+from lightning.pytorch.callbacks.progress.tqdm_progress import Tqdm
 from lightning.pytorch.trainer.states import TrainerFn
 
 from theseus_pl.core.schedules import ReplacementSchedule
@@ -302,6 +304,22 @@ class ClosingProgressBar(TQDMProgressBar):
     """
 
     _resumed_mid_epoch = False  # this fit's first epoch: until its first batch
+
+    def init_train_tqdm(self) -> Tqdm:
+        """Lightning's training bar, opened naming the epoch and its length: Lightning's opens as "Training: 0/?"
+        (a line every fit printed before its first epoch began), though the fit knows both by then."""
+        total = self.total_train_batches
+        return Tqdm(
+            desc=f"Epoch {self.trainer.current_epoch}",
+            total=None if total == float("inf") else total,
+            position=2 * self.process_position,
+            disable=self.is_disabled,
+            leave=True,
+            dynamic_ncols=True,
+            file=sys.stdout,
+            smoothing=0,
+            bar_format=self.BAR_FORMAT,
+        )
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         super().on_train_start(trainer, pl_module)
