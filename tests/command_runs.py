@@ -30,9 +30,11 @@ START_ENV = dict(os.environ)
 READ_AT_IMPORT = ("HF_", "HUGGINGFACE", "TRANSFORMERS", "TOKENIZERS", "TORCH", "PYTORCH", "OMP_", "MKL_", "KMP_",
                   "OPENBLAS", "CUDA", "LD_", "TQDM", "PYTHON", "MPL", "ACCELERATE", "ORT_")  # fmt: skip
 EMULATED = {"PYTHONPATH"}  # the fork puts $PYTHONPATH on sys.path as Python's start does
-# Set by Lightning as it is imported, which the forking process leaves to each command: a test's process that imported
-# Lightning has it, and the command's own import of Lightning sets it again.
-SET_BY_LIGHTNING = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
+# Set by libraries as they are imported, which the forking process leaves to each command: a test's process that
+# imported them has these, and the command's own import sets them again. Lightning's; and lm-eval's (setdefault),
+# which only tunes hub downloads, none of which a test makes: without it here, every command after a test that
+# imported lm-eval started a real process (15 in one run of the suite, about 8 s each on the AVX2-only EPYC).
+SET_BY_LIBRARIES = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1", "HF_XET_HIGH_PERFORMANCE": "1"}
 
 _zygote: subprocess.Popen | None = None
 _unread = bytearray()  # what the zygote wrote past the last line read
@@ -59,8 +61,9 @@ def run_command(command: list[str], *, cwd: str | os.PathLike[str] | None = None
 def _forkable(command: list[str], environment: dict[str, str]) -> bool:
     """Whether ``command`` in ``environment`` starts in a fork as it would in a fresh process: a theseus_pl module,
     each variable read at import as the forking process's libraries read it. A variable those libraries set as they
-    were imported (torch's ``TORCHINDUCTOR_CACHE_DIR``, Lightning's ``PYTORCH_NVML_BASED_CUDA_CHECK``; a test's
-    process has them once it imported the same libraries) may be absent or hold what they set."""
+    were imported (torch's ``TORCHINDUCTOR_CACHE_DIR``, Lightning's ``PYTORCH_NVML_BASED_CUDA_CHECK``, lm-eval's
+    ``HF_XET_HIGH_PERFORMANCE``; a test's process has them once it imported the same libraries) may be absent or hold
+    what they set."""
     if len(command) < 3 or command[:2] != [sys.executable, "-m"] or command[2].split(".")[0] != "theseus_pl":
         return False
     _started_zygote()
@@ -111,7 +114,7 @@ def _started_zygote() -> subprocess.Popen:
         imported = _answer(_zygote, None)["env"]
         _set_by_imports.clear()
         _set_by_imports.update({key: value for key, value in imported.items() if START_ENV.get(key) != value})
-        _set_by_imports.update(SET_BY_LIGHTNING)
+        _set_by_imports.update(SET_BY_LIBRARIES)
     return _zygote
 
 

@@ -66,3 +66,13 @@ def test_the_app_is_the_theseus_pl_console_script_and_refuses_a_home_shorthand_b
     ]
     assert script.value == "theseus_pl.__main__:cli"
     assert refuse_home_shorthand(["data.glue_dir=~/glue_data"]) and not refuse_home_shorthand(["data.glue_dir=/glue"])
+
+
+def test_a_command_still_forks_after_the_test_imported_libraries_that_set_variables_at_import():
+    """Lightning and lm-eval set variables as they are imported; a test that imported them must not push every later
+    command of its worker into a fresh interpreter (about 8 s each on the AVX2-only EPYC)."""
+    import lightning  # noqa: F401
+    import lm_eval.models.huggingface  # noqa: F401
+    from command_runs import _forkable
+
+    assert _forkable([sys.executable, "-m", "theseus_pl", "--help"], dict(os.environ))
