@@ -108,7 +108,7 @@ def named_options(path: Path) -> list[tuple[str, str]]:
     """``group=option`` for the config groups of conf/ a page names (``+experiment=demo``, ``method=kd``)."""
     groups = "|".join([*sorted(p.name for p in CONF.iterdir() if p.is_dir()), "hydra/launcher"])
     text = re.sub(r"```python\n.*?\n```", "", path.read_text(), flags=re.S)  # callbacks=... is Python there
-    return re.findall(rf"(?<![\w./])\+?({groups})=([a-z][\w]*)", text)
+    return re.findall(rf"(?<![\w./])\+?({groups})=([a-z][\w]*)(?![\w(])", text)  # not a sweep's choice(...)
 
 
 NAMED = sorted({(page, group, option) for page in PAGES for group, option in named_options(page)})

@@ -59,6 +59,12 @@ def main(cfg: DictConfig) -> float | None:
         else:
             results = run(cfg)
     except RunRefused as refused:  # refused before the run writes anything
+        if HydraConfig.get().mode == RunMode.MULTIRUN and not check_only:
+            # A sweep's jobs are checked before its first (checks.multirun); a search draws its trials as it goes,
+            # and a combination no check foresaw fails its trial alone: Hydra records the job as failed.
+            if fresh:
+                _remove_run_folder(output_dir)
+            raise
         _refuse(refused, output_dir if fresh else None)
     except DivergedError as diverged:  # the run started: its folder and log stay, no results.json
         if HydraConfig.get().mode == RunMode.MULTIRUN:
@@ -139,16 +145,23 @@ def cli() -> None:
     if MULTIRUN_FLAGS & set(arguments):
         from theseus_pl.app.checks.multirun import multirun_jobs, multirun_refusals  # torch, Lightning: multirun only
         from theseus_pl.app.run.pipeline import refusal_problems
+        from theseus_pl.app.search.checks import search_refusals
 
         overrides = [argument for argument in arguments if not argument.startswith("-")]
-        refusals = multirun_refusals(overrides, refusal_problems)
+        refusals = search_refusals(overrides, refusal_problems)  # None: not a search, a sweep of listed jobs
+        searching = refusals is not None
+        if refusals is None:
+            refusals = multirun_refusals(overrides, refusal_problems)
         if refusals:
             print("The sweep cannot start (no job was run); these jobs would be refused:\n"
                   + "\n".join(f"- {refusal}" for refusal in refusals), file=sys.stderr)  # fmt: skip
             raise SystemExit(2)
         if check_only:
-            jobs = multirun_jobs(overrides)
-            count = "its jobs cannot be listed before it starts" if jobs is None else f"{len(jobs)} jobs"
+            jobs = None if searching else multirun_jobs(overrides)
+            if searching:
+                count = "a search: its trials are drawn as it runs, every value of its space was checked"
+            else:
+                count = "its jobs cannot be listed before it starts" if jobs is None else f"{len(jobs)} jobs"
             print(f"The sweep passes every job's checks of its settings, models and data ({count}; nothing was "
                   "run).")  # fmt: skip
             return

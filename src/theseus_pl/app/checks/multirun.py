@@ -71,6 +71,19 @@ def multirun_refusals(
         return []
     jobs = jobs or []
     checked = _first_of_each_value(jobs) if each_value_once else range(len(jobs))
+    return job_refusals(jobs, checked, overrides, job_problems)
+
+
+def job_refusals(
+    jobs: Sequence[Sequence[str]],
+    checked: Sequence[int],
+    overrides: Sequence[str],
+    job_problems: Callable[[DictConfig], list[str]] | None = None,
+    noun: str = "job",
+) -> list[str]:
+    """The problems of the ``checked`` jobs of ``jobs`` (each its whole overrides), each job named by what it adds
+    to the command line's ``overrides`` (``noun``: what a job is to the sweep's users); a problem of every job (of
+    several) said once."""
     by_problem: dict[str, list[str]] = {}
     with initialize_config_module(CONFIG[0], version_base="1.3"):
         for number in checked:
@@ -80,15 +93,15 @@ def multirun_refusals(
             if not problems and job_problems is not None:
                 problems = job_problems(cfg)
             for problem in dict.fromkeys(problems):  # once a job, as a job is counted once
-                by_problem.setdefault(problem, []).append(f"job {number} ({swept or 'as given'})")
+                by_problem.setdefault(problem, []).append(f"{noun} {number} ({swept or 'as given'})")
     lines = []
     for problem, names in by_problem.items():
         if len(checked) == 1 or len(names) < len(checked):
             lines += [f"{name}: {problem}" for name in names]
         elif len(checked) == len(jobs):
-            lines.append(f"every job: {problem}")
+            lines.append(f"every {noun}: {problem}")
         else:
-            lines.append(f"all {len(checked)} jobs checked (one for each swept value): {problem}")
+            lines.append(f"all {len(checked)} {noun}s checked (one for each swept value): {problem}")
     return lines
 
 

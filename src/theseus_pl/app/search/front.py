@@ -1,0 +1,118 @@
+"""A search's answer from its finished trials: the Pareto front of dev score against milliseconds a call, and the
+fastest trial within the score floor. Plain functions of the measured points, so that planted points test them."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class TrialPoint:
+    """One finished trial as the search weighs it: its shipped model's dev score and time, and what made it."""
+
+    number: int  # Optuna's trial number (also its job's number in the sweep folder)
+    score: float  # the shipped model's dev score (x100)
+    latency_ms: float  # its p50 a call at the serving pattern's batch size, on the dev rows' own lengths
+    throughput_ms: float | None  # its p50 a batch of the other pattern's size, recorded beside it
+    settings: Mapping[str, Any]  # the trial's values of the searched keys
+    target: str  # the runtime deploy chose for it (onnx_int8, openvino_int8, pytorch_successor, ...)
+    folder: str  # its run folder
+    layers: int  # the successor's depth
+    intermediate_size: int | None  # its feed-forward width
+
+
+def pareto_front(points: Sequence[TrialPoint]) -> list[TrialPoint]:
+    """The points no other point beats on both objectives (a higher or equal score and a lower or equal time, one
+    of them strictly), fastest first. Points that are not numbers are never on it."""
+    measured = [point for point in points if _finite(point)]
+    front = [point for point in measured if not any(_dominates(other, point) for other in measured)]
+    return sorted(front, key=lambda point: (point.latency_ms, -point.score, point.number))
+
+
+def fastest_within(points: Sequence[TrialPoint], floor: float) -> TrialPoint | None:
+    """The fastest point whose score is at least ``floor`` (the best score among equally fast ones, then the
+    earliest); None where none reaches it."""
+    kept = [point for point in points if _finite(point) and point.score >= floor]
+    return min(kept, key=lambda point: (point.latency_ms, -point.score, point.number), default=None)
+
+
+def front_table(points: Sequence[TrialPoint], pick: TrialPoint | None, floor: float) -> pd.DataFrame:
+    """Every point, fastest first: its searched values, shape, runtime, score, time, whether it is within the floor
+    and on the front, and which one is the pick."""
+    on_front = {point.number for point in pareto_front(points)}
+    keys = list(dict.fromkeys(key for point in points for key in point.settings))
+    rows = [
+        {
+            "trial": point.number,
+            **{key: _shown(point.settings.get(key)) for key in keys},
+            "layers": point.layers,
+            "ffn width": point.intermediate_size,
+            "runtime": point.target,
+            "score": point.score,
+            "ms a call": point.latency_ms,
+            "within the floor": "yes" if _finite(point) and point.score >= floor else "no",
+            "on the front": "yes" if point.number in on_front else "",
+            "pick": "pick" if pick is not None and point.number == pick.number else "",
+        }
+        for point in sorted(points, key=lambda point: (_sortable(point.latency_ms), point.number))
+    ]
+    return pd.DataFrame(rows)
+
+
+def plot_front(points: Sequence[TrialPoint], pick: TrialPoint | None, floor: float, path: Path) -> Path:
+    """``path`` (a PNG): every trial's score against its time, the front joined, each front point labelled with its
+    depth, width and runtime, the floor drawn and the pick ringed."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no screen: files only
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    measured = [point for point in points if _finite(point)]
+    axes.scatter([p.latency_ms for p in measured], [p.score for p in measured], color="0.6", label="trials")
+    front = pareto_front(points)
+    axes.plot([p.latency_ms for p in front], [p.score for p in front], "o-", color="C0", label="Pareto front")
+    for point in front:
+        axes.annotate(label(point), (point.latency_ms, point.score), textcoords="offset points", xytext=(4, 4),
+                      fontsize=7)  # fmt: skip
+    axes.axhline(floor, color="C3", linestyle="--", linewidth=1, label=f"score floor {floor:.2f}")
+    if pick is not None:
+        axes.scatter([pick.latency_ms], [pick.score], s=160, facecolors="none", edgecolors="C3", label="pick")
+    axes.set_xlabel("ms a call (p50, dev rows at their own lengths)")
+    axes.set_ylabel("dev score")
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def label(point: TrialPoint) -> str:
+    """A point in a few words: ``3 layers, ffn 384, onnx_int8``."""
+    width = f", ffn {point.intermediate_size}" if point.intermediate_size is not None else ""
+    return f"{point.layers} layers{width}, {point.target}"
+
+
+def _dominates(one: TrialPoint, other: TrialPoint) -> bool:
+    no_worse = one.score >= other.score and one.latency_ms <= other.latency_ms
+    return no_worse and (one.score > other.score or one.latency_ms < other.latency_ms)
+
+
+def _finite(point: TrialPoint) -> bool:
+    return math.isfinite(point.score) and math.isfinite(point.latency_ms)
+
+
+def _shown(value: Any) -> Any:
+    """A searched value as the table shows it: a drawn number in three figures (a learning rate of 8.2e-05, not the
+    tables' two decimals, 0.00); its every digit is in ``search.json``."""
+    return f"{value:.3g}" if isinstance(value, float) else value
+
+
+def _sortable(value: float) -> float:
+    return value if math.isfinite(value) else math.inf

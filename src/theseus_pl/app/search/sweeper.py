@@ -1,0 +1,203 @@
+"""``hydra/sweeper=search``: a multi-objective Optuna search run as a Hydra sweep, on Hydra's public Sweeper and
+Launcher interfaces (``hydra-optuna-sweeper`` pins optuna below 3); Hydra's sweeper class itself is the shim in
+``hydra_plugins.theseus_pl_search``, where Hydra looks for plugins.
+
+Each trial is a normal run of the pipeline in the sweep folder (``<sweep dir>/<trial number>``), deployed as the
+run's ``deploy`` group says; the search reads its ``results.json`` and weighs it on two objectives: the shipped
+model's dev score (maximised) and its p50 time a call at the serving batch size on the dev rows' own lengths
+(minimised). The runtime of each trial is the fastest of its deployed models at that batch size whose score stays
+within ``deploy.max_score_drop`` of its fp32 successor's (``deployment.targets.pick_target``). The study lives in
+``<sweep dir>/study.db`` (or the storage URL given): a search killed part-way resumes there with the same
+``hydra.sweep.dir``, reruns the trial it was in with the same values and stops at ``hydra.sweeper.trials``; a
+second call with more trials adds them. Every finished trial is written to ``<sweep dir>/search/``: the front
+(``front.md``, ``front.csv``, ``front.png``) and ``search.json``, the pick: the fastest trial within
+``max_score_drop`` points of the predecessor's dev score.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import optuna
+from hydra.core.plugins import Plugins
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf
+from optuna.trial import TrialState
+
+from theseus_pl.app.checks.refused import RunRefused
+from theseus_pl.app.report.files import write_markdown_and_csv
+from theseus_pl.app.results.reading import read_task_model_results
+from theseus_pl.app.search.front import TrialPoint, fastest_within, front_table, label, pareto_front, plot_front
+from theseus_pl.app.search.settings import ANSWER_FOLDER, SearchSettings
+from theseus_pl.app.search.space import search_space
+from theseus_pl.deployment.targets import AUTO, OWN_LENGTHS, pick_target
+
+log = logging.getLogger(__name__)
+OUTCOME = "outcome"  # a trial's user attribute once its job ended: "measured", or why it failed
+POINT = "point"  # a measured trial's user attribute: what the front needs of it
+PREDECESSOR_SCORE = "predecessor_score"
+
+
+class Search:
+    """The search the Hydra sweeper ``hydra_plugins.theseus_pl_search`` starts: asks Optuna for each batch of
+    trials, launches them with the configured launcher, and tells Optuna each one's measured score and time."""
+
+    def __init__(self, settings: Mapping[str, Any], *, hydra_context: HydraContext, task_function: TaskFunction,
+                 config: DictConfig, validate: Callable[[Sequence[Sequence[str]]], None]) -> None:  # fmt: skip
+        self.settings = SearchSettings.from_config(settings)
+        self.config = config
+        self.validate = validate  # the sweeper's check that a batch of overrides composes
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
+
+    def sweep(self, arguments: list[str]) -> list[JobReturn]:
+        folder = Path(self.config.hydra.sweep.dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, folder / "multirun.yaml")  # as the basic sweeper does: the report reads it
+        space = search_space(self.settings.params, arguments)
+        study = open_study(self.settings, folder)
+        returns: list[JobReturn] = []
+        while (left := self.settings.trials - len(counted(study))) > 0:
+            batch = [study.ask(space.distributions) for _ in range(min(self.settings.parallel, left))]
+            overrides = [space.overrides(trial.params) for trial in batch]
+            self.validate(overrides)
+            launched = list(self.launcher.launch(overrides, initial_job_idx=batch[0].number))
+            for trial, job in zip(batch, launched, strict=True):
+                tell(study, trial, job, self.settings.batch_size)
+            returns += launched
+        write_answer(study, self.settings, folder / ANSWER_FOLDER)
+        return returns
+
+
+def open_study(settings: SearchSettings, folder: Path) -> optuna.Study:
+    """The sweep's study, made or loaded; a trial left running by a killed search is closed as failed and its values
+    asked again first, so that the rerun does not count it."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the run's own lines say what each trial does
+    study = optuna.create_study(
+        study_name=settings.study_name,
+        storage=settings.storage_url(folder),
+        directions=list(SearchSettings.DIRECTIONS),
+        load_if_exists=True,
+    )
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
+        if trial.state == TrialState.RUNNING:
+            study.tell(trial.number, state=TrialState.FAIL)
+            study.enqueue_trial(trial.params)
+            log.warning("Trial %d was cut short by an earlier search: it runs again", trial.number)
+    # Seeded by how far the study got, so that a resumed search does not draw its first trials' values again.
+    study.sampler = optuna.samplers.TPESampler(seed=settings.seed + len(study.trials))
+    return study
+
+
+def counted(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """The trials that ran to an outcome (measured, or failed as a run): those a search's ``trials`` counts."""
+    return [trial for trial in study.get_trials(deepcopy=False) if OUTCOME in trial.user_attrs]
+
+
+def tell(study: optuna.Study, trial: optuna.Trial, job: JobReturn, batch_size: int) -> None:
+    """Tell the study the trial's score and time, or that it failed (its run failed, was not deployed, or scored
+    no number: never a point on the front)."""
+    try:
+        point, predecessor = measured(trial, job, batch_size)
+    except TrialFailed as failed:
+        trial.set_user_attr(OUTCOME, str(failed))
+        study.tell(trial, state=TrialState.FAIL)
+        log.warning("Trial %d failed: %s", trial.number, failed)
+        return
+    trial.set_user_attr(OUTCOME, "measured")
+    trial.set_user_attr(POINT, point_dict(point))
+    trial.set_user_attr(PREDECESSOR_SCORE, predecessor)
+    study.tell(trial, [point.score, point.latency_ms])
+    log.info("Trial %d: %s, dev %.2f, %.2f ms a call", trial.number, label(point), point.score, point.latency_ms)
+
+
+class TrialFailed(Exception):
+    """A trial that gives no point: why, in a line."""
+
+
+def measured(trial: optuna.Trial, job: JobReturn, batch_size: int) -> tuple[TrialPoint, float]:
+    """The trial's point, and the predecessor's dev score, from its finished run's record."""
+    if job.status != JobStatus.COMPLETED:
+        try:
+            job.return_value  # noqa: B018  # raises the job's own error
+        except RunRefused as refused:  # values no check before the search foresaw together
+            raise TrialFailed(f"its run was refused: {'; '.join(refused.problems)}") from None
+        except BaseException as error:  # the job's failure, whatever it was, fails this trial alone
+            raise TrialFailed(f"its run failed ({type(error).__name__}: {error})") from None
+    assert job.hydra_cfg is not None  # set by Hydra's run_job for every job it ran
+    folder = Path(job.hydra_cfg.hydra.runtime.output_dir)
+    record = read_task_model_results(folder / "results.json")
+    deployment = record.deployment
+    if deployment is None:
+        raise TrialFailed(f"{folder} was not deployed: the search times deployed models (deploy.onnx=true)")
+    row = f"batch_{batch_size}{OWN_LENGTHS}"
+    if row not in deployment.latency_ms:
+        raise TrialFailed(f"{folder} was not timed at batch {batch_size} on its own lengths ({row})")
+    choice = pick_target(AUTO, {row: deployment.latency_ms[row]}, deployment.dev_score,
+                         deployment.settings.max_score_drop)  # fmt: skip
+    score = (deployment.dev_score or {}).get(choice.target)
+    predecessor = record.predecessor.score
+    if score is None or not math.isfinite(score) or predecessor is None or not math.isfinite(predecessor):
+        raise TrialFailed(f"{folder}: its dev score, or its predecessor's, is not a number")
+    other = [key for key in deployment.latency_ms if key.endswith(OWN_LENGTHS) and key != row]
+    shape = record.successor.shape
+    point = TrialPoint(
+        number=trial.number,
+        score=score,
+        latency_ms=deployment.latency_ms[row][choice.target],
+        throughput_ms=deployment.latency_ms[other[-1]][choice.target] if other else None,
+        settings=dict(trial.params),
+        target=choice.target,
+        folder=str(folder),
+        layers=record.layers.successor,
+        intermediate_size=shape.intermediate_size if shape is not None else None,
+    )
+    return point, predecessor
+
+
+def point_dict(point: TrialPoint) -> dict[str, Any]:
+    return {**vars(point), "settings": dict(point.settings)}
+
+
+def write_answer(study: optuna.Study, settings: SearchSettings, output: Path) -> TrialPoint | None:
+    """The front (table, plot) and the pick of every measured trial, into ``output``; the pick, or None."""
+    trials = [trial for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
+    points = [TrialPoint(**trial.user_attrs[POINT]) for trial in trials]
+    if not points:
+        log.warning("No trial was measured: no front to write")
+        return None
+    predecessor = max(trial.user_attrs[PREDECESSOR_SCORE] for trial in trials)
+    floor = predecessor - settings.max_score_drop
+    pick = fastest_within(points, floor)
+    output.mkdir(parents=True, exist_ok=True)
+    write_markdown_and_csv(front_table(points, pick, floor), output, "front")
+    plot_front(points, pick, floor, output / "front.png")
+    failed = [trial for trial in counted(study) if trial.state == TrialState.FAIL]
+    answer = {
+        "study": study.study_name,
+        "storage": settings.storage_url(output.parent),
+        "batch_size": settings.batch_size,
+        "predecessor_score": predecessor,
+        "max_score_drop": settings.max_score_drop,
+        "floor": floor,
+        "trials": len(counted(study)),
+        "failed": {str(trial.number): trial.user_attrs[OUTCOME] for trial in failed},
+        "front": [point_dict(point) for point in pareto_front(points)],
+        "pick": point_dict(pick) if pick is not None else None,
+    }
+    (output / "search.json").write_text(json.dumps(answer, indent=2) + "\n")
+    if pick is None:
+        log.warning("No trial kept its dev score within %g points of the predecessor's %.2f: see %s",
+                    settings.max_score_drop, predecessor, output / "front.md")  # fmt: skip
+    else:
+        log.info("The pick: trial %d (%s), dev %.2f (floor %.2f), %.2f ms a call; its run: %s; the front: %s",
+                 pick.number, label(pick), pick.score, floor, pick.latency_ms, pick.folder,
+                 output / "front.md")  # fmt: skip
+    return pick

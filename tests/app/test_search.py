@@ -1,0 +1,116 @@
+"""``+search=fastest_within``: a multi-objective search as a Hydra sweep, each trial a deployed and timed run, its
+study in SQLite beside the trials, its answer the front and the fastest trial within the floor; bad settings
+refused in one line before any trial."""
+
+import json
+import sys
+
+import optuna
+import pytest
+from app_runs import tiny_run_overrides
+from command_runs import run_command
+
+from theseus_pl.app.run.pipeline import refusal_problems
+from theseus_pl.app.search.checks import search_refusals
+
+# The depth and the method searched; the shipped space's other keys fixed by plain overrides.
+SPACE = ["theseus.successor_layers=choice(1,2)", "method=choice(theseus,fine_tuning)",
+         "theseus.successor.intermediate_size=null", "optimizer.lr=1e-3"]  # fmt: skip
+CHEAP_DEPLOY = ["deploy.repeats=2", "deploy.batch_sizes=[1,4]"]
+
+
+def search_overrides(tiny_base, glue_dir, tmp_path) -> list[str]:
+    """The tiny run's overrides as a search over its depth and method, each trial deployed and timed briefly."""
+    tiny = [o for o in tiny_run_overrides(tiny_base, glue_dir, tmp_path)
+            if not o.startswith(("paths.output_dir", "theseus.successor_", "optimizer.lr"))]  # fmt: skip
+    return [*tiny, "+search=fastest_within", *SPACE, *CHEAP_DEPLOY, "hydra.sweeper.max_score_drop=100"]
+
+
+def _search(*overrides: str):
+    return run_command([sys.executable, "-m", "theseus_pl", "-m", *overrides], timeout=600)
+
+
+@pytest.mark.slow
+def test_a_tiny_search_writes_its_study_front_and_pick_and_resumes_without_redoing_finished_trials(
+    tiny_base, glue_dir, tmp_path
+):
+    sweep = tmp_path / "search"
+    overrides = [*search_overrides(tiny_base, glue_dir, tmp_path), f"hydra.sweep.dir={sweep}"]
+    # Two trials at once under the joblib launcher.
+    first = _search(*overrides, "hydra.sweeper.trials=2", "hydra.sweeper.parallel=2", "hydra/launcher=local_parallel",
+                    "hydra.launcher.n_jobs=2")  # fmt: skip
+    assert first.returncode == 0, first.stderr[-3000:]
+    study = optuna.load_study(study_name="search", storage=f"sqlite:///{sweep / 'study.db'}")
+    assert [trial.state.name for trial in study.trials] == ["COMPLETE", "COMPLETE"]
+    # A search killed in its third trial leaves that trial running; the next call (basic launcher) runs it again with
+    # the same values, counts it once, and leaves the finished trials as they are.
+    searched = {"theseus.successor_layers": ["1", "2"], "method": ["theseus", "fine_tuning"]}
+    cut_short = study.ask({key: optuna.distributions.CategoricalDistribution(v) for key, v in searched.items()})
+    finished = {path: path.stat().st_mtime_ns for path in sweep.glob("[01]/results.json")}
+    second = _search(*overrides, "hydra.sweeper.trials=3")
+    assert second.returncode == 0, second.stderr[-3000:]
+    trials = optuna.load_study(study_name="search", storage=f"sqlite:///{sweep / 'study.db'}").trials
+    assert [trial.state.name for trial in trials] == ["COMPLETE", "COMPLETE", "FAIL", "COMPLETE"]
+    assert trials[3].params == cut_short.params and (sweep / "3" / "results.json").is_file()
+    assert {path: path.stat().st_mtime_ns for path in sweep.glob("[01]/results.json")} == finished
+    answer = json.loads((sweep / "search" / "search.json").read_text())
+    assert answer["trials"] == 3 and answer["failed"] == {}
+    pick = answer["pick"]
+    assert pick is not None and pick["score"] >= answer["floor"] == answer["predecessor_score"] - 100
+    assert pick["latency_ms"] == min(point["latency_ms"] for point in answer["front"])  # the floor keeps every trial
+    assert (sweep / str(pick["number"]) / "successor" / "onnx" / "model.onnx").is_file()  # shipped where it ran
+    assert pick["target"] in ("pytorch_successor", "pytorch_bf16", "onnx_fp32", "onnx_int8")
+    front = (sweep / "search" / "front.md").read_text()
+    assert front.count("\n") == 2 + 3 and "| pick |" in front  # a header, its rule and a row a measured trial
+    assert (sweep / "search" / "front.png").stat().st_size > 0
+
+
+def test_bad_search_settings_are_refused_in_one_line_each_before_any_trial(tiny_base, glue_dir, tmp_path):
+    overrides = search_overrides(tiny_base, glue_dir, tmp_path)
+    assert search_refusals(overrides, refusal_problems) == []
+    assert search_refusals([*overrides, "hydra.sweeper.max_score_drop=one", "hydra.sweeper.trials=0"]) == [
+        "hydra.sweeper.trials=0 must be a whole number of trials, at least 1, e.g. 16.",
+        "hydra.sweeper.max_score_drop='one' must be a number of dev points, at least 0, e.g. 1.0.",
+    ]
+    assert search_refusals([*overrides, "deploy.batch_sizes=[1,32]", "hydra.sweeper.batch_size=8"]) == [
+        "hydra.sweeper.batch_size=8 is not timed: deploy.batch_sizes=[1, 32] (add it there)."
+    ]
+    assert search_refusals([*overrides, "deploy.onnx=false", "deploy.quantize=null"]) == [
+        "deploy.onnx=false: the search times each trial's deployed models; set deploy.onnx=true."
+    ]
+    deeper = "theseus.successor_layers=choice(2,9)"
+    too_deep = "theseus.successor_layers=9 must be between 1 and the predecessor's 4 layers."
+    assert search_refusals([*overrides, deeper], refusal_problems) == [
+        f"combination 2 (theseus.successor_layers=9 method=theseus): {too_deep}",
+        f"combination 3 (theseus.successor_layers=9 method=fine_tuning): {too_deep}",
+    ]
+    # Two values refused together: Theseus alone narrows the width, found before a trial draws them both.
+    narrow = "theseus.successor.intermediate_size=choice('null',32)"
+    narrow_kd = ("theseus.successor.intermediate_size=32 shapes Theseus successors; method=kd builds its student from "
+                 "whole predecessor layers (depth only). Leave it null.")  # fmt: skip
+    assert search_refusals([*overrides, "method=choice(theseus,kd)", narrow], refusal_problems) == [
+        f"combination {number} (theseus.successor_layers={layers} method=kd theseus.successor.intermediate_size=32): "
+        f"{narrow_kd}"
+        for number, layers in ((3, 1), (7, 2))
+    ]
+    assert search_refusals([*overrides, "method=choice(kd)"]) == [
+        "hydra.sweeper.params.method=choice(kd) holds one value: nothing to search (set it as a plain override)."
+    ]
+    assert search_refusals([*overrides, "+hydra.sweeper.trails=3"])[0].startswith(
+        "hydra.sweeper.trails is no setting of the search (its settings: trials, max_score_drop, "
+    )
+    assert search_refusals(["+experiment=smollm2_quick", "+search=fastest_within"]) == [
+        "data.kind=language_model: the search compresses encoder classifiers (data.kind=task_model) for now; search "
+        "a decoder LM's or an embedding model's settings with a plain sweep (-m key=a,b)."
+    ]
+    assert search_refusals(["+experiment=demo", "seed=1,2"]) is None  # the basic sweeper's: checks.multirun's
+
+
+def test_the_command_line_refuses_a_bad_search_before_it_starts(tiny_base, glue_dir, tmp_path):
+    completed = _search(*search_overrides(tiny_base, glue_dir, tmp_path), f"hydra.sweep.dir={tmp_path / 's'}",
+                        "hydra.sweeper.trials=0")  # fmt: skip
+    assert completed.returncode == 2
+    assert completed.stderr.strip().splitlines()[-1] == (
+        "- hydra.sweeper.trials=0 must be a whole number of trials, at least 1, e.g. 16."
+    )
+    assert not (tmp_path / "s").exists()

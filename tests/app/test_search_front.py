@@ -1,0 +1,100 @@
+"""The search's answer from planted trials: the Pareto front of score against time, and the fastest within the
+floor."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from theseus_pl.app.search.front import TrialPoint, fastest_within, front_table, pareto_front, plot_front
+
+pytestmark = pytest.mark.quick
+
+
+SETTINGS = {"method": "kd", "optimizer.lr": 8.216908785704085e-05}
+
+
+def point(number: int, score: float, ms: float, layers: int = 3, target: str = "onnx_int8") -> TrialPoint:
+    return TrialPoint(number=number, score=score, latency_ms=ms, throughput_ms=None, settings=SETTINGS,
+                      target=target, folder=f"sweep/{number}", layers=layers, intermediate_size=None)  # fmt: skip
+
+
+PLANTED = [
+    point(0, 80.0, 10.0, layers=4),  # the best score, the slowest
+    point(1, 79.5, 6.0, layers=3),  # on the front: faster for half a point
+    point(2, 79.0, 7.0, layers=3),  # beaten by 1 on both
+    point(3, 75.0, 2.0, layers=1),  # on the front: fastest, far below
+    point(4, math.nan, 1.0, layers=1),  # a NaN score: never on the front, never the pick
+    point(5, 79.5, 6.0, layers=3, target="openvino_int8"),  # ties 1 on both: neither beats the other
+]
+
+
+def test_the_front_holds_the_points_no_other_beats_on_both_fastest_first():
+    assert [p.number for p in pareto_front(PLANTED)] == [3, 1, 5, 0]
+
+
+def test_the_pick_is_the_fastest_within_the_floor_and_none_when_nothing_reaches_it():
+    assert fastest_within(PLANTED, floor=79.0).number == 1  # 3 is faster but below; 1 and 5 tie: the earlier
+    assert fastest_within(PLANTED, floor=79.8).number == 0
+    assert fastest_within(PLANTED, floor=70.0).number == 3
+    assert fastest_within(PLANTED, floor=81.0) is None
+
+
+def test_the_table_marks_the_front_the_floor_and_the_pick_and_the_plot_is_written(tmp_path):
+    pick = fastest_within(PLANTED, floor=79.0)
+    table = front_table(PLANTED, pick, floor=79.0).set_index("trial")
+    assert table.loc[1, "pick"] == "pick" and (table["pick"] == "pick").sum() == 1
+    assert list(table.index[table["on the front"] == "yes"]) == [3, 1, 5, 0]
+    assert table.loc[2, "within the floor"] == "yes" and table.loc[3, "within the floor"] == "no"
+    assert table.loc[4, "within the floor"] == "no" and pd.isna(table.loc[4, "score"])
+    assert list(table.index) == [4, 3, 1, 5, 2, 0]  # fastest first
+    assert table.loc[0, "method"] == "kd" and table.loc[0, "runtime"] == "onnx_int8"
+    assert table.loc[0, "optimizer.lr"] == "8.22e-05"  # a drawn rate in three figures, not rounded to 0.00
+    written = plot_front(PLANTED, pick, 79.0, tmp_path / "front.png")
+    assert written.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_study_of_planted_trials_gives_its_front_table_plot_and_pick(tmp_path):
+    """What the sweeper writes once its trials are told: a failed trial and a trial cut short are no points."""
+    import json
+
+    import optuna
+
+    from theseus_pl.app.search.settings import SearchSettings
+    from theseus_pl.app.search.sweeper import OUTCOME, POINT, PREDECESSOR_SCORE, point_dict, write_answer
+
+    study = optuna.create_study(directions=list(SearchSettings.DIRECTIONS))
+    for planted in PLANTED[:4]:
+        attributes = {OUTCOME: "measured", POINT: point_dict(planted), PREDECESSOR_SCORE: 80.2}
+        study.add_trial(optuna.trial.create_trial(values=[planted.score, planted.latency_ms], user_attrs=attributes))
+    diverged = {OUTCOME: "its run failed (DivergedError: loss is nan)"}
+    study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL, user_attrs=diverged))
+    study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL))  # cut short: asked again, uncounted
+    pick = write_answer(study, SearchSettings(max_score_drop=1.0), tmp_path / "search")
+    assert pick is not None and pick.number == 1  # 79.5 within a point of 80.2; 3 faster but far below
+    answer = json.loads((tmp_path / "search" / "search.json").read_text())
+    assert answer["floor"] == pytest.approx(79.2) and answer["trials"] == 5
+    assert answer["failed"] == {"4": "its run failed (DivergedError: loss is nan)"}
+    assert [point["number"] for point in answer["front"]] == [3, 1, 0]
+    table = pd.read_csv(tmp_path / "search" / "front.csv")
+    assert list(table["trial"]) == [3, 1, 2, 0] and list(table.loc[table["pick"] == "pick", "trial"]) == [1]
+    assert (tmp_path / "search" / "front.md").is_file() and (tmp_path / "search" / "front.png").is_file()
+
+
+def test_a_trial_whose_run_was_refused_fails_alone_saying_why():
+    """A combination no check before the search foresaw: its job failed with the run's refusal; the study records
+    the trial as failed with the refusal's problems, and the search goes on."""
+    import optuna
+    from hydra.core.utils import JobReturn, JobStatus
+
+    from theseus_pl.app.checks.refused import RunRefused
+    from theseus_pl.app.search.settings import SearchSettings
+    from theseus_pl.app.search.sweeper import OUTCOME, counted, tell
+
+    study = optuna.create_study(directions=list(SearchSettings.DIRECTIONS))
+    trial = study.ask({"method": optuna.distributions.CategoricalDistribution(["kd"])})
+    refused = JobReturn(status=JobStatus.FAILED, _return_value=RunRefused(["one problem", "another"]))
+    tell(study, trial, refused, batch_size=1)
+    (told,) = counted(study)
+    assert told.state == optuna.trial.TrialState.FAIL
+    assert told.user_attrs[OUTCOME] == "its run was refused: one problem; another"
