@@ -157,10 +157,10 @@ def cli() -> None:
                   + "\n".join(f"- {refusal}" for refusal in refusals), file=sys.stderr)  # fmt: skip
             raise SystemExit(2)
         if check_only:
-            jobs = None if searching else multirun_jobs(overrides)
             if searching:
                 count = "a search: its trials are drawn as it runs, every value of its space was checked"
             else:
+                jobs = multirun_jobs(overrides)
                 count = "its jobs cannot be listed before it starts" if jobs is None else f"{len(jobs)} jobs"
             print(f"The sweep passes every job's checks of its settings, models and data ({count}; nothing was "
                   "run).")  # fmt: skip
