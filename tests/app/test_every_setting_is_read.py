@@ -22,7 +22,7 @@ from app_runs import compose_config, tiny_run_overrides
 from decoder_models import tiny_decoder, tiny_documents, tiny_lm_tokenizer
 from embedding_models import make_sentence_glue_dir, save_tiny_embedding_model
 from omegaconf import DictConfig, OmegaConf
-from test_app import EXPERIMENTS
+from test_app import CONF, EXPERIMENTS
 
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL
 from theseus_pl.app.config.resolvers import run_kind_name
@@ -135,6 +135,26 @@ def test_a_task_model_run_reads_every_setting_of_its_experiment(experiment, tiny
     with recorded_reads(monkeypatch) as read:
         run(cfg)
     assert unread_keys(cfg, read) == []
+
+
+@pytest.mark.slow
+def test_a_search_trial_reads_every_setting_the_search_gives_it_and_the_search_every_one_of_its_own(
+    tiny_base, glue_dir, tmp_path, monkeypatch
+):
+    """A trial is a run with the search group's settings (its deploy, its benchmark) and a drawn value of each
+    searched key; the search's own settings (``hydra.sweeper.*``) are each a setting it reads, and any other key is
+    refused (``tests/app/test_search.py``)."""
+    from theseus_pl.app.search.settings import SearchSettings
+
+    overrides = tiny_run_overrides(tiny_base, glue_dir, tmp_path)
+    drawn = ["theseus.successor.intermediate_size=32", "optimizer.lr=1e-3", "deploy.repeats=2"]
+    cfg = compose_config("+search=fastest_within", *overrides, "model.predecessor=null", *drawn)
+    with recorded_reads(monkeypatch) as read:
+        run(cfg)
+    assert unread_keys(cfg, read) == []
+    sweeper = OmegaConf.load(CONF / "hydra" / "sweeper" / "search.yaml")
+    assert {key for key in sweeper if not key.startswith("_")} == set(SearchSettings.RULES)
+    assert SearchSettings.from_config(sweeper).trials == sweeper.trials
 
 
 @pytest.mark.slow
