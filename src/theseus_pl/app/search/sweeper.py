@@ -168,7 +168,7 @@ def point_dict(point: TrialPoint) -> dict[str, Any]:
 
 def write_answer(study: optuna.Study, settings: SearchSettings, output: Path) -> TrialPoint | None:
     """The front (table, plot) and the pick of every measured trial, into ``output``; the pick, or None."""
-    trials = [trial for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
+    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     points = [TrialPoint(**trial.user_attrs[POINT]) for trial in trials]
     if not points:
         log.warning("No trial was measured: no front to write")
