@@ -1,5 +1,5 @@
 """``trainer.precision=auto``'s bf16 measurement is taken once per machine and kept in the cache: the jobs of a sweep,
-started together, train in one precision."""
+started together, train in one precision, also where the machine was busy as it was measured."""
 
 import subprocess
 import sys
@@ -55,3 +55,20 @@ def test_a_busy_measurement_serves_its_run_and_is_not_kept(tmp_path, monkeypatch
     assert busy.ratio == 0.9 and busy.busy and "not kept" in busy.when
     monkeypatch.setattr(precision, "measure_bf16", lambda: Bf16Measurement(0.5, 0.0))
     assert machine_bf16_measurement(tmp_path).ratio == 0.5  # measured again
+
+
+def test_a_busy_measurement_is_kept_for_its_sweeps_other_jobs_alone(tmp_path, monkeypatch):
+    """On a machine kept busy (another program, a test suite's other worker) each job measured anew: two jobs of one
+    sweep trained in different precisions where their ratios fell either side of the line."""
+    monkeypatch.setattr(precision, "measure_bf16", lambda: Bf16Measurement(0.9, BUSY_CORES + 1))
+    first = machine_bf16_measurement(tmp_path, tmp_path / "sweep_a")
+    monkeypatch.setattr(precision, "measure_bf16", lambda: Bf16Measurement(0.6, BUSY_CORES + 1))
+    assert machine_bf16_measurement(tmp_path, tmp_path / "sweep_a") == first and first.ratio == 0.9
+    assert first.busy and "when the sweep's first job measured it (busy: kept for this sweep alone)" in first.when
+    assert machine_bf16_measurement(tmp_path, tmp_path / "sweep_b").ratio == 0.6  # another sweep measures again
+    monkeypatch.setattr(precision, "measure_bf16", lambda: Bf16Measurement(0.5, 0.0))
+    machines = machine_bf16_measurement(tmp_path)  # nothing was kept for the machine
+    assert machines.ratio == 0.5 and "when first measured on this machine" in machines.when
+    monkeypatch.setattr(precision, "measure_bf16", lambda: Bf16Measurement(0.7, 0.0))
+    swept = machine_bf16_measurement(tmp_path, tmp_path / "sweep_c")  # a later sweep reads the machine's
+    assert swept.ratio == 0.5 and swept.when.startswith(machines.when.split(", kept in")[0])

@@ -23,6 +23,7 @@ from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 RECORD_SUBDIR = ".hydra"
@@ -32,6 +33,13 @@ _made_here: set[Path] = set()  # run and sweep folders that did not exist as thi
 def last_checkpoint(output_dir: Path) -> Path:
     """Where a run in ``output_dir`` keeps what a rerun resumes from (``callbacks.resume_checkpoint``'s file)."""
     return output_dir / "checkpoints" / "last.ckpt"
+
+
+def sweep_folder() -> Path | None:
+    """The folder of the multirun this job is one of (``hydra.sweep.dir``), absolute; None for a single run."""
+    if not HydraConfig.initialized() or (hydra := HydraConfig.get()).mode != RunMode.MULTIRUN:
+        return None
+    return Path(hydra.sweep.dir).resolve()
 
 
 def record_subdir(output_dir: str, resume: bool | str) -> str | None:

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.resume import finished_run_problems
-from theseus_pl.app.config.run_folder import last_checkpoint
+from theseus_pl.app.config.run_folder import last_checkpoint, sweep_folder
 from theseus_pl.app.methods.method import Method
 from theseus_pl.app.predecessors.classifier import looks_like_path, made_from
 from theseus_pl.app.results.envelope import Hardware, ResultsError, RunRecord
@@ -39,9 +39,9 @@ log = logging.getLogger(__name__)
 
 def run_hardware(trainer_cfg: DictConfig, cache_dir: Path) -> Hardware:
     """The machine the run trains on and the precision ``trainer.precision`` means on it (``auto``: see
-    :mod:`theseus_pl.core.precision`; its measurement kept in ``cache_dir``)."""
+    :mod:`theseus_pl.core.precision`; its measurement kept in ``cache_dir``, one for a whole sweep)."""
     requested, accelerator = str(trainer_cfg.get("precision", AUTO)), str(trainer_cfg.get("accelerator", "auto"))
-    cpu, choice = this_cpu(), run_precision(requested, accelerator, cache_dir)
+    cpu, choice = this_cpu(), run_precision(requested, accelerator, cache_dir, sweep_folder())
     return Hardware(
         precision=choice.precision, precision_requested=requested, precision_reason=choice.reason,
         accelerator="gpu" if uses_gpu(accelerator) else "cpu", cpu=cpu.model, cpu_flags=cpu.relevant_flags,
