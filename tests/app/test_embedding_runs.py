@@ -178,6 +178,10 @@ def test_a_predecessor_folder_without_pooling_is_refused_in_one_line(sentence_fi
         ("theseus.successor.hidden_size=16", "theseus.successor.hidden_size=16 narrows encoder classifiers'"),
         # offline (the suite's HF_HUB_OFFLINE=1) without a local GLUE: a RuntimeError's traceback
         ("data.glue_dir=null", "data: Could not load nyu-mll/glue (stsb, split validation) from the Hugging Face hub"),
+        # Lightning's refusal at the first validation
+        ("callbacks.early_stopping.monitor=val/accuracy",
+         "callbacks.early_stopping.monitor=val/accuracy: this run logs no such value; it logs val/loss, val/score, "
+         "val/cosine, val/mse, train/loss."),
     ],
 )  # fmt: skip
 def test_what_the_kind_cannot_use_is_refused_before_compute(sentence_files, tmp_path, override, refusal):

@@ -157,3 +157,20 @@ def test_a_validation_interval_longer_than_an_epoch_counted_within_epochs_is_ref
     )
     assert refusal_problems(compose_config(*overrides, "trainer.val_check_interval=6")) == []  # one an epoch: fine
     assert not (tmp_path / "run").exists()
+
+
+def test_a_callback_monitoring_a_value_the_run_never_logs_is_refused_before_compute(
+    tiny_base, glue_dir, tmp_path, no_training
+):
+    """Lightning refuses it only at the first validation, after the predecessor's fine-tuning; a value the task's
+    metrics give (RTE: accuracy) is taken."""
+    overrides = tiny_run_overrides(tiny_base, glue_dir, tmp_path)
+    [best, early] = refusal([*overrides, "callbacks.early_stopping.monitor=val/nope",
+                             "callbacks.model_checkpoint.monitor=val/f1"])  # fmt: skip
+    logged = "it logs val/loss, val/accuracy, val/score, train/loss."
+    assert early == f"callbacks.early_stopping.monitor=val/nope: this run logs no such value; {logged}"
+    assert best == f"callbacks.model_checkpoint.monitor=val/f1: this run logs no such value; {logged}"
+    chosen = [*overrides, "callbacks.early_stopping.monitor=val/loss", "callbacks.early_stopping.mode=min",
+              "callbacks.model_checkpoint.monitor=val/accuracy"]  # fmt: skip
+    assert refusal_problems(compose_config(*chosen)) == []
+    assert not (tmp_path / "run").exists()

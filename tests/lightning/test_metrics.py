@@ -1,4 +1,5 @@
-"""Every GLUE metric agrees with an independent computation (scikit-learn, SciPy) on fixed predictions."""
+"""Every GLUE metric agrees with an independent computation (scikit-learn, SciPy) on fixed predictions, and every
+metric names before any batch the values it computes."""
 
 import warnings
 
@@ -8,6 +9,7 @@ from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from theseus_pl.data.tasks import glue_task
+from theseus_pl.lightning.embedding_metrics import EmbeddingMetrics, PairScoreMetrics
 from theseus_pl.lightning.metrics import TaskMetrics
 
 pytestmark = pytest.mark.quick
@@ -72,6 +74,24 @@ def test_mnli_reports_matched_mismatched_and_their_mean():
     labels_mm, predicted_mm = torch.tensor([2, 1, 0, 0, 1]), torch.tensor([2, 0, 0, 1, 1])
     values = compute("MNLI", (one_hot_logits(predicted_m, 3), labels_m), (one_hot_logits(predicted_mm, 3), labels_mm))
     assert values == pytest.approx({"accuracy_m": 0.75, "accuracy_mm": 0.6, "score": 67.5})
+
+
+@pytest.mark.parametrize("task", ["CoLA", "RTE", "MRPC", "STS-B", "MNLI"])
+def test_the_names_known_before_any_batch_are_those_computed(task):
+    """A callback's ``monitor`` is checked against them before the run starts: they must be what validation logs."""
+    spec = glue_task(task)
+    sets = [(torch.randn(6, max(spec.num_labels, 1)), torch.tensor([0, 1, 0, 1, 0, 1])) for _ in spec.eval_splits]
+    if spec.is_regression:
+        sets = [(logits, labels.float()) for logits, labels in sets]
+    assert TaskMetrics.for_task(spec).logged == tuple(compute(task, *sets))
+
+
+@pytest.mark.parametrize("metric_class", [EmbeddingMetrics, PairScoreMetrics])
+def test_a_sentence_embedding_metric_names_the_values_it_computes(metric_class):
+    metric = metric_class()
+    vectors = torch.randn(6, 4)
+    metric.update(vectors, torch.randn(6, 4) if metric_class is EmbeddingMetrics else torch.tensor([1.0, 4.0, 2.0]))
+    assert metric_class.logged == tuple(metric.compute())
 
 
 def test_reset_starts_a_new_epoch():

@@ -24,6 +24,7 @@ class EmbeddingMetrics(Metric):
 
     full_state_update = False
     headline = "score"  # logged as val/score, in the progress bar; checkpoints keep its maximum
+    logged = ("score", "cosine", "mse")  # what compute gives: what a callback may monitor (val/<name>)
 
     def __init__(self) -> None:
         super().__init__()
@@ -51,6 +52,7 @@ class PairScoreMetrics(Metric):
 
     full_state_update = False
     headline = "score"
+    logged = ("score", "spearman")
 
     def __init__(self) -> None:
         super().__init__()

@@ -80,6 +80,15 @@ class TaskMetrics(nn.Module):
         names = ["m", "mm"] if len(task.eval_splits) == 2 else [""]
         return cls(task.metric, task.num_labels, names)
 
+    @property
+    def logged(self) -> tuple[str, ...]:
+        """The names :meth:`compute` gives, known before any batch: what a callback may monitor (``val/<name>``)."""
+        names = []
+        for name, components in zip(self.eval_names, self.sets, strict=True):
+            suffix = f"_{name}" if name else ""
+            names += [f"{key}{suffix}" for key in components] + ([f"mean{suffix}"] if len(components) > 1 else [])
+        return (*names, "score")
+
     def update(self, logits: torch.Tensor, labels: torch.Tensor, eval_index: int = 0) -> None:
         predictions = logits.squeeze(-1).float() if self.regression else logits.argmax(-1)
         for metric in self.sets[eval_index].values():

@@ -31,6 +31,13 @@ from theseus_pl.lightning.step_logging import log_step_number, log_training_loss
 Batch = dict[str, torch.Tensor]
 
 
+def monitorable(logged: Iterable[str]) -> tuple[str, ...]:
+    """What a callback that acts at validation (a best checkpoint, early stopping) can monitor in a
+    :class:`ClassifierModule` scored by metrics that give ``logged``: their values and the loss under ``val/``, and
+    the last step's ``train/loss`` (the other ``train/`` values are logged only on logging steps)."""
+    return ("val/loss", *(f"val/{name}" for name in logged), "train/loss")
+
+
 class ClassifierModule(pl.LightningModule):
     """What both training modes share: evaluation, prediction and the optimizer.
 

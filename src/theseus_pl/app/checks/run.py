@@ -25,7 +25,7 @@ from transformers import AutoConfig, PretrainedConfig
 
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.resources import checked_resources
-from theseus_pl.app.checks.schedule import schedule_problems, validation_problems
+from theseus_pl.app.checks.schedule import monitor_problems, schedule_problems, validation_problems
 from theseus_pl.app.checks.settings import RunSettings
 from theseus_pl.app.config.kinds import data_module_settings
 from theseus_pl.app.config.terms import SUCCESSOR_SETTINGS, in_config_terms, naming_group
@@ -39,6 +39,7 @@ from theseus_pl.core.successors.copied import intermediate_size_problem
 from theseus_pl.core.successors.narrow_width import hidden_size_problem
 from theseus_pl.data.datamodule import TextTaskDataModule, resolve_source, resolve_task, sample_rows
 from theseus_pl.data.tasks import TaskSpec
+from theseus_pl.lightning.metrics import TaskMetrics
 from theseus_pl.lightning.quiet import quiet_trainer_construction
 
 
@@ -51,6 +52,8 @@ def checked_datamodule(cfg: DictConfig, settings: RunSettings) -> TextTaskDataMo
     problems = settings.problems + [problem for found in resources.values() for problem in found]
     problems += device_problems(cfg)
     task = _task(cfg)
+    if task is not None:
+        problems += monitor_problems(cfg, TaskMetrics.for_task(task).logged)
     start_key = "model.predecessor" if cfg.model.predecessor else "model.base"
     if not resources[start_key]:
         try:

@@ -1,15 +1,17 @@
-"""Whether a method trained by the replacement schedule finishes replacing inside the run: the same check for both
-kinds of run, from the settings and the run's length."""
+"""When a run trains and validates, checked from the settings and the run's length before it starts, the same for
+every kind of run: whether a method trained by the replacement schedule finishes replacing inside the run, whether
+validation happens at all, and whether the callbacks that act on it monitor a value the run logs."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from theseus_pl.app.checks.settings import RunSettings
 from theseus_pl.core.settings import positive_int
+from theseus_pl.lightning.modules import monitorable
 
 
 def schedule_problems(cfg: DictConfig, settings: RunSettings, train_rows: int | None) -> list[str]:
@@ -58,6 +60,21 @@ def validation_problems(cfg: DictConfig, train_rows: int | None, unit: str = "ro
         f"trainer.val_check_interval={epoch_batches} or less, or trainer.check_val_every_n_epoch=null (batches counted "
         "over the whole run)."
     ]
+
+
+def monitor_problems(cfg: DictConfig, logged: Iterable[str]) -> list[str]:
+    """A callback (``callbacks.early_stopping``, ``callbacks.model_checkpoint``, one of your own) monitoring a value
+    the run never logs: Lightning finds out only at the first validation, possibly hours in. ``logged``: the names
+    the run's metrics give (``TaskMetrics.logged``)."""
+    names = monitorable(logged)
+    problems = []
+    for name, callback in (cfg.get("callbacks") or {}).items():
+        monitor = callback.get("monitor") if isinstance(callback, Mapping) else None
+        if monitor is not None and monitor not in names:
+            problems.append(
+                f"callbacks.{name}.monitor={monitor}: this run logs no such value; it logs {', '.join(names)}."
+            )
+    return problems
 
 
 def _number(value: Any) -> float:

@@ -16,6 +16,12 @@ from theseus_pl.core.successors import SuccessorFactory
 from theseus_pl.lightning.embedding_metrics import EmbeddingMetrics, PairScoreMetrics
 
 
+def sentence_metrics(pairs: bool) -> type[EmbeddingMetrics] | type[PairScoreMetrics]:
+    """What scores a sentence-embedding model: fidelity to the teacher's vectors, or with ``pairs`` the held-out
+    labelled pairs' Spearman."""
+    return PairScoreMetrics if pairs else EmbeddingMetrics
+
+
 @dataclass(frozen=True)
 class SentenceModels(KindModels):
     """A sentence-embedding model's: its encoder, with the predecessor's modules after it (``head``: the pooling, a
@@ -27,7 +33,7 @@ class SentenceModels(KindModels):
     pairs: bool = False
 
     def metrics(self) -> EmbeddingMetrics | PairScoreMetrics:
-        return PairScoreMetrics() if self.pairs else EmbeddingMetrics()
+        return sentence_metrics(self.pairs)()
 
     def predecessor(self, directory: str) -> PreTrainedModel:
         from theseus_pl.core.embeddings import embedding_encoder, load_embedding_model  # the embeddings extra

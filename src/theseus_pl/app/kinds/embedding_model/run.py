@@ -29,10 +29,10 @@ from omegaconf import DictConfig
 
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.run import device_problems
-from theseus_pl.app.checks.schedule import schedule_problems, validation_problems
+from theseus_pl.app.checks.schedule import monitor_problems, schedule_problems, validation_problems
 from theseus_pl.app.checks.settings import successor_depth_problems
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL
-from theseus_pl.app.kinds.embedding_model.models import SentenceModels
+from theseus_pl.app.kinds.embedding_model.models import SentenceModels, sentence_metrics
 from theseus_pl.app.kinds.embedding_model.record import (
     PAIRS_LOSS,
     TEACHER_VECTORS_LOSS,
@@ -119,6 +119,7 @@ class EmbeddingModelRun(RunKind[EmbeddingModelResults]):
             problems.append(str(error) if str(error).startswith("data.") else f"data: {error}")
         problems += schedule_problems(cfg, self.settings, train_sentences)
         problems += validation_problems(cfg, train_sentences, "training sentences")
+        problems += monitor_problems(cfg, sentence_metrics(self.on_pairs).logged)
         if problems:
             raise RunRefused(problems)
 
