@@ -173,6 +173,13 @@ def test_a_file_given_twice_is_refused_naming_both_places(tmp_path):
         (["+theseus.successor.foo=1"], "theseus.successor.foo is no setting of copied_layer: it takes module_layers"),
         (["+callbacks.mine._target_=no.such.Callback"], "callbacks.mine._target_=no.such.Callback: no class or "
                                                         "function of that name can be imported."),
+        # recorded in results.json as the run's settings, and never read
+        (["+model.revision=v2"], "model.revision is no setting of the model group: its settings are base, "
+                                 "predecessor, hub_id, gguf."),
+        (["+paths.cache=/data"], "paths.cache is no setting of the paths group: did you mean paths.cache_dir?"),
+        (["+logger.csv=false"], "logger.csv is no setting of the logger group: its settings are wandb."),
+        (["+logger.wandb.projet=mine"], "logger.wandb.projet is no setting of the logger.wandb group: did you mean "
+                                        "logger.wandb.project?"),
     ],
 )  # fmt: skip
 def test_a_value_nothing_reads_is_refused_not_recorded(overrides, message):

@@ -235,8 +235,9 @@ def _copies_a_checked_option(cfg: DictConfig, key: str) -> bool:
 
 
 # The groups of plain options, each read key by key or whole by the code (AdamW and its schedule; the predecessor's
-# fine-tuning or adaptation; the speed-up's timing; the checkpoints; the extra scores): a key outside these would be
-# passed on, a TypeError, or dropped unread while the record says it was set.
+# fine-tuning or adaptation; the speed-up's timing; the checkpoints; the extra scores; the models the run starts
+# from, its folders, its loggers): a key outside these would be passed on, a TypeError, or dropped unread while the
+# record says it was set.
 PLAIN_GROUPS = {
     "optimizer": ("lr", "weight_decay", "warmup_ratio"),
     "finetune": ("epochs", "lr", "weight_decay", "warmup_ratio", "steps"),
@@ -244,6 +245,10 @@ PLAIN_GROUPS = {
     "checkpoint": ("every_n_steps", "keep"),
     "evaluation": ("single_modules", "lm_eval"),
     "evaluation.lm_eval": ("tasks", "glue_dir", "include_path", "num_fewshot", "limit", "batch_size"),
+    "model": ("base", "predecessor", "hub_id", "gguf"),
+    "paths": ("output_dir", "cache_dir"),
+    "logger": ("wandb",),
+    "logger.wandb": ("enabled", "project", "entity", "group", "name", "tags", "log_model", "mode", "init_timeout"),
 }
 
 

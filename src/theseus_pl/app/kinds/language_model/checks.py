@@ -81,8 +81,6 @@ def language_model_problems(
             problems.append(str(error))
         else:
             problems += harness_problems(list(cfg.evaluation.lm_eval.tasks), folders)
-    if getattr(config, "use_cache", False) and cfg.model.get("use_cache") is True:
-        problems.append("model.use_cache=true: training runs without the KV cache; leave it out.")
     return problems
 
 
