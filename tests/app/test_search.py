@@ -59,6 +59,8 @@ def test_a_tiny_search_writes_its_study_front_and_pick_and_resumes_without_redoi
     assert pick is not None and pick["score"] >= answer["floor"] == answer["predecessor_score"] - 100
     assert pick["latency_ms"] == min(point["latency_ms"] for point in answer["front"])  # the floor keeps every trial
     assert (sweep / str(pick["number"]) / "successor" / "onnx" / "model.onnx").is_file()  # shipped where it ran
+    card = (sweep / str(pick["number"]) / "successor" / "README.md").read_text()  # naming the search that chose it
+    assert f"Trial {pick['number']} of a search of 3 trials" in card and f"| {pick['number']} (this model) |" in card
     assert pick["target"] in ("pytorch_successor", "pytorch_bf16", "onnx_fp32", "onnx_int8")
     front = (sweep / "search" / "front.md").read_text()
     assert front.count("\n") == 2 + 3 and "| pick |" in front  # a header, its rule and a row a measured trial

@@ -6,6 +6,7 @@ import math
 import pandas as pd
 import pytest
 
+from theseus_pl.app.results.reading import read_task_model_results
 from theseus_pl.app.search.front import TrialPoint, fastest_within, front_table, pareto_front, plot_front
 
 pytestmark = pytest.mark.quick
@@ -64,7 +65,7 @@ def test_a_study_of_planted_trials_gives_its_front_table_plot_and_pick(tmp_path)
     from theseus_pl.app.search.sweeper import OUTCOME, POINT, PREDECESSOR_SCORE, point_dict, write_answer
 
     study = optuna.create_study(directions=list(SearchSettings.DIRECTIONS))
-    for planted in PLANTED[:4]:
+    for planted in _planted_runs(PLANTED[:4], tmp_path):
         attributes = {OUTCOME: "measured", POINT: point_dict(planted), PREDECESSOR_SCORE: 80.2}
         study.add_trial(optuna.trial.create_trial(values=[planted.score, planted.latency_ms], user_attrs=attributes))
     diverged = {OUTCOME: "its run failed (DivergedError: loss is nan)"}
@@ -79,6 +80,39 @@ def test_a_study_of_planted_trials_gives_its_front_table_plot_and_pick(tmp_path)
     table = pd.read_csv(tmp_path / "search" / "front.csv")
     assert list(table["trial"]) == [3, 1, 2, 0] and list(table.loc[table["pick"] == "pick", "trial"]) == [1]
     assert (tmp_path / "search" / "front.md").is_file() and (tmp_path / "search" / "front.png").is_file()
+
+    # The pick's record and card name the search; another call on the folder that picks another trial moves them.
+    found = read_task_model_results(tmp_path / "1" / "results.json").search
+    assert found is not None and (found.trial, found.trials, found.floor) == (1, 5, pytest.approx(79.2))
+    assert [(p.trial, p.shape) for p in found.front] == [(3, "1 layers, onnx_int8"), (1, "3 layers, onnx_int8"),
+                                                         (0, "4 layers, onnx_int8")]  # fmt: skip
+    card = (tmp_path / "1" / "successor" / "README.md").read_text()
+    assert "## Found by a search\n\nTrial 1 of a search of 5 trials (`+search=fastest_within`" in card
+    assert "within 1 points of the predecessor's 80.20 (the floor, 79.20)" in " ".join(card.split())
+    assert (
+        "on AMD EPYC 9R14" in " ".join(card.split())
+        and "| 1 (this model) | 3 layers, onnx_int8 | 79.50 | 6.00 |" in card
+    )
+    assert all(read_task_model_results(tmp_path / str(n) / "results.json").search is None for n in (0, 2, 3))
+    assert write_answer(study, SearchSettings(max_score_drop=0.5), tmp_path / "search").number == 0
+    assert read_task_model_results(tmp_path / "1" / "results.json").search is None
+    assert "Found by a search" not in (tmp_path / "1" / "successor" / "README.md").read_text()
+    assert read_task_model_results(tmp_path / "0" / "results.json").search.trial == 0
+
+
+def _planted_runs(points: list[TrialPoint], folder) -> list[TrialPoint]:
+    """Each point with a finished run's record in ``folder/<number>``, as a trial leaves it."""
+    from dataclasses import replace
+
+    from results_records import a_run, plant
+
+    from theseus_pl.app.results.envelope import Hardware
+
+    hardware = Hardware("32-true", "32-true", "cpu", "AMD EPYC 9R14", ["avx2"], "set by trainer.precision")
+    for planted in points:
+        plant(folder / str(planted.number), a_run(successor_dir=str(folder / str(planted.number) / "successor"),
+                                                   hardware=hardware))  # fmt: skip
+    return [replace(planted, folder=str(folder / str(planted.number))) for planted in points]
 
 
 def test_a_trial_whose_run_was_refused_fails_alone_saying_why():

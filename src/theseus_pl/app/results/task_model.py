@@ -21,6 +21,7 @@ from theseus_pl.app.results.deployment_block import deployment_from
 from theseus_pl.app.results.envelope import (
     Hardware,
     Keys,
+    ResultsError,
     RunRecord,
     WandbLink,
     envelope_fields,
@@ -93,6 +94,31 @@ class DataFacts:
     dataset_config: str | None
 
 
+@dataclass(frozen=True)
+class FrontPoint:
+    """A trial on a search's Pareto front, as the pick's card lists it."""
+
+    trial: int
+    shape: str  # its depth, width and runtime in words: "3 layers, ffn 384, onnx_int8"
+    score: float | None  # its shipped model's dev score (x100)
+    latency_ms: float | None  # its median time a call at the search's batch size, on the dev rows' own lengths
+
+
+@dataclass(frozen=True)
+class SearchFinding:
+    """How a search (``+search=fastest_within``) chose this run: written into its pick's record alone, so that the
+    card it ships with (and publish's, rewritten from the record) names the search, its floor and its front."""
+
+    study: str
+    trial: int  # this run's trial number
+    trials: int  # the trials run to an outcome
+    batch_size: int  # the serving batch size timed and minimised
+    predecessor_score: float | None
+    max_score_drop: float
+    floor: float | None  # the predecessor's score less max_score_drop
+    front: list[FrontPoint]  # fastest first
+
+
 @dataclass(kw_only=True)
 class TaskModelResults(RunRecord):
     """One run's ``results.json``.
@@ -115,6 +141,7 @@ class TaskModelResults(RunRecord):
     # The cores other processes used while it was timed, where that left it out (speedup null); None otherwise.
     speedup_busy_cores: float | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
     deployment: Deployment | None = None
+    search: SearchFinding | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)  # the pick of a search alone
     # The replacement schedule in words (theseus methods only), as schedule.describe() gives it: "curriculum: p = 0.3
     # at step 0, 1 from step 150". Text for people, parsed by nothing; files written before it hold the schedule's
     # repr, "CurriculumSchedule(b=0.3, k=0.004666666666666666)".
@@ -235,6 +262,7 @@ class TaskModelResults(RunRecord):
             speedup=read.optional("speedup"),
             speedup_busy_cores=read.optional("speedup_busy_cores"),
             deployment=deployment_from(deployment) if (deployment := read.nested_if_given("deployment")) else None,
+            search=_search(read.nested_if_given("search")),
             switch_step=read.optional("switch_step"),
             base_model=read.optional("base_model"),
             data=DataFacts(**read.nested("data").pick(DataFacts)),
@@ -261,3 +289,13 @@ def _retained(predecessor_score: float | None, successor_score: float | None) ->
 
 def _shape(read: Keys | None) -> ModelShape | None:
     return ModelShape(**read.pick(ModelShape)) if read else None
+
+
+def _search(read: Keys | None) -> SearchFinding | None:
+    if read is None:
+        return None
+    front = read.required("front")
+    if not isinstance(front, list):
+        raise ResultsError(f"{read.where}front is not a list")
+    points = [FrontPoint(**Keys(point, f"{read.where}front[{i}].").pick(FrontPoint)) for i, point in enumerate(front)]
+    return SearchFinding(**{**read.pick(SearchFinding), "front": points})

@@ -11,7 +11,7 @@ within ``deploy.max_score_drop`` of its fp32 successor's (``deployment.targets.p
 ``hydra.sweep.dir``, reruns the trial it was in with the same values and stops at ``hydra.sweeper.trials``; a
 second call with more trials adds them. Every finished trial is written to ``<sweep dir>/search/``: the front
 (``front.md``, ``front.csv``, ``front.png``) and ``search.json``, the pick: the fastest trial within
-``max_score_drop`` points of the predecessor's dev score.
+``max_score_drop`` points of the predecessor's dev score, whose record and model card then name the search.
 """
 
 from __future__ import annotations
@@ -32,10 +32,13 @@ from optuna.trial import TrialState
 
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.report.files import write_markdown_and_csv
+from theseus_pl.app.results.envelope import write_results
 from theseus_pl.app.results.reading import read_task_model_results
+from theseus_pl.app.results.task_model import FrontPoint, SearchFinding
 from theseus_pl.app.search.front import TrialPoint, fastest_within, front_table, label, pareto_front, plot_front
 from theseus_pl.app.search.settings import ANSWER_FOLDER, SearchSettings
 from theseus_pl.app.search.space import search_space
+from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.deployment.targets import AUTO, OWN_LENGTHS, pick_target
 
 log = logging.getLogger(__name__)
@@ -193,6 +196,12 @@ def write_answer(study: optuna.Study, settings: SearchSettings, output: Path) ->
         "pick": point_dict(pick) if pick is not None else None,
     }
     (output / "search.json").write_text(json.dumps(answer, indent=2) + "\n")
+    front = [FrontPoint(point.number, label(point), point.score, point.latency_ms) for point in pareto_front(points)]
+    finding = None if pick is None else SearchFinding(
+        study.study_name, pick.number, len(counted(study)), settings.batch_size, predecessor, settings.max_score_drop,
+        floor, front,
+    )  # fmt: skip
+    record_the_pick(points, finding)
     if pick is None:
         log.warning("No trial kept its dev score within %g points of the predecessor's %.2f: see %s",
                     settings.max_score_drop, predecessor, output / "front.md")  # fmt: skip
@@ -201,3 +210,16 @@ def write_answer(study: optuna.Study, settings: SearchSettings, output: Path) ->
                  pick.number, label(pick), pick.score, floor, pick.latency_ms, pick.folder,
                  output / "front.md")  # fmt: skip
     return pick
+
+
+def record_the_pick(points: Sequence[TrialPoint], finding: SearchFinding | None) -> None:
+    """The pick's record and card name the search (``finding``); a trial an earlier call on the folder picked, and a
+    later trial displaced, no longer does."""
+    for point in points:
+        path = Path(point.folder) / "results.json"
+        record = read_task_model_results(path)
+        chosen = finding if finding is not None and point.number == finding.trial else None
+        if record.search != chosen:
+            record.search = chosen
+            write_results(path, record)
+            write_model_card(Path(record.successor_dir), record)
