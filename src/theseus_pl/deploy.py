@@ -85,7 +85,8 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
         "--target",
         choices=[AUTO, *TARGETS],
         default=AUTO,
-        help="the model to ship (auto: the fastest within --max-score-drop of the fp32 successor)",
+        help="the model to ship (auto: the fastest of those deployed, OpenVINO's with --openvino, within "
+        "--max-score-drop of the fp32 successor)",
     )
     parser.add_argument("--max-score-drop", type=float, default=0.5, help="dev points a target may lose under auto")
     parser.add_argument(

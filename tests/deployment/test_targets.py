@@ -23,7 +23,8 @@ def test_auto_picks_the_fastest_target_within_the_allowed_score_drop():
     choice = pick_target("auto", LATENCY, scores(int8=75.2), max_score_drop=0.5)
     assert choice.target == "onnx_int8"
     assert choice.reason == (
-        "the fastest with its dev score within 0.5 points of the fp32 successor's 75.50: 0.54x its time"
+        "the fastest with its dev score within 0.5 points of the fp32 successor's 75.50: 0.54x its time; OpenVINO's "
+        "models were not deployed to compete (deploy.openvino=true, or deploy's --openvino)"
     )
 
 
@@ -37,7 +38,7 @@ def test_without_dev_data_only_models_checked_against_pytorch_are_picked_and_a_n
     assert pick_target("auto", LATENCY, None, 0.5).target == "onnx_fp32"
     assert pick_target("auto", LATENCY, None, 0.5).reason == (  # it read "the fastest with its no dev data: ..."
         "the fastest of the models checked against PyTorch's logits (no dev data to score the others by): 0.94x its "
-        "time"
+        "time; OpenVINO's models were not deployed to compete (deploy.openvino=true, or deploy's --openvino)"
     )
     assert pick_target("pytorch_bf16", LATENCY, scores(int8=75.5), 0.5).target == "pytorch_bf16"
     assert pick_target("pytorch_bf16", LATENCY, scores(int8=75.5), 0.5).reason == "deploy.target=pytorch_bf16 as set"
@@ -52,6 +53,7 @@ def test_openvino_targets_compete_on_the_same_terms():
     assert pick_target("auto", latency, both, 0.5).target == "pytorch_bf16"
     faster = {size: {**row, "openvino_int8": row["pytorch_bf16"] / 2} for size, row in latency.items()}
     assert pick_target("auto", faster, both, 0.5).target == "openvino_int8"
+    assert pick_target("auto", faster, both, 0.5).reason.endswith(": 0.37x its time")  # they competed: nothing to add
     assert pick_target("auto", faster, {**both, "openvino_int8": 74.9}, 0.5).target == "pytorch_bf16"
     without_fast_pytorch = {size: {k: v for k, v in row.items() if k != "pytorch_bf16"} for size, row in faster.items()}
     assert pick_target("auto", without_fast_pytorch, None, 0.5).target == "onnx_fp32"  # OpenVINO fp32 slower here
