@@ -7,11 +7,17 @@ Hydra and Lightning's dependencies once (``command_zygote.py``, one per pytest w
 whose environment changes a variable those libraries read as they are imported, runs as a real subprocess. The
 entry points' own start keeps real-process tests (``tests/test_packaging.py``, the console's lines in
 ``tests/app/test_app.py``).
+
+A forked command also starts knowing this machine's bf16 measurement (``theseus_pl.core.precision.measure_bf16``),
+taken once by the test's process where ``trainer.precision=auto`` needs one (a CPU with AVX-512 BF16 and no AMX), as a
+fresh process of a machine whose cache holds it: measured in every command, beside the other worker's tests, it took
+10 to 23 s there (the busy machine's retries). The measurement's own tests run it in real processes.
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 import select
@@ -50,7 +56,7 @@ def run_command(command: list[str], *, cwd: str | os.PathLike[str] | None = None
     with tempfile.TemporaryDirectory(prefix="command-") as folder:
         out, err = Path(folder, "stdout"), Path(folder, "stderr")
         request = {"module": command[2], "arguments": command[3:], "cwd": os.fspath(cwd or os.getcwd()),
-                   "env": environment, "stdout": str(out), "stderr": str(err)}  # fmt: skip
+                   "env": environment, "stdout": str(out), "stderr": str(err), "bf16": _machine_bf16()}  # fmt: skip
         returncode = _forked(request, command, timeout, out, err)
         completed = subprocess.CompletedProcess(command, returncode, _read(out), _read(err))
     if check:
@@ -116,6 +122,17 @@ def _started_zygote() -> subprocess.Popen:
         _set_by_imports.update({key: value for key, value in imported.items() if START_ENV.get(key) != value})
         _set_by_imports.update(SET_BY_LIBRARIES)
     return _zygote
+
+
+@functools.cache
+def _machine_bf16() -> tuple[float, float | None] | None:
+    """This machine's bf16 measurement (ratio, other processes' cores), where ``trainer.precision=auto`` needs one;
+    taken in this process (the zygote runs no torch operation: its children's thread pools would break)."""
+    from theseus_pl.core.precision import measure_bf16, resolve_precision
+
+    taken = []
+    resolve_precision("auto", "cpu", lambda: taken.append(measure_bf16()) or taken[0])
+    return (taken[0].ratio, taken[0].other_cores) if taken else None
 
 
 def _read(path: Path) -> str:

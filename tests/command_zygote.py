@@ -12,7 +12,8 @@ The protocol, JSON lines on stdin and on the stdout this process started with (i
 library may print as it is imported, transformers does under ``WANDB_MODE=offline``): ``{"env": ...}`` first, the
 environment once the libraries are imported (some set variables of their own); then per request ``{"module",
 "arguments", "cwd", "env", "stdout", "stderr"}`` (the last two are files the child writes), answered by
-``{"pid": ...}`` as the child starts and ``{"returncode": ...}`` as it ends. End of stdin ends this process.
+``{"pid": ...}`` as the child starts and ``{"returncode": ...}`` as it ends. End of stdin ends this process. A request's
+``bf16`` (the test process's bf16 measurement, or null) is what the child's ``measure_bf16`` returns.
 """
 
 from __future__ import annotations
@@ -81,6 +82,11 @@ def become(request: dict) -> None:
     python_path = [entry for entry in request["env"].get("PYTHONPATH", "").split(os.pathsep) if entry]
     sys.path[:] = [os.getcwd(), *python_path, *request["base_path"]]
     sys.argv = ["-m", *request["arguments"]]  # runpy puts the module's file first, as python -m does
+    if request["bf16"] is not None:  # the core imports neither Lightning nor Hydra: nothing set up before its time
+        from theseus_pl.core import precision
+
+        measured = precision.Bf16Measurement(*request["bf16"])
+        precision.measure_bf16 = lambda: measured
 
 
 def run_as_main(module: str) -> int:
