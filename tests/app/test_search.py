@@ -46,13 +46,15 @@ def test_a_tiny_search_writes_its_study_front_and_pick_and_resumes_without_redoi
     # the same values, counts it once, and leaves the finished trials as they are.
     searched = {"theseus.successor_layers": ["1", "2"], "method": ["theseus", "fine_tuning"]}
     cut_short = study.ask({key: optuna.distributions.CategoricalDistribution(v) for key, v in searched.items()})
-    finished = {path: path.stat().st_mtime_ns for path in sweep.glob("[01]/results.json")}
+    # (their weights: a record's search block moves to the pick)
+    finished = {path: path.stat().st_mtime_ns for path in sweep.glob("[01]/successor/model.safetensors")}
     second = _search(*overrides, "hydra.sweeper.trials=3")
     assert second.returncode == 0, second.stderr[-3000:]
     trials = optuna.load_study(study_name="search", storage=f"sqlite:///{sweep / 'study.db'}").trials
     assert [trial.state.name for trial in trials] == ["COMPLETE", "COMPLETE", "FAIL", "COMPLETE"]
     assert trials[3].params == cut_short.params and (sweep / "3" / "results.json").is_file()
-    assert {path: path.stat().st_mtime_ns for path in sweep.glob("[01]/results.json")} == finished
+    assert {path: path.stat().st_mtime_ns for path in sweep.glob("[01]/successor/model.safetensors")} == finished
+    assert len(finished) == 2
     answer = json.loads((sweep / "search" / "search.json").read_text())
     assert answer["trials"] == 3 and answer["failed"] == {}
     pick = answer["pick"]
