@@ -88,7 +88,10 @@ def main(argv: Sequence[str] | None = None) -> Any:
     online = wandb_mode() == "online"
     if args.dry_run or not online:
         why = "--dry-run" if args.dry_run else "W&B is not online here: wandb login or WANDB_API_KEY, no WANDB_MODE"
-        print("\n".join([f"Not saved ({why}). Saving would create:", *describe(item)]))
+        action = f"replace the sections and settings of the saved view {args.view_url} with" if args.view_url else (
+            "create"
+        )  # fmt: skip
+        print("\n".join([f"Not saved ({why}). Saving would {action}:", *describe(item)]))
         return item
     try:
         save(item, args.view_url)

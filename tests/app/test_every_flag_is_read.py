@@ -1,7 +1,7 @@
-"""No flag of deploy, submit or report is dropped in silence: each option its help lists, given on its own with a
-value other than its default, changes what the dry run says it would do, or is refused (exit status 2). A new option
-must be added to the command's table (:data:`DEPLOY_VALUES`, :data:`SUBMIT_VALUES`, :data:`REPORT_VALUES`) with a
-value to try: the test fails on an option it does not know."""
+"""No flag of deploy, submit, report, publish or dashboard is dropped in silence: each option its help lists, given on
+its own with a value other than its default, changes what the dry run says it would do, or is refused (exit status 2).
+A new option must be added to the command's table (:data:`DEPLOY_VALUES`, :data:`SUBMIT_VALUES`, :data:`REPORT_VALUES`,
+:data:`PUBLISH_VALUES`, :data:`DASHBOARD_VALUES`) with a value to try: the test fails on an option it does not know."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from glue_files import make_glue_dir
 from results_records import a_run, plant
 
 from theseus_pl.app.report.tables import main as report_main
+from theseus_pl.app.ship.publishing import main as publish_main
+from theseus_pl.dashboard import main as dashboard_main
 from theseus_pl.deploy import main
 from theseus_pl.submit import main as submit_main
 
@@ -128,4 +130,54 @@ def test_every_report_option_changes_the_plan_or_is_refused(tmp_path, capsys):
     for option, (_, values) in REPORT_VALUES.items():
         status, printed = dry_run([*base, option, *(value.format(folder=tmp_path) for value in values)], capsys,
                                   report_main)  # fmt: skip
+        assert status == 2 or printed != plan, f"{option} alone changes nothing and is not refused"
+
+
+# publish's options, each tried on a finished run's folder ({run}) published to ORG/NAME; dashboard's on a sweep folder
+# of planted runs ({folder}), in entity e's project p. The first value of each table is the command's base.
+PUBLISH_VALUES: dict[str, list[str]] = {"--repo-id": ["org/other"], "--private": [], "--token": ["hf_given"]}
+DASHBOARD_VALUES: dict[str, list[str]] = {
+    "--entity": ["other"],
+    "--project": ["other"],
+    "--group": ["a-group"],
+    "--sweep": ["{folder}"],
+    "--name": ["mine"],
+    "--view-url": ["https://wandb.ai/e/p?nw=view1"],
+    "--report": ["{folder}"],
+}
+
+
+def test_every_publish_option_changes_the_plan_or_is_refused(tmp_path, tiny_tokenizer, capsys, monkeypatch):
+    """On a machine without a hub token, so that --token's own value is what the dry run reads."""
+    from huggingface_hub import constants
+
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
+    options = help_options(capsys, publish_main)
+    assert options == sorted(PUBLISH_VALUES), "an option the test does not know: add it with a value"
+    run = tmp_path / "run"
+    plant(run, a_run(successor_dir=str(run / "successor")))
+    tiny_model("bert", num_hidden_layers=2, num_labels=2).save_pretrained(run / "successor")
+    tiny_tokenizer.save_pretrained(run / "successor")
+    base = [str(run), "--repo-id", "org/name"]
+    status, plan = dry_run(base, capsys, publish_main)
+    assert status == 0, plan
+    for option, values in PUBLISH_VALUES.items():
+        status, printed = dry_run([*base, option, *values], capsys, publish_main)
+        assert status == 2 or printed != plan, f"{option} alone changes nothing and is not refused"
+
+
+def test_every_dashboard_option_changes_the_plan_or_is_refused(tmp_path, capsys):
+    options = help_options(capsys, dashboard_main)
+    assert options == sorted(DASHBOARD_VALUES), "an option the test does not know: add it with a value"
+    for seed in (1, 2):
+        plant(tmp_path / "sweep" / str(seed), a_run(seed=seed, settings={"seed": seed}))
+    base = ["--entity", "e", "--project", "p"]
+    status, plan = dry_run(base, capsys, dashboard_main)
+    assert status == 0, plan
+    for option, values in DASHBOARD_VALUES.items():
+        given = [value.format(folder=tmp_path / "sweep") for value in values]
+        status, printed = dry_run([*base, option, *given], capsys, dashboard_main)
+        assert status in (0, 2), printed  # planned, or refused in its words: no traceback
         assert status == 2 or printed != plan, f"{option} alone changes nothing and is not refused"

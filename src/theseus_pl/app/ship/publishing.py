@@ -203,6 +203,16 @@ def describe(upload: Upload) -> str:
     return "\n".join(lines)
 
 
+def _token_line(given: str | None) -> str:
+    """Which token the upload would use, not checked by a dry run (no network): the one given, the machine's, or none
+    (then the upload itself is refused)."""
+    if given:
+        return "The upload would use the token given by --token (a dry run does not check it)."
+    if get_token():
+        return "The upload would use this machine's token (HF_TOKEN or `hf auth login`'s; a dry run does not check it)."
+    return f"The upload itself would be refused: {NO_TOKEN}"
+
+
 def main(argv: Sequence[str] | None = None, api: HubApi | None = None) -> str:
     """The command; ``api`` stands in for ``HfApi(token=...)``. Returns the repo's URL."""
     parser = command_parser("publish", __doc__, dry_run="list what would go up, upload nothing, need no token")
@@ -227,6 +237,7 @@ def main(argv: Sequence[str] | None = None, api: HubApi | None = None) -> str:
         raise SystemExit(2)
     if args.dry_run:
         print(describe(upload))
+        print(_token_line(args.token))
         url = f"{constants.ENDPOINT}/{upload.repo_id}"
         print(f"Dry run: nothing was uploaded. The model would be at {url}")
         return url
