@@ -214,9 +214,13 @@ def write_answer(study: optuna.Study, settings: SearchSettings, output: Path) ->
 
 def record_the_pick(points: Sequence[TrialPoint], finding: SearchFinding | None) -> None:
     """The pick's record and card name the search (``finding``); a trial an earlier call on the folder picked, and a
-    later trial displaced, no longer does."""
+    later trial displaced, no longer does. A trial whose folder was moved or deleted since is passed over."""
     for point in points:
         path = Path(point.folder) / "results.json"
+        if not path.is_file():
+            log.warning("Trial %d's record %s is gone: its card cannot say whether the search picked it", point.number,
+                        path)  # fmt: skip
+            continue
         record = read_task_model_results(path)
         chosen = finding if finding is not None and point.number == finding.trial else None
         if record.search != chosen:
