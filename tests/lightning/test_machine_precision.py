@@ -61,14 +61,34 @@ def test_a_busy_measurement_is_kept_for_its_sweeps_other_jobs_alone(tmp_path, mo
     """On a machine kept busy (another program, a test suite's other worker) each job measured anew: two jobs of one
     sweep trained in different precisions where their ratios fell either side of the line."""
     monkeypatch.setattr(precision, "measure_bf16", lambda: Bf16Measurement(0.9, BUSY_CORES + 1))
-    first = machine_bf16_measurement(tmp_path, tmp_path / "sweep_a")
+    first = machine_bf16_measurement(tmp_path, [tmp_path / "sweep_a"])
     monkeypatch.setattr(precision, "measure_bf16", lambda: Bf16Measurement(0.6, BUSY_CORES + 1))
-    assert machine_bf16_measurement(tmp_path, tmp_path / "sweep_a") == first and first.ratio == 0.9
-    assert first.busy and "when the sweep's first job measured it (busy: kept for this sweep alone)" in first.when
-    assert machine_bf16_measurement(tmp_path, tmp_path / "sweep_b").ratio == 0.6  # another sweep measures again
+    assert machine_bf16_measurement(tmp_path, [tmp_path / "sweep_a"]) == first and first.ratio == 0.9
+    assert (
+        first.busy
+        and f"when the first run measured it in {tmp_path / 'sweep_a'} (busy: kept for its runs)" in first.when
+    )
+    assert machine_bf16_measurement(tmp_path, [tmp_path / "sweep_b"]).ratio == 0.6  # another sweep measures again
     monkeypatch.setattr(precision, "measure_bf16", lambda: Bf16Measurement(0.5, 0.0))
     machines = machine_bf16_measurement(tmp_path)  # nothing was kept for the machine
     assert machines.ratio == 0.5 and "when first measured on this machine" in machines.when
     monkeypatch.setattr(precision, "measure_bf16", lambda: Bf16Measurement(0.7, 0.0))
-    swept = machine_bf16_measurement(tmp_path, tmp_path / "sweep_c")  # a later sweep reads the machine's
+    swept = machine_bf16_measurement(tmp_path, [tmp_path / "sweep_c"])  # a later sweep reads the machine's
     assert swept.ratio == 0.5 and swept.when.startswith(machines.when.split(", kept in")[0])
+
+
+def test_a_busy_measurement_is_kept_for_the_runs_folder_and_read_by_each_job_of_its_sweep_alike(tmp_path, monkeypatch):
+    """A DDP rank re-runs the command in the run's folder and a resume goes on there: each reads what the first
+    process measured, so the ranks and the resumed run train in the precision it started in; a sweep's jobs, each in
+    its own folder, read their sweep's, and say so in the same words."""
+    monkeypatch.setattr(precision, "measure_bf16", lambda: Bf16Measurement(0.79, BUSY_CORES + 1))
+    run = machine_bf16_measurement(tmp_path, [tmp_path / "run"])
+    monkeypatch.setattr(precision, "measure_bf16", lambda: Bf16Measurement(0.85, BUSY_CORES + 1))
+    assert machine_bf16_measurement(tmp_path, [tmp_path / "run"]) == run and run.ratio == 0.79  # rank 1, a resume
+    sweep = tmp_path / "sweep"
+    jobs = [machine_bf16_measurement(tmp_path, [sweep / str(job), sweep]) for job in (0, 1)]
+    assert jobs[0] == jobs[1] and jobs[0].ratio == 0.85 and str(sweep) in jobs[0].when
+    monkeypatch.setattr(precision, "measure_bf16", lambda: Bf16Measurement(0.5, 0.0))
+    calm = machine_bf16_measurement(tmp_path, [tmp_path / "later"])  # not busy: the machine's, nothing for the folder
+    assert calm.ratio == 0.5 and "when first measured on this machine" in calm.when
+    assert len(list((tmp_path / "machine").glob("bf16-*-for-*"))) == 4  # run, sweep, its two jobs: not "later"

@@ -7,8 +7,9 @@ bf16 (0.44x). They then fine-tuned two predecessors (the precision is part of a 
 two precisions, which a sweep's comparison must not mix. The first job now measures under the cache's file lock while
 the others wait, idle, and every later run on the machine reads what it found. The entry is keyed by what decides the
 ratio: the CPU's model and flags, the torch version and the torch threads. A measurement that stayed busy (another
-program kept the cores) is not kept for the machine: it serves its own run and, in a sweep, the sweep's other jobs
-(kept for that sweep alone, so its jobs still train in one precision); the next run or sweep measures again.
+program kept the cores) is not kept for the machine: it is kept for the run's folder alone (its DDP ranks re-run the
+command there, and a resume goes on there, in the precision it started in) and, in a sweep, for the sweep's other
+jobs (so they still train in one precision); the next run or sweep measures again.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import shutil
 import warnings
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -41,12 +42,23 @@ class _BusyMeasurement(Exception):
         self.measurement = measurement
 
 
-def run_precision(requested: str, accelerator: str, cache_dir: Path, sweep: Path | None = None) -> PrecisionChoice:
+class _MachinesMeasurement(Exception):
+    """Raised inside a folder's entry's build where the machine's kept measurement serves: nothing kept for it."""
+
+    def __init__(self, measurement: Bf16Measurement) -> None:
+        super().__init__("the machine's measurement serves")
+        self.measurement = measurement
+
+
+SHARED = "when the first run measured it in"  # a busy measurement kept for a folder's runs: "... in <folder> (busy...)"
+
+
+def run_precision(requested: str, accelerator: str, cache_dir: Path, shared_by: Sequence[Path] = ()) -> PrecisionChoice:
     """What ``trainer.precision`` means for a run on this machine, its bf16 measurement (where the rule needs one)
     kept under ``cache_dir``; as Lightning trains in it (``16-mixed`` on a CPU is bf16-mixed: no fp16 autocast
-    there), so that the record says what the run trained in. ``sweep``: the folder of the sweep the run is a job
-    of, whose jobs share one measurement."""
-    choice = resolve_precision(requested, accelerator, lambda: machine_bf16_measurement(cache_dir, sweep))
+    there), so that the record says what the run trained in. ``shared_by``: the folders whose runs share one
+    measurement (:func:`machine_bf16_measurement`)."""
+    choice = resolve_precision(requested, accelerator, lambda: machine_bf16_measurement(cache_dir, shared_by))
     trained = lightning_precision(choice.precision, accelerator)
     if trained in (None, choice.precision):
         return choice
@@ -67,10 +79,11 @@ def lightning_precision(precision: str, accelerator: str) -> str | None:
     return str(trainer.precision)
 
 
-def machine_bf16_measurement(cache_dir: Path, sweep: Path | None = None) -> Bf16Measurement:
+def machine_bf16_measurement(cache_dir: Path, shared_by: Sequence[Path] = ()) -> Bf16Measurement:
     """:func:`~theseus_pl.core.precision.measure_bf16` for this machine: read from ``cache_dir/machine/`` when a run
-    measured it before, else measured (one job of a sweep; the others wait for it) and kept there. ``sweep``: the
-    folder of the sweep the run is a job of; its jobs read one measurement, a busy one too."""
+    measured it before, else measured (one job of a sweep; the others wait for it) and kept there. ``shared_by``: the
+    folders whose runs read one measurement, a busy one too, innermost first (the run's own folder, which its DDP
+    ranks and its resumes run in; the sweep's); a busy measurement is kept for them alone."""
     cpu = this_cpu()
     identity = [cpu.model, cpu.relevant_flags, torch.__version__, torch.get_num_threads()]
     key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
@@ -82,40 +95,46 @@ def machine_bf16_measurement(cache_dir: Path, sweep: Path | None = None) -> Bf16
             raise _BusyMeasurement(measurement)
         _write(staging, measurement, "when first measured on this machine")
 
-    def measured() -> Bf16Measurement | _BusyMeasurement:
+    def machines() -> Bf16Measurement:
         try:
             return load_or_build(path, _load, build, "this machine's bf16 measurement")[0]
         except _BusyMeasurement as busy:
             log.warning(
-                "Other processes kept %.1f cores busy while bf16 was timed against fp32; this %s uses that "
+                "Other processes kept %.1f cores busy while bf16 was timed against fp32; this run uses that "
                 "measurement and does not keep it for the machine (trainer.precision=32-true or bf16-mixed decides "
-                "without measuring).", busy.measurement.other_cores, "run" if sweep is None else "sweep",
+                "without measuring).", busy.measurement.other_cores,
             )  # fmt: skip
-            return busy
+            return Bf16Measurement(busy.measurement.ratio, busy.measurement.other_cores, "at start (not kept: busy)")
 
-    if sweep is None:
-        found = measured()
-        if isinstance(found, _BusyMeasurement):
-            return Bf16Measurement(found.measurement.ratio, found.measurement.other_cores, "at start (not kept: busy)")
-        return found
+    def shared(folders: Sequence[Path]) -> Bf16Measurement:
+        """The measurement the runs of ``folders[0]`` share: the outer folders', the machine's, or, where that was
+        busy, the one its first run took, kept for its runs (built under a lock: the others wait and read it)."""
+        if not folders:
+            return machines()
+        entry = path.with_name(f"{path.name}-for-{hashlib.sha256(str(folders[0]).encode()).hexdigest()[:16]}")
 
-    def build_for_sweep(staging: Path) -> None:  # the machine's record, or the busy one for this sweep alone
-        found = measured()
-        if isinstance(found, _BusyMeasurement):
-            busy = "when the sweep's first job measured it (busy: kept for this sweep alone)"
-            _write(staging, found.measurement, busy)
-        else:
-            shutil.copy2(path / MEASUREMENT, staging / MEASUREMENT)
+        def build_shared(staging: Path) -> None:
+            found = shared(folders[1:])
+            if not found.busy:
+                raise _MachinesMeasurement(found)  # the machine's entry serves: nothing kept for the folder
+            kept = found.when if found.when.startswith(SHARED) else f"{SHARED} {folders[-1]} (busy: kept for its runs)"
+            _write(staging, found, kept, measured_at=None if kept != found.when else "")
 
-    entry = path.with_name(f"{path.name}-sweep-{hashlib.sha256(str(sweep).encode()).hexdigest()[:16]}")
-    return load_or_build(entry, _load, build_for_sweep, "this sweep's bf16 measurement")[0]
+        try:
+            return load_or_build(entry, _load, build_shared, f"the bf16 measurement of the runs in {folders[0]}")[0]
+        except _MachinesMeasurement as machine:
+            return machine.measurement
+
+    return shared([folder.resolve() for folder in shared_by])
 
 
-def _write(folder: Path, measurement: Bf16Measurement, kept: str) -> None:
+def _write(folder: Path, measurement: Bf16Measurement, kept: str, measured_at: str | None = None) -> None:
+    """The entry's record; ``measured_at``: "" where ``kept`` already holds the whole text (an inner folder's copy of
+    the outer one's), else now."""
     cpu = this_cpu()
-    measured_at = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    record = {"ratio": measurement.ratio, "other_cores": measurement.other_cores, "measured_at": measured_at,
-              "kept": kept, "cpu": cpu.model, "cpu_flags": cpu.relevant_flags, "torch": torch.__version__,
+    at = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if measured_at is None else measured_at
+    record = {"ratio": measurement.ratio, "other_cores": measurement.other_cores, "measured_at": at, "kept": kept,
+              "cpu": cpu.model, "cpu_flags": cpu.relevant_flags, "torch": torch.__version__,
               "threads": torch.get_num_threads()}  # fmt: skip
     (folder / MEASUREMENT).write_text(json.dumps(record, indent=1))
 
@@ -123,5 +142,5 @@ def _write(folder: Path, measurement: Bf16Measurement, kept: str) -> None:
 def _load(folder: Path) -> Bf16Measurement:
     record = json.loads((folder / MEASUREMENT).read_text())
     kept = record.get("kept", "when first measured on this machine")  # entries written before "kept" was recorded
-    when = f"{kept}, {record['measured_at']}, kept in {folder}"
+    when = kept if not record["measured_at"] else f"{kept}, {record['measured_at']}, kept in {folder}"
     return Bf16Measurement(float(record["ratio"]), record["other_cores"], when)

@@ -37,11 +37,13 @@ from theseus_pl.lightning.precision import run_precision
 log = logging.getLogger(__name__)
 
 
-def run_hardware(trainer_cfg: DictConfig, cache_dir: Path) -> Hardware:
+def run_hardware(trainer_cfg: DictConfig, cache_dir: Path, output_dir: Path | None = None) -> Hardware:
     """The machine the run trains on and the precision ``trainer.precision`` means on it (``auto``: see
-    :mod:`theseus_pl.core.precision`; its measurement kept in ``cache_dir``, one for a whole sweep)."""
+    :mod:`theseus_pl.core.precision`; its measurement kept in ``cache_dir``, one for the run in ``output_dir``, its
+    DDP ranks and resumes, and for its whole sweep)."""
     requested, accelerator = str(trainer_cfg.get("precision", AUTO)), str(trainer_cfg.get("accelerator", "auto"))
-    cpu, choice = this_cpu(), run_precision(requested, accelerator, cache_dir, sweep_folder())
+    shared_by = [folder for folder in (output_dir, sweep_folder()) if folder is not None]
+    cpu, choice = this_cpu(), run_precision(requested, accelerator, cache_dir, shared_by)
     return Hardware(
         precision=choice.precision, precision_requested=requested, precision_reason=choice.reason,
         accelerator="gpu" if uses_gpu(accelerator) else "cpu", cpu=cpu.model, cpu_flags=cpu.relevant_flags,
