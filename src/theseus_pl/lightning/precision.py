@@ -19,6 +19,7 @@ import json
 import logging
 import warnings
 from collections.abc import Sequence
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -48,9 +49,6 @@ class _MachinesMeasurement(Exception):
     def __init__(self, measurement: Bf16Measurement) -> None:
         super().__init__("the machine's measurement serves")
         self.measurement = measurement
-
-
-SHARED = "when the first run measured it in"  # a busy measurement kept for a folder's runs: "... in <folder> (busy...)"
 
 
 def run_precision(requested: str, accelerator: str, cache_dir: Path, shared_by: Sequence[Path] = ()) -> PrecisionChoice:
@@ -117,8 +115,10 @@ def machine_bf16_measurement(cache_dir: Path, shared_by: Sequence[Path] = ()) ->
             found = shared(folders[1:])
             if not found.busy:
                 raise _MachinesMeasurement(found)  # the machine's entry serves: nothing kept for the folder
-            kept = found.when if found.when.startswith(SHARED) else f"{SHARED} {folders[-1]} (busy: kept for its runs)"
-            _write(staging, found, kept, measured_at=None if kept != found.when else "")
+            if folders[1:]:  # an outer folder's, read by its runs in its words
+                (staging / MEASUREMENT).write_text(json.dumps({**asdict(found), "copied": True}, indent=1))
+            else:
+                _write(staging, found, f"when the first run measured it in {folders[0]} (busy: kept for its runs)")
 
         try:
             return load_or_build(entry, _load, build_shared, f"the bf16 measurement of the runs in {folders[0]}")[0]
@@ -128,19 +128,19 @@ def machine_bf16_measurement(cache_dir: Path, shared_by: Sequence[Path] = ()) ->
     return shared([folder.resolve() for folder in shared_by])
 
 
-def _write(folder: Path, measurement: Bf16Measurement, kept: str, measured_at: str | None = None) -> None:
-    """The entry's record; ``measured_at``: "" where ``kept`` already holds the whole text (an inner folder's copy of
-    the outer one's), else now."""
+def _write(folder: Path, measurement: Bf16Measurement, kept: str) -> None:
     cpu = this_cpu()
-    at = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if measured_at is None else measured_at
-    record = {"ratio": measurement.ratio, "other_cores": measurement.other_cores, "measured_at": at, "kept": kept,
-              "cpu": cpu.model, "cpu_flags": cpu.relevant_flags, "torch": torch.__version__,
+    measured_at = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    record = {"ratio": measurement.ratio, "other_cores": measurement.other_cores, "measured_at": measured_at,
+              "kept": kept, "cpu": cpu.model, "cpu_flags": cpu.relevant_flags, "torch": torch.__version__,
               "threads": torch.get_num_threads()}  # fmt: skip
     (folder / MEASUREMENT).write_text(json.dumps(record, indent=1))
 
 
 def _load(folder: Path) -> Bf16Measurement:
     record = json.loads((folder / MEASUREMENT).read_text())
+    if record.get("copied"):  # an inner folder's copy of its outer folder's, in the words it was read in
+        return Bf16Measurement(float(record["ratio"]), record["other_cores"], record["when"])
     kept = record.get("kept", "when first measured on this machine")  # entries written before "kept" was recorded
-    when = kept if not record["measured_at"] else f"{kept}, {record['measured_at']}, kept in {folder}"
-    return Bf16Measurement(float(record["ratio"]), record["other_cores"], when)
+    return Bf16Measurement(float(record["ratio"]), record["other_cores"], f"{kept}, {record['measured_at']}, kept in "
+                                                                         f"{folder}")  # fmt: skip
