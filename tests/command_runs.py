@@ -11,7 +11,8 @@ entry points' own start keeps real-process tests (``tests/test_packaging.py``, t
 A forked command also starts knowing this machine's bf16 measurement (``theseus_pl.core.precision.measure_bf16``),
 taken once by the test's process where ``trainer.precision=auto`` needs one (a CPU with AVX-512 BF16 and no AMX), as a
 fresh process of a machine whose cache holds it: measured in every command, beside the other worker's tests, it took
-10 to 23 s there (the busy machine's retries). The measurement's own tests run it in real processes.
+22.8 s and 27.8 s there with both cores busy (the busy machine's retries). The measurement's own tests run it in
+real processes.
 """
 
 from __future__ import annotations
