@@ -136,5 +136,32 @@ def _machine_bf16() -> tuple[float, float | None] | None:
     return (taken[0].ratio, taken[0].other_cores) if taken else None
 
 
+def seed_machine_bf16(cache_dir: Path) -> Path:
+    """``cache_dir`` (returned) holding this process's bf16 measurement as the machine's, for each torch thread count a
+    fresh process may start with: a joblib worker, a submitit job, a killed run's process, the offline pack's runs
+    read it as on a machine that measured before, where each would measure anew beside the other worker's tests
+    (the 22.8-27.8 s above). Kept as a calm one: a busy one is kept for its folders alone. Nothing where ``auto``
+    needs no measurement (AMX, AVX2)."""
+    measured = _machine_bf16()
+    if measured is None:
+        return cache_dir
+    from unittest import mock
+
+    import torch
+
+    from theseus_pl.core.precision import Bf16Measurement
+    from theseus_pl.lightning import precision
+
+    threads = torch.get_num_threads()
+    try:
+        with mock.patch.object(precision, "measure_bf16", lambda: Bf16Measurement(measured[0], None)):
+            for count in range(1, (os.cpu_count() or 1) + 1):
+                torch.set_num_threads(count)  # part of the entry's key
+                precision.machine_bf16_measurement(cache_dir)
+    finally:
+        torch.set_num_threads(threads)
+    return cache_dir
+
+
 def _read(path: Path) -> str:
     return path.read_text(errors="replace") if path.exists() else ""

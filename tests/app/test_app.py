@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from app_runs import compose_config, tiny_run_overrides
-from command_runs import run_command
+from command_runs import run_command, seed_machine_bf16
 from huggingface_hub import ModelCard
 from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
@@ -236,6 +236,7 @@ def test_bad_input_fails_before_any_training(tiny_base, glue_dir, tmp_path):
 def test_the_command_line_writes_every_output_into_the_run_folder(tiny_base, glue_dir, tmp_path):
     overrides = [o for o in tiny_run_overrides(tiny_base, glue_dir, tmp_path) if not o.startswith("paths.output_dir")]
     folder = tmp_path / "cli"
+    seed_machine_bf16(tmp_path / "cache")  # a real process: it starts knowing the machine's measurement
     completed = subprocess.run(
         [sys.executable, "-m", "theseus_pl", *overrides, f"hydra.run.dir={folder}"],
         capture_output=True, text=True, timeout=600,

@@ -8,6 +8,7 @@ import lightning.pytorch as pl
 import pytest
 import torch
 from app_runs import compose_config, tiny_run_overrides
+from command_runs import seed_machine_bf16
 from decoder_models import tiny_bpe_tokenizer, tiny_decoder, tiny_documents, tiny_lm_tokenizer
 from glue_files import write_tsv
 from huggingface_hub import ModelCard
@@ -787,6 +788,7 @@ def test_a_run_saved_before_a_setting_existed_deploys_with_that_settings_value_f
 def test_a_two_process_cpu_ddp_lm_run_trains_each_rank_on_its_share_and_reports_once(tiny_lm, tmp_path):
     folder = tmp_path / "ddp"
     overrides = [o for o in _overrides(tiny_lm, tmp_path, "logger=default") if not o.startswith("paths.output_dir")]
+    seed_machine_bf16(tmp_path / "cache")  # rank 1's process starts knowing it
     completed = app(
         *overrides, "data.batch_size=2", "trainer.strategy=ddp_find_unused_parameters_true", "trainer.devices=2",
         f"hydra.run.dir={folder}", cwd=tmp_path,

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from command_runs import run_command
+from command_runs import run_command, seed_machine_bf16
 from omegaconf import OmegaConf
 from test_ablations import sweep_config
 from test_wandb_runs import multirun_overrides
@@ -76,6 +76,7 @@ def test_a_launcher_whose_plugin_is_missing_names_the_extra_to_install(tmp_path,
 @pytest.mark.slow
 def test_the_local_try_of_a_slurm_sweep_runs_each_job_in_its_own_process(tiny_base, glue_dir, tmp_path):
     sweep = tmp_path / "sweep_2026"
+    seed_machine_bf16(tmp_path / "cache")  # each job's process starts knowing it
     # The learning rate swept, not the seed (part of the predecessor's cache key): both jobs need one predecessor.
     completed = app(
         "-m", "hydra/launcher=slurm_local", *multirun_overrides(tiny_base, glue_dir, tmp_path),
@@ -91,7 +92,7 @@ def test_the_local_try_of_a_slurm_sweep_runs_each_job_in_its_own_process(tiny_ba
     assert len(submitted) == 2 and job_ids == submitted and all(i.isdigit() for i in job_ids)
 
     results = [read_task_model_results(sweep / str(job) / "results.json") for job in (0, 1)]
-    assert results[0].hardware == results[1].hardware  # one precision for the sweep: measured once, by one job
+    assert results[0].hardware == results[1].hardware  # one precision for the sweep
     assert sorted(r.predecessor.origin for r in results) == ["cache", "fine-tuned"]  # built once, by one job
     assert len([p for p in (tmp_path / "cache" / "predecessors").iterdir() if not p.name.startswith(".")]) == 1
 

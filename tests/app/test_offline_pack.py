@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from command_runs import run_command
+from command_runs import run_command, seed_machine_bf16
 from conftest import make_tiny_rte_glue_dir, save_tiny_base
 from safetensors.torch import load_file
 
@@ -159,7 +159,8 @@ def test_pack_unpack_install_and_run_the_grid_in_miniature(tmp_path: Path, tiny_
     node.mkdir()
     for file in pack.iterdir():
         (node / file.name).write_bytes(file.read_bytes())
-    env = {**os.environ, "PIP_TARGET": str(tmp_path / "site"), "THESEUS_PL_CACHE": str(tmp_path / "cache")}
+    cache = seed_machine_bf16(tmp_path / "cache")  # the runs' processes start knowing it
+    env = {**os.environ, "PIP_TARGET": str(tmp_path / "site"), "THESEUS_PL_CACHE": str(cache)}
     done = subprocess.run(["bash", str(node / "unpack.sh"), str(tmp_path / "unpacked")], capture_output=True,
                           text=True, env=env, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -8,7 +8,7 @@ import sys
 import optuna
 import pytest
 from app_runs import tiny_run_overrides
-from command_runs import run_command
+from command_runs import run_command, seed_machine_bf16
 
 from theseus_pl.app.run.pipeline import refusal_problems
 from theseus_pl.app.search.checks import search_refusals
@@ -35,6 +35,7 @@ def test_a_tiny_search_writes_its_study_front_and_pick_and_resumes_without_redoi
     tiny_base, glue_dir, tmp_path
 ):
     sweep = tmp_path / "search"
+    seed_machine_bf16(tmp_path / "cache")  # the trials' joblib workers start knowing it
     overrides = [*search_overrides(tiny_base, glue_dir, tmp_path), f"hydra.sweep.dir={sweep}"]
     # Two trials at once under the joblib launcher.
     first = _search(*overrides, "hydra.sweeper.trials=2", "hydra.sweeper.parallel=2", "hydra/launcher=local_parallel",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from app_runs import compose_config, setting_problems, tiny_run_overrides
-from command_runs import run_command
+from command_runs import run_command, seed_machine_bf16
 from conftest import tiny_model
 from glue_files import write_tsv
 from wandb_records import read_offline_run
@@ -52,6 +52,7 @@ def offline_runs(job: Path) -> list:
 )
 def test_a_multirun_gives_each_job_its_own_named_grouped_summarised_run(tiny_base, glue_dir, tmp_path, launcher):
     sweep = tmp_path / "sweep_2026"
+    seed_machine_bf16(tmp_path / "cache")  # joblib's worker starts knowing it
     completed = app(
         "-m", *launcher, *multirun_overrides(tiny_base, glue_dir, tmp_path), "optimizer.lr=1e-3,2e-3,3e-3",
         f"hydra.sweep.dir={sweep}", cwd=tmp_path,
@@ -158,6 +159,7 @@ def test_a_speedup_timed_on_a_busy_machine_is_left_out_with_the_cores_it_saw(
 def test_a_two_process_cpu_ddp_run_reports_once(tiny_base, glue_dir, tmp_path):
     folder = tmp_path / "ddp"
     overrides = [o for o in tiny_run_overrides(tiny_base, glue_dir, tmp_path) if not o.startswith("paths.output_dir")]
+    seed_machine_bf16(tmp_path / "cache")  # rank 1's process starts knowing it
     completed = app(
         *overrides, "trainer.strategy=ddp_find_unused_parameters_true", "trainer.devices=2",
         f"hydra.run.dir={folder}", cwd=tmp_path,
