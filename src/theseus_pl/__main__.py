@@ -38,12 +38,12 @@ register_resolvers()
 @hydra.main(version_base="1.3", config_path="pkg://theseus_pl.conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
     """Run the pipeline and print the headline; the return value serves sweepers. A refused run prints its problems
-    alone, leaves no run folder behind and exits with status 2; a run whose training diverged says so alone and
-    exits with status 1."""
+    alone, leaves no run folder behind and exits with status 2; a run whose training diverged, or stopped below
+    its score (``callbacks.stop_below``), says so alone and exits with status 1."""
     from theseus_pl.app.checks.refused import RunRefused
     from theseus_pl.app.run.pipeline import plan, run  # torch, Lightning: not needed to refuse a bad command line
     from theseus_pl.app.tracking.console import configure_console
-    from theseus_pl.lightning.callbacks import DivergedError
+    from theseus_pl.lightning.callbacks import TrainingEnded
     from theseus_pl.lightning.quiet import verbose
 
     configure_console(verbose())
@@ -66,10 +66,10 @@ def main(cfg: DictConfig) -> float | None:
                 _remove_run_folder(output_dir)
             raise
         _refuse(refused, output_dir if fresh else None)
-    except DivergedError as diverged:  # the run started: its folder and log stay, no results.json
+    except TrainingEnded as ended:  # diverged, or stopped below its score: its folder and log stay, no results.json
         if HydraConfig.get().mode == RunMode.MULTIRUN:
-            raise  # Hydra records this job as failed; the sweep's other jobs run
-        print(diverged, file=sys.stderr)
+            raise  # Hydra records this job as failed (a search: pruned); the sweep's other jobs run
+        print(ended, file=sys.stderr)
         raise SystemExit(1) from None
     except BaseException:
         if check_only and fresh:  # --check leaves no folder behind, even where it fails unforeseen

@@ -27,6 +27,7 @@ from theseus_pl.app.run.stages import run_hardware
 from theseus_pl.core.io import PICKLED
 from theseus_pl.data.tasks import glue_task, is_glue_task
 from theseus_pl.data.text_corpus import text_source
+from theseus_pl.lightning.callbacks import StoppedBelowScore
 
 CONF = Path(__file__).parents[2] / "conf"
 EXPERIMENTS = sorted(path.stem for path in (CONF / "experiment").glob("*.yaml"))
@@ -265,6 +266,16 @@ def test_a_run_whose_training_diverges_says_so_in_one_line_exits_1_and_records_n
     )
     assert "Traceback" not in completed.stderr
     assert not (folder / "results.json").exists() and not (folder / "successor").exists()
+
+
+def test_a_run_asked_for_a_score_it_has_not_reached_half_way_stops_there_and_records_nothing(
+    tiny_base, glue_dir, tmp_path
+):
+    """``callbacks.stop_below``, as a search asks it of a trial: no tiny run scores over 101 points."""
+    cfg = compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "callbacks.stop_below.below=101")
+    with pytest.raises(StoppedBelowScore, match=r"^Stopped at step 4 of 6: val/score is \d+\.\d\d, under the 101 "):
+        run(cfg)
+    assert not (tmp_path / "run" / "results.json").exists() and not (tmp_path / "run" / "successor").exists()
 
 
 def test_a_home_shorthand_in_an_override_gets_a_fix_not_a_lexer_error(tmp_path):

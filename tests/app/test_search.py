@@ -9,6 +9,7 @@ import optuna
 import pytest
 from app_runs import tiny_run_overrides
 from command_runs import run_command, seed_machine_bf16
+from omegaconf import OmegaConf
 
 from theseus_pl.app.run.pipeline import refusal_problems
 from theseus_pl.app.search.checks import search_refusals
@@ -57,7 +58,12 @@ def test_a_tiny_search_writes_its_study_front_and_pick_and_resumes_without_redoi
     assert {path: path.stat().st_mtime_ns for path in sweep.glob("[01]/successor/model.safetensors")} == finished
     assert len(finished) == 2
     answer = json.loads((sweep / "search" / "search.json").read_text())
-    assert answer["trials"] == 3 and answer["failed"] == {}
+    assert answer["trials"] == 3 and answer["failed"] == answer["pruned"] == {}
+    # Asked to reach the floor less 10 points half-way once the first trials told the predecessor's score.
+    asked = [OmegaConf.load(sweep / str(number) / ".hydra" / "overrides.yaml") for number in (0, 1, 3)]
+    stop = "callbacks.stop_below.below="
+    stops = [[float(o.removeprefix(stop)) for o in overrides if o.startswith(stop)] for overrides in asked]
+    assert stops == [[], [], [pytest.approx(answer["floor"] - 10)]]
     pick = answer["pick"]
     assert pick is not None and pick["score"] >= answer["floor"] == answer["predecessor_score"] - 100
     assert pick["latency_ms"] == min(point["latency_ms"] for point in answer["front"])  # the floor keeps every trial
@@ -73,9 +79,12 @@ def test_a_tiny_search_writes_its_study_front_and_pick_and_resumes_without_redoi
 def test_bad_search_settings_are_refused_in_one_line_each_before_any_trial(tiny_base, glue_dir, tmp_path):
     overrides = search_overrides(tiny_base, glue_dir, tmp_path)
     assert search_refusals(overrides, refusal_problems) == []
-    assert search_refusals([*overrides, "hydra.sweeper.max_score_drop=one", "hydra.sweeper.trials=0"]) == [
+    bad = ["hydra.sweeper.max_score_drop=one", "hydra.sweeper.trials=0", "hydra.sweeper.prune_margin=-1"]
+    assert search_refusals([*overrides, *bad]) == [
         "hydra.sweeper.trials=0 must be a whole number of trials, at least 1, e.g. 16.",
         "hydra.sweeper.max_score_drop='one' must be a number of dev points, at least 0, e.g. 1.0.",
+        "hydra.sweeper.prune_margin=-1 must be null (every trial runs to its end) or a number of dev points under the "
+        "floor, e.g. 10.0.",
     ]
     assert search_refusals([*overrides, "deploy.batch_sizes=[1,32]", "hydra.sweeper.batch_size=8"]) == [
         "hydra.sweeper.batch_size=8 is not timed: deploy.batch_sizes=[1, 32] (add it there)."

@@ -110,6 +110,44 @@ def test_a_study_of_planted_trials_gives_its_front_table_plot_and_pick(tmp_path)
     assert list(front["floor"]) == pytest.approx([79.7] * 3) and list(front["score"]) == [75.0, 79.5, 80.0]
 
 
+def test_a_trial_stopped_under_its_score_is_told_pruned_counted_and_never_a_point(tmp_path):
+    """Once a measured trial has told the predecessor's score, each next trial is asked to reach the floor less the
+    margin half-way (``callbacks.stop_below``); one that stopped under it is pruned: counted, listed, no point."""
+    import json
+
+    import optuna
+    from hydra.core.utils import JobReturn, JobStatus
+
+    from theseus_pl.app.search.settings import SearchSettings
+    from theseus_pl.app.search.sweeper import (
+        OUTCOME,
+        POINT,
+        PREDECESSOR_SCORE,
+        counted,
+        point_dict,
+        predecessor_score,
+        tell,
+        write_answer,
+    )
+    from theseus_pl.lightning.callbacks import StoppedBelowScore
+
+    settings = SearchSettings(max_score_drop=1.0, prune_margin=10.0)
+    study = optuna.create_study(directions=list(SearchSettings.DIRECTIONS))
+    assert settings.stop_below(predecessor_score(study)) is None  # no trial has told it: the first ones run whole
+    for planted in _planted_runs(PLANTED[:2], tmp_path):
+        attributes = {OUTCOME: "measured", POINT: point_dict(planted), PREDECESSOR_SCORE: 80.2}
+        study.add_trial(optuna.trial.create_trial(values=[planted.score, planted.latency_ms], user_attrs=attributes))
+    assert settings.stop_below(predecessor_score(study)) == pytest.approx(69.2)  # 80.2 - 1 - 10
+    assert SearchSettings(prune_margin=None).stop_below(80.2) is None
+    stopped = "Stopped at step 150 of 300: val/score is 57.00, under the 69.2 asked of it from 50% of its steps on"
+    tell(study, study.ask(), JobReturn(status=JobStatus.FAILED, _return_value=StoppedBelowScore(stopped)), 1)
+    assert study.trials[-1].state == optuna.trial.TrialState.PRUNED and len(counted(study)) == 3
+    assert write_answer(study, settings, tmp_path / "search").number == 1
+    answer = json.loads((tmp_path / "search" / "search.json").read_text())
+    assert answer["pruned"] == {"2": f"pruned: {stopped}"} and answer["failed"] == {} and answer["trials"] == 3
+    assert [point["number"] for point in answer["front"]] == [1, 0]
+
+
 def _planted_runs(points: list[TrialPoint], folder) -> list[TrialPoint]:
     """Each point with a finished run's record in ``folder/<number>``, as a trial leaves it."""
     from dataclasses import replace

@@ -19,6 +19,8 @@ from theseus_pl.lightning.callbacks import (
     ReplacementScheduler,
     ResumeCheckpoint,
     StopAtNonFiniteLoss,
+    StopBelowScore,
+    StoppedBelowScore,
     replacement_callbacks,
 )
 from theseus_pl.lightning.modules import FineTuningModule, TheseusModule
@@ -184,6 +186,26 @@ def test_the_replacement_scheduler_logs_its_schedule_in_words(caplog):
     with caplog.at_level(logging.INFO, logger="theseus_pl.lightning.callbacks"):
         ReplacementScheduler(ConstantSchedule(p=0.5, switch_step=4)).on_fit_start(None, None)
     assert "Replacement schedule: constant: p = 0.5 until step 4, then 1." in caplog.messages
+
+
+def test_a_training_under_its_score_from_its_share_of_steps_on_stops_at_that_validation(tmp_path):
+    """A search's hopeless trial: the first validation from ``after`` of the steps on that scores under ``below``
+    stops the training, none before; ``below=None`` never does. (The tiny loss, read as a score, is always under
+    10**9 and never under 0.)"""
+
+    def steps(**settings) -> int:
+        trainer = make_trainer(tmp_path, 8, [StopBelowScore(monitor="val/loss", **settings)], val_check_interval=2,
+                               limit_val_batches=1)  # fmt: skip
+        trainer.fit(FineTuningModule(tiny_model()), tiny_loader(size=128), tiny_loader(size=8))
+        return trainer.global_step
+
+    whole = (r"^Stopped at step 4 of 8: val/loss is \d+\.\d\d, under the 1e\+09 asked of it from 50% of its steps on "
+             r"\(callbacks\.stop_below\)\. Nothing was recorded\.$")  # fmt: skip
+    with pytest.raises(StoppedBelowScore, match=whole):
+        steps(below=1e9, after=0.5)
+    with pytest.raises(StoppedBelowScore, match=r"^Stopped at step 2 of 8"):
+        steps(below=1e9, after=0.0)
+    assert steps(below=0.0, after=0.0) == steps(below=None) == 8
 
 
 def test_early_stopping_cannot_end_the_run_before_the_switch(tmp_path):

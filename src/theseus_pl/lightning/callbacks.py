@@ -1,6 +1,7 @@
 """Lightning callbacks: the ones that drive module replacing (the rate, the phase switch), the ones that let a
-killed run resume exactly (a checkpoint that does not wait for a better score, a seed per step), the one that ends a
-training that diverged, and a progress bar that a failed run closes and a resumed one shows whole."""
+killed run resume exactly (a checkpoint that does not wait for a better score, a seed per step), the ones that end a
+training that diverged or cannot reach a score, and a progress bar that a failed run closes and a resumed one shows
+whole."""
 
 from __future__ import annotations
 
@@ -85,8 +86,16 @@ def replacement_callbacks(schedule: ReplacementSchedule) -> list[Callback]:
     return [ReplacementScheduler(schedule), PhaseSwitch(schedule.switch_step)]
 
 
-class DivergedError(RuntimeError):
+class TrainingEnded(RuntimeError):
+    """A training ended before its last step with nothing to keep: why, and what to change, in its message."""
+
+
+class DivergedError(TrainingEnded):
     """A training whose loss, dev score or weights are not finite: nothing it trained is a model to keep."""
+
+
+class StoppedBelowScore(TrainingEnded):
+    """A training :class:`StopBelowScore` ended: far enough in, it still scored under the score asked of it."""
 
 
 class StopAtNonFiniteLoss(Callback):
@@ -115,6 +124,29 @@ class StopAtNonFiniteLoss(Callback):
                 f"The training diverged: {len(trained)} trained weights are not finite ({trained[0]}, ...) after "
                 f"step {trainer.global_step}. Nothing was recorded. {self.fix}."
             )
+
+
+class StopBelowScore(Callback):
+    """Ends a training with :class:`StoppedBelowScore` at its first validation from ``after`` (a share) of its steps on
+    whose ``monitor`` (higher is better) is under ``below``: a search's trial that cannot come near the search's floor
+    stops there, before the rest of its steps and its deployment (Optuna's pruners read one objective's reports; a
+    search weighs two). ``below=None``: never."""
+
+    def __init__(self, below: float | None = None, after: float = 0.5, monitor: str = "val/score") -> None:
+        self.below, self.after, self.monitor = below, after, monitor
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.below is None or trainer.sanity_checking:
+            return
+        steps = trainer.estimated_stepping_batches
+        value = trainer.callback_metrics.get(self.monitor)
+        if value is None or trainer.global_step < self.after * steps or float(value) >= self.below:
+            return
+        raise StoppedBelowScore(
+            f"Stopped at step {trainer.global_step} of {steps:g}: {self.monitor} is {float(value):.2f}, under the "
+            f"{self.below:g} asked of it from {self.after:.0%} of its steps on (callbacks.stop_below). Nothing was "
+            "recorded."
+        )
 
 
 class InterruptNotice(Callback):

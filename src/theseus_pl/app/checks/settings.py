@@ -140,6 +140,9 @@ RULES: dict[str, Rule] = {
     "callbacks.early_stopping.patience": Rule(positive_int, "a whole number of validations without gain, at least 1"),
     # Lightning takes these as they come and fails at train start or the first validation (a TypeError or its own)
     "callbacks.early_stopping.mode": Rule(one_of(("max", "min")), "max (a score) or min (a loss)"),
+    "callbacks.stop_below.below": Rule(lambda v: v is None or number(v), "null (never) or a dev score, e.g. 70.0"),
+    "callbacks.stop_below.after": Rule(lambda v: number(v) and 0 <= v <= 1,
+                                       "a share of the run's steps from 0 to 1, e.g. 0.5"),
     "callbacks.progress_bar.refresh_rate": Rule(lambda v: whole_number(v) and v >= 0,
                                                 "0 (no bar) or a whole number of batches between updates"),
     "trainer.log_every_n_steps": Rule(positive_int, "a whole number of steps, at least 1"),
@@ -195,6 +198,8 @@ WHERE_SET = {
     "callbacks.early_stopping.patience",
     "callbacks.early_stopping.mode",
     "callbacks.progress_bar.refresh_rate",
+    "callbacks.stop_below.below",
+    "callbacks.stop_below.after",
     "data.seed",
     "model.hub_id",
     "trainer.accumulate_grad_batches",

@@ -28,6 +28,9 @@ class SearchSettings:
     storage: str | None = None  # an Optuna storage URL (postgresql://...); None: sqlite in the sweep folder
     study_name: str = "search"
     params: Mapping[str, Any] = field(default_factory=dict)  # the searched keys, in Hydra's sweep grammar
+    # A trial still this many points under the floor half-way through its steps stops there (callbacks.stop_below),
+    # once a trial has told the predecessor's score; None: every trial runs to its end.
+    prune_margin: float | None = 10.0
 
     RULES: ClassVar[dict[str, Rule]] = {
         "trials": Rule(positive_int, "a whole number of trials, at least 1, e.g. 16"),
@@ -39,6 +42,8 @@ class SearchSettings:
                         "null (SQLite in the sweep folder) or an Optuna storage URL, e.g. postgresql://host/db"),
         "study_name": Rule(lambda v: isinstance(v, str) and bool(v), "a name"),
         "params": Rule(lambda v: isinstance(v, Mapping), "a mapping of keys to search ranges"),
+        "prune_margin": Rule(lambda v: v is None or (number(v) and v >= 0),
+                             "null (every trial runs to its end) or a number of dev points under the floor, e.g. 10.0"),
     }  # fmt: skip
     DIRECTIONS: ClassVar[tuple[str, str]] = ("maximize", "minimize")  # the dev score, the time a call
 
@@ -55,6 +60,12 @@ class SearchSettings:
             raise SettingsError({key: f"{PREFIX}{key} is no setting of the search (its settings: {known})."
                                  for key in unknown})  # fmt: skip
         return cls(**values)
+
+    def stop_below(self, predecessor_score: float | None) -> float | None:
+        """The dev score under which a trial stops half-way (``callbacks.stop_below.below``); None: none stops."""
+        if self.prune_margin is None or predecessor_score is None:
+            return None
+        return predecessor_score - self.max_score_drop - self.prune_margin
 
     def storage_url(self, sweep_folder: Path) -> str:
         """Where the study lives: the given URL, else the sweep folder's SQLite file."""

@@ -11,7 +11,9 @@ within ``deploy.max_score_drop`` of its fp32 successor's (``deployment.targets.p
 ``hydra.sweep.dir``, reruns the trial it was in with the same values and stops at ``hydra.sweeper.trials``; a
 second call with more trials adds them. Every finished trial is written to ``<sweep dir>/search/``: the front
 (``front.md``, ``front.csv``, ``front.png``) and ``search.json``, the pick: the fastest trial within
-``max_score_drop`` points of the predecessor's dev score, whose record and model card then name the search.
+``max_score_drop`` points of the predecessor's dev score, whose record and model card then name the search. Once a
+measured trial has told the predecessor's score, a trial still ``prune_margin`` points under the floor half-way through
+its steps stops there (``callbacks.stop_below``) and is told pruned: no deployment, no point.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from theseus_pl.app.search.settings import ANSWER_FOLDER, SearchSettings
 from theseus_pl.app.search.space import search_space
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.deployment.targets import AUTO, OWN_LENGTHS, pick_target
+from theseus_pl.lightning.callbacks import StoppedBelowScore
 
 log = logging.getLogger(__name__)
 OUTCOME = "outcome"  # a trial's user attribute once its job ended: "measured", or why it failed
@@ -69,7 +72,9 @@ class Search:
         returns: list[JobReturn] = []
         while (left := self.settings.trials - len(counted(study))) > 0:
             batch = [study.ask(space.distributions) for _ in range(min(self.settings.parallel, left))]
-            overrides = [space.overrides(trial.params) for trial in batch]
+            stop_below = self.settings.stop_below(predecessor_score(study))
+            pruning = [] if stop_below is None else [f"callbacks.stop_below.below={stop_below!r}"]
+            overrides = [[*space.overrides(trial.params), *pruning] for trial in batch]
             self.validate(overrides)
             launched = list(self.launcher.launch(overrides, initial_job_idx=batch[0].number))
             for trial, job in zip(batch, launched, strict=True):
@@ -104,11 +109,22 @@ def counted(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     return [trial for trial in study.get_trials(deepcopy=False) if OUTCOME in trial.user_attrs]
 
 
+def predecessor_score(study: optuna.Study) -> float | None:
+    """The predecessor's dev score as the study's measured trials told it; None before the first."""
+    measured = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    return max(trial.user_attrs[PREDECESSOR_SCORE] for trial in measured) if measured else None
+
+
 def tell(study: optuna.Study, trial: optuna.Trial, job: JobReturn, batch_size: int) -> None:
-    """Tell the study the trial's score and time, or that it failed (its run failed, was not deployed, or scored
-    no number: never a point on the front)."""
+    """Tell the study the trial's score and time, that it was pruned (stopped under the score asked of it), or that
+    it failed (its run failed, was not deployed, or scored no number); neither is ever a point on the front."""
     try:
         point, predecessor = measured(trial, job, batch_size)
+    except TrialPruned as pruned:
+        trial.set_user_attr(OUTCOME, f"pruned: {pruned}")
+        study.tell(trial, state=TrialState.PRUNED)
+        log.info("Trial %d pruned: %s", trial.number, pruned)
+        return
     except TrialFailed as failed:
         trial.set_user_attr(OUTCOME, str(failed))
         study.tell(trial, state=TrialState.FAIL)
@@ -125,6 +141,10 @@ class TrialFailed(Exception):
     """A trial that gives no point: why, in a line."""
 
 
+class TrialPruned(TrialFailed):
+    """A trial whose run stopped under the score asked of it (``callbacks.stop_below``)."""
+
+
 def measured(trial: optuna.Trial, job: JobReturn, batch_size: int) -> tuple[TrialPoint, float]:
     """The trial's point, and the predecessor's dev score, from its finished run's record."""
     if job.status != JobStatus.COMPLETED:
@@ -132,6 +152,8 @@ def measured(trial: optuna.Trial, job: JobReturn, batch_size: int) -> tuple[Tria
             job.return_value  # noqa: B018  # raises the job's own error
         except RunRefused as refused:  # values no check before the search foresaw together
             raise TrialFailed(f"its run was refused: {'; '.join(refused.problems)}") from None
+        except StoppedBelowScore as stopped:
+            raise TrialPruned(str(stopped)) from None
         except BaseException as error:  # the job's failure, whatever it was, fails this trial alone
             raise TrialFailed(f"its run failed ({type(error).__name__}: {error})") from None
     assert job.hydra_cfg is not None  # set by Hydra's run_job for every job it ran
@@ -176,13 +198,15 @@ def write_answer(study: optuna.Study, settings: SearchSettings, output: Path) ->
     if not points:
         log.warning("No trial was measured: no front to write")
         return None
-    predecessor = max(trial.user_attrs[PREDECESSOR_SCORE] for trial in trials)
+    predecessor = predecessor_score(study)
+    assert predecessor is not None  # told by every measured trial
     floor = predecessor - settings.max_score_drop
     pick = fastest_within(points, floor)
     output.mkdir(parents=True, exist_ok=True)
     write_markdown_and_csv(front_table(points, pick, floor), output, "front")
     plot_front(points, pick, floor, output / "front.png")
     failed = [trial for trial in counted(study) if trial.state == TrialState.FAIL]
+    pruned = [trial for trial in counted(study) if trial.state == TrialState.PRUNED]
     answer = {
         "study": study.study_name,
         "storage": settings.storage_url(output.parent),
@@ -192,6 +216,7 @@ def write_answer(study: optuna.Study, settings: SearchSettings, output: Path) ->
         "floor": floor,
         "trials": len(counted(study)),
         "failed": {str(trial.number): trial.user_attrs[OUTCOME] for trial in failed},
+        "pruned": {str(trial.number): trial.user_attrs[OUTCOME] for trial in pruned},
         "front": [point_dict(point) for point in pareto_front(points)],
         "pick": point_dict(pick) if pick is not None else None,
     }
