@@ -26,18 +26,6 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from theseus_pl.app.config.side_commands import command_parser
-from theseus_pl.app.report.tables import find_records, no_results
-from theseus_pl.app.results.envelope import UnknownKind
-from theseus_pl.app.results.registry import parts
-from theseus_pl.app.tracking.dashboard import (
-    dashboard_parts,
-    describe,
-    sweep_groups,
-    sweep_report,
-    swept_settings,
-    workspace,
-)
-from theseus_pl.app.tracking.loggers import wandb_mode
 
 
 def main(argv: Sequence[str] | None = None) -> Any:
@@ -57,6 +45,20 @@ def main(argv: Sequence[str] | None = None) -> Any:
         parser.error(problem)
     if args.view_url is not None and args.report is not None:
         parser.error("--view-url updates a saved workspace view; --report writes a report. Give one of them.")
+    # The records' readers and W&B's workspace API (torch, through the kinds) once the command line is read: --help
+    # and a refused option answer at once.
+    from theseus_pl.app.report.tables import find_records, no_results
+    from theseus_pl.app.results.envelope import UnknownKind
+    from theseus_pl.app.results.registry import parts
+    from theseus_pl.app.tracking.dashboard import (
+        dashboard_parts,
+        describe,
+        sweep_groups,
+        sweep_report,
+        swept_settings,
+        workspace,
+    )
+    from theseus_pl.app.tracking.loggers import wandb_mode
 
     folder = args.report or args.sweep
     runs = []

@@ -45,19 +45,12 @@ from pathlib import Path
 from typing import Any
 
 from theseus_pl.app.config.side_commands import command_parser, refuse
-from theseus_pl.app.kinds.language_model.shipping import deploy_language_model_run, planned_language_model_deployment
-from theseus_pl.app.results.deployment_block import deployment_dict
-from theseus_pl.app.ship.deploy_folder import (
-    deploy_model,
-    is_run_folder,
-    not_a_model_problem,
-    planned_deployment,
-    run_deployer,
-)
-from theseus_pl.deployment.gguf_export import GGUF_TYPES, GGUFExportError
-from theseus_pl.deployment.onnx_export import DeploymentError
+from theseus_pl.deployment.gguf_types import GGUF_TYPES
 from theseus_pl.deployment.record import Deployment, DeploySettings
 from theseus_pl.deployment.targets import AUTO, TARGETS
+
+# What deploys (torch, transformers, ONNX Runtime) is imported once the command line is read: --help and a refused
+# option answer at once, not after seconds of imports.
 
 
 def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]] | None:
@@ -98,6 +91,10 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
     )  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    from theseus_pl.app.results.deployment_block import deployment_dict
+    from theseus_pl.app.ship.deploy_folder import deploy_model, is_run_folder, planned_deployment, run_deployer
+    from theseus_pl.deployment.onnx_export import DeploymentError
+
     unread = _unread_options(args, parser)
     if args.gguf:
         return _deploy_gguf(args, unread)
@@ -143,6 +140,7 @@ CHECKPOINT_ONLY = ("task", "predecessor")
 def _unread_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[str]:
     """Each option given that this deployment would not read, as a problem: dropped in silence, it deployed something
     other than what the command line said."""
+    from theseus_pl.app.ship.deploy_folder import is_run_folder
 
     def given(names: Sequence[str]) -> list[str]:
         return ["--" + name.replace("_", "-") for name in names if getattr(args, name) != parser.get_default(name)]
@@ -165,6 +163,12 @@ def _unread_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -
 
 def _deploy_gguf(args: argparse.Namespace, unread: list[str]) -> list[dict[str, Any]] | None:
     """``--gguf`` on a decoder-LM run's folder: print the rows written (or, with ``--dry-run``, the plan)."""
+    from theseus_pl.app.kinds.language_model.shipping import (
+        deploy_language_model_run,
+        planned_language_model_deployment,
+    )
+    from theseus_pl.deployment.gguf_export import GGUFExportError
+
     llama_cpp = {"true": True, "false": False}.get(args.llama_cpp, args.llama_cpp)
     settings = _checked(args.folder, unread, lambda: DeploySettings(gguf=tuple(args.gguf), llama_cpp=llama_cpp,
                                                            repeats=args.repeats, threads=args.threads))  # fmt: skip
@@ -184,6 +188,8 @@ def _deploy_gguf(args: argparse.Namespace, unread: list[str]) -> list[dict[str, 
 def _checked(folder: Path, unread: list[str], settings: Callable[[], DeploySettings]) -> DeploySettings:
     """The command's settings, or its refusal naming every problem at once: a folder that is not there, each option
     given that this deployment would not read (``unread``), and each option out of range."""
+    from theseus_pl.app.ship.deploy_folder import not_a_model_problem
+
     problems = [] if folder.is_dir() else [f"{folder} is not a folder: give a finished run's folder or a checkpoint's."]
     if folder.is_dir() and (problem := not_a_model_problem(folder)):
         problems.append(problem)

@@ -22,16 +22,15 @@ and task, the best grid point's median over seeds), ``best_settings.md`` and ``r
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from hydra.errors import HydraException
 
-from theseus_pl.app.checks.multirun import multirun_jobs, multirun_refusals
 from theseus_pl.app.config.side_commands import command_parser, count_of, refuse
 from theseus_pl.app.run.paper_grid import BASELINE_INITS, GRIDS, paper_experiment
 
@@ -164,7 +163,7 @@ def _run(args: argparse.Namespace, overrides: list[str]) -> None:
     from dataclasses import replace
 
     from theseus_pl.app.config.resolvers import register_resolvers
-    from theseus_pl.app.report.tables import main as write_the_report
+    from theseus_pl.app.report.tables import report_command
     from theseus_pl.app.results.envelope import ResultsError
     from theseus_pl.app.run.paper_grid import grid_named, multirun_commands, run_side_by_side
     from theseus_pl.app.ship.offline_pack import read_pack_record
@@ -200,18 +199,29 @@ def _run(args: argparse.Namespace, overrides: list[str]) -> None:
         return
     statuses = run_side_by_side(commands, None if args.minutes is None else args.minutes * 60)
     report = args.output / "report"
-    # Here, not in a process of its own (whose imports took 9 s on the AVX-512 EPYC); the baselines from either start
-    # apart; no results is its refusal, printed in its words.
-    with contextlib.suppress(SystemExit):
-        write_the_report([str(args.output), "--output", str(report), "--rows", "method,theseus.init"])
+    try:  # here, not in a process of its own (whose imports took 9 s on the AVX-512 EPYC); the baselines from either
+        # start apart
+        report_command([args.output], "method,theseus.init", report, False, _no_report)
+    except NoReport as problem:
+        print(f"No report was written: {problem}", file=sys.stderr)
     failed = {folder: status for folder, status in statuses.items() if status}
     print(f"Report in {report}." + (f" Multiruns that failed: {failed} (their logs: <folder>.log)." if failed else ""))
+
+
+class NoReport(Exception):
+    """Why the report of a finished grid was not written (no run finished): said, the command goes on."""
+
+
+def _no_report(problem: str) -> NoReturn:
+    raise NoReport(problem)
 
 
 def _job_refusals(command: list[str]) -> list[str]:
     """What would refuse the jobs of one multirun (``python -m theseus_pl -m OVERRIDES``), found here before any
     starts: on a leased GPU node a bad seed or override would otherwise fail every job in turn, on the lease's
     clock. Each job's settings are checked as the run checks them; its model and data, by each job as it starts."""
+    from theseus_pl.app.checks.multirun import multirun_jobs, multirun_refusals  # the settings' checks: torch
+
     overrides = command[command.index("theseus_pl") + 2 :]
     folder = command[-1].removeprefix("hydra.sweep.dir=")
     try:

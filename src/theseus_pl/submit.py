@@ -17,16 +17,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from theseus_pl.app.config.side_commands import command_parser, count_of, refuse
-from theseus_pl.app.ship.submission import (
-    load_submission_model,
-    predict_and_write,
-    submission_model,
-    submission_path,
-    test_files,
-)
-from theseus_pl.data.datamodule import TextTaskDataModule
-from theseus_pl.data.tasks import glue_task
-from theseus_pl.data.tokenized import default_cache_dir
 
 
 def main(argv: Sequence[str] | None = None) -> list[Path]:
@@ -40,6 +30,18 @@ def main(argv: Sequence[str] | None = None) -> list[Path]:
     parser.add_argument("--batch-size", type=count_of("batch size"), default=64, help="test rows per prediction batch")
     parser.add_argument("--cache-dir", help="tokenisation cache (default: ~/.cache/theseus_pl)")
     args = parser.parse_args(argv)
+    # What predicts (torch, transformers) once the command line is read: --help answers at once.
+    from theseus_pl.app.ship.submission import (
+        load_submission_model,
+        predict_and_write,
+        submission_model,
+        submission_path,
+        test_files,
+    )
+    from theseus_pl.data.datamodule import TextTaskDataModule
+    from theseus_pl.data.tasks import glue_task
+    from theseus_pl.data.tokenized import default_cache_dir
+
     try:
         task = glue_task(args.task)
         model = submission_model(args.model_dir, task)

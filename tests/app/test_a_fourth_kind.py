@@ -26,16 +26,16 @@ from wandb_records import read_offline_run
 from theseus_pl.app.checks.settings import task_model_method_problems
 from theseus_pl.app.methods.truncation import FineTuning
 from theseus_pl.app.report.files import write_markdown_and_csv
-from theseus_pl.app.report.tables import main as report_main
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.registry import Kind, ReportPart, register_kind
 from theseus_pl.app.results.task_model import TaskModelResults
 from theseus_pl.app.run.pipeline import plan, refusal_problems, run
 from theseus_pl.app.run.task_model import TaskModelRun
 from theseus_pl.app.ship.deploy_folder import ENCODERS
-from theseus_pl.app.ship.publishing import main as publish_main
 from theseus_pl.dashboard import main as dashboard_main
 from theseus_pl.deploy import main as deploy_main
+from theseus_pl.publish import main as publish_main
+from theseus_pl.report import main as report_main
 
 SCORER = "text_scorer"
 CARD_HEAD = "---\nlibrary_name: transformers\n---\n\n# A text scorer\n\n"

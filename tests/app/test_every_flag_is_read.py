@@ -13,10 +13,10 @@ from conftest import tiny_model
 from glue_files import make_glue_dir
 from results_records import a_run, plant
 
-from theseus_pl.app.report.tables import main as report_main
-from theseus_pl.app.ship.publishing import main as publish_main
 from theseus_pl.dashboard import main as dashboard_main
 from theseus_pl.deploy import main
+from theseus_pl.publish import main as publish_main
+from theseus_pl.report import main as report_main
 from theseus_pl.submit import main as submit_main
 
 pytestmark = pytest.mark.quick

@@ -19,10 +19,11 @@ from theseus_pl.app.kinds.language_model.report import (
     perplexity_figure,
     tokens_figure,
 )
-from theseus_pl.app.report.tables import find_records, main
+from theseus_pl.app.report.tables import find_records
 from theseus_pl.app.results.envelope import Hardware, write_results
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.ship.model_card import model_card
+from theseus_pl.report import main
 
 pytestmark = pytest.mark.quick
 

@@ -27,13 +27,13 @@ from theseus_pl.app.predecessors import resumable_training
 from theseus_pl.app.predecessors.resumable_training import interrupted_at
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run.pipeline import plan, run
-from theseus_pl.app.ship.publishing import main as publish_main
 from theseus_pl.data.language_model import tokenized_windows, window_loader
 from theseus_pl.data.text_corpus import TextFiles, text_source
 from theseus_pl.deploy import main as deploy_main
 from theseus_pl.deployment import gguf_stage
 from theseus_pl.lightning.callbacks import DivergedError
 from theseus_pl.lightning.language_model_evaluation import evaluate_language_model
+from theseus_pl.publish import main as publish_main
 
 
 @pytest.fixture

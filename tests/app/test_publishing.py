@@ -18,7 +18,8 @@ from results_records import a_run, an_embedding_run, plant, plant_new_kind
 from theseus_pl.app.results.reading import read_task_model_results
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.ship.model_card import model_card
-from theseus_pl.app.ship.publishing import NO_TOKEN, main
+from theseus_pl.app.ship.publishing import NO_TOKEN
+from theseus_pl.publish import main
 
 pytestmark = pytest.mark.quick
 

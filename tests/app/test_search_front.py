@@ -102,7 +102,7 @@ def test_a_study_of_planted_trials_gives_its_front_table_plot_and_pick(tmp_path)
     assert "Found by a search" not in (tmp_path / "1" / "successor" / "README.md").read_text()
     assert read_task_model_results(tmp_path / "0" / "results.json").search.trial == 0
     # The sweep's report reads the front from the pick's record, as it reads any run.
-    from theseus_pl.app.report.tables import main as report
+    from theseus_pl.report import main as report
 
     report([str(tmp_path), "--output", str(tmp_path / "report")])
     front = pd.read_csv(tmp_path / "report" / "search_front.csv")

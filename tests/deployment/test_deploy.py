@@ -160,7 +160,7 @@ def test_the_command_prints_its_json_block_alone_whatever_a_library_prints_while
         print("[INFO] Running in WANDB offline mode")
         return deploy_model(*args, **kwargs)
 
-    monkeypatch.setattr("theseus_pl.deploy.deploy_model", chatty_deploy)
+    monkeypatch.setattr("theseus_pl.app.ship.deploy_folder.deploy_model", chatty_deploy)  # as the command finds it
     block = main([str(successor), "--quantize", "none", "--batch-sizes", "1", "--repeats", "1", "--no-own-lengths"])
     printed = capsys.readouterr()
     assert json.loads(printed.out) == deployment_dict(block)  # `| jq` reads it

@@ -18,12 +18,10 @@ import numpy as np
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
 
+from theseus_pl.deployment.gguf_types import GGUF_TYPES
+
 log = logging.getLogger(__name__)
 
-# The GGUF type names users give (lower case, as llama.cpp's tools print them) -> gguf's quantisation type name and
-# llama.cpp's file type. Those gguf's numpy quantisers write; the k-quants need llama.cpp's own quantize tool.
-GGUF_TYPES = {"f32": "F32", "f16": "F16", "bf16": "BF16", "q8_0": "Q8_0", "q5_1": "Q5_1", "q5_0": "Q5_0",
-              "q4_1": "Q4_1", "q4_0": "Q4_0"}  # fmt: skip
 # The least top-1 agreement with the PyTorch successor a type may show on the check's tokens: fp copies keep
 # the argmax; 8-bit blocks flip near-ties only; 4- and 5-bit ones lose more (llama.cpp's own perplexity tables).
 AGREEMENT_FLOORS = {"f32": 0.999, "f16": 0.99, "bf16": 0.97, "q8_0": 0.95, "q5_1": 0.85, "q5_0": 0.85, "q4_1": 0.8,

@@ -17,7 +17,7 @@ from theseus_pl.core.settings import (
     positive_int,
     whole_number,
 )
-from theseus_pl.deployment.gguf_export import GGUF_TYPES
+from theseus_pl.deployment.gguf_types import GGUF_TYPES
 from theseus_pl.deployment.targets import AUTO, TARGETS
 
 QUANTIZE_CHOICES = (None, "int8")

@@ -1,32 +1,5 @@
-"""Tables and plots from finished runs: ``python -m theseus_pl.report RUN_DIR [RUN_DIR ...] [--output report]``.
-
-Reads every ``results.json`` below the folders and writes, into ``--output``:
-
-- ``table.md`` and ``table.csv``: one row per value of ``--rows`` (default ``method``; ``method,theseus.init``:
-  a row per method and start), one column per task, and
-  the macro average over tasks. A cell is the best dev score over the settings a sweep varied, each setting first
-  reduced to its median over seeds (as the paper reports). The predecessor gets a row of its own.
-- ``best_settings.md`` and ``best_settings.csv``: for each cell, the grid point chosen, its median, min and max
-  over seeds and the seeds. A warning is printed when rows had different step budgets or one lacks a seed.
-- ``runs.md`` and ``runs.csv``: every run — task, method, scores, its folder and, when it had one, its W&B
-  run's name and URL — so a cell of the table leads to the runs behind it.
-- ``shapes.md`` and ``shapes.csv``, when the runs' successors differ in shape: the depth-against-width table
-  (``shape_table``), each shape's parameters, score spread over seeds and measured speed-up.
-- ``budget.md`` and ``budget.csv``, when a task ran at more than one step budget (``trainer.max_steps``, e.g.
-  ``+sweep=budget``): per task, row and budget, the best grid point's median, min and max over seeds; and
-  ``budget_<task>.png``, each row's median score against optimizer steps with its min-max band.
-- ``p_over_steps.png``: the replacement rate logged by each schedule over the training steps.
-- ``score_vs_rate.png``: successor score against the constant replacing rate ``p`` (when such runs exist).
-- ``lm_table.md``/``.csv``, ``lm_runs.md``/``.csv`` and ``perplexity_vs_layers.png``, for decoder-LM runs
-  (``+experiment=smollm2_quick``, ``+sweep=lm_protocol``): per method and kept layers, held-out perplexity over
-  seeds, KL and agreement with the predecessor, tokens trained and decode speed-up (``kinds.language_model.report``).
-- ``embedding_table.md``/``.csv``, for sentence-embedding runs (``+experiment=minilm_embedding_quick``): a line per
-  run, STS-B dev Spearman of both models, the share kept, cosine and MSE to the teacher's vectors and the speed-ups
-  at batch 1 and 32 (``kinds.embedding_model.report``).
-
-A folder of a half-finished Hydra multirun is reported with what finished; the jobs without results are named.
-``--dry-run`` lists the runs found and the files the report would write, and writes none into ``--output``.
-"""
+"""The tables and plots of ``python -m theseus_pl.report`` (:mod:`theseus_pl.report` lists them): the runs of every
+kind found, each kind's tables by its registration, the task models' cells reduced over seeds and settings."""
 
 from __future__ import annotations
 
@@ -39,14 +12,13 @@ import json
 import logging
 import statistics
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pandas as pd
 
 from theseus_pl.app.config.kinds import TASK_MODEL
-from theseus_pl.app.config.side_commands import command_parser
 from theseus_pl.app.report.files import PREDECESSOR, remove_stale_files, write_markdown_and_csv
 from theseus_pl.app.report.shape_table import shape_table
 from theseus_pl.app.results.envelope import ResultsError, RunRecord, UnknownKind, by_kind
@@ -398,31 +370,27 @@ def write_plots(runs: list[TaskModelResults], output: Path) -> list[Path]:
     return written
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    dry_run = "list the runs found and the files the report would write into --output; write nothing there"
-    parser = command_parser("report", __doc__, dry_run)
-    parser.add_argument("folders", nargs="+", type=Path, metavar="RUN_DIR", help="run or multirun folders")
-    rows_help = "results field or setting per row, e.g. theseus.init; several joined by commas: method,theseus.init"
-    parser.add_argument("--rows", default="method", help=rows_help)
-    parser.add_argument("--output", type=Path, default=Path("report"), help="the folder the tables and plots go into")
-    args = parser.parse_args(argv)
+def report_command(folders: list[Path], rows: str, output: Path, dry_run: bool,
+                   refuse: Callable[[str], NoReturn]) -> dict[str, Any]:  # fmt: skip
+    """The command, its line read: the report of the runs below ``folders`` into ``output`` (or, ``dry_run``, its
+    plan); ``refuse`` ends the command on a problem with the command line's own words."""
     logging.basicConfig(level=logging.WARNING, format="Warning: %(message)s")  # a run skipped, in one line
     try:
-        records, missing = find_records(args.folders)  # one pass over the runs of every kind
+        records, missing = find_records(folders)  # one pass over the runs of every kind
         if not records:
-            raise no_results(args.folders)
+            raise no_results(folders)
     except FileNotFoundError as error:
-        parser.error(str(error))
-    if problem := unknown_rows(records, args.rows):
-        parser.error(problem)
-    if args.output.exists() and not args.output.is_dir():
-        parser.error(f"--output {args.output} is a file: give the folder the tables and plots go into.")
+        refuse(str(error))
+    if problem := unknown_rows(records, rows):
+        refuse(problem)
+    if output.exists() and not output.is_dir():
+        refuse(f"--output {output} is a file: give the folder the tables and plots go into.")
     try:
-        report = (planned_report if args.dry_run else write_report)(records, args.rows, args.output)
+        report = (planned_report if dry_run else write_report)(records, rows, output)
     except UnknownKind as error:  # a kind the report has no tables for: refused before anything is written
-        parser.error(str(error))
+        refuse(str(error))
     except OSError as error:  # a folder it may not write into
-        parser.error(f"The report cannot be written into {args.output}: {error}")
+        refuse(f"The report cannot be written into {output}: {error}")
     if missing:
         print(f"{len(missing)} jobs have no results yet:\n  " + "\n  ".join(missing))
     for warning in report["warnings"]:

@@ -1,24 +1,12 @@
-"""Publish a finished run's successor to the Hugging Face Hub.
-
-    python -m theseus_pl.publish RUN_DIR --repo-id ORG/NAME [--private] [--dry-run] [--token TOKEN]
-
-A run of any kind: an encoder compressed on a task, a decoder LM compressed on text, or a sentence-embedding model
-compressed to its own vectors. Only the content of ``RUN_DIR/successor/`` goes up: the checkpoint (or the pickled
-``successor.pt``; a sentence-transformers folder, its pooling included), its tokenizer, the model card ``README.md``
-and, when the run was deployed, ``onnx/``. The run's other files (checkpoints, logs, W&B runs, the config) describe
-the experiment, not the model, and name local paths. The card (its kind's) is written afresh from ``results.json``
-just before the upload, so that it shows the run's final numbers (a deployment redone after the run included) and
-code that loads the model from its repo. ``--dry-run`` lists every file that would go up and the card's metadata,
-and uploads nothing. The token comes from ``--token``, else from huggingface_hub (``HF_TOKEN``, or the one
-``hf auth login`` saved).
-"""
+"""What ``python -m theseus_pl.publish`` does (:mod:`theseus_pl.publish` says it in the user's words): the upload
+planned and checked before anything goes up, the card written afresh from the record, the hub's refusals in one
+line."""
 
 from __future__ import annotations
 
 import json
 import re
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -28,7 +16,6 @@ from huggingface_hub.errors import HFValidationError
 from huggingface_hub.errors import HTTPError as TransportError  # httpx's base error, as huggingface_hub imports it
 from huggingface_hub.utils import validate_repo_id
 
-from theseus_pl.app.config.side_commands import command_parser
 from theseus_pl.app.results.envelope import ResultsError, RunRecord, UnknownKind
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.registry import kind_named
@@ -213,31 +200,21 @@ def _token_line(given: str | None) -> str:
     return f"The upload itself would be refused: {NO_TOKEN}"
 
 
-def main(argv: Sequence[str] | None = None, api: HubApi | None = None) -> str:
-    """The command; ``api`` stands in for ``HfApi(token=...)``. Returns the repo's URL."""
-    parser = command_parser("publish", __doc__, dry_run="list what would go up, upload nothing, need no token")
-    parser.add_argument(
-        "run_dir", type=Path, metavar="RUN_DIR", help=f"a finished run's folder (it holds {RUN_FOLDER})"
-    )
-    parser.add_argument("--repo-id", required=True, metavar="ORG/NAME", help="the hub repo to create or update")
-    parser.add_argument(
-        "--private", action="store_true", help="create the repo private (an existing repo keeps its own)"
-    )
-    parser.add_argument("--token", help="a hub token that may write (default: HF_TOKEN, or `hf auth login`'s)")
-    args = parser.parse_args(argv)
-
-    token = args.token or (None if args.dry_run else get_token())
-    problems = [] if args.dry_run or token else [NO_TOKEN]
+def publish_run(run_dir: Path, repo_id: str, private: bool, token: str | None, dry_run: bool,
+                api: HubApi | None = None) -> str:  # fmt: skip
+    """The command, its line read: ``api`` stands in for ``HfApi(token=...)``. Returns the repo's URL."""
+    given, token = token, token or (None if dry_run else get_token())
+    problems = [] if dry_run or token else [NO_TOKEN]
     try:
-        upload = planned_upload(args.run_dir, args.repo_id, args.private)
+        upload = planned_upload(run_dir, repo_id, private)
     except PublishRefused as refused:
         problems = refused.problems + problems
     if problems:
         print("Nothing was published:\n" + "\n".join(f"- {problem}" for problem in problems), file=sys.stderr)
         raise SystemExit(2)
-    if args.dry_run:
+    if dry_run:
         print(describe(upload))
-        print(_token_line(args.token))
+        print(_token_line(given))
         url = f"{constants.ENDPOINT}/{upload.repo_id}"
         print(f"Dry run: nothing was uploaded. The model would be at {url}")
         return url

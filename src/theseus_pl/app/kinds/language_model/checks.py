@@ -28,7 +28,8 @@ from theseus_pl.core.settings import whole_number
 from theseus_pl.data.harness_tasks import LOCAL_TASKS, local_task_folder
 from theseus_pl.data.language_model import window_problem
 from theseus_pl.data.text_corpus import text_source
-from theseus_pl.deployment.gguf_export import GGUF_TYPES, gguf_problems, tokenizer_problem
+from theseus_pl.deployment.gguf_export import gguf_problems, tokenizer_problem
+from theseus_pl.deployment.gguf_types import GGUF_TYPES
 from theseus_pl.deployment.llama_cpp_runtime import llama_cpp_problem
 from theseus_pl.lightning.language_model_harness import harness_problems
 

@@ -11,7 +11,7 @@ import wandb_workspaces.workspaces as ws
 from theseus_pl.app.kinds.language_model.report import language_model_frame, language_model_table
 from theseus_pl.app.report.files import markdown_table
 from theseus_pl.app.tracking.dashboard import METHOD, Dashboard, by_method, replacing_panels
-from theseus_pl.deployment.gguf_export import GGUF_TYPES
+from theseus_pl.deployment.gguf_types import GGUF_TYPES
 
 PERPLEXITY, DECODE_SPEEDUP = "final/successor_perplexity", "final/decode_speedup"  # a decoder-LM run's summary
 LM_COLUMNS = [PERPLEXITY, "final/predecessor_perplexity", "final/kl", "final/agreement", DECODE_SPEEDUP]
