@@ -108,6 +108,15 @@ def test_a_study_of_planted_trials_gives_its_front_table_plot_and_pick(tmp_path)
     front = pd.read_csv(tmp_path / "report" / "search_front.csv")
     assert list(front["trial"]) == [3, 1, 0] and list(front.loc[front["pick"] == "pick", "trial"]) == [0]
     assert list(front["floor"]) == pytest.approx([79.7] * 3) and list(front["score"]) == [75.0, 79.5, 80.0]
+    # ... and so does the sweep's W&B report (python -m theseus_pl.dashboard --report).
+    import wandb_workspaces.reports.v2 as wr
+
+    from theseus_pl.app.report.tables import find_runs
+    from theseus_pl.app.tracking.dashboard import sweep_report
+
+    markdown = [block.text for block in sweep_report("team", "proj", tmp_path, find_runs([tmp_path])[0]).blocks
+                if isinstance(block, wr.MarkdownBlock)]  # fmt: skip
+    assert markdown[-1] == (tmp_path / "report" / "search_front.md").read_text()
 
 
 def test_a_trial_stopped_under_its_score_is_told_pruned_counted_and_never_a_point(tmp_path):

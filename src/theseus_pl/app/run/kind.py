@@ -44,6 +44,7 @@ class RunKind(Generic[R]):
     def __init__(self, cfg: DictConfig, settings: RunSettings) -> None:
         self.cfg, self.settings = cfg, settings
         self.output_dir = Path(cfg.paths.output_dir)
+        self.cache_dir = Path(cfg.paths.cache_dir)  # predecessors, tokenised data, the bf16 measurement
         self._interrupted: dict[Path, int | None] = {}
 
     def check(self) -> None:

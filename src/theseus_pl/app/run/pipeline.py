@@ -77,7 +77,7 @@ def run(cfg: DictConfig) -> RunRecord | None:
     pl.seed_everything(cfg.seed, workers=True)
     fingerprint = _prepared_data(kind, resumed)
     output_dir.mkdir(parents=True, exist_ok=True)
-    hardware = run_hardware(cfg.trainer, Path(cfg.paths.cache_dir), output_dir)
+    hardware = run_hardware(cfg.trainer, kind.cache_dir, output_dir)
     _check_precision(resumed, hardware)
     log.info("Training in %s: %s.", hardware.precision, hardware.precision_reason)
     evaluation = evaluation_settings(cfg.trainer, hardware.precision)
@@ -176,7 +176,7 @@ def plan(cfg: DictConfig) -> list[str]:
     method, theseus, schedule = settings.method, settings.theseus, settings.schedule
     assert method is not None and theseus is not None and schedule is not None  # the checks passed
     steps = total_steps(cfg, None) if method.trains else 0
-    hardware = run_hardware(cfg.trainer, Path(cfg.paths.cache_dir), output_dir)
+    hardware = run_hardware(cfg.trainer, kind.cache_dir, output_dir)
     _check_precision(resumed, hardware)
     world_size = planned_trainer(cfg, hardware.precision).world_size
     return [

@@ -73,7 +73,7 @@ class TaskModelRun(RunKind[TaskModelResults]):
         cfg = self.cfg
         finetune = OmegaConf.to_container(cfg.finetune, resolve=True)  # resolved: sweeps interpolate values
         self.predecessor = prepare_predecessor(
-            cfg.model.base, cfg.model.predecessor, self.datamodule, finetune, cfg.seed, Path(cfg.paths.cache_dir),
+            cfg.model.base, cfg.model.predecessor, self.datamodule, finetune, cfg.seed, self.cache_dir,
             evaluation, cfg.checkpoint.every_n_steps, cfg.callbacks.get("resume_checkpoint") is not None,
         )  # fmt: skip
 
@@ -127,7 +127,7 @@ class TaskModelRun(RunKind[TaskModelResults]):
     def _cached_predecessor(self, precision: str) -> Path:
         """The folder the predecessor fine-tuned from the base is cached in, made or not."""
         cfg, finetune = self.cfg, OmegaConf.to_container(self.cfg.finetune, resolve=True)
-        return cached_predecessor_folder(cfg.model.base, self.datamodule, finetune, cfg.seed, Path(cfg.paths.cache_dir),
+        return cached_predecessor_folder(cfg.model.base, self.datamodule, finetune, cfg.seed, self.cache_dir,
                                          precision)  # fmt: skip
 
     def _fine_tuning_batches(self) -> int:

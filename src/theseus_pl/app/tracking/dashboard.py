@@ -21,9 +21,11 @@ import wandb_workspaces.reports.v2 as wr
 import wandb_workspaces.workspaces as ws
 
 from theseus_pl.app.config.kinds import TASK_MODEL
+from theseus_pl.app.report.files import markdown_table
 from theseus_pl.app.report.tables import (
     best_settings,
     build_table,
+    search_front_table,
     varied_keys,
     write_best_settings,
     write_tables,
@@ -185,10 +187,15 @@ def _task_model_tables(runs: list[Any]) -> list[Any]:
         best = best_settings(runs)
         (best_md, *_) = (p for p in write_best_settings(best, "method", Path(folder)) if p.suffix == ".md")
         table_text, best_text = table_md.read_text(), best_md.read_text()
-    return [
+    blocks = [
         wr.H2(text="Each method at its best setting (median over seeds)"), wr.MarkdownBlock(text=table_text),
         wr.H2(text="Best settings, with the seeds' spread"), wr.MarkdownBlock(text=best_text),
     ]  # fmt: skip
+    front = search_front_table(runs)  # a search's sweep: its Pareto front, from the pick's record
+    if not front.empty:
+        blocks += [wr.H2(text="The search's front: dev score against ms a call, fastest first"),
+                   wr.MarkdownBlock(text=markdown_table(front))]  # fmt: skip
+    return blocks
 
 
 TASK_MODEL_DASHBOARD = Dashboard(

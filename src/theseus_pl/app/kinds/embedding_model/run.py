@@ -151,7 +151,7 @@ class EmbeddingModelRun(RunKind[EmbeddingModelResults]):
             _model_fingerprint(self.predecessor_dir), tokenizer_fingerprint(datamodule.tokenizer),
             str(datamodule.max_length), *datamodule.texts[split],
         ]).encode()).hexdigest()[:24]  # fmt: skip
-        path = Path(self.cfg.paths.cache_dir) / "sentence_vectors" / key
+        path = self.cache_dir / "sentence_vectors" / key
 
         def build(staging: Path) -> None:
             loader, order = datamodule.by_length(split)
@@ -183,7 +183,7 @@ class EmbeddingModelRun(RunKind[EmbeddingModelResults]):
         def load(folder: Path) -> float:
             return json.loads((folder / "sts.json").read_text())["sts"]
 
-        path = Path(self.cfg.paths.cache_dir) / "sentence_sts" / key
+        path = self.cache_dir / "sentence_sts" / key
         return load_or_build(path, load, build, "the predecessor's STS-B dev score")[0]
 
     def plan(self, steps: int | None, world_size: int, precision: str) -> list[str]:

@@ -91,7 +91,7 @@ class LanguageModelRun(RunKind[LanguageModelResults]):
         if missing := language_model_resource_problems(cfg):  # nothing further can be read without them
             raise RunRefused(problems + device_problems(cfg) + missing)
         try:
-            self.predecessor_dir, self.origin = _predecessor_folder(cfg.model, Path(cfg.paths.cache_dir))
+            self.predecessor_dir, self.origin = _predecessor_folder(cfg.model, self.cache_dir)
         except RunRefused as refused:
             raise RunRefused(problems + refused.problems) from None
         self.tokenizer = AutoTokenizer.from_pretrained(self.predecessor_dir)
@@ -104,15 +104,14 @@ class LanguageModelRun(RunKind[LanguageModelResults]):
 
     def prepare_data(self) -> None:
         """The text tokenised into windows (cached), then what needs them counted refused before anything trains."""
-        cache_dir = Path(self.cfg.paths.cache_dir)
-        self.datamodule = language_model_datamodule(self.cfg, self.tokenizer, cache_dir)
+        self.datamodule = language_model_datamodule(self.cfg, self.tokenizer, self.cache_dir)
         self.datamodule.setup("fit")
         windows = len(self.datamodule.splits["train"])
         if problems := schedule_problems(self.cfg, self.settings, windows) + validation_problems(
             self.cfg, windows, "training windows"
         ):
             raise RunRefused(problems)
-        self.other_windows = _other_windows(self.cfg, self.tokenizer, cache_dir)
+        self.other_windows = _other_windows(self.cfg, self.tokenizer, self.cache_dir)
 
     def plan(self, steps: int | None, world_size: int, precision: str) -> list[str]:
         cfg, datamodule = self.cfg, self.datamodule
@@ -164,7 +163,7 @@ class LanguageModelRun(RunKind[LanguageModelResults]):
             cfg = self.cfg
             finetune = OmegaConf.to_container(cfg.finetune, resolve=True)
             self.adapted_dir = adapted_predecessor(
-                self.predecessor_dir, self.datamodule, finetune, cfg.seed, Path(cfg.paths.cache_dir), evaluation,
+                self.predecessor_dir, self.datamodule, finetune, cfg.seed, self.cache_dir, evaluation,
                 cfg.checkpoint.every_n_steps, cfg.callbacks.get("resume_checkpoint") is not None,
             )  # fmt: skip
 
@@ -189,7 +188,7 @@ class LanguageModelRun(RunKind[LanguageModelResults]):
         """The folder the predecessor adapted to the text is cached in, made or not."""
         finetune = OmegaConf.to_container(self.cfg.finetune, resolve=True)
         return adapted_folder(self.predecessor_dir, self.datamodule, finetune, self.cfg.seed,
-                              Path(self.cfg.paths.cache_dir), precision)  # fmt: skip
+                              self.cache_dir, precision)  # fmt: skip
 
     def data_fingerprint(self) -> tuple[str, str] | None:
         # data.files names folders whose .txt files may be added or edited: the held-out documents are drawn from them
@@ -274,7 +273,7 @@ class LanguageModelRun(RunKind[LanguageModelResults]):
     def _harness_scores(self, results: LanguageModelResults) -> None:
         """The models' lm-eval scores in fp32 on the run's device; the predecessor's (and the adapted teacher's)
         from the cache when a run before scored it the same way."""
-        lm_eval, cache_dir = self.cfg.evaluation.lm_eval, Path(self.cfg.paths.cache_dir)
+        lm_eval, cache_dir = self.cfg.evaluation.lm_eval, self.cache_dir
         tasks, folders = list(lm_eval.tasks), harness_task_folders(lm_eval, cache_dir)
         device = "cuda" if torch.cuda.is_available() and self.cfg.trainer.accelerator != "cpu" else "cpu"
         options = {"num_fewshot": lm_eval.num_fewshot, "limit": lm_eval.limit, "batch_size": lm_eval.batch_size}
