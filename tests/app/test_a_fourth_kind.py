@@ -31,9 +31,9 @@ from theseus_pl.app.results.registry import Kind, ReportPart, register_kind
 from theseus_pl.app.results.task_model import TaskModelResults
 from theseus_pl.app.run.pipeline import plan, refusal_problems, run
 from theseus_pl.app.run.task_model import TaskModelRun
-from theseus_pl.app.ship.deploy_folder import ENCODERS
 from theseus_pl.dashboard import main as dashboard_main
 from theseus_pl.deploy import main as deploy_main
+from theseus_pl.deployment.targets import ENCODERS
 from theseus_pl.publish import main as publish_main
 from theseus_pl.report import main as report_main
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import resource
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -24,18 +23,10 @@ from transformers import (
     PreTrainedModel,
 )
 
+from theseus_pl.core.memory_record import PeakMemory
+
 CLEAR_REFS = Path("/proc/self/clear_refs")
 STATUS = Path("/proc/self/status")
-
-
-@dataclass(frozen=True)
-class PeakMemory:
-    """Peaks in MiB since :func:`start_peak_memory`: ``cpu_mb`` the resident set, ``gpu_mb`` CUDA's allocated peak
-    (None without CUDA); ``cpu_since`` ``run`` or ``process`` (where the resident-set peak cannot be reset)."""
-
-    cpu_mb: float
-    gpu_mb: float | None
-    cpu_since: str
 
 
 def start_peak_memory() -> str:

@@ -18,10 +18,11 @@ import statistics
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import torch
-from torch import nn
+if TYPE_CHECKING:  # torch is imported by the calls that time a model: reading a record's timings needs none
+    import torch
+    from torch import nn
 
 BUSY_CORES = 0.25  # other processes' mean CPU use while timing, in cores, above which a timing is not trusted
 PROC_STAT = Path("/proc/stat")
@@ -113,6 +114,8 @@ def p50_milliseconds(
 
 def forward_call(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> Callable[[], object]:
     """One eval-mode forward pass of ``model`` on ``batch`` (labels dropped), waiting for a GPU to finish it."""
+    import torch
+
     model.eval()
     inputs = {key: value for key, value in batch.items() if key != "labels"}
     synchronize = torch.cuda.synchronize if next(model.parameters()).is_cuda else lambda: None
@@ -140,6 +143,8 @@ def inference_speedup(
 
 def decode_call(model: nn.Module, prompt: torch.Tensor, new_tokens: int) -> Callable[[], object]:
     """Greedy generation of exactly ``new_tokens`` tokens after ``prompt`` with the KV cache, as a user decodes."""
+    import torch
+
     model.eval()
     mask = torch.ones_like(prompt)
     synchronize = torch.cuda.synchronize if prompt.is_cuda else lambda: None

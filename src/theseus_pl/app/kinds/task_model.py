@@ -5,15 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from theseus_pl.app.checks.settings import task_model_method_problems
 from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.report.tables import task_model_report
 from theseus_pl.app.results.registry import Deployer, Kind
 from theseus_pl.app.results.task_model import TaskModelResults
-from theseus_pl.app.ship.deploy_folder import deploy_run, planned_deployment
 from theseus_pl.app.ship.model_card import task_model_card
 from theseus_pl.app.tracking.dashboard import TASK_MODEL_DASHBOARD
-from theseus_pl.deployment.record import DeploySettings
+from theseus_pl.deployment.record import Deployment, DeploySettings
+
+
+def _method_problems(cfg: Any, method: Any, theseus: Any) -> list[str]:
+    """Its method checks, imported as a run is checked: their modules import Lightning, which a report needs not."""
+    from theseus_pl.app.checks.settings import task_model_method_problems
+
+    return task_model_method_problems(cfg, method, theseus)
 
 
 def _run(cfg: Any, settings: Any) -> Any:
@@ -22,7 +27,16 @@ def _run(cfg: Any, settings: Any) -> Any:
     return TaskModelRun(cfg, settings)
 
 
+# Its deployment (torch, ONNX Runtime) imported as it deploys: reading and reporting its runs needs neither.
+def _deploy(folder: Path, settings: DeploySettings, glue_dir: str | None) -> Deployment:
+    from theseus_pl.app.ship.deploy_folder import deploy_run
+
+    return deploy_run(folder, settings, glue_dir)
+
+
 def _planned(folder: Path, settings: DeploySettings, glue_dir: str | None) -> list[str]:
+    from theseus_pl.app.ship.deploy_folder import planned_deployment
+
     return planned_deployment(folder, settings, glue_dir=glue_dir)
 
 
@@ -30,11 +44,11 @@ KIND = Kind(
     name=TASK_MODEL,
     record=TaskModelResults,
     run=_run,
-    method_problems=task_model_method_problems,
+    method_problems=_method_problems,
     card=task_model_card,
     dashboard=TASK_MODEL_DASHBOARD,
     report=task_model_report,
-    deployer=Deployer(deploy=deploy_run, plan=_planned),
+    deployer=Deployer(deploy=_deploy, plan=_planned),
     without_gguf="; deploy it to ONNX without --gguf",
     described="encoder task models (classifiers and regressors)",
     methods_hint="on a classification or regression task use an encoder method such as theseus, fine_tuning or kd "

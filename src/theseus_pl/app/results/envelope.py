@@ -28,7 +28,7 @@ from dataclasses import MISSING, Field, dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from theseus_pl.core.memory import PeakMemory
+from theseus_pl.core.memory_record import PeakMemory
 from theseus_pl.core.timing import was_busy
 
 SCHEMA_VERSION = 3

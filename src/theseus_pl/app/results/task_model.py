@@ -26,7 +26,7 @@ from theseus_pl.app.results.envelope import (
     WandbLink,
     envelope_fields,
 )
-from theseus_pl.core.memory import PeakMemory
+from theseus_pl.core.memory_record import PeakMemory
 from theseus_pl.deployment.record import LEFT_OUT_AT_DEFAULT, Deployment
 
 

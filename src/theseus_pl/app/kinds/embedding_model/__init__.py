@@ -8,17 +8,18 @@ from typing import Any
 
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL
 from theseus_pl.app.kinds.embedding_model.card import embedding_model_card
-from theseus_pl.app.kinds.embedding_model.checks import embedding_model_method_problems
 from theseus_pl.app.kinds.embedding_model.dashboard import EMBEDDING_MODEL_DASHBOARD
 from theseus_pl.app.kinds.embedding_model.record import EmbeddingModelResults
 from theseus_pl.app.kinds.embedding_model.report import STEM, write_embedding_model_report
-from theseus_pl.app.kinds.embedding_model.shipping import (
-    deploy_embedding_run,
-    planned_embedding_deployment,
-    sentence_transformers_missing_parts,
-)
 from theseus_pl.app.results.registry import Deployer, Kind, ReportPart
-from theseus_pl.deployment.record import DeploySettings
+from theseus_pl.deployment.record import Deployment, DeploySettings
+
+
+def _method_problems(cfg: Any, method: Any, theseus: Any) -> list[str]:
+    """Its method checks, imported as a run is checked: their modules import Lightning, which a report needs not."""
+    from theseus_pl.app.kinds.embedding_model.checks import embedding_model_method_problems
+
+    return embedding_model_method_problems(cfg, method, theseus)
 
 
 def _run(cfg: Any, settings: Any) -> Any:
@@ -33,20 +34,35 @@ def _report(runs: list[EmbeddingModelResults], rows: str, output: Path) -> Repor
     return ReportPart(written, warnings, output / f"{STEM}.md")
 
 
+# Its shipping (torch, ONNX Runtime) imported as it ships: reading and reporting its runs needs neither.
+def _deploy(folder: Path, settings: DeploySettings, glue_dir: str | None) -> Deployment:
+    from theseus_pl.app.kinds.embedding_model.shipping import deploy_embedding_run
+
+    return deploy_embedding_run(folder, settings, glue_dir)
+
+
 def _planned(folder: Path, settings: DeploySettings, glue_dir: str | None) -> list[str]:
+    from theseus_pl.app.kinds.embedding_model.shipping import planned_embedding_deployment
+
     return planned_embedding_deployment(folder, settings)
+
+
+def _missing_parts(successor: Path) -> list[str]:
+    from theseus_pl.app.kinds.embedding_model.shipping import sentence_transformers_missing_parts
+
+    return sentence_transformers_missing_parts(successor)
 
 
 KIND = Kind(
     name=EMBEDDING_MODEL,
     record=EmbeddingModelResults,
     run=_run,
-    method_problems=embedding_model_method_problems,
+    method_problems=_method_problems,
     card=embedding_model_card,
     dashboard=EMBEDDING_MODEL_DASHBOARD,
     report=_report,
-    missing_parts=sentence_transformers_missing_parts,
-    deployer=Deployer(deploy=deploy_embedding_run, plan=_planned),
+    missing_parts=_missing_parts,
+    deployer=Deployer(deploy=_deploy, plan=_planned),
     without_gguf="; its successor is a sentence-transformers folder already",
     described="sentence-embedding models",
     methods_hint="on a sentence-embedding model use embedding_theseus, embedding_mse (embedding_fine_tuning on "

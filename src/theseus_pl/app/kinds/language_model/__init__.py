@@ -7,12 +7,18 @@ from typing import Any
 
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.kinds.language_model.card import language_model_card
-from theseus_pl.app.kinds.language_model.checks import language_model_method_problems
 from theseus_pl.app.kinds.language_model.dashboard import LANGUAGE_MODEL_DASHBOARD
 from theseus_pl.app.kinds.language_model.record import LanguageModelResults
 from theseus_pl.app.kinds.language_model.report import write_language_model_report
 from theseus_pl.app.results.registry import Kind, ReportPart
-from theseus_pl.app.ship.deploy_folder import ENCODERS
+from theseus_pl.deployment.targets import ENCODERS
+
+
+def _method_problems(cfg: Any, method: Any, theseus: Any) -> list[str]:
+    """Its method checks, imported as a run is checked: their modules import Lightning, which a report needs not."""
+    from theseus_pl.app.kinds.language_model.checks import language_model_method_problems
+
+    return language_model_method_problems(cfg, method, theseus)
 
 
 def _run(cfg: Any, settings: Any) -> Any:
@@ -31,7 +37,7 @@ KIND = Kind(
     name=LANGUAGE_MODEL,
     record=LanguageModelResults,
     run=_run,
-    method_problems=language_model_method_problems,
+    method_problems=_method_problems,
     card=language_model_card,
     dashboard=LANGUAGE_MODEL_DASHBOARD,
     report=_report,

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.results.envelope import Hardware, Keys, RunRecord, WandbLink, envelope_fields, trusted
-from theseus_pl.core.memory import PeakMemory
+from theseus_pl.core.memory_record import PeakMemory
 from theseus_pl.core.timing import was_busy
 from theseus_pl.deployment.record import LEFT_OUT_AT_DEFAULT
 
