@@ -14,9 +14,10 @@ from __future__ import annotations
 import pickle
 import types
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-from transformers import AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+if TYPE_CHECKING:  # torch and transformers load and save models: asking what a folder holds needs neither
+    from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 PICKLED = "successor.pt"
 # The files a saved tokenizer leaves, one at least: a model folder without any is of no use to a reader.
@@ -62,6 +63,8 @@ _PICKLE = types.SimpleNamespace(__name__="pickle", Unpickler=_MovedModulesUnpick
 def config_describes(model: PreTrainedModel) -> bool:
     """Whether a fresh model of ``model``'s class and config has the same parameters, by name and shape (built on
     the meta device: no memory, no initialisation)."""
+    import torch
+
     with torch.device("meta"):
         fresh = type(model)(model.config)
     return {k: v.shape for k, v in fresh.state_dict().items()} == {k: v.shape for k, v in model.state_dict().items()}
@@ -72,6 +75,8 @@ def save_successor(
 ) -> Path:
     """``model`` (and its tokenizer) in ``directory``: a plain checkpoint when its config describes it, else its
     config and the pickled module."""
+    import torch
+
     directory = Path(directory)
     if config_describes(model):
         model.save_pretrained(directory)
@@ -97,6 +102,9 @@ def is_pickled(directory: str | Path) -> bool:
 def load_successor(directory: str | Path) -> PreTrainedModel:
     """The successor saved in ``directory`` by :func:`save_successor` (or any sequence-classification checkpoint),
     in eval mode."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
     if is_pickled(directory):
         path = Path(directory) / PICKLED
         return torch.load(path, map_location="cpu", weights_only=False, pickle_module=_PICKLE).eval()
