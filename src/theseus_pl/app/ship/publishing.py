@@ -203,8 +203,8 @@ def _token_line(given: str | None) -> str:
 def publish_run(run_dir: Path, repo_id: str, private: bool, token: str | None, dry_run: bool,
                 api: HubApi | None = None) -> str:  # fmt: skip
     """The command, its line read: ``api`` stands in for ``HfApi(token=...)``. Returns the repo's URL."""
-    given, token = token, token or (None if dry_run else get_token())
-    problems = [] if dry_run or token else [NO_TOKEN]
+    found = token or (None if dry_run else get_token())  # the one given, else the machine's
+    problems = [] if dry_run or found else [NO_TOKEN]
     try:
         upload = planned_upload(run_dir, repo_id, private)
     except PublishRefused as refused:
@@ -214,12 +214,12 @@ def publish_run(run_dir: Path, repo_id: str, private: bool, token: str | None, d
         raise SystemExit(2)
     if dry_run:
         print(describe(upload))
-        print(_token_line(given))
+        print(_token_line(token))
         url = f"{constants.ENDPOINT}/{upload.repo_id}"
         print(f"Dry run: nothing was uploaded. The model would be at {url}")
         return url
     try:
-        url = publish(upload, api or HfApi(token=token))
+        url = publish(upload, api or HfApi(token=found))
     except PublishFailed as error:
         raise SystemExit(str(error)) from None
     print(f"Published {len(upload.files)} files of {upload.folder} to {url}")
