@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 CONFIG = ".hydra/config.yaml"  # the run's composed config: its data group names the dev set
 # Classes a run folder's config may name by the path of theseus_pl 0.1, before the package took its floors.
 RENAMED_TARGETS = {"theseus_pl.data.datamodule.GlueDataModule": "theseus_pl.data.datamodule.TextTaskDataModule"}
+
+
 def deployment_record(model_dir: Path) -> Path:
     """Where a checkpoint deployed on its own keeps its ``deployment`` block (a run keeps it in ``results.json``)."""
     return model_dir / "onnx" / "deployment.json"
