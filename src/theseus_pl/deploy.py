@@ -1,6 +1,6 @@
 """Deployment: the successor as ONNX (and int8), checked against PyTorch on dev rows and timed beside it.
 
-    python -m theseus_pl.deploy RUN_DIR [--quantize int8|none] [--openvino] [--no-own-lengths] [--glue-dir PATH]
+    python -m theseus_pl.deploy RUN_DIR [--quantize int8|none] [--no-openvino] [--no-own-lengths] [--glue-dir PATH]
                                         [--threads N] [--dry-run]
     python -m theseus_pl.deploy MODEL_DIR [--task SST-2 --glue-dir PATH] [--predecessor DIR] [--dry-run]
     python -m theseus_pl.deploy LM_RUN_DIR --gguf f16 q8_0 [--llama-cpp auto|true|false] [--repeats N] [--dry-run]
@@ -13,7 +13,7 @@ ONNX model is checked and timed on a few example sentences and no dev score is g
 ``<model>/onnx/deployment.json``. Inside a run the same stage is ``deploy.onnx=true`` (``deploy.quantize=int8``).
 
 A finished sentence-embedding run's folder deploys the same way: its encoder to ``successor/onnx/model.onnx`` (and
-``model_int8.onnx``), where ``SentenceTransformer(path, backend="onnx")`` reads it, and with ``--openvino`` to
+``model_int8.onnx``), where ``SentenceTransformer(path, backend="onnx")`` reads it, and (OpenVINO as below) to
 ``successor/openvino/openvino_model.xml`` (and ``openvino_model_qint8_quantized.xml``, calibrated on the run's training
 sentences), where ``backend="openvino"`` reads it; the sentence vectors checked against PyTorch's and every model
 scored on the run's STS-B dev pairs.
@@ -24,8 +24,10 @@ llama-cpp-python is installed, times each against the predecessor at the same ty
 ``deploy.gguf=[f16,q8_0]``.
 
 Writes ``onnx/model.onnx`` (dynamic batch and sequence axes) and ``onnx/model_int8.onnx`` beside the checkpoint;
-``--openvino`` also ``openvino/model.xml`` and ``openvino/model_int8.xml`` (static int8 calibrated on
-``--calibration-rows`` training rows: a run folder's, or ``--task``'s).
+where the openvino extra is installed (and ``--target`` is auto or an OpenVINO one) also ``openvino/model.xml`` and
+``openvino/model_int8.xml`` (static int8 calibrated on ``--calibration-rows`` training rows: a run folder's, or
+``--task``'s), so that auto weighs them too; ``--no-openvino`` leaves them out, ``--openvino`` refuses to go on
+without the extra.
 Each batch size is timed padded to ``--sequence-length`` and, with dev rows, again at their own lengths (batch 1
 unpadded one at a time, larger sizes length-sorted batches; ``--no-own-lengths`` skips it): ``auto`` chooses on those.
 ``--dry-run`` makes the checks a deployment makes before it exports (the folder holds what it reads, the options are
@@ -46,7 +48,7 @@ from typing import Any
 
 from theseus_pl.app.config.side_commands import command_parser, refuse
 from theseus_pl.deployment.gguf_types import GGUF_TYPES
-from theseus_pl.deployment.record import Deployment, DeploySettings
+from theseus_pl.deployment.record import Deployment, DeploySettings, openvino_by_default
 from theseus_pl.deployment.targets import AUTO, TARGETS
 
 # What deploys (torch, transformers, ONNX Runtime) is imported once the command line is read: --help and a refused
@@ -60,7 +62,11 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
     parser.add_argument("folder", type=Path, metavar="RUN_DIR|MODEL_DIR",
                         help="a finished run's folder, or a sequence-classification checkpoint")  # fmt: skip
     parser.add_argument("--quantize", choices=["int8", "none"], default="int8", help="also write the int8 model")
-    parser.add_argument("--openvino", action="store_true", help="also OpenVINO fp32 (bf16 where the CPU has it), int8")
+    parser.add_argument(
+        "--openvino", action=argparse.BooleanOptionalAction,
+        help="also OpenVINO fp32 (bf16 where the CPU has it), int8 (default: where its extra is installed and "
+        "--target is auto or an OpenVINO one)",
+    )  # fmt: skip
     parser.add_argument("--calibration-rows", type=int, default=DeploySettings.calibration_rows,
                         help="training rows NNCF calibrates OpenVINO's int8 model on")  # fmt: skip
     parser.add_argument("--task", help="a checkpoint folder's GLUE task, for dev rows (a run folder knows its own)")
@@ -78,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
         "--target",
         choices=[AUTO, *TARGETS],
         default=AUTO,
-        help="the model to ship (auto: the fastest of those deployed, OpenVINO's with --openvino, within "
+        help="the model to ship (auto: the fastest of those deployed, OpenVINO's among them, within "
         "--max-score-drop of the fp32 successor)",
     )
     parser.add_argument("--max-score-drop", type=float, default=0.5, help="dev points a target may lose under auto")
@@ -106,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
         threads=args.threads,
         target=args.target,
         max_score_drop=args.max_score_drop,
-        openvino=args.openvino,
+        openvino="auto" if args.openvino is None else args.openvino,
         calibration_rows=args.calibration_rows,
         own_lengths=args.own_lengths,
     ))  # fmt: skip
@@ -150,8 +156,14 @@ def _unread_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         return [f"{', '.join(unread)}: for a deployment to ONNX or OpenVINO; --gguf writes a decoder LM's GGUF "
                 "files and reads --llama-cpp, --repeats and --threads."] if unread else []  # fmt: skip
     problems = [] if not given(["llama_cpp"]) else ["--llama-cpp: read with --gguf only (a decoder LM's GGUF files)."]
-    if given(["calibration_rows"]) and not args.openvino:
-        problems.append("--calibration-rows: read with --openvino only (the rows NNCF calibrates OpenVINO's int8 on).")
+    openvino = openvino_by_default(args.target) if args.openvino is None else args.openvino
+    calibrated = openvino and args.quantize == "int8" and (args.task or is_run_folder(args.folder))
+    if given(["calibration_rows"]) and not calibrated:
+        problems.append(
+            "--calibration-rows: read only where OpenVINO's int8 model is calibrated (on these training rows): "
+            "OpenVINO deployed (--openvino; by default where its extra is installed and --target is auto), "
+            "--quantize int8, and training rows (a run's folder, or --task for a checkpoint's)."
+        )
     if given(["glue_dir"]) and not args.task and not is_run_folder(args.folder):
         problems.append("--glue-dir: read for a checkpoint folder's dev rows, which --task names: give --task too.")
     unread = given(CHECKPOINT_ONLY) if is_run_folder(args.folder) else []

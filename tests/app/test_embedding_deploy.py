@@ -152,7 +152,7 @@ def test_a_deploy_without_openvino_leaves_no_earlier_openvino_model_beside_its_b
     main([str(embedding_run), "--openvino", "--quantize", "none", "--repeats", "1", "--batch-sizes", "1",
           "--no-own-lengths"])  # fmt: skip
     assert (embedding_run / "successor" / "openvino" / "openvino_model.xml").is_file()
-    block = main([str(embedding_run), "--repeats", "1", "--batch-sizes", "1", "--no-own-lengths"])
+    block = main([str(embedding_run), "--no-openvino", "--repeats", "1", "--batch-sizes", "1", "--no-own-lengths"])
     assert block.openvino is None and not (embedding_run / "successor" / "openvino").exists()
     assert sorted(path.name for path in (embedding_run / "successor" / "onnx").iterdir()) == [
         "model.onnx", "model_int8.onnx"
@@ -160,7 +160,7 @@ def test_a_deploy_without_openvino_leaves_no_earlier_openvino_model_beside_its_b
 
 
 def test_a_failed_re_deploy_drops_the_block_describing_the_files_it_emptied(embedding_run, monkeypatch):
-    quick = ["--repeats", "1", "--batch-sizes", "1", "--no-own-lengths"]
+    quick = ["--no-openvino", "--repeats", "1", "--batch-sizes", "1", "--no-own-lengths"]
     main([str(embedding_run), *quick])
 
     def failing_quantisation(*_):

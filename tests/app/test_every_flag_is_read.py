@@ -26,7 +26,8 @@ TASK = ["--task", "RTE", "--glue-dir", "{glue}"]  # dev rows: what some options 
 # other than its default ({glue}, {predecessor}: folders; {threads}: one more than torch's).
 DEPLOY_VALUES: dict[str, tuple[list[str], list[str]]] = {
     "--quantize": ([], ["none"]),
-    "--openvino": ([], []),
+    "--openvino": (["--target", "onnx_int8"], []),  # by default none beside a named ONNX target
+    "--no-openvino": ([], []),  # by default deployed where its extra is installed, as dev installs it
     "--calibration-rows": ([], ["7"]),
     "--task": ([], TASK),
     "--glue-dir": ([], ["{glue}"]),
@@ -82,6 +83,20 @@ def test_every_deploy_option_changes_the_plan_or_is_refused(tmp_path, tiny_token
             unread.append(option)
         assert status in (0, 2), printed  # planned, or refused in its words: no traceback
     assert unread == [], f"given alone, these change nothing and are not refused: {unread}"
+
+
+def test_calibration_rows_are_refused_wherever_no_openvino_int8_model_is_calibrated(
+    tmp_path, tiny_tokenizer, glue_dir, capsys
+):
+    model = tmp_path / "model"
+    tiny_model("bert", num_hidden_layers=2, num_labels=2).save_pretrained(model)
+    tiny_tokenizer.save_pretrained(model)
+    task = [value.format(glue=glue_dir) for value in TASK]
+    for context in ([], ["--openvino"], [*task, "--quantize", "none"], [*task, "--no-openvino"]):
+        status, printed = dry_run([str(model), *context, "--calibration-rows", "7"], capsys)
+        assert status == 2 and "--calibration-rows: read only where OpenVINO's int8 model is calibrated" in printed
+    status, printed = dry_run([str(model), *task, "--calibration-rows", "7"], capsys)  # auto: the dev extra has it
+    assert status == 0 and "OpenVINO's int8 calibrated on 7 training rows (a fixed draw" in printed, printed
 
 
 # submit's options, each tried on a checkpoint of RTE with the task's files ({glue}, {folder}: folders).

@@ -161,7 +161,8 @@ def test_the_command_prints_its_json_block_alone_whatever_a_library_prints_while
         return deploy_model(*args, **kwargs)
 
     monkeypatch.setattr("theseus_pl.app.ship.deploy_folder.deploy_model", chatty_deploy)  # as the command finds it
-    block = main([str(successor), "--quantize", "none", "--batch-sizes", "1", "--repeats", "1", "--no-own-lengths"])
+    block = main([str(successor), "--quantize", "none", "--no-openvino", "--batch-sizes", "1", "--repeats", "1",
+                  "--no-own-lengths"])  # fmt: skip
     printed = capsys.readouterr()
     assert json.loads(printed.out) == deployment_dict(block)  # `| jq` reads it
     assert "Running in WANDB offline mode" in printed.err
@@ -194,7 +195,8 @@ def test_a_run_deploys_as_its_last_stage_and_the_command_redoes_it_on_the_folder
 ):
     planted_cpu(monkeypatch, bf16=True)  # the bf16 copy deployed too, whatever this CPU
     overrides = tiny_run_overrides(tiny_base, glue_dir, tmp_path)
-    deploy_overrides = ["deploy.onnx=true", "deploy.quantize=int8", "deploy.batch_sizes=[1,2]", "deploy.repeats=1"]
+    deploy_overrides = ["deploy.onnx=true", "deploy.quantize=int8", "deploy.openvino=false", "deploy.batch_sizes=[1,2]",
+                        "deploy.repeats=1"]  # fmt: skip
     cfg = compose_config(*overrides, *deploy_overrides)
     results = run(cfg)
     run_dir = tmp_path / "run"
@@ -221,7 +223,8 @@ def test_a_run_deploys_as_its_last_stage_and_the_command_redoes_it_on_the_folder
     assert {path: path.read_bytes() for path in run_dir.rglob("*") if path.is_file()} == before
     printed = capsys.readouterr().out
     assert "on the run's RTE dev set" in printed and str(run_dir / "results.json") in printed
-    redone = main([str(run_dir), "--quantize", "none", "--batch-sizes", "1", "--repeats", "1", "--no-own-lengths"])
+    redone = main([str(run_dir), "--quantize", "none", "--no-openvino", "--batch-sizes", "1", "--repeats", "1",
+                   "--no-own-lengths"])  # fmt: skip
     written = read_task_model_results(run_dir / "results.json")
     assert written.deployment == redone and written.successor == results.successor
     assert redone.onnx_int8 is None and list(redone.latency_ms) == ["batch_1"]
@@ -233,7 +236,7 @@ def test_a_run_deploys_as_its_last_stage_and_the_command_redoes_it_on_the_folder
         raise RuntimeError("the exporter broke")
 
     monkeypatch.setattr(onnx_deployment, "export_onnx", failing_export)  # after the earlier files were cleared
-    quick = ["--quantize", "none", "--batch-sizes", "1", "--repeats", "1", "--no-own-lengths"]
+    quick = ["--quantize", "none", "--no-openvino", "--batch-sizes", "1", "--repeats", "1", "--no-own-lengths"]
     with pytest.raises(SystemExit, match="the exporter broke"):
         main([str(run_dir), *quick])
     failed = read_task_model_results(

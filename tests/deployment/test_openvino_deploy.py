@@ -1,6 +1,7 @@
 """OpenVINO targets: the successor converted from its ONNX graph, fp32 checked against PyTorch, int8 calibrated by NNCF
 on training rows, scored, timed and shipped like the ONNX models."""
 
+import importlib.util
 import json
 from dataclasses import replace
 from types import SimpleNamespace
@@ -11,6 +12,7 @@ from app_runs import compose_config, setting_problems
 from conftest import tiny_inputs
 from test_deploy import DRY_RUN, QUICK, saved_classifier
 
+from theseus_pl.app.checks.settings import checked_settings
 from theseus_pl.app.results.deployment_block import deployment_dict, read_deployment
 from theseus_pl.app.ship import deployment_table, model_card
 from theseus_pl.app.ship.deploy_folder import deploy_model
@@ -20,6 +22,7 @@ from theseus_pl.deployment import onnx_deployment, openvino_export
 from theseus_pl.deployment import stage as deploy_module
 from theseus_pl.deployment.onnx_export import DeploymentError
 from theseus_pl.deployment.openvino_export import compile_openvino, convert_openvino, openvino_logits
+from theseus_pl.deployment.record import DeploySettings
 from theseus_pl.deployment.targets import TARGETS
 
 OPENVINO = replace(QUICK, openvino=True, calibration_rows=6)
@@ -109,16 +112,27 @@ def test_an_openvino_target_is_shipped_and_its_card_runs_it_with_openvino(tmp_pa
     )
 
 
+def test_auto_deploys_openvino_where_its_extra_is_installed_and_auto_may_pick_it(monkeypatch):
+    assert checked_settings(compose_config("deploy.onnx=true")).deploy.openvino is True  # the run's default: auto
+    assert DeploySettings(openvino="auto").openvino is True
+    assert DeploySettings(openvino="auto", target="onnx_int8").openvino is False  # no OpenVINO model can be shipped
+    assert DeploySettings(openvino="auto", target="openvino_fp32").openvino is True
+    assert DeploySettings(openvino=False).openvino is False
+    assert DeploySettings().openvino is False  # a record written before the key existed deployed none
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "openvino" else real(name))
+    assert DeploySettings(openvino="auto").openvino is False  # deployed without it (the pick says so: test_targets)
+
+
 def test_missing_openvino_names_its_extra_before_a_run_and_in_a_dry_run(tmp_path, tiny_tokenizer, monkeypatch, capsys):
-    real = openvino_export.importlib.util.find_spec
-    monkeypatch.setattr(
-        openvino_export.importlib.util, "find_spec", lambda name: None if name == "nncf" else real(name)
-    )
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "nncf" else real(name))
     message = "deploy.openvino needs nncf (not installed): pip install 'theseus_pl[openvino]'."
     with pytest.raises(DeploymentError, match=r"needs nncf \(not installed\)"):
         openvino_export.require_openvino()
     assert setting_problems(compose_config("deploy.openvino=true")) == [f"deploy: {message}"]
-    assert setting_problems(compose_config("deploy.onnx=true")) == []  # not asked for, not needed
+    assert setting_problems(compose_config("deploy.onnx=true")) == []  # auto: deployed without it
+    assert setting_problems(compose_config("deploy.onnx=true", "deploy.target=openvino_fp32")) == [f"deploy: {message}"]
     successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
     with pytest.raises(SystemExit, match=r"pip install 'theseus_pl\[openvino\]'"):
         main([str(successor), "--openvino", "--dry-run"])
@@ -128,11 +142,12 @@ def test_missing_openvino_names_its_extra_before_a_run_and_in_a_dry_run(tmp_path
 def test_an_openvino_target_without_its_model_is_refused_before_anything_is_exported(tmp_path, tiny_tokenizer, dry_run):
     successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
     with pytest.raises(SystemExit, match=r"openvino_int8 needs the OpenVINO int8 model: set deploy.openvino=true and"):
-        main([str(successor), "--quantize", "none", "--target", "openvino_int8", *dry_run])
+        main([str(successor), "--no-openvino", "--quantize", "none", "--target", "openvino_int8", *dry_run])
     assert not (successor / "onnx").exists()
-    assert setting_problems(compose_config("deploy.target=openvino_fp32")) == [
+    assert setting_problems(compose_config("deploy.target=openvino_fp32", "deploy.openvino=false")) == [
         "deploy.target=openvino_fp32 needs the OpenVINO model: set deploy.openvino=true too."
     ]
+    assert setting_problems(compose_config("deploy.target=openvino_fp32")) == []  # auto deploys what it names
 
 
 def test_the_command_prints_its_block_alone_on_stdout_while_nncf_calibrates(tmp_path, tiny_tokenizer, glue_dir, capsys):

@@ -24,7 +24,8 @@ def test_auto_picks_the_fastest_target_within_the_allowed_score_drop():
     assert choice.target == "onnx_int8"
     assert choice.reason == (
         "the fastest with its dev score within 0.5 points of the fp32 successor's 75.50: 0.54x its time; OpenVINO's "
-        "models were not deployed to compete (deploy.openvino=true, or deploy's --openvino)"
+        "models were not deployed to compete (deploy.openvino=false, --no-openvino, or its extra not installed: "
+        "pip install 'theseus_pl[openvino]')"
     )
 
 
@@ -38,7 +39,8 @@ def test_without_dev_data_only_models_checked_against_pytorch_are_picked_and_a_n
     assert pick_target("auto", LATENCY, None, 0.5).target == "onnx_fp32"
     assert pick_target("auto", LATENCY, None, 0.5).reason == (  # it read "the fastest with its no dev data: ..."
         "the fastest of the models checked against PyTorch's logits (no dev data to score the others by): 0.94x its "
-        "time; OpenVINO's models were not deployed to compete (deploy.openvino=true, or deploy's --openvino)"
+        "time; OpenVINO's models were not deployed to compete (deploy.openvino=false, --no-openvino, or its extra "
+        "not installed: pip install 'theseus_pl[openvino]')"
     )
     assert pick_target("pytorch_bf16", LATENCY, scores(int8=75.5), 0.5).target == "pytorch_bf16"
     assert pick_target("pytorch_bf16", LATENCY, scores(int8=75.5), 0.5).reason == "deploy.target=pytorch_bf16 as set"

@@ -9,7 +9,6 @@ correction); ONNX Runtime's int8 measures each batch's range at run time instead
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ import torch
 
 from theseus_pl.core.precision import CPU_BF16_FLAGS
 from theseus_pl.deployment.onnx_export import DeploymentError
+from theseus_pl.deployment.record import missing_openvino_packages
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +32,7 @@ PRECISION_HINTS = {"openvino_fp32": "f32", "openvino_bf16": "bf16", "openvino_in
 
 def require_openvino() -> None:
     """Fail before any work when the openvino extra is missing, naming it."""
-    missing = [name for name in ("openvino", "nncf") if importlib.util.find_spec(name) is None]
-    if missing:
+    if missing := missing_openvino_packages():
         raise DeploymentError(
             f"deploy.openvino needs {', '.join(missing)} (not installed): pip install 'theseus_pl[openvino]'."
         )
@@ -46,6 +45,16 @@ def openvino_files(successor_dir: Path, quantize: str | None, names: Mapping[str
     if quantize == "int8":
         files["openvino_int8"] = successor_dir / FOLDER / names["openvino_int8"]
     return files
+
+
+def calibration_in_words(files: Mapping[str, Path], rows: int, what: str = "training rows") -> str:
+    """A dry run's words for the int8 model's calibration where ``files`` name one (else none): what
+    ``deploy.calibration_rows`` changes."""
+    return (
+        f"; OpenVINO's int8 calibrated on {rows} {what} (a fixed draw, never dev rows)"
+        if "openvino_int8" in files
+        else ""
+    )
 
 
 def compiled_targets(files: Mapping[str, Path], cpu_flags: frozenset[str]) -> dict[str, Path]:

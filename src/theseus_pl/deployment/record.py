@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -21,11 +22,23 @@ from theseus_pl.deployment.gguf_types import GGUF_TYPES
 from theseus_pl.deployment.targets import AUTO, TARGETS
 
 QUANTIZE_CHOICES = (None, "int8")
+OPENVINO_PACKAGES = ("openvino", "nncf")  # the openvino extra: OpenVINO runs the models, NNCF quantises them
+
+
+def missing_openvino_packages() -> list[str]:
+    """The openvino extra's packages not installed here (looked up, not imported: importing them takes seconds)."""
+    return [name for name in OPENVINO_PACKAGES if importlib.util.find_spec(name) is None]
 
 
 # Field metadata of a key added after files were written without it: written only when it differs from its default
 # (which is what reading a file without the key gives), so that an older file read and written again stays the same.
 LEFT_OUT_AT_DEFAULT = {"left_out_at_default": True}
+
+
+def openvino_by_default(target: str) -> bool:
+    """What ``deploy.openvino=auto`` settles to: OpenVINO deployed where ``target`` names one of its models, or is
+    auto and the extra is installed (so that auto's pick weighs OpenVINO's models beside ONNX Runtime's)."""
+    return target.startswith("openvino") or (target == AUTO and not missing_openvino_packages())
 
 
 @dataclass(frozen=True)
@@ -49,8 +62,10 @@ class DeploySettings:
     gguf: tuple[str, ...] = field(default=(), metadata=LEFT_OUT_AT_DEFAULT)
     llama_cpp: bool | str = field(default="auto", metadata=LEFT_OUT_AT_DEFAULT)
     # Also OpenVINO (the openvino extra): fp32, bf16 on a CPU with bf16 instructions, and with quantize=int8 a static
-    # int8 model calibrated by NNCF on this many training rows (a fixed draw; never dev rows).
-    openvino: bool = field(default=False, metadata=LEFT_OUT_AT_DEFAULT)
+    # int8 model calibrated by NNCF on this many training rows (a fixed draw; never dev rows). "auto" (a run's and the
+    # command's default) is settled when the settings are built, so a record says what was deployed: true where the
+    # extra is installed and auto may pick OpenVINO's models (deploy.target auto or an OpenVINO one), else false.
+    openvino: bool | str = field(default=False, metadata=LEFT_OUT_AT_DEFAULT)
     calibration_rows: int = field(default=300, metadata=LEFT_OUT_AT_DEFAULT)
     # Also time every batch size on dev rows at their own lengths (rows batch_<n>_own_lengths: one at a time unpadded,
     # or length-sorted batches padded to their longest), what auto then chooses on. False here is what a file written
@@ -69,7 +84,7 @@ class DeploySettings:
         "gguf": Rule(lambda v: isinstance(v, list) and all(kind in GGUF_TYPES for kind in v) and len(set(v)) == len(v),
                      f"a list of distinct GGUF types, e.g. [f16,q8_0], from {', '.join(GGUF_TYPES)}"),
         "llama_cpp": Rule(lambda v: v in (True, False, "auto"), "auto, true or false"),
-        "openvino": Rule(boolean, "true or false"),
+        "openvino": Rule(lambda v: v in (True, False, "auto"), "auto, true or false"),
         "calibration_rows": Rule(positive_int, "a whole number of training rows, at least 1, e.g. 300"),
         "own_lengths": Rule(boolean, "true or false"),
     }  # fmt: skip
@@ -78,6 +93,8 @@ class DeploySettings:
     def __post_init__(self) -> None:
         values = {key: list(value) if isinstance(value, tuple) else value for key, value in vars(self).items()}
         problems = field_problems(values, self.RULES, "deploy.")
+        if self.openvino == "auto" and "openvino" not in problems and "target" not in problems:
+            object.__setattr__(self, "openvino", openvino_by_default(self.target))  # frozen: settled once, here
         needs = [
             setting
             for setting, missing in (
@@ -110,8 +127,8 @@ class DeploySettings:
 
 def wanted(settings: Mapping[str, Any]) -> bool:
     """Whether a run's ``deploy`` group asks for deployment: ``onnx=true``, ``openvino=true`` or a quantisation (each
-    starts from the ONNX export)."""
-    return bool(settings.get("onnx")) or bool(settings.get("openvino")) or settings.get("quantize") is not None
+    starts from the ONNX export; ``openvino=auto`` only says how a deployment asked for otherwise goes)."""
+    return bool(settings.get("onnx")) or settings.get("openvino") is True or settings.get("quantize") is not None
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,8 @@ def pick_target(
     lengths = " at the dev rows' own lengths" if any(key.endswith(OWN_LENGTHS) for key in latency_ms) else ""
     # On a VNNI CPU OpenVINO's int8 can be the fastest of all: a pick among the others must not read as the fastest
     untried = "" if any(name.startswith("openvino") for name in timed) else (
-        "; OpenVINO's models were not deployed to compete (deploy.openvino=true, or deploy's --openvino)"
+        "; OpenVINO's models were not deployed to compete (deploy.openvino=false, --no-openvino, or its extra not "
+        "installed: pip install 'theseus_pl[openvino]')"
     )  # fmt: skip
     return TargetChoice(best, f"the fastest{lengths} {fits}: {relative_time(latency_ms, best):.2f}x its time{untried}")
 

@@ -396,7 +396,8 @@ def checked_settings(cfg: DictConfig) -> RunSettings:
                       SCHEDULE_SETTINGS)  # fmt: skip
     deploy = _built(cfg, "deploy", DeploySettings.from_config, problems, reported)
     reported += wandb_setting_problems(OmegaConf.to_container(cfg.logger.wandb, resolve=True))
-    extras = [require_onnxruntime, require_openvino] if cfg.deploy.get("openvino") is True else [require_onnxruntime]
+    openvino = deploy.openvino if deploy is not None else cfg.deploy.get("openvino") is True  # auto settled in deploy
+    extras = [require_onnxruntime, require_openvino] if openvino else [require_onnxruntime]
     for require in extras if wanted(cfg.deploy) else []:
         try:
             require()

@@ -25,7 +25,7 @@ from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.tasks import head_label_problem
 from theseus_pl.deployment.onnx_deployment import onnx_files
 from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxruntime
-from theseus_pl.deployment.openvino_export import require_openvino
+from theseus_pl.deployment.openvino_export import calibration_in_words, require_openvino
 from theseus_pl.deployment.record import Deployment, DeploySettings
 from theseus_pl.deployment.stage import (
     check_sequence_classifier,
@@ -248,17 +248,17 @@ def planned_deployment(
     elif task is not None:
         task_dev_data(task, folder, glue_dir)
     has_training_rows = run_folder or task is not None
-    exports = [
-        *onnx_files(successor_dir, settings.quantize).values(),
-        *planned_openvino_files(successor_dir, settings, has_training_rows).values(),
-    ]
+    openvino = planned_openvino_files(successor_dir, settings, has_training_rows)
+    exports = [*onnx_files(successor_dir, settings.quantize).values(), *openvino.values()]
+    calibration = calibration_in_words(openvino, settings.calibration_rows)
     length = f"{settings.sequence_length} tokens a row" if settings.sequence_length else "each batch's longest row"
     own_lengths = settings.own_lengths and has_training_rows  # dev rows to time at their own lengths
     own = f"; again at the dev rows' own lengths ({OWN_LENGTHS_IN_WORDS})" if own_lengths else ""
     beside = f", beside the predecessor {predecessor_dir}" if predecessor_dir else ""
     auto = f" (the fastest within {settings.max_score_drop} dev points of the fp32 successor)"
     return [
-        f"export {successor_dir}: {', '.join(map(str, exports))} (the folders' onnx/ and openvino/ are replaced)",
+        f"export {successor_dir}: {', '.join(map(str, exports))} (the folders' onnx/ and openvino/ are replaced)"
+        f"{calibration}",
         f"check the exported fp32 logits against PyTorch's on {checked_on}",
         f"time it at batch sizes {', '.join(map(str, settings.batch_sizes))} ({length}), {settings.repeats} calls "
         f"each, on {settings.threads or torch.get_num_threads()} threads{beside}{own}",

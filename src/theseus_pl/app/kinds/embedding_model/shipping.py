@@ -56,8 +56,11 @@ def planned_embedding_deployment(run_dir: Path, settings: DeploySettings) -> lis
     results = _checked(run_dir, settings)
     successor_dir, predecessor_dir = run_dir / "successor", Path(results.predecessor.dir)
     from theseus_pl.deployment.embedding_stage import planned_ir_files
+    from theseus_pl.deployment.openvino_export import calibration_in_words
 
-    files = onnx_files(successor_dir, settings.quantize) | planned_ir_files(successor_dir, settings, True)
+    openvino = planned_ir_files(successor_dir, settings, True)
+    files = onnx_files(successor_dir, settings.quantize) | openvino
+    calibration = calibration_in_words(openvino, settings.calibration_rows, "training sentences")
     beside = f", beside the predecessor {predecessor_dir}" if predecessor_dir.is_dir() else ""
     length = f"{settings.sequence_length} tokens a row" if settings.sequence_length else "each batch's longest row"
     own = f"; again at the dev rows' own lengths ({OWN_LENGTHS_IN_WORDS})" if settings.own_lengths else ""
@@ -65,7 +68,7 @@ def planned_embedding_deployment(run_dir: Path, settings: DeploySettings) -> lis
     backends = "backend='onnx' and 'openvino'" if settings.openvino else "backend='onnx'"
     return [
         f"export the encoder of {successor_dir}: {', '.join(map(str, files.values()))} (the folder's onnx/ and "
-        f"openvino/ are emptied first; sentence-transformers' {backends} looks there)",
+        f"openvino/ are emptied first; sentence-transformers' {backends} looks there){calibration}",
         f"check the exported fp32 sentence vectors against PyTorch's and score each model on the run's "
         f"{results.data.sts_pairs:,} STS-B dev pairs",
         f"time it at batch sizes {', '.join(map(str, settings.batch_sizes))} ({length}), {settings.repeats} calls "
