@@ -96,8 +96,11 @@ def unread_keys(cfg: DictConfig, read: set[str]) -> list[str]:
     ]  # fmt: skip
 
 
+KIND_OF = {e: run_kind_name(compose_config(f"+experiment={e}")) for e in EXPERIMENTS}  # composed once: 0.1 s each
+
+
 def experiments_of(kind: str) -> list[str]:
-    return [e for e in EXPERIMENTS if run_kind_name(compose_config(f"+experiment={e}")) == kind]
+    return [e for e in EXPERIMENTS if KIND_OF[e] == kind]
 
 
 @pytest.fixture
