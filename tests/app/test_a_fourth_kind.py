@@ -6,11 +6,12 @@ Registered once (:func:`~theseus_pl.app.results.registry.register_kind`), it pas
 ``results.json`` and card, appears in ``python -m theseus_pl.report`` and in the offline W&B run's summary; ``deploy``
 and the dashboard's report refuse it in one line each (it registered no deployer and no dashboard), and
 ``publish --dry-run`` lists its files and card (it registered a card). If a test here needs an edit under ``src/``,
-the registry is not whole yet."""
+the registry is not whole yet. Installed as a package of its own, the same kind is found by its entry point."""
 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
@@ -26,6 +27,7 @@ from wandb_records import read_offline_run
 from theseus_pl.app.checks.settings import task_model_method_problems
 from theseus_pl.app.methods.truncation import FineTuning
 from theseus_pl.app.report.files import write_markdown_and_csv
+from theseus_pl.app.results import registry
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.registry import Kind, ReportPart, register_kind
 from theseus_pl.app.results.task_model import TaskModelResults
@@ -73,19 +75,41 @@ def scorer_report(runs: list[ScorerResults], rows: str, output: Path) -> ReportP
     return ReportPart(written, [], written[0])
 
 
+SCORER_KIND = Kind(
+    SCORER,
+    record=ScorerResults,
+    run=ScorerRun,
+    card=scorer_card,
+    report=scorer_report,
+    method_problems=task_model_method_problems,  # the task model's rules hold
+)
+
+
 @pytest.fixture
 def scorer(monkeypatch: pytest.MonkeyPatch) -> Kind[ScorerResults]:
     registering_for_the_test(monkeypatch)
-    return register_kind(
-        Kind(
-            SCORER,
-            record=ScorerResults,
-            run=ScorerRun,
-            card=scorer_card,
-            report=scorer_report,
-            method_problems=task_model_method_problems,
-        )
-    )  # the task model's rules hold
+    return register_kind(SCORER_KIND)
+
+
+def test_an_installed_package_adds_its_kind_by_an_entry_point_and_a_broken_one_is_named(tmp_path, monkeypatch, caplog):
+    """As a package that ships a kind declares it: an entry point in the ``theseus_pl.kinds`` group of its
+    distribution's metadata, found on the path by importlib.metadata, as pip's install leaves it."""
+    metadata = tmp_path / "theseus_scorer-0.1.dist-info"
+    metadata.mkdir()
+    (metadata / "METADATA").write_text("Metadata-Version: 2.1\nName: theseus-scorer\nVersion: 0.1\n")
+    (metadata / "entry_points.txt").write_text(
+        f"[theseus_pl.kinds]\n{SCORER} = {__name__}:SCORER_KIND\nbroken = theseus_scorer_gone:KIND\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registering_for_the_test(monkeypatch)
+    monkeypatch.setattr(registry, "_loaded", False)  # as in a new process: the lookup loads the kinds
+    with caplog.at_level(logging.WARNING, logger=registry.__name__):
+        kinds = registry.registered_kinds()
+    assert list(kinds) == ["task_model", "language_model", "embedding_model", SCORER] and kinds[SCORER] is SCORER_KIND
+    assert (
+        "The kind entry point broken = theseus_scorer_gone:KIND (from theseus-scorer) was not loaded: "
+        "ModuleNotFoundError: No module named 'theseus_scorer_gone'"
+    ) in caplog.text
 
 
 def _overrides(tiny_base: Path, glue_dir: Path, tmp_path: Path, *more: str) -> list[str]:

@@ -6,15 +6,24 @@ A kind is registered by :func:`register_kind`, as :func:`~theseus_pl.core.famili
 family: the three built in register themselves in :mod:`theseus_pl.app.kinds`, which is imported by its name the first
 time a kind is looked up. The lookup sits in this low wing so that the results reader, the card writer, the report
 and deploy can all ask it; the kinds' own modules sit above every wing they take parts from, so the import arrows
-still run down only, and the one import by name here is what joins them (as a plugin registry's entry points do).
+still run down only, and the one import by name here is what joins them.
+
+A kind another package ships is found by its entry point in the ``theseus_pl.kinds`` group (its ``pyproject.toml``:
+``[project.entry-points."theseus_pl.kinds"] text_scorer = "my_package.kind:KIND"``), loaded after the built-in ones:
+installed, its runs are read, checked, run, reported and published by every command, ``python -m theseus_pl``'s
+included, without an import of it anywhere. An entry point that names a module registers what the module's import
+registers; one that cannot be loaded is named in a warning and its runs are refused as any unknown kind's.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from theseus_pl.app.results.envelope import RunRecord
@@ -24,7 +33,10 @@ if TYPE_CHECKING:
 
     from theseus_pl.deployment.record import Deployment, DeploySettings
 
+log = logging.getLogger(__name__)
+
 BUILT_IN = "theseus_pl.app.kinds"  # the module that registers the kinds theseus_pl ships
+ENTRY_POINTS = "theseus_pl.kinds"  # the entry-point group of the kinds other packages ship
 R = TypeVar("R", bound=RunRecord)
 
 
@@ -98,9 +110,26 @@ def registered_kinds() -> dict[str, Kind[Any]]:
     """Every kind registered, the built-in ones first, in the order they were registered (the report's order)."""
     global _loaded
     if not _loaded:
-        _loaded = True  # before the import, which registers through register_kind
+        _loaded = True  # before the imports, which register through register_kind
         importlib.import_module(BUILT_IN)
+        _register_installed_kinds()
     return dict(_KINDS)
+
+
+def _register_installed_kinds() -> None:
+    """Each kind an installed package declares in the ``theseus_pl.kinds`` entry-point group: a :class:`Kind`
+    registered, a module imported (its import registers). A failing one is named and passed over: one broken
+    package must not stop every command from reading the other kinds' runs."""
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINTS):
+        where = f"{entry.name} = {entry.value}" + (f" (from {entry.dist.name})" if entry.dist else "")
+        try:
+            loaded = entry.load()
+            if isinstance(loaded, Kind):
+                register_kind(loaded)
+            elif not isinstance(loaded, ModuleType):
+                raise TypeError(f"it is a {type(loaded).__name__}, not a Kind or a module that registers one")
+        except Exception as error:  # any failure of another package's code: named, passed over
+            log.warning("The kind entry point %s was not loaded: %s: %s", where, type(error).__name__, error)
 
 
 def kind_named(name: str) -> Kind[Any] | None:
