@@ -3,6 +3,7 @@ floor."""
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -39,6 +40,18 @@ def test_the_pick_is_the_fastest_within_the_floor_and_none_when_nothing_reaches_
     assert fastest_within(PLANTED, floor=79.8).number == 0
     assert fastest_within(PLANTED, floor=70.0).number == 3
     assert fastest_within(PLANTED, floor=81.0) is None
+
+
+def test_a_score_exactly_the_allowed_points_under_the_predecessor_is_within_the_floor():
+    """As the demo's search on an AMX Xeon recorded them (1,000 dev rows): the predecessor's 774 rows right as
+    float32(77.4) = 77.4000015..., a trial's 764 as float32(0.764) x 100 = 76.3999998...: one point under, read as
+    under the floor, so that trial, the fastest, was passed over."""
+    predecessor, one_point_under = float(np.float32(77.4)), float(np.float32(0.764)) * 100
+    assert one_point_under < predecessor - 1.0  # float32's rounding
+    on_it, slower = point(0, one_point_under, 0.76), point(1, 77.2, 0.97)
+    assert fastest_within([on_it, slower], floor=predecessor - 1.0) == on_it
+    assert front_table([on_it], on_it, floor=predecessor - 1.0)["within the floor"].tolist() == ["yes"]
+    assert fastest_within([point(2, one_point_under - 0.001, 0.5), slower], floor=predecessor - 1.0) == slower
 
 
 def test_the_table_marks_the_front_the_floor_and_the_pick_and_the_plot_is_written(tmp_path):

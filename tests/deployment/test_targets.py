@@ -1,6 +1,7 @@
 """deploy.target=auto ships the fastest model whose dev score stays within deploy.max_score_drop of the fp32
 successor's; a named target is shipped as asked."""
 
+import numpy as np
 import pytest
 
 from theseus_pl.deployment.targets import pick_target
@@ -27,6 +28,13 @@ def test_auto_picks_the_fastest_target_within_the_allowed_score_drop():
         "models were not deployed to compete (deploy.openvino=false, --no-openvino, or its extra not installed: "
         "pip install 'theseus_pl[openvino]')"
     )
+
+
+def test_a_target_exactly_the_allowed_points_under_is_kept_whatever_float32_rounding_says():
+    fp32, int8 = float(np.float32(76.8)), float(np.float32(0.763)) * 100  # 768 and 763 of 1,000 dev rows
+    assert int8 < fp32 - 0.5  # a hair under in floats
+    dev = {"pytorch_successor": fp32, "pytorch_bf16": 70.0, "onnx_fp32": fp32, "onnx_int8": int8}
+    assert pick_target("auto", LATENCY, dev, max_score_drop=0.5).target == "onnx_int8"
 
 
 def test_a_faster_target_that_loses_too_much_is_passed_over():

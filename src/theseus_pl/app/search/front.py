@@ -11,6 +11,8 @@ from typing import Any
 
 import pandas as pd
 
+from theseus_pl.deployment.targets import reaches
+
 
 @dataclass(frozen=True)
 class TrialPoint:
@@ -38,7 +40,7 @@ def pareto_front(points: Sequence[TrialPoint]) -> list[TrialPoint]:
 def fastest_within(points: Sequence[TrialPoint], floor: float) -> TrialPoint | None:
     """The fastest point whose score is at least ``floor`` (the best score among equally fast ones, then the
     earliest); None where none reaches it."""
-    kept = [point for point in points if _finite(point) and point.score >= floor]
+    kept = [point for point in points if _finite(point) and reaches(point.score, floor)]
     return min(kept, key=lambda point: (point.latency_ms, -point.score, point.number), default=None)
 
 
@@ -56,7 +58,7 @@ def front_table(points: Sequence[TrialPoint], pick: TrialPoint | None, floor: fl
             "runtime": point.target,
             "score": point.score,
             "ms a call": point.latency_ms,
-            "within the floor": "yes" if _finite(point) and point.score >= floor else "no",
+            "within the floor": "yes" if _finite(point) and reaches(point.score, floor) else "no",
             "on the front": "yes" if point.number in on_front else "",
             "pick": "pick" if pick is not None and point.number == pick.number else "",
         }
