@@ -1,6 +1,7 @@
 """The search's answer from planted trials: the Pareto front of score against time, and the fastest within the
 floor."""
 
+import logging
 import math
 
 import numpy as np
@@ -68,7 +69,7 @@ def test_the_table_marks_the_front_the_floor_and_the_pick_and_the_plot_is_writte
     assert written.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_a_study_of_planted_trials_gives_its_front_table_plot_and_pick(tmp_path):
+def test_a_study_of_planted_trials_gives_its_front_table_plot_and_pick(tmp_path, caplog):
     """What the sweeper writes once its trials are told: a failed trial and a trial cut short are no points."""
     import json
 
@@ -101,7 +102,7 @@ def test_a_study_of_planted_trials_gives_its_front_table_plot_and_pick(tmp_path)
                                                          (0, "4 layers, onnx_int8")]  # fmt: skip
     card = (tmp_path / "1" / "successor" / "README.md").read_text()
     assert "## Found by a search\n\nTrial 1 of a search of 5 trials (`+search=fastest_within`" in card
-    assert "within 1 points of the predecessor's 80.20 (the floor, 79.20)" in " ".join(card.split())
+    assert "within 1 point of the predecessor's 80.20 (the floor, 79.20)" in " ".join(card.split())
     assert (
         "on AMD EPYC 9R14" in " ".join(card.split())
         and "| 1 (this model) | 3 layers, onnx_int8 | 79.50 | 6.00 |" in card
@@ -130,6 +131,13 @@ def test_a_study_of_planted_trials_gives_its_front_table_plot_and_pick(tmp_path)
     markdown = [block.text for block in sweep_report("team", "proj", tmp_path, find_runs([tmp_path])[0]).blocks
                 if isinstance(block, wr.MarkdownBlock)]  # fmt: skip
     assert markdown[-1] == (tmp_path / "report" / "search_front.md").read_text()
+    # No trial within the floor: the warning names the best and what may reach it.
+    with caplog.at_level(logging.WARNING, logger="theseus_pl.app.search.sweeper"):
+        assert write_answer(study, SearchSettings(max_score_drop=0.1), tmp_path / "search") is None
+    assert (
+        "No trial kept its dev score within 0.1 points of the predecessor's 80.20 (the best: trial 0 at 80.00): see "
+        in caplog.text
+    ) and "more steps a trial, more trials or a larger hydra.sweeper.max_score_drop may reach it" in caplog.text
 
 
 def test_a_trial_stopped_under_its_score_is_told_pruned_counted_and_never_a_point(tmp_path):

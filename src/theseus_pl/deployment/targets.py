@@ -22,6 +22,11 @@ CHECKED_WITHOUT_DEV_DATA = (REFERENCE, *CHECKED_EXPORTS)
 SCORE_TOLERANCE = 1e-4
 
 
+def points_in_words(drop: float) -> str:
+    """A number of dev points in words: ``1 point``, ``0.5 points``."""
+    return f"{drop:g} point{'' if drop == 1 else 's'}"
+
+
 def reaches(score: float, floor: float) -> bool:
     """Whether ``score`` is at least ``floor`` (dev points), up to float32's rounding of both (SCORE_TOLERANCE)."""
     return score >= floor - SCORE_TOLERANCE
@@ -73,7 +78,7 @@ def pick_target(
         floor = _score(dev_score, REFERENCE) - max_score_drop
         kept = [name for name in timed if reaches(_score(dev_score, name), floor)]
         fits = (
-            f"with its dev score within {max_score_drop:g} points of the fp32 successor's "
+            f"with its dev score within {points_in_words(max_score_drop)} of the fp32 successor's "
             f"{_score(dev_score, REFERENCE):.2f}"
         )
     best = min(kept, key=lambda name: relative_time(latency_ms, name))

@@ -41,7 +41,7 @@ from theseus_pl.app.search.front import TrialPoint, fastest_within, front_table,
 from theseus_pl.app.search.settings import ANSWER_FOLDER, SearchSettings
 from theseus_pl.app.search.space import search_space
 from theseus_pl.app.ship.model_card import write_model_card
-from theseus_pl.deployment.targets import AUTO, OWN_LENGTHS, pick_target
+from theseus_pl.deployment.targets import AUTO, OWN_LENGTHS, pick_target, points_in_words
 from theseus_pl.lightning.callbacks import StoppedBelowScore
 
 log = logging.getLogger(__name__)
@@ -228,8 +228,11 @@ def write_answer(study: optuna.Study, settings: SearchSettings, output: Path) ->
     )  # fmt: skip
     record_the_pick(points, finding)
     if pick is None:
-        log.warning("No trial kept its dev score within %g points of the predecessor's %.2f: see %s",
-                    settings.max_score_drop, predecessor, output / "front.md")  # fmt: skip
+        best = max(points, key=lambda point: (point.score, -point.number))
+        log.warning("No trial kept its dev score within %s of the predecessor's %.2f (the best: trial %d at %.2f): "
+                    "see %s; more steps a trial, more trials or a larger hydra.sweeper.max_score_drop may reach it",
+                    points_in_words(settings.max_score_drop), predecessor, best.number, best.score,
+                    output / "front.md")  # fmt: skip
     else:
         log.info("The pick: trial %d (%s), dev %.2f (floor %.2f), %.2f ms a call; its run: %s; the front: %s",
                  pick.number, label(pick), pick.score, floor, pick.latency_ms, pick.folder,

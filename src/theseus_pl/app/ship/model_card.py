@@ -29,6 +29,7 @@ from theseus_pl.app.ship.deployment_table import (
     target_sentence,
 )
 from theseus_pl.deployment.record import Deployment
+from theseus_pl.deployment.targets import points_in_words
 
 # Our metric names -> the hub's metric ids (https://huggingface.co/metrics).
 HUB_METRICS = {
@@ -167,7 +168,7 @@ def _found_by_search(results: TaskModelResults) -> str:
 ## Found by a search
 
 Trial {found.trial} of a search of {found.trials} trials (`+search=fastest_within`, study `{found.study}`): the fastest
-successor whose dev score stays within {found.max_score_drop:g} points of the predecessor's
+successor whose dev score stays within {points_in_words(found.max_score_drop)} of the predecessor's
 {number(found.predecessor_score, 2)} (the floor, {number(found.floor, 2)}), each trial timed at batch
 {found.batch_size} on the dev rows' own lengths on {machine}. Its Pareto front of dev score against milliseconds a
 call, fastest first:
