@@ -100,8 +100,8 @@ def test_an_installed_package_adds_its_kind_by_an_entry_point_and_a_broken_one_i
     (metadata / "entry_points.txt").write_text(
         f"[theseus_pl.kinds]\n{SCORER} = {__name__}:SCORER_KIND\nbroken = theseus_scorer_gone:KIND\n"
     )
+    registering_for_the_test(monkeypatch)  # loads the built-in kinds first where this is the process's first lookup
     monkeypatch.syspath_prepend(str(tmp_path))
-    registering_for_the_test(monkeypatch)
     monkeypatch.setattr(registry, "_loaded", False)  # as in a new process: the lookup loads the kinds
     with caplog.at_level(logging.WARNING, logger=registry.__name__):
         kinds = registry.registered_kinds()
