@@ -16,7 +16,7 @@ from transformers import BertModel
 
 from theseus_pl.app.results.deployment_block import deployment_dict, read_deployment
 from theseus_pl.app.results.reading import read_task_model_results
-from theseus_pl.app.run.pipeline import run
+from theseus_pl.app.run.pipeline import plan, run
 from theseus_pl.app.ship.deploy_folder import deploy_model
 from theseus_pl.core.precision import CPU_BF16_FLAGS, Cpu, this_cpu
 from theseus_pl.core.settings import SettingsError
@@ -188,6 +188,18 @@ def test_onnx_logits_off_by_more_than_the_tolerance_are_refused_and_the_files_re
     with pytest.raises(DeploymentError, match=r"beyond the tolerance 0\.0001: onnx_fp32 by up to 1\.00e-03;"):
         deploy_model(successor, QUICK)
     assert not (successor / "onnx").exists() and (successor / "model.safetensors").is_file()
+
+
+def test_check_says_what_the_runs_deploy_stage_would_make_and_ship(tiny_base, glue_dir, tmp_path):
+    overrides = [*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "check_steps=0"]
+    lines = plan(compose_config(*overrides, "deploy.onnx=true", "deploy.quantize=int8"))
+    assert (
+        "deployment: ONNX Runtime fp32 and int8; OpenVINO fp32 and static int8 (NNCF, 300 training rows); timed at "
+        "batch sizes 1, 32; ships the fastest within 0.5 points of the fp32 successor"  # OpenVINO by default: [dev]
+    ) in lines
+    named = plan(compose_config(*overrides, "deploy.onnx=true", "deploy.openvino=false", "deploy.target=onnx_fp32"))
+    assert "deployment: ONNX Runtime fp32; no OpenVINO; timed at batch sizes 1, 32; ships onnx_fp32" in named
+    assert not any(line.startswith("deployment:") for line in plan(compose_config(*overrides)))  # none asked for
 
 
 def test_a_run_deploys_as_its_last_stage_and_the_command_redoes_it_on_the_folder(

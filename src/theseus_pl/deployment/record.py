@@ -19,7 +19,7 @@ from theseus_pl.core.settings import (
     whole_number,
 )
 from theseus_pl.deployment.gguf_types import GGUF_TYPES
-from theseus_pl.deployment.targets import AUTO, TARGETS
+from theseus_pl.deployment.targets import AUTO, TARGETS, points_in_words
 
 QUANTIZE_CHOICES = (None, "int8")
 OPENVINO_PACKAGES = ("openvino", "nncf")  # the openvino extra: OpenVINO runs the models, NNCF quantises them
@@ -108,6 +108,20 @@ class DeploySettings:
             problems["target"] = f"deploy.target={self.target} needs the {model} model: set {' and '.join(needs)} too."
         if problems:
             raise SettingsError(problems)
+
+    def in_words(self) -> str:
+        """What a run's deploy stage would make and ship, for ``--check``'s plan (OpenVINO as ``auto`` settled)."""
+        int8 = self.quantize == "int8"
+        openvino = (
+            f"OpenVINO fp32{f' and static int8 (NNCF, {self.calibration_rows:,} training rows)' if int8 else ''}"
+            if self.openvino
+            else "no OpenVINO"
+        )
+        ships = self.target if self.target != AUTO else (
+            f"the fastest within {points_in_words(self.max_score_drop)} of the fp32 successor"
+        )  # fmt: skip
+        onnx = f"ONNX Runtime fp32{' and int8' if int8 else ''}"
+        return f"{onnx}; {openvino}; timed at batch sizes {', '.join(map(str, self.batch_sizes))}; ships {ships}"
 
     @classmethod
     def from_config(cls, settings: Mapping[str, Any]) -> DeploySettings:

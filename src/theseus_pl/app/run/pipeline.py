@@ -49,6 +49,7 @@ from theseus_pl.app.tracking.loggers import build_loggers, log_summary_row
 from theseus_pl.app.tracking.run_identity import run_identity
 from theseus_pl.app.tracking.wandb_run import finish, run_link, wandb_run
 from theseus_pl.core.memory import checkpoint_activations, peak_memory, start_peak_memory
+from theseus_pl.deployment.record import wanted
 from theseus_pl.lightning.callbacks import RunClock
 from theseus_pl.lightning.quiet import expect_own_files
 
@@ -192,6 +193,7 @@ def plan(cfg: DictConfig) -> list[str]:
             if method.trains and cfg.check_steps
             else []
         ),
+        *([f"deployment: {settings.deploy.in_words()}"] if settings.deploy and wanted(cfg.deploy) else []),
         _outputs_line(output_dir, cfg.resume, resumed),
     ]
 
