@@ -99,6 +99,7 @@ def test_an_installed_package_adds_its_kind_by_an_entry_point_and_a_broken_one_i
     (metadata / "METADATA").write_text("Metadata-Version: 2.1\nName: theseus-scorer\nVersion: 0.1\n")
     (metadata / "entry_points.txt").write_text(
         f"[theseus_pl.kinds]\n{SCORER} = {__name__}:SCORER_KIND\nbroken = theseus_scorer_gone:KIND\n"
+        "impostor = theseus_pl.app.kinds.task_model:KIND\n"
     )
     registering_for_the_test(monkeypatch)  # loads the built-in kinds first where this is the process's first lookup
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -110,6 +111,10 @@ def test_an_installed_package_adds_its_kind_by_an_entry_point_and_a_broken_one_i
         "The kind entry point broken = theseus_scorer_gone:KIND (from theseus-scorer) was not loaded: "
         "ModuleNotFoundError: No module named 'theseus_scorer_gone'"
     ) in caplog.text
+    assert (
+        "impostor = theseus_pl.app.kinds.task_model:KIND (from theseus-scorer) was not loaded: ValueError: it "
+        "names the kind 'task_model', registered already" in caplog.text
+    )
 
 
 def _overrides(tiny_base: Path, glue_dir: Path, tmp_path: Path, *more: str) -> list[str]:

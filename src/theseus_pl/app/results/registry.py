@@ -12,7 +12,7 @@ A kind another package ships is found by its entry point in the ``theseus_pl.kin
 ``[project.entry-points."theseus_pl.kinds"] text_scorer = "my_package.kind:KIND"``), loaded after the built-in ones:
 installed, its runs are read, checked, run, reported and published by every command, ``python -m theseus_pl``'s
 included, without an import of it anywhere. An entry point that names a module registers what the module's import
-registers; one that cannot be loaded is named in a warning and its runs are refused as any unknown kind's.
+registers; one that cannot be loaded, or names a kind registered already, is named in a warning and passed over.
 """
 
 from __future__ import annotations
@@ -124,6 +124,8 @@ def _register_installed_kinds() -> None:
         where = f"{entry.name} = {entry.value}" + (f" (from {entry.dist.name})" if entry.dist else "")
         try:
             loaded = entry.load()
+            if isinstance(loaded, Kind) and loaded.name in _KINDS:  # another package's kind never replaces one
+                raise ValueError(f"it names the kind {loaded.name!r}, registered already")
             if isinstance(loaded, Kind):
                 register_kind(loaded)
             elif not isinstance(loaded, ModuleType):
