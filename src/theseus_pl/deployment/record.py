@@ -19,7 +19,7 @@ from theseus_pl.core.settings import (
     whole_number,
 )
 from theseus_pl.deployment.gguf_types import GGUF_TYPES
-from theseus_pl.deployment.targets import AUTO, TARGETS, points_in_words
+from theseus_pl.deployment.targets import AUTO, TARGETS, auto_in_words
 
 QUANTIZE_CHOICES = (None, "int8")
 OPENVINO_PACKAGES = ("openvino", "nncf")  # the openvino extra: OpenVINO runs the models, NNCF quantises them
@@ -117,9 +117,7 @@ class DeploySettings:
             if self.openvino
             else "no OpenVINO"
         )
-        ships = self.target if self.target != AUTO else (
-            f"the fastest within {points_in_words(self.max_score_drop)} of the fp32 successor"
-        )  # fmt: skip
+        ships = self.target if self.target != AUTO else auto_in_words(self.max_score_drop)
         onnx = f"ONNX Runtime fp32{' and int8' if int8 else ''}"
         return f"{onnx}; {openvino}; timed at batch sizes {', '.join(map(str, self.batch_sizes))}; ships {ships}"
 

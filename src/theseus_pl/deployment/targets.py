@@ -27,6 +27,11 @@ def points_in_words(drop: float) -> str:
     return f"{drop:g} point{'' if drop == 1 else 's'}"
 
 
+def auto_in_words(max_score_drop: float) -> str:
+    """What ``deploy.target=auto`` ships, in the words a plan gives it."""
+    return f"the fastest within {points_in_words(max_score_drop)} of the fp32 successor"
+
+
 def reaches(score: float, floor: float) -> bool:
     """Whether ``score`` is at least ``floor`` (dev points), up to float32's rounding of both (SCORE_TOLERANCE)."""
     return score >= floor - SCORE_TOLERANCE

@@ -34,7 +34,7 @@ from theseus_pl.deployment.stage import (
     load_sequence_classifier,
     planned_openvino_files,
 )
-from theseus_pl.deployment.targets import AUTO, ENCODERS, OWN_LENGTHS_IN_WORDS
+from theseus_pl.deployment.targets import AUTO, ENCODERS, OWN_LENGTHS_IN_WORDS, auto_in_words
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +255,7 @@ def planned_deployment(
     own_lengths = settings.own_lengths and has_training_rows  # dev rows to time at their own lengths
     own = f"; again at the dev rows' own lengths ({OWN_LENGTHS_IN_WORDS})" if own_lengths else ""
     beside = f", beside the predecessor {predecessor_dir}" if predecessor_dir else ""
-    auto = f" (the fastest within {settings.max_score_drop} dev points of the fp32 successor)"
+    auto = f" ({auto_in_words(settings.max_score_drop)})"
     return [
         f"export {successor_dir}: {', '.join(map(str, exports))} (the folders' onnx/ and openvino/ are replaced)"
         f"{calibration}",

@@ -19,7 +19,7 @@ from theseus_pl.app.ship.deploy_folder import CONFIG, deployable_record, recorde
 from theseus_pl.deployment.onnx_deployment import onnx_files
 from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxruntime
 from theseus_pl.deployment.record import Deployment, DeploySettings
-from theseus_pl.deployment.targets import AUTO, OWN_LENGTHS_IN_WORDS
+from theseus_pl.deployment.targets import AUTO, OWN_LENGTHS_IN_WORDS, auto_in_words
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def planned_embedding_deployment(run_dir: Path, settings: DeploySettings) -> lis
     beside = f", beside the predecessor {predecessor_dir}" if predecessor_dir.is_dir() else ""
     length = f"{settings.sequence_length} tokens a row" if settings.sequence_length else "each batch's longest row"
     own = f"; again at the dev rows' own lengths ({OWN_LENGTHS_IN_WORDS})" if settings.own_lengths else ""
-    auto = f" (the fastest within {settings.max_score_drop} STS-B points of the fp32 successor)"
+    auto = f" ({auto_in_words(settings.max_score_drop)}, in STS-B points)"
     backends = "backend='onnx' and 'openvino'" if settings.openvino else "backend='onnx'"
     return [
         f"export the encoder of {successor_dir}: {', '.join(map(str, files.values()))} (the folder's onnx/ and "
