@@ -228,11 +228,12 @@ def write_answer(study: optuna.Study, settings: SearchSettings, output: Path) ->
     )  # fmt: skip
     record_the_pick(points, finding)
     if pick is None:
-        best = max(points, key=lambda point: (point.score, -point.number))
-        log.warning("No trial kept its dev score within %s of the predecessor's %.2f (the best: trial %d at %.2f): "
-                    "see %s; more steps a trial, more trials or a larger hydra.sweeper.max_score_drop may reach it",
-                    points_in_words(settings.max_score_drop), predecessor, best.number, best.score,
-                    output / "front.md")  # fmt: skip
+        scored = [point for point in points if math.isfinite(point.score)]  # a NaN score is no trial's best
+        best = max(scored, key=lambda point: (point.score, -point.number), default=None)
+        named = f" (the best: trial {best.number} at {best.score:.2f})" if best else " (none scored a number)"
+        log.warning("No trial kept its dev score within %s of the predecessor's %.2f%s: see %s; more steps a trial, "
+                    "more trials or a larger hydra.sweeper.max_score_drop may reach it",
+                    points_in_words(settings.max_score_drop), predecessor, named, output / "front.md")  # fmt: skip
     else:
         log.info("The pick: trial %d (%s), dev %.2f (floor %.2f), %.2f ms a call; its run: %s; the front: %s",
                  pick.number, label(pick), pick.score, floor, pick.latency_ms, pick.folder,
