@@ -12,9 +12,9 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 from safetensors.torch import load_file
 
+from theseus_pl.app.kinds.task_model.run import single_module_scores
 from theseus_pl.app.methods.schedules import build_schedule
 from theseus_pl.app.run.pipeline import run
-from theseus_pl.app.run.task_model import single_module_scores
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.data.datamodule import TextTaskDataModule
 

@@ -6,7 +6,7 @@ from app_runs import compose_config
 from hydra import compose, initialize_config_module
 from results_records import a_run, plant
 
-from theseus_pl.app.report.tables import budget_figure, budget_table, find_runs
+from theseus_pl.app.kinds.task_model.report import budget_figure, budget_table, find_runs
 from theseus_pl.report import main
 
 pytestmark = pytest.mark.quick

@@ -10,7 +10,7 @@ from results_records import V2_LANGUAGE_MODEL, a_run, an_embedding_run, plant, p
 
 from theseus_pl import dashboard
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
-from theseus_pl.app.report.tables import find_runs
+from theseus_pl.app.kinds.task_model.report import find_runs
 from theseus_pl.app.results.envelope import UnknownKind, WandbLink, write_results
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.tracking.dashboard import sweep_report, workspace

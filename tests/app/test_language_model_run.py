@@ -18,9 +18,9 @@ from test_wandb_runs import app
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from wandb_records import read_offline_run
 
-from theseus_pl.app.checks import run as run_checks
+from theseus_pl.app.checks import trainer as trainer_checks
 from theseus_pl.app.checks.refused import RunRefused
-from theseus_pl.app.checks.run import device_problems
+from theseus_pl.app.checks.trainer import device_problems
 from theseus_pl.app.kinds.language_model import checks as language_model_checks
 from theseus_pl.app.kinds.language_model import run as language_model_run
 from theseus_pl.app.predecessors import resumable_training
@@ -674,7 +674,7 @@ def test_fsdp_where_lightning_refuses_it_is_refused_before_any_compute(tiny_lm, 
 
 
 def test_bf16_on_a_cpu_whose_torch_build_cannot_autocast_is_refused_before_any_compute(tiny_lm, tmp_path, monkeypatch):
-    monkeypatch.setattr(run_checks, "cpu_bf16_problem", lambda: "RuntimeError: no bf16 kernels")
+    monkeypatch.setattr(trainer_checks, "cpu_bf16_problem", lambda: "RuntimeError: no bf16 kernels")
     assert device_problems(compose_config(*_overrides(tiny_lm, tmp_path, "trainer.precision=bf16-mixed"))) == [
         "trainer.precision=bf16-mixed trains under bf16 autocast on this CPU, which this torch build cannot do "
         "(RuntimeError: no bf16 kernels). Fix: trainer.precision=32-true."

@@ -20,11 +20,11 @@ from omegaconf import OmegaConf
 from raise_at_step import RaiseAtStep
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from theseus_pl.app.kinds.task_model import run as task_model_run
 from theseus_pl.app.predecessors import resumable_training
 from theseus_pl.app.predecessors.classifier import cache_key, cached_predecessor_folder, fine_tune, load_classifier
 from theseus_pl.app.predecessors.resumable_training import WORK_VERSIONS, interrupted_at, library_versions, work_folder
 from theseus_pl.app.results.reading import read_task_model_results
-from theseus_pl.app.run import task_model
 from theseus_pl.app.run.pipeline import plan, run
 from theseus_pl.app.run.stages import evaluation_settings, run_hardware
 from theseus_pl.core.precision import resolve_precision
@@ -154,7 +154,10 @@ def test_a_cached_predecessor_brings_the_dev_metrics_measured_when_it_was_made(b
     assert first.predecessor.score == pytest.approx(now["score"], abs=1e-6)
 
     evaluated = []
-    monkeypatch.setattr(task_model, "evaluate", lambda model, *args: evaluated.append(model) or evaluate(model, *args))
+
+    monkeypatch.setattr(
+        task_model_run, "evaluate", lambda model, *args: evaluated.append(model) or evaluate(model, *args)
+    )
     again = run(compose_config(*base_overrides, f"paths.output_dir={tmp_path / 'again'}"))
     assert again.predecessor == replace(first.predecessor, origin="cache")
     assert len(evaluated) == 1  # the successor; the predecessor's metrics came with it

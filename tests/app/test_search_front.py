@@ -125,7 +125,7 @@ def test_a_study_of_planted_trials_gives_its_front_table_plot_and_pick(tmp_path,
     # ... and so does the sweep's W&B report (python -m theseus_pl.dashboard --report).
     import wandb_workspaces.reports.v2 as wr
 
-    from theseus_pl.app.report.tables import find_runs
+    from theseus_pl.app.kinds.task_model.report import find_runs
     from theseus_pl.app.tracking.dashboard import sweep_report
 
     markdown = [block.text for block in sweep_report("team", "proj", tmp_path, find_runs([tmp_path])[0]).blocks

@@ -130,12 +130,12 @@ def test_a_one_class_predecessor_scores_cola_zero_and_the_run_ends_with_retained
 
 
 def test_a_failing_optional_step_keeps_the_scores_on_disk(tiny_base, glue_dir, tmp_path, monkeypatch):
-    from theseus_pl.app.run import task_model
+    from theseus_pl.app.kinds.task_model import run as task_model_run
 
     def broken(*args: object) -> float:
         raise RuntimeError("timer broke")
 
-    monkeypatch.setattr(task_model, "_speedup", broken)
+    monkeypatch.setattr(task_model_run, "_speedup", broken)
     results = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path)))
     written = json.loads((tmp_path / "run" / "results.json").read_text())
     assert written["failed_steps"] == {"speedup": "RuntimeError: timer broke"}
@@ -146,9 +146,9 @@ def test_a_failing_optional_step_keeps_the_scores_on_disk(tiny_base, glue_dir, t
 def test_a_speedup_timed_on_a_busy_machine_is_left_out_with_the_cores_it_saw(
     tiny_base, glue_dir, tmp_path, monkeypatch
 ):
-    from theseus_pl.app.run import task_model
+    from theseus_pl.app.kinds.task_model import run as task_model_run
 
-    monkeypatch.setattr(task_model, "inference_speedup", lambda *args: (3.0, 1.4))  # as timed beside another job
+    monkeypatch.setattr(task_model_run, "inference_speedup", lambda *args: (3.0, 1.4))  # as timed beside another job
     results = run(compose_config(*tiny_run_overrides(tiny_base, glue_dir, tmp_path)))
     written = json.loads((tmp_path / "run" / "results.json").read_text())
     assert written["speedup"] is None and written["speedup_busy_cores"] == 1.4 and written["failed_steps"] == {}

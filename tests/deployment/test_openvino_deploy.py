@@ -13,8 +13,9 @@ from conftest import tiny_inputs
 from test_deploy import DRY_RUN, QUICK, saved_classifier
 
 from theseus_pl.app.checks.settings import checked_settings
+from theseus_pl.app.kinds.task_model import card as task_model_card
 from theseus_pl.app.results.deployment_block import deployment_dict, read_deployment
-from theseus_pl.app.ship import deployment_table, model_card
+from theseus_pl.app.ship import deployment_table
 from theseus_pl.app.ship.deploy_folder import deploy_model
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deploy import main
@@ -99,15 +100,15 @@ def test_an_openvino_target_is_shipped_and_its_card_runs_it_with_openvino(tmp_pa
     block = deploy_model(successor, replace(OPENVINO, target="openvino_int8"), task="RTE", glue_dir=str(glue_dir))
     assert (block.target, block.target_reason) == ("openvino_int8", "deploy.target=openvino_int8 as set")
     pair_task = SimpleNamespace(data=SimpleNamespace(text_columns=("sentence1", "sentence2")))  # what it reads
-    text = model_card._how_to_run(block, pair_task, repo_id=None)
+    text = task_model_card._how_to_run(block, pair_task, repo_id=None)
     assert 'compile_model(\n    "<this folder>/openvino/model_int8.xml", "CPU"' in text
     assert 'tokenizer("A first sentence.", "A second sentence.", return_tensors="np")' in text
     assert "onnxruntime" not in text
     # the card's code runs the model it names to ship: it ran the int8 file where fp32 was chosen over it
     for target, file in [("onnx_fp32", "model.onnx"), ("onnx_int8", "model_int8.onnx")]:
-        text = model_card._how_to_run(replace(block, target=target), pair_task, repo_id=None)
+        text = task_model_card._how_to_run(replace(block, target=target), pair_task, repo_id=None)
         assert f'onnxruntime.InferenceSession("<this folder>/onnx/{file}")' in text
-    assert model_card._how_to_run(replace(block, target="pytorch_successor"), pair_task, repo_id=None) == (
+    assert task_model_card._how_to_run(replace(block, target="pytorch_successor"), pair_task, repo_id=None) == (
         "The PyTorch successor is the model to ship here: load it as above.\n"
     )
 

@@ -6,8 +6,8 @@ fields (:class:`~theseus_pl.core.settings.SettingsError`): the method (the class
 library's classes), the deploy stage (``DeploySettings``) and W&B's settings; the run's plain options (seed, data,
 trainer, ...) are :data:`RULES` here, in the same form. :func:`checked_settings` builds them all once per run,
 gathers every problem in the config's terms (a library object's Python names become config keys) and hands the
-built objects on, so the run uses what was checked; ``checks.run`` (task models) and each kind's own checks
-(``kinds.language_model.checks``, ``kinds.embedding_model.checks``) add what needs the models and the data. Every
+built objects on, so the run uses what was checked; each kind's own checks (``kinds.task_model.checks``,
+``kinds.language_model.checks``, ``kinds.embedding_model.checks``) add what needs the models and the data. Every
 kind of run goes through the same rules; a setting that the run's kind or method does not read is refused with the
 reason, never silently ignored.
 
@@ -37,8 +37,6 @@ from theseus_pl.app.config.resolvers import run_kind_name
 from theseus_pl.app.config.run_folder import folder_problem
 from theseus_pl.app.config.terms import SCHEDULE_SETTINGS, in_config_terms, naming_group
 from theseus_pl.app.methods.method import (
-    ADAPTED_TEACHER,
-    BLOCK_INFLUENCE,
     PREDECESSOR_TEACHER,
     CompressionMethod,
     SoftTargets,
@@ -465,28 +463,6 @@ def teacher_of(method: CompressionMethod) -> str:
     return method.teacher if isinstance(method, SoftTargets) else PREDECESSOR_TEACHER
 
 
-def task_model_method_problems(cfg: DictConfig, method: CompressionMethod, theseus: TheseusSettings) -> list[str]:
-    """What a task model's run refuses of its method's options: an adapted teacher (its predecessor is fine-tuned on
-    the task already), Theseus-only evaluation and successor shapes on other methods, and the task's own rules."""
-    if problems := trains_nothing_problems(cfg, method):
-        return problems
-    if teacher_of(method) == ADAPTED_TEACHER:
-        return [
-            "method.teacher=adapted adapts a decoder LM's predecessor to its text; an encoder's predecessor is "
-            "already fine-tuned on the task and is the teacher. Leave method.teacher=predecessor."
-        ]
-    problems = _task_problems(cfg, theseus)
-    if cfg.evaluation.single_modules is True and not method.replaces_modules:
-        problems.append("evaluation.single_modules=true scores Theseus modules: it needs method=theseus.")
-    if not method.takes_successor_settings:
-        problems += [
-            f"theseus.successor.{name}={width} shapes Theseus successors; method={method.name} builds its student "
-            "from whole predecessor layers (depth only). Leave it null."
-            for name, width in theseus.widths.items()
-        ]
-    return problems
-
-
 def _wrong_kind(method: CompressionMethod, kind: str) -> str:
     """The refusal of a method that does not compress the run's kind: what the method compresses and which methods
     compress this kind, each in the words its kind registered (else by the kind's name)."""
@@ -500,32 +476,6 @@ def _wrong_kind(method: CompressionMethod, kind: str) -> str:
     *others, last = [described(name) for name in method.compresses]
     compressed = f"{', '.join(others)} and {last}" if others else last
     return f"method={method.name} compresses {compressed}; {hint}."
-
-
-def _task_problems(cfg: DictConfig, theseus: TheseusSettings) -> list[str]:
-    """Settings a task-model run does not read."""
-    problems = []
-    if cfg.finetune.get("steps") is not None:
-        problems.append(
-            f"finetune.steps={cfg.finetune.steps} adapts a decoder LM's predecessor to its text; an encoder's "
-            "predecessor is fine-tuned for finetune.epochs. Leave it null."
-        )
-    if isinstance(cfg.deploy.get("gguf"), ListConfig) and cfg.deploy.gguf:  # else a rule says
-        problems.append(
-            f"deploy.gguf={list(cfg.deploy.gguf)} writes a decoder LM for llama.cpp; an encoder ships as ONNX "
-            "(deploy.onnx=true, deploy.quantize=int8). Leave it []."
-        )
-    if theseus.init == BLOCK_INFLUENCE:
-        problems.append(
-            f"theseus.init={BLOCK_INFLUENCE} starts successors from the layers of most block influence on "
-            "language-model windows: decoder-LM runs only. Use bottom, top or every_other."
-        )
-    if isinstance(cfg.evaluation.lm_eval.tasks, ListConfig) and cfg.evaluation.lm_eval.tasks:  # else a rule says
-        problems.append(
-            f"evaluation.lm_eval.tasks={list(cfg.evaluation.lm_eval.tasks)} scores a decoder LM with "
-            "lm-evaluation-harness; an encoder run is scored on its own task. Leave it []."
-        )
-    return problems
 
 
 def changed_from_defaults(cfg: DictConfig, group: str) -> list[str]:

@@ -29,9 +29,9 @@ from theseus_pl.app.checks.resume import (
     resumed_data_problems,
     training_settings,
 )
-from theseus_pl.app.checks.run import planned_trainer
 from theseus_pl.app.checks.schedule import total_steps
 from theseus_pl.app.checks.settings import RunSettings, checked_settings
+from theseus_pl.app.checks.trainer import planned_trainer
 from theseus_pl.app.config.resolvers import run_kind_name
 from theseus_pl.app.methods.method import SoftTargets
 from theseus_pl.app.results.envelope import Hardware, RunRecord, write_results

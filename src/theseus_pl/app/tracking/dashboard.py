@@ -11,7 +11,6 @@ saving them needs W&B.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,34 +20,19 @@ import wandb_workspaces.reports.v2 as wr
 import wandb_workspaces.workspaces as ws
 
 from theseus_pl.app.config.kinds import TASK_MODEL
-from theseus_pl.app.report.files import markdown_table
 from theseus_pl.app.report.tables import (
-    best_settings,
-    build_table,
-    search_front_table,
     varied_keys,
-    write_best_settings,
-    write_tables,
 )
 from theseus_pl.app.results.envelope import RunRecord, UnknownKind, by_kind
 from theseus_pl.app.results.registry import parts
 
 STEP = "trainer/global_step"
 METHOD = "JobType"  # each run's job type is its method (theseus_curriculum, kd, ...)
-SCORE, SPEEDUP = "final/successor_score", "final/speedup"
-# The run table's columns after the run's name: the headline numbers, then the values the sweep varied.
-SUMMARY_COLUMNS = [SCORE, "final/predecessor_score", "final/retained", SPEEDUP, "final/best_step"]
-SHAPE_SETTINGS = ["theseus.successor_layers", "theseus.successor.hidden_size", "theseus.successor.intermediate_size"]
 
 
 def by_method(title: str, key: str) -> Any:
     """``key`` over the steps, one line per method: the runs' mean, shaded between the lowest and highest run."""
     return wr.LinePlot(title=title, x=STEP, y=[key], groupby=METHOD, groupby_aggfunc="mean", groupby_rangefunc="minmax")
-
-
-def training_panels() -> list[Any]:
-    """The dev score and the loss over steps, one line per method."""
-    return [by_method("Dev score by method", "val/score"), by_method("Training loss by method", "train/loss")]
 
 
 def replacing_panels() -> list[Any]:
@@ -59,22 +43,6 @@ def replacing_panels() -> list[Any]:
         wr.LinePlot(title="Modules replaced per batch", x=STEP, y=["train/replaced_modules"]),
         wr.LinePlot(title="Phase (2 from the switch to successor fine-tuning)", x=STEP, y=["train/phase"]),
     ]
-
-
-def tradeoff_panels() -> list[Any]:
-    """Where each run lands: successor score against speed-up, by method and by shape."""
-    return [
-        wr.ScatterPlot(title="Successor score against speed-up", x=wr.SummaryMetric(SPEEDUP),
-                       y=wr.SummaryMetric(SCORE)),
-        wr.BarPlot(title="Successor score by method", metrics=[SCORE], groupby=METHOD, groupby_aggfunc="median",
-                   groupby_rangefunc="minmax"),
-        wr.ParallelCoordinatesPlot(title="Shape, speed-up and score", columns=[
-            *(wr.ParallelCoordinatesPlotColumn(metric=wr.Config(key)) for key in SHAPE_SETTINGS),
-            wr.ParallelCoordinatesPlotColumn(metric=wr.SummaryMetric(SPEEDUP)),
-            wr.ParallelCoordinatesPlotColumn(metric=wr.SummaryMetric(SCORE)),
-        ]),
-        wr.WeavePanelSummaryTable(table_name="score_vs_speedup"),
-    ]  # fmt: skip
 
 
 def config_column(key: str) -> str:
@@ -137,16 +105,6 @@ def workspace(
                         settings=ws.WorkspaceSettings(x_axis=STEP, max_runs=100))  # fmt: skip
 
 
-def _task_model_sections(replacing: ws.Section | None) -> list[ws.Section]:
-    return [
-        ws.Section(name="Dev score during training", is_open=True, panels=training_panels()),
-        *([replacing] if replacing else []),
-        ws.Section(name="Score against speed-up", is_open=True, panels=tradeoff_panels()),
-        ws.Section(name="Compression card", is_open=True,
-                   panels=[wr.WeavePanelSummaryTable(table_name="compression_card")]),
-    ]  # fmt: skip
-
-
 def sweep_groups(runs: Sequence[RunRecord]) -> list[str]:
     """The W&B groups the runs logged to (a multirun's jobs share one: its folder's name)."""
     return sorted({run.wandb.group for run in runs if run.wandb is not None and run.wandb.group})
@@ -178,37 +136,6 @@ def sweep_report(entity: str, project: str, sweep: Path, runs: Sequence[RunRecor
             blocks += part.plots(runset)
     return wr.Report(entity=entity, project=project, title=f"theseus_pl sweep {sweep.name}", blocks=blocks,
                      description=f"{len(runs)} runs; tables from results.json, plots from the W&B group.")  # fmt: skip
-
-
-def _task_model_tables(runs: list[Any]) -> list[Any]:
-    with tempfile.TemporaryDirectory() as folder:
-        names, table = build_table(runs)
-        (table_md, *_) = (p for p in write_tables(names, table, "method", Path(folder)) if p.suffix == ".md")
-        best = best_settings(runs)
-        (best_md, *_) = (p for p in write_best_settings(best, "method", Path(folder)) if p.suffix == ".md")
-        table_text, best_text = table_md.read_text(), best_md.read_text()
-    blocks = [
-        wr.H2(text="Each method at its best setting (median over seeds)"), wr.MarkdownBlock(text=table_text),
-        wr.H2(text="Best settings, with the seeds' spread"), wr.MarkdownBlock(text=best_text),
-    ]  # fmt: skip
-    front = search_front_table(runs)  # a search's sweep: its Pareto front, from the pick's record
-    if not front.empty:
-        blocks += [wr.H2(text="The search's front: dev score against ms a call, fastest first"),
-                   wr.MarkdownBlock(text=markdown_table(front))]  # fmt: skip
-    return blocks
-
-
-TASK_MODEL_DASHBOARD = Dashboard(
-    sections=_task_model_sections,
-    headline=ws.Ordering(ws.Summary(SCORE), ascending=False),
-    columns=SUMMARY_COLUMNS,
-    ran_on=lambda runs: sorted({run.task for run in runs}),
-    tables=_task_model_tables,
-    plots=lambda runset: [
-        wr.H2(text="Training"), wr.PanelGrid(runsets=[runset], panels=training_panels() + replacing_panels()),
-        wr.H2(text="Score against speed-up"), wr.PanelGrid(runsets=[runset], panels=tradeoff_panels()[:2]),
-    ],
-)  # fmt: skip
 
 
 def describe(item: ws.Workspace | wr.Report) -> list[str]:

@@ -28,9 +28,9 @@ from datasets import Dataset
 from omegaconf import DictConfig
 
 from theseus_pl.app.checks.refused import RunRefused
-from theseus_pl.app.checks.run import device_problems
 from theseus_pl.app.checks.schedule import monitor_problems, schedule_problems, validation_problems
 from theseus_pl.app.checks.settings import successor_depth_problems
+from theseus_pl.app.checks.trainer import device_problems
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL
 from theseus_pl.app.kinds.embedding_model.models import SentenceModels, sentence_metrics
 from theseus_pl.app.kinds.embedding_model.record import (

@@ -30,8 +30,8 @@ from transformers import (
 
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.resources import language_model_resource_problems
-from theseus_pl.app.checks.run import device_problems
 from theseus_pl.app.checks.schedule import schedule_problems, validation_problems
+from theseus_pl.app.checks.trainer import device_problems
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.kinds.language_model.checks import harness_task_folders, language_model_problems
 from theseus_pl.app.kinds.language_model.data import language_model_datamodule

@@ -6,23 +6,23 @@ from pathlib import Path
 from typing import Any
 
 from theseus_pl.app.config.kinds import TASK_MODEL
-from theseus_pl.app.report.tables import task_model_report
+from theseus_pl.app.kinds.task_model.card import task_model_card
+from theseus_pl.app.kinds.task_model.dashboard import TASK_MODEL_DASHBOARD
+from theseus_pl.app.kinds.task_model.report import task_model_report
 from theseus_pl.app.results.registry import Deployer, Kind
 from theseus_pl.app.results.task_model import TaskModelResults
-from theseus_pl.app.ship.model_card import task_model_card
-from theseus_pl.app.tracking.dashboard import TASK_MODEL_DASHBOARD
 from theseus_pl.deployment.record import Deployment, DeploySettings
 
 
 def _method_problems(cfg: Any, method: Any, theseus: Any) -> list[str]:
     """Its method checks, imported as a run is checked: their modules import Lightning, which a report needs not."""
-    from theseus_pl.app.checks.settings import task_model_method_problems
+    from theseus_pl.app.kinds.task_model.checks import task_model_method_problems
 
     return task_model_method_problems(cfg, method, theseus)
 
 
 def _run(cfg: Any, settings: Any) -> Any:
-    from theseus_pl.app.run.task_model import TaskModelRun  # Lightning's import waits for a run
+    from theseus_pl.app.kinds.task_model.run import TaskModelRun  # Lightning's import waits for a run
 
     return TaskModelRun(cfg, settings)
 

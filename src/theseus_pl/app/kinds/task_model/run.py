@@ -17,7 +17,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from transformers import AutoConfig
 
-from theseus_pl.app.checks.run import checked_datamodule
+from theseus_pl.app.kinds.task_model.checks import checked_datamodule
 from theseus_pl.app.methods.kind_models import TaskModels
 from theseus_pl.app.methods.method import CompressionMethod, Method, MethodInputs
 from theseus_pl.app.methods.schedules import successor_finetuning_steps

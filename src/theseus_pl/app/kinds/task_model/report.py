@@ -1,0 +1,290 @@
+"""The task models' tables and plots in ``python -m theseus_pl.report`` (:mod:`theseus_pl.report` lists them): the
+protocol's table (a row per ``--rows`` value, a column per task, each cell the best grid point's median over seeds),
+the best settings, every run, the shapes, the searches' fronts, the budget curves and the replacement plots."""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from theseus_pl.app.config.kinds import TASK_MODEL
+from theseus_pl.app.kinds.task_model.shape_table import shape_table
+from theseus_pl.app.report.files import PREDECESSOR, write_markdown_and_csv
+from theseus_pl.app.report.tables import REPORT, find_records, no_results, settings_by_key
+from theseus_pl.app.results.envelope import by_kind
+from theseus_pl.app.results.registry import ReportPart, parts
+from theseus_pl.app.results.task_model import TaskModelResults
+
+
+def find_runs(folders: Sequence[Path]) -> tuple[list[TaskModelResults], list[str]]:
+    """Every task-model run's results (each with its ``folder``), and the Hydra jobs that have none yet; no such run
+    is an error."""
+    records, missing = find_records(folders)
+    runs = by_kind(records, parts("report"), REPORT)[TASK_MODEL]
+    if not runs:
+        raise no_results(folders)
+    return runs, missing
+
+
+def _row_key(run: TaskModelResults, rows: str) -> str:
+    """The run's row: the value of ``rows``, a results field or setting, or of each of several joined by commas
+    (``method,theseus.init``: ``fine_tuning every_other``)."""
+    values = []
+    for name in rows.split(","):
+        value = run.lookup(name)
+        values.append(run.settings.get(name) if value is None else value)
+    return " ".join(map(str, values))
+
+
+def step_budget(settings: dict[str, Any]) -> str:
+    """A run's training budget in words, from its settings: ``trainer.max_steps`` (``600``), its epochs where
+    ``trainer.max_epochs`` bounds it (``3 epochs``; ``600 or 3 epochs`` where both do), ``None`` where not recorded."""
+    steps, epochs = settings.get("trainer.max_steps"), settings.get("trainer.max_epochs")
+    if epochs is None:
+        return str(steps)
+    return f"{epochs} epochs" if steps is None or steps < 0 else f"{steps} or {epochs} epochs"
+
+
+def run_frame(runs: list[TaskModelResults], rows: str = "method") -> pd.DataFrame:
+    """One line per run, what the tables are computed from: its table row (the ``--rows`` value, as text), task, seed,
+    step budget (:func:`step_budget`), scores, its settings but the seed, and those as JSON (``point``: the grid point
+    it ran)."""
+    settings = [{key: value for key, value in run.settings.items() if key != "seed"} for run in runs]
+    return pd.DataFrame({
+        "row": [_row_key(run, rows) for run in runs],
+        "task": [run.task for run in runs],
+        "seed": [str(run.settings.get("seed", run.seed)) for run in runs],
+        "budget": [step_budget(run.settings) for run in runs],
+        "score": pd.array([run.successor.score for run in runs], dtype=float),
+        "predecessor": pd.array([run.predecessor.score for run in runs], dtype=float),
+        "settings": settings,
+        "point": [json.dumps(point, sort_keys=True) for point in settings],
+    })  # fmt: skip
+
+
+def best_settings(runs: list[TaskModelResults], rows: str = "method") -> pd.DataFrame:
+    """Per task and row, the grid point with the best median over seeds (the first of equals): its ``median``,
+    ``min`` and ``max``, its ``seeds`` and, as ``grid point``, the settings that set it apart from the cell's other
+    points (a setting the point lacks is left out). A seed without a score (null in ``results.json``) leaves its point
+    without a median, min and max rather than flattering it: such a point is chosen only where every point is one.
+    A point run at fewer seeds than another of its cell (a grid explored at one seed beside a point run at three) is
+    chosen only where none has more: one lucky seed is no median. A scored point is chosen before one without a
+    median whatever their seeds (a point of three seeds, one unscored, beside one scored at two left the cell empty)."""
+    frame = run_frame(runs, rows)
+    points = frame.groupby(["row", "task", "point"], sort=False)
+    stats = points["score"].agg(["median", "min", "max", "count", "size"])
+    stats[["median", "min", "max"]] = stats[["median", "min", "max"]].where(stats.pop("count") == stats.pop("size"))
+    stats["seed_count"] = points["seed"].nunique()
+    stats["seeds"] = points["seed"].agg(lambda seeds: " ".join(sorted(set(seeds))))
+    stats["settings"] = points["settings"].first()
+    stats["scored"] = stats["median"].notna()
+    ranked = stats.sort_values(["scored", "seed_count", "median"], ascending=False, kind="stable", na_position="last")
+    best = ranked.reset_index().drop_duplicates(["row", "task"])
+    varied = settings_by_key(frame["settings"]).groupby([frame["row"], frame["task"]]).nunique() > 1
+    varied_in_cell = varied.loc[pd.MultiIndex.from_frame(best[["row", "task"]])].to_dict("records")
+    best["grid point"] = [
+        " ".join(f"{key}={settings[key]}" for key in sorted(settings) if varies[key])
+        for settings, varies in zip(best["settings"], varied_in_cell, strict=True)
+    ]
+    return best.sort_values(["task", "row"])[["task", "row", "median", "min", "max", "seeds", "grid point"]]
+
+
+def build_table(runs: list[TaskModelResults], rows: str = "method") -> tuple[list[str], dict[str, dict[str, float]]]:
+    """Tasks (columns) and ``{row: {task: score}}``, rows in the order of the runs, the predecessor first (the median
+    of its scores, each predecessor once: the runs of a seed share one, and eight runs of one seed beside one run of
+    each other seed must not make it the median): each cell a best setting's median, none where that has none."""
+    frame = run_frame(runs, rows)
+    cells = best_settings(runs, rows).pivot(index="row", columns="task", values="median")
+    predecessors = frame.drop_duplicates(["task", "seed", "predecessor"])
+    predecessor = predecessors.groupby("task")["predecessor"].median().rename(PREDECESSOR).to_frame().T
+    table = pd.concat([predecessor, cells.reindex(index=frame["row"].unique(), columns=predecessor.columns)])
+    return list(table.columns), {row: line.dropna().to_dict() for row, line in table.iterrows()}
+
+
+def table_frame(tasks: list[str], table: dict[str, dict[str, float]]) -> pd.DataFrame:
+    """:func:`build_table`'s table as a frame, with ``macro``: the tasks' mean, missing where a task is."""
+    frame = pd.DataFrame.from_dict(table, orient="index").reindex(columns=tasks)
+    # fmean, whose sum is exactly rounded, gives the macro to the last digit whatever the order of the tasks.
+    return frame.assign(macro=frame.apply(statistics.fmean, axis=1))
+
+
+def protocol_warnings(runs: list[TaskModelResults], rows: str = "method") -> list[str]:
+    """What makes a comparison between rows unfair: different step budgets, or seeds one row lacks."""
+    cells = (
+        run_frame(runs, rows)
+        .groupby(["task", "row"])
+        .agg(steps=("budget", lambda steps: ", ".join(sorted(set(steps)))), seeds=("seed", frozenset))
+    )
+    warnings = []
+    for task, task_cells in cells.groupby(level="task"):
+        if task_cells["steps"].nunique() > 1:
+            named = "; ".join(f"{row} {steps}" for (_, row), steps in task_cells["steps"].items())
+            warnings.append(
+                f"{task}: the {rows}s had different step budgets (trainer.max_steps, trainer.max_epochs): {named}."
+            )
+        every = frozenset().union(*task_cells["seeds"])
+        for (_, row), seeds in task_cells["seeds"].items():
+            if seeds != every:
+                lacking = ", ".join(sorted(every - seeds))
+                warnings.append(f"{task}: {row} lacks seed {lacking}, which other {rows}s ran.")
+    return warnings
+
+
+def write_tables(tasks: list[str], table: dict[str, dict[str, float]], rows: str, output: Path) -> list[Path]:
+    """:func:`build_table`'s table with its macro column, a line per row (named ``rows``)."""
+    return write_markdown_and_csv(table_frame(tasks, table).rename_axis(rows).reset_index(), output, "table")
+
+
+def write_best_settings(best: pd.DataFrame, rows: str, output: Path) -> list[Path]:
+    """Per task and row: the chosen grid point, its median, min and max over seeds, and the seeds."""
+    return write_markdown_and_csv(best.rename(columns={"row": rows}), output, "best_settings")
+
+
+def run_table(runs: list[TaskModelResults]) -> pd.DataFrame:
+    """One line per run, sorted by task, method and folder, with its W&B name and URL where it has them."""
+    return pd.DataFrame({
+        "task": [run.task for run in runs],
+        "method": [run.method for run in runs],
+        "predecessor": pd.array([run.predecessor.score for run in runs], dtype=float),
+        "successor": pd.array([run.successor.score for run in runs], dtype=float),
+        "wandb": [(run.wandb.name or "") if run.wandb else "" for run in runs],
+        "wandb_url": [(run.wandb.url or "") if run.wandb else "" for run in runs],
+        "folder": [str(run.folder or "") for run in runs],
+    }).sort_values(["task", "method", "folder"])  # fmt: skip
+
+
+def search_front_table(runs: list[TaskModelResults]) -> pd.DataFrame:
+    """The Pareto front of each search among the runs, read from its pick's record (the search block): a line per
+    point, fastest first, its search named by the pick's folder, its floor beside it; empty without a search."""
+    rows = [
+        {
+            "search": f"{found.study} ({run.folder.parent if run.folder else ''})",
+            "floor": found.floor,
+            "trial": point.trial,
+            "depth, width, runtime": point.shape,
+            "score": point.score,
+            "ms a call": point.latency_ms,
+            "pick": "pick" if point.trial == found.trial else "",
+        }
+        for run in runs
+        if (found := run.search) is not None
+        for point in found.front
+    ]
+    return pd.DataFrame(rows, columns=["search", "floor", "trial", "depth, width, runtime", "score", "ms a call",
+                                       "pick"])  # fmt: skip
+
+
+def budget_table(runs: list[TaskModelResults], rows: str = "method") -> pd.DataFrame:
+    """Per task, row and step budget (``trainer.max_steps``), the best grid point at that budget (as
+    :func:`best_settings` picks it) with its median, min and max over seeds; only tasks run at several budgets, and
+    only runs whose budget is a number of steps (not epochs, nor unrecorded)."""
+    frame = run_frame(runs, rows)
+    known = frame[frame["budget"].str.fullmatch("[0-9]+")]
+    parts = [
+        best_settings([runs[i] for i in group.index], rows).assign(steps=int(steps))
+        for steps, group in known.groupby("budget")
+    ]
+    columns = ["task", "row", "steps", "median", "min", "max", "seeds", "grid point"]
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    table = pd.concat(parts)
+    several = table.groupby("task")["steps"].transform("nunique") > 1
+    return table[several].sort_values(["task", "row", "steps"])[columns].reset_index(drop=True)
+
+
+def write_budget_curves(budgets: pd.DataFrame, rows: str, output: Path) -> list[Path]:
+    """``budget.md``/``.csv`` and, per task, ``budget_<task>.png``: each row's median against optimizer steps (log
+    scale: the budgets triple), its min-max band over seeds shaded."""
+    if budgets.empty:
+        return []
+    import matplotlib.pyplot as plt
+
+    written = write_markdown_and_csv(budgets.rename(columns={"row": rows}), output, "budget")
+    for task, curves in budgets.groupby("task"):
+        figure = budget_figure(str(task), curves)
+        written.append(output / f"budget_{task}.png")
+        figure.savefig(written[-1], dpi=120, bbox_inches="tight")
+        plt.close(figure)
+    return written
+
+
+def budget_figure(task: str, curves: pd.DataFrame) -> Any:
+    """One task's :func:`budget_table` lines as a figure: a line per row, its min-max band shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for row, curve in curves.groupby("row", sort=False):
+        line = axes.plot(curve["steps"], curve["median"], marker="o", label=row)[0]
+        axes.fill_between(curve["steps"], curve["min"], curve["max"], color=line.get_color(), alpha=0.15)
+    steps = sorted(curves["steps"].unique())
+    axes.set(xscale="log", xlabel="optimizer steps", ylabel="dev score", title=f"{task}: score against budget")
+    axes.set_xticks(steps, [str(step) for step in steps])
+    axes.minorticks_off()  # the log scale's own minor labels (2 x 10^3, ...) would overprint the budgets
+    axes.legend(fontsize=7)
+    return figure
+
+
+def write_plots(runs: list[TaskModelResults], output: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    output.mkdir(parents=True, exist_ok=True)
+    written = []
+    curves = {}
+    for run in runs:
+        metrics = run.folder / "csv" / "metrics.csv" if run.folder else None
+        if run.schedule in curves or metrics is None or not metrics.is_file():
+            continue
+        with metrics.open() as handle:
+            points = [(int(r["step"]), float(r["train/p"])) for r in csv.DictReader(handle) if r.get("train/p")]
+        if points:
+            curves[run.schedule] = points
+    if curves:
+        figure, axes = plt.subplots(figsize=(7, 4))
+        for schedule, points in curves.items():
+            axes.plot(*zip(*points, strict=True), label=schedule)
+        axes.set(xlabel="optimizer step", ylabel="replacement rate p", title="p over steps")
+        axes.legend(fontsize=7)
+        written.append(output / "p_over_steps.png")
+        figure.savefig(written[-1], dpi=120, bbox_inches="tight")
+        plt.close(figure)
+    constant = [r for r in runs if r.method == "theseus_constant" and "replacement.p" in r.settings]
+    if constant:
+        figure, axes = plt.subplots(figsize=(6, 4))
+        for task in sorted({r.task for r in constant}):
+            points = sorted((r.settings["replacement.p"], r.successor.score) for r in constant if r.task == task)
+            axes.plot(*zip(*points, strict=True), marker="o", label=task)
+        axes.set(xlabel="replacing rate p", ylabel="dev score", title="score against replacing rate")
+        axes.legend()
+        written.append(output / "score_vs_rate.png")
+        figure.savefig(written[-1], dpi=120, bbox_inches="tight")
+        plt.close(figure)
+    return written
+
+
+def task_model_report(runs: list[TaskModelResults], rows: str, output: Path) -> ReportPart:
+    """The task models' tables and plots: the protocol's table (a row per ``rows``, a column per task), the best
+    settings, every run, the shapes, the searches' fronts, the budget curves and the replacement plots."""
+    tasks, table = build_table(runs, rows)
+    shapes, fronts = shape_table(runs), search_front_table(runs)
+    written = (
+        write_tables(tasks, table, rows, output)
+        + write_best_settings(best_settings(runs, rows), rows, output)
+        + write_markdown_and_csv(run_table(runs), output, "runs")
+        + (write_markdown_and_csv(shapes, output, "shapes") if not shapes.empty else [])
+        + (write_markdown_and_csv(fronts, output, "search_front") if not fronts.empty else [])
+        + write_budget_curves(budget_table(runs, rows), rows, output)
+        + write_plots(runs, output)
+    )
+    return ReportPart(written, protocol_warnings(runs, rows), output / "table.md", {"tasks": tasks, "table": table})
