@@ -22,7 +22,7 @@ import onnxruntime as ort
 import pandas as pd
 import torch
 
-from theseus_pl.app.ship.deploy_folder import run_dev_data
+from theseus_pl.app.kinds.task_model.shipping import run_dev_data
 from theseus_pl.core.precision import this_cpu
 from theseus_pl.deployment.onnx_deployment import own_length_batches
 from theseus_pl.deployment.onnx_export import session_logits

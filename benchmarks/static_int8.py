@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from theseus_pl.app.ship.deploy_folder import run_dev_data
+from theseus_pl.app.kinds.task_model.shipping import run_dev_data
 from theseus_pl.core.precision import this_cpu
 from theseus_pl.deployment.onnx_deployment import own_length_batches, timed_latency
 from theseus_pl.deployment.onnx_export import export_onnx, inference_session, int8_reduce_range, session_logits

@@ -97,8 +97,9 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
     )  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    from theseus_pl.app.kinds.task_model.shipping import deploy_model, planned_deployment
     from theseus_pl.app.results.deployment_block import deployment_dict
-    from theseus_pl.app.ship.deploy_folder import deploy_model, is_run_folder, planned_deployment, run_deployer
+    from theseus_pl.app.ship.deploy_folder import is_run_folder, run_deployer
     from theseus_pl.deployment.onnx_export import DeploymentError
 
     unread = _unread_options(args, parser)

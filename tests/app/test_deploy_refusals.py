@@ -9,8 +9,8 @@ import pytest
 from conftest import tiny_model
 from results_records import a_run, an_embedding_run, plant
 
+from theseus_pl.app.kinds.task_model.shipping import deploy_run
 from theseus_pl.app.results.envelope import RunRecord
-from theseus_pl.app.ship.deploy_folder import deploy_run
 from theseus_pl.deploy import main
 from theseus_pl.deployment.onnx_export import DeploymentError
 from theseus_pl.deployment.record import DeploySettings

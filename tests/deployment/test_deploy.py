@@ -14,10 +14,10 @@ from omegaconf import OmegaConf
 from results_records import plant_new_kind
 from transformers import BertModel
 
+from theseus_pl.app.kinds.task_model.shipping import deploy_model
 from theseus_pl.app.results.deployment_block import deployment_dict, read_deployment
 from theseus_pl.app.results.reading import read_task_model_results
 from theseus_pl.app.run.pipeline import plan, run
-from theseus_pl.app.ship.deploy_folder import deploy_model
 from theseus_pl.core.precision import CPU_BF16_FLAGS, Cpu, this_cpu
 from theseus_pl.core.settings import SettingsError
 from theseus_pl.core.timing import p50_milliseconds
@@ -160,7 +160,8 @@ def test_the_command_prints_its_json_block_alone_whatever_a_library_prints_while
         print("[INFO] Running in WANDB offline mode")
         return deploy_model(*args, **kwargs)
 
-    monkeypatch.setattr("theseus_pl.app.ship.deploy_folder.deploy_model", chatty_deploy)  # as the command finds it
+    # as the command finds it
+    monkeypatch.setattr("theseus_pl.app.kinds.task_model.shipping.deploy_model", chatty_deploy)
     block = main([str(successor), "--quantize", "none", "--no-openvino", "--batch-sizes", "1", "--repeats", "1",
                   "--no-own-lengths"])  # fmt: skip
     printed = capsys.readouterr()

@@ -4,7 +4,7 @@ import pytest
 from conftest import tiny_model
 from narrow_models import narrow_theseus
 
-from theseus_pl.app.ship.deploy_folder import deploy_model
+from theseus_pl.app.kinds.task_model.shipping import deploy_model
 from theseus_pl.core.io import PICKLED
 from theseus_pl.deployment.record import DeploySettings
 

@@ -20,8 +20,8 @@ import torch
 from app_runs import compose_config, tiny_run_overrides
 from conftest import tiny_model
 
+from theseus_pl.app.kinds.task_model.shipping import deploy_model, deploy_run
 from theseus_pl.app.run.pipeline import run
-from theseus_pl.app.ship.deploy_folder import deploy_model, deploy_run
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.io import MOVED_MODULES, PICKLED, load_successor
 from theseus_pl.core.replacing import TheseusModel

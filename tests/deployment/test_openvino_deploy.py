@@ -14,9 +14,9 @@ from test_deploy import DRY_RUN, QUICK, saved_classifier
 
 from theseus_pl.app.checks.settings import checked_settings
 from theseus_pl.app.kinds.task_model import card as task_model_card
+from theseus_pl.app.kinds.task_model.shipping import deploy_model
 from theseus_pl.app.results.deployment_block import deployment_dict, read_deployment
 from theseus_pl.app.ship import deployment_table
-from theseus_pl.app.ship.deploy_folder import deploy_model
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.deploy import main
 from theseus_pl.deployment import onnx_deployment, openvino_export

@@ -3,7 +3,7 @@
 import pytest
 from conftest import tiny_model
 
-from theseus_pl.app.ship.deploy_folder import deploy_model
+from theseus_pl.app.kinds.task_model.shipping import deploy_model
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.successors import (
     feed_forward_block,

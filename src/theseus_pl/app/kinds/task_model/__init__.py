@@ -29,13 +29,13 @@ def _run(cfg: Any, settings: Any) -> Any:
 
 # Its deployment (torch, ONNX Runtime) imported as it deploys: reading and reporting its runs needs neither.
 def _deploy(folder: Path, settings: DeploySettings, glue_dir: str | None) -> Deployment:
-    from theseus_pl.app.ship.deploy_folder import deploy_run
+    from theseus_pl.app.kinds.task_model.shipping import deploy_run
 
     return deploy_run(folder, settings, glue_dir)
 
 
 def _planned(folder: Path, settings: DeploySettings, glue_dir: str | None) -> list[str]:
-    from theseus_pl.app.ship.deploy_folder import planned_deployment
+    from theseus_pl.app.kinds.task_model.shipping import planned_deployment
 
     return planned_deployment(folder, settings, glue_dir=glue_dir)
 
