@@ -140,9 +140,10 @@ def test_a_study_of_planted_trials_gives_its_front_table_plot_and_pick(tmp_path,
     ) and "more steps a trial, more trials or a larger hydra.sweeper.max_score_drop may reach it" in caplog.text
 
 
-def test_a_trial_stopped_under_its_score_is_told_pruned_counted_and_never_a_point(tmp_path):
+def test_a_trial_stopped_under_its_score_is_told_pruned_counted_and_never_a_point(tmp_path, capsys):
     """Once a measured trial has told the predecessor's score, each next trial is asked to reach the floor less the
-    margin half-way (``callbacks.stop_below``); one that stopped under it is pruned: counted, listed, no point."""
+    margin half-way (``callbacks.stop_below``); one that stopped under it is pruned: counted, listed, no point, and
+    the sweep's report says so rather than waiting for its results."""
     import json
 
     import optuna
@@ -176,6 +177,18 @@ def test_a_trial_stopped_under_its_score_is_told_pruned_counted_and_never_a_poin
     answer = json.loads((tmp_path / "search" / "search.json").read_text())
     assert answer["pruned"] == {"2": f"pruned: {stopped}"} and answer["failed"] == {} and answer["trials"] == 3
     assert [point["number"] for point in answer["front"]] == [1, 0]
+
+    # The report of the sweep: the pruned trial's job folder (Hydra's .hydra/, no results.json) is no job still to
+    # finish but a trial the search ended, with why.
+    from theseus_pl.app.report.tables import find_records, report_command
+
+    (tmp_path / "2" / ".hydra").mkdir(parents=True)
+    (tmp_path / "2" / ".hydra" / "overrides.yaml").write_text("- optimizer.lr=3e-05\n")
+    assert find_records([tmp_path])[1] == []
+    report_command([tmp_path], "method", tmp_path / "report", True, pytest.fail)
+    printed = capsys.readouterr().out
+    assert "no results yet" not in printed
+    assert f"1 trials a search ended without results (no point on its front):\n  {tmp_path / '2'}: pruned: " in printed
 
 
 def _planted_runs(points: list[TrialPoint], folder) -> list[TrialPoint]:

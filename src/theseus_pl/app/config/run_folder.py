@@ -27,6 +27,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 RECORD_SUBDIR = ".hydra"
+SEARCH_FOLDER = "search"  # a search's front, plot and pick, in its sweep folder
+SEARCH_ANSWER = "search.json"  # in it: the floor, the front, the pick, and each trial ended without a point
 _made_here: set[Path] = set()  # run and sweep folders that did not exist as this command started
 
 

@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 import pandas as pd
 
+from theseus_pl.app.config.run_folder import RECORD_SUBDIR, SEARCH_ANSWER, SEARCH_FOLDER
 from theseus_pl.app.report.files import remove_stale_files
 from theseus_pl.app.results.envelope import ResultsError, RunRecord, UnknownKind, by_kind
 from theseus_pl.app.results.reading import read_run
@@ -37,14 +38,37 @@ def find_records(folders: Sequence[Path]) -> tuple[list[RunRecord], list[str]]:
         except ResultsError as error:
             log.warning("Skipped %s: %s", path.parent, error)
     missing = []
-    for folder in folders:
-        for job in sorted(folder.rglob(".hydra")):
-            if not (job.parent / "results.json").is_file():
-                overrides = job / "overrides.yaml"
-                what = " ".join(line.removeprefix("- ").strip() for line in overrides.read_text().splitlines()) \
-                    if overrides.is_file() else ""  # fmt: skip
-                missing.append(f"{job.parent} ({what})" if what else str(job.parent))
+    for job in _jobs_without_results(folders):
+        if ended_by_search(job) is None:
+            overrides = job / RECORD_SUBDIR / "overrides.yaml"
+            what = " ".join(line.removeprefix("- ").strip() for line in overrides.read_text().splitlines()) \
+                if overrides.is_file() else ""  # fmt: skip
+            missing.append(f"{job} ({what})" if what else str(job))
     return records, missing
+
+
+def ended_trials(folders: Sequence[Path]) -> list[str]:
+    """The trials a search below the folders ended without a record (pruned half-way, or failed as a run), each with
+    why: they will have no results, and are not among :func:`find_records`' jobs that have none yet."""
+    return [f"{job}: {why}" for job in _jobs_without_results(folders) if (why := ended_by_search(job)) is not None]
+
+
+def ended_by_search(job: Path) -> str | None:
+    """Why the search of the sweep that holds ``job`` ended it without a record, as the search's answer
+    (``<sweep>/search/search.json``) says of its trial (a trial's folder is its number); None for a job of any other
+    sweep, or one that search did not end."""
+    answer = job.parent / SEARCH_FOLDER / SEARCH_ANSWER
+    try:
+        written = json.loads(answer.read_text())
+    except (OSError, ValueError):  # no search here, or its answer is being written
+        return None
+    return {**written.get("failed", {}), **written.get("pruned", {})}.get(job.name)
+
+
+def _jobs_without_results(folders: Sequence[Path]) -> list[Path]:
+    """The Hydra jobs below the folders (a folder with ``.hydra/``) that have no ``results.json``."""
+    jobs = (record.parent for folder in folders for record in sorted(folder.rglob(RECORD_SUBDIR)))
+    return [job for job in jobs if not (job / "results.json").is_file()]
 
 
 def results_files(folders: Sequence[Path]) -> list[Path]:
@@ -139,6 +163,8 @@ def report_command(folders: list[Path], rows: str, output: Path, dry_run: bool,
         refuse(f"The report cannot be written into {output}: {error}")
     if missing:
         print(f"{len(missing)} jobs have no results yet:\n  " + "\n  ".join(missing))
+    if ended := ended_trials(folders):
+        print(f"{len(ended)} trials a search ended without results (no point on its front):\n  " + "\n  ".join(ended))
     for warning in report["warnings"]:
         print(f"Warning: {warning}")
     return report | {"missing": missing}

@@ -12,7 +12,6 @@ from theseus_pl.core.settings import Rule, SettingsError, check_fields, number, 
 
 PREFIX = "hydra.sweeper."
 STUDY_FILE = "study.db"  # the study's SQLite file in the sweep folder, where no storage URL is given
-ANSWER_FOLDER = "search"  # the front's table, plot and the pick, in the sweep folder
 
 
 @dataclass(frozen=True)

@@ -33,12 +33,13 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 
 from theseus_pl.app.checks.refused import RunRefused
+from theseus_pl.app.config.run_folder import SEARCH_ANSWER, SEARCH_FOLDER
 from theseus_pl.app.report.files import write_markdown_and_csv
 from theseus_pl.app.results.envelope import write_results
 from theseus_pl.app.results.reading import read_task_model_results
 from theseus_pl.app.results.task_model import FrontPoint, SearchFinding
 from theseus_pl.app.search.front import TrialPoint, fastest_within, front_table, label, pareto_front, plot_front
-from theseus_pl.app.search.settings import ANSWER_FOLDER, SearchSettings
+from theseus_pl.app.search.settings import SearchSettings
 from theseus_pl.app.search.space import search_space
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.deployment.targets import AUTO, OWN_LENGTHS, pick_target, points_in_words
@@ -80,7 +81,7 @@ class Search:
             for trial, job in zip(batch, launched, strict=True):
                 tell(study, trial, job, self.settings.batch_size)
             returns += launched
-        write_answer(study, self.settings, folder / ANSWER_FOLDER)
+        write_answer(study, self.settings, folder / SEARCH_FOLDER)
         return returns
 
 
@@ -220,7 +221,7 @@ def write_answer(study: optuna.Study, settings: SearchSettings, output: Path) ->
         "front": [point_dict(point) for point in pareto_front(points)],
         "pick": point_dict(pick) if pick is not None else None,
     }
-    (output / "search.json").write_text(json.dumps(answer, indent=2) + "\n")
+    (output / SEARCH_ANSWER).write_text(json.dumps(answer, indent=2) + "\n")
     front = [FrontPoint(point.number, label(point), point.score, point.latency_ms) for point in pareto_front(points)]
     finding = None if pick is None else SearchFinding(
         study.study_name, pick.number, len(counted(study)), settings.batch_size, predecessor, settings.max_score_drop,
