@@ -11,9 +11,7 @@ from typing import Any
 import pytest
 
 from theseus_pl.app.kinds.embedding_model.record import EmbeddingData, EmbeddingModelResults, EmbeddingSide
-from theseus_pl.app.results import registry
-from theseus_pl.app.results.envelope import Hardware, RunRecord, write_results
-from theseus_pl.app.results.task_model import (
+from theseus_pl.app.kinds.task_model.record import (
     DataFacts,
     LayerCounts,
     ModelShape,
@@ -22,6 +20,8 @@ from theseus_pl.app.results.task_model import (
     SuccessorResult,
     TaskModelResults,
 )
+from theseus_pl.app.results import registry
+from theseus_pl.app.results.envelope import Hardware, RunRecord, write_results
 
 V1_RESULTS = Path(__file__).parent / "app" / "fixtures" / "results_v1.json"  # written by theseus_pl at 0fa8775
 # Schema version 2, as theseus_pl wrote it at 2f0de61: the V1 run rewritten, and a decoder-LM run's record.

@@ -36,7 +36,7 @@ def test_the_package_keeps_its_contracts():
         ("core/schedules.py", "theseus_pl.app.run.pipeline", "Floors"),  # the core reaching up to the app
         ("data/tasks.py", "theseus_pl.lightning.metrics", "Floors"),  # data reaching up to Lightning's floor
         ("core/io.py", "lightning.pytorch", "The core runs on torch and transformers alone"),
-        ("app/results/task_model.py", "theseus_pl.app.run.pipeline", "App wings"),  # the record reaching up to the run
+        ("app/results/envelope.py", "theseus_pl.app.run.pipeline", "App wings"),  # the records reaching up to the run
         ("app/methods/schedules.py", "theseus_pl.app.checks.settings", "App wings"),  # a method reaching up to checks
         ("app/kinds/embedding_model/card.py", "theseus_pl.app.kinds.task_model", "Kinds"),  # one kind using another
         ("app/report/tables.py", "theseus_pl.app.kinds.embedding_model.report", "App wings"),  # a wing using a kind

@@ -25,13 +25,13 @@ from results_records import registering_for_the_test
 from wandb_records import read_offline_run
 
 from theseus_pl.app.kinds.task_model.checks import task_model_method_problems
+from theseus_pl.app.kinds.task_model.record import TaskModelResults
 from theseus_pl.app.kinds.task_model.run import TaskModelRun
 from theseus_pl.app.methods.truncation import FineTuning
 from theseus_pl.app.report.files import write_markdown_and_csv
 from theseus_pl.app.results import registry
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.registry import Kind, ReportPart, register_kind
-from theseus_pl.app.results.task_model import TaskModelResults
 from theseus_pl.app.run.pipeline import plan, refusal_problems, run
 from theseus_pl.dashboard import main as dashboard_main
 from theseus_pl.deploy import main as deploy_main

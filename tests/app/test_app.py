@@ -20,8 +20,8 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL
 from theseus_pl.app.config.resolvers import run_kind_name
+from theseus_pl.app.kinds.task_model.record import read_task_model_results
 from theseus_pl.app.methods.schedules import build_schedule
-from theseus_pl.app.results.reading import read_task_model_results
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.run.stages import run_hardware
 from theseus_pl.core.io import PICKLED

@@ -3,8 +3,7 @@
 import pytest
 from app_runs import compose_config
 
-from theseus_pl.app.results.reading import read_task_model_results
-from theseus_pl.app.results.task_model import LayerCounts
+from theseus_pl.app.kinds.task_model.record import LayerCounts, read_task_model_results
 from theseus_pl.app.run.pipeline import run
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ from test_ablations import sweep_config
 from test_wandb_runs import multirun_overrides
 from wandb_records import read_offline_run
 
-from theseus_pl.app.results.reading import read_task_model_results
+from theseus_pl.app.kinds.task_model.record import read_task_model_results
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from theseus_pl.app.checks import settings as settings_check
 from theseus_pl.app.checks.settings import checked_settings
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL, TASK_MODEL
 from theseus_pl.app.kinds.embedding_model.models import SentenceModels
+from theseus_pl.app.kinds.task_model.record import LayerCounts
 from theseus_pl.app.methods import schedules
 from theseus_pl.app.methods.kind_models import LanguageModels, TaskModels
 from theseus_pl.app.methods.language_model import ShortGPT, Streamline
@@ -32,7 +33,6 @@ from theseus_pl.app.methods.task_model import LayerDrop, PatientDistillation, Tr
 from theseus_pl.app.methods.theseus import Theseus
 from theseus_pl.app.methods.truncation import FineTuning, KeptLayers
 from theseus_pl.app.predecessors.classifier import load_classifier
-from theseus_pl.app.results.task_model import LayerCounts
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.core.schedules import CurriculumSchedule
 from theseus_pl.core.settings import Rule, SettingsError, positive_number

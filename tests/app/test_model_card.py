@@ -8,8 +8,8 @@ from app_runs import compose_config
 from huggingface_hub import ModelCard
 from results_records import V1_RESULTS, V2_LANGUAGE_MODEL, a_run, an_embedding_run
 
-from theseus_pl.app.results.reading import read_run, read_task_model_results
-from theseus_pl.app.results.task_model import DataFacts, LayerCounts, ParamCounts
+from theseus_pl.app.kinds.task_model.record import DataFacts, LayerCounts, ParamCounts, read_task_model_results
+from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run.stages import hub_id
 from theseus_pl.app.ship.model_card import model_card, write_model_card
 from theseus_pl.core.schedules import CurriculumSchedule

@@ -3,7 +3,7 @@
 import pytest
 from app_runs import compose_config, tiny_run_overrides
 
-from theseus_pl.app.results.reading import read_task_model_results
+from theseus_pl.app.kinds.task_model.record import read_task_model_results
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.core.precision import RELEVANT_FLAGS, this_cpu
 from theseus_pl.lightning.precision import run_precision

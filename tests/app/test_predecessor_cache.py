@@ -21,10 +21,10 @@ from raise_at_step import RaiseAtStep
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from theseus_pl.app.kinds.task_model import run as task_model_run
+from theseus_pl.app.kinds.task_model.record import read_task_model_results
 from theseus_pl.app.predecessors import resumable_training
 from theseus_pl.app.predecessors.classifier import cache_key, cached_predecessor_folder, fine_tune, load_classifier
 from theseus_pl.app.predecessors.resumable_training import WORK_VERSIONS, interrupted_at, library_versions, work_folder
-from theseus_pl.app.results.reading import read_task_model_results
 from theseus_pl.app.run.pipeline import plan, run
 from theseus_pl.app.run.stages import evaluation_settings, run_hardware
 from theseus_pl.core.precision import resolve_precision

@@ -15,7 +15,7 @@ from huggingface_hub.errors import HTTPError
 from huggingface_hub.utils import filter_repo_objects
 from results_records import a_run, an_embedding_run, plant, plant_new_kind
 
-from theseus_pl.app.results.reading import read_task_model_results
+from theseus_pl.app.kinds.task_model.record import read_task_model_results
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.ship.model_card import model_card
 from theseus_pl.app.ship.publishing import NO_TOKEN

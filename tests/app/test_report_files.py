@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from results_records import a_run, an_embedding_run, plant
 
+from theseus_pl.app.kinds.task_model.record import ModelShape
 from theseus_pl.app.results.envelope import WandbLink
-from theseus_pl.app.results.task_model import ModelShape
 from theseus_pl.report import main
 
 pytestmark = pytest.mark.quick

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.resume import training_settings
 from theseus_pl.app.config.run_folder import folder_problem, record_subdir
-from theseus_pl.app.results.reading import read_task_model_results
+from theseus_pl.app.kinds.task_model.record import read_task_model_results
 from theseus_pl.app.run.pipeline import plan, run
 from theseus_pl.app.run.stages import run_hardware
 from theseus_pl.deploy import main as deploy_main

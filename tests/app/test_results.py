@@ -7,10 +7,10 @@ import pytest
 from results_records import V1_RESULTS, V2_LANGUAGE_MODEL, V2_RESULTS, a_run
 
 from theseus_pl.app.kinds.language_model.record import LanguageModelResults
+from theseus_pl.app.kinds.task_model.record import ModelShape, TaskModelResults, read_task_model_results
 from theseus_pl.app.results.deployment_block import deployment_dict, read_deployment, write_deployment
 from theseus_pl.app.results.envelope import SCHEMA_VERSION, ResultsError, WandbLink, write_results
-from theseus_pl.app.results.reading import read_run, read_task_model_results
-from theseus_pl.app.results.task_model import ModelShape, TaskModelResults
+from theseus_pl.app.results.reading import read_run
 from theseus_pl.deployment.record import DeploySettings
 
 pytestmark = pytest.mark.quick

@@ -12,7 +12,7 @@ from app_runs import compose_config, tiny_run_overrides
 from command_runs import seed_machine_bf16
 from test_app import logged
 
-from theseus_pl.app.results.reading import read_task_model_results
+from theseus_pl.app.kinds.task_model.record import read_task_model_results
 from theseus_pl.app.run.pipeline import run
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from theseus_pl.app.results.reading import read_task_model_results
+from theseus_pl.app.kinds.task_model.record import read_task_model_results
 from theseus_pl.app.search.front import TrialPoint, fastest_within, front_table, pareto_front, plot_front
 
 pytestmark = pytest.mark.quick
@@ -223,3 +223,18 @@ def test_a_trial_whose_run_was_refused_fails_alone_saying_why():
     (told,) = counted(study)
     assert told.state == optuna.trial.TrialState.FAIL
     assert told.user_attrs[OUTCOME] == "its run was refused: one problem; another"
+
+
+def test_a_trial_whose_record_is_of_a_kind_no_search_weighs_fails_naming_the_kind(tmp_path):
+    """The search reads its trials through the registry, as any kind whose record has the shape it weighs: a task
+    model's has it; a sentence-embedding run's (no search of it yet) fails its trial alone, naming its kind."""
+    from results_records import a_run, an_embedding_run, plant
+
+    from theseus_pl.app.results.search_finding import SearchableRecord
+    from theseus_pl.app.search.sweeper import TrialFailed, searchable_record
+
+    task_model = searchable_record(plant(tmp_path / "task", a_run()))
+    assert isinstance(task_model, SearchableRecord)
+    assert task_model.searched_run().layers == a_run().layers.successor
+    with pytest.raises(TrialFailed, match="of kind 'embedding_model', whose record a search cannot weigh"):
+        searchable_record(plant(tmp_path / "embedding", an_embedding_run()))

@@ -7,7 +7,7 @@ import torch
 from app_runs import compose_config, setting_problems, tiny_run_overrides
 
 from theseus_pl.app.checks.refused import RunRefused
-from theseus_pl.app.results.task_model import ModelShape
+from theseus_pl.app.kinds.task_model.record import ModelShape
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.io import load_successor

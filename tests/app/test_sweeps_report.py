@@ -21,10 +21,9 @@ from transformers import AutoConfig
 from transformers.models.bert.modeling_bert import BertLayer
 
 from theseus_pl.app.config.resolvers import package_path
+from theseus_pl.app.kinds.task_model.record import ModelShape, ParamCounts, read_task_model_results
 from theseus_pl.app.kinds.task_model.report import budget_table, build_table, find_runs
 from theseus_pl.app.results.envelope import WandbLink, write_results
-from theseus_pl.app.results.reading import read_task_model_results
-from theseus_pl.app.results.task_model import ModelShape, ParamCounts
 from theseus_pl.report import main
 
 SWEEPS = Path(__file__).parents[2] / "sweeps"

@@ -14,7 +14,7 @@ from conftest import tiny_model
 from glue_files import write_tsv
 from wandb_records import read_offline_run
 
-from theseus_pl.app.results.reading import read_task_model_results
+from theseus_pl.app.kinds.task_model.record import read_task_model_results
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.tracking.run_identity import model_tag, run_identity, swept_values
 

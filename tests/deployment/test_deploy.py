@@ -14,9 +14,9 @@ from omegaconf import OmegaConf
 from results_records import plant_new_kind
 from transformers import BertModel
 
+from theseus_pl.app.kinds.task_model.record import read_task_model_results
 from theseus_pl.app.kinds.task_model.shipping import deploy_model
 from theseus_pl.app.results.deployment_block import deployment_dict, read_deployment
-from theseus_pl.app.results.reading import read_task_model_results
 from theseus_pl.app.run.pipeline import plan, run
 from theseus_pl.core.precision import CPU_BF16_FLAGS, Cpu, this_cpu
 from theseus_pl.core.settings import SettingsError

@@ -9,7 +9,7 @@ from app_runs import compose_config, tiny_run_overrides
 from conftest import FAMILIES, tiny_inputs, tiny_model
 from transformers import AutoModelForSequenceClassification
 
-from theseus_pl.app.results.task_model import LayerCounts
+from theseus_pl.app.kinds.task_model.record import LayerCounts
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.settings import SettingsError

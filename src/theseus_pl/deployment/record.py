@@ -149,7 +149,7 @@ class Deployment:
 
     Models are named ``pytorch_predecessor``, ``pytorch_successor``, ``pytorch_bf16``, ``onnx_fp32``, ``onnx_int8``,
     ``openvino_fp32``, ``openvino_bf16``, ``openvino_int8``; batch sizes ``batch_<n>``.
-    ``theseus_pl.app.results.task_model`` writes and reads it.
+    ``theseus_pl.app.kinds.task_model.record`` writes and reads it.
     """
 
     onnx: str  # the fp32 model's path inside the successor's folder

@@ -5,8 +5,6 @@ the folders given, and each kind's tables and plots written by the part its kind
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import difflib
 import io
 import json
 import logging
@@ -22,7 +20,6 @@ from theseus_pl.app.report.files import remove_stale_files
 from theseus_pl.app.results.envelope import ResultsError, RunRecord, UnknownKind, by_kind
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.registry import parts
-from theseus_pl.app.results.task_model import TaskModelResults
 
 log = logging.getLogger(__name__)
 REPORT = "python -m theseus_pl.report"
@@ -112,19 +109,12 @@ def _is_wandb_copy(results: Path) -> bool:
 
 
 def unknown_rows(records: Sequence[RunRecord], rows: str) -> str | None:
-    """Why ``--rows`` names something no task-model run has (None when each name is a results field or a setting of
-    one): a misspelt name would put every run in one row called "None", and choose one best point among methods."""
-    runs = [record for record in records if isinstance(record, TaskModelResults)]  # the runs --rows groups
-    if not runs:
-        return None
-    field_names = {item.name for item in dataclasses.fields(TaskModelResults)}
-    for name in rows.split(","):
-        if name in field_names or any(name in run.settings or run.lookup(name) is not None for run in runs):
-            continue
-        settings = sorted({key for run in runs for key in run.settings})
-        near = difflib.get_close_matches(name, [*settings, *sorted(field_names)], n=1)
-        hint = f"did you mean {near[0]}?" if near else f"the settings these runs vary are {', '.join(settings)}."
-        return f"--rows names {name!r}, which is no results field or setting of these runs: {hint}"
+    """Why ``--rows`` names something the runs it groups lack, as the kind whose tables group them by it says (the
+    first such kind's answer); None where each kind that checks finds every name in its runs."""
+    for kind, check in parts("unknown_rows").items():
+        runs = [record for record in records if record.kind == kind]
+        if runs and (problem := check(runs, rows)):
+            return problem
     return None
 
 

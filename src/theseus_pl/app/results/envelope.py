@@ -1,8 +1,8 @@
 """``results.json``: the envelope every run's record shares, whatever its kind, and the JSON it is written as.
 
-A run's record is a dataclass of its kind over :class:`RunRecord`: :class:`~.task_model.TaskModelResults` for a
-classifier or regressor compressed on a task, :class:`~.language_model.LanguageModelResults` for a decoder LM compressed
-on text, :class:`~theseus_pl.app.kinds.embedding_model.record.EmbeddingModelResults` for a sentence-embedding model.
+A run's record is a dataclass of its kind over :class:`RunRecord`, kept in its kind's folder
+(``app/kinds/*/record.py``): ``TaskModelResults`` for a classifier or regressor compressed on a task,
+``LanguageModelResults`` for a decoder LM compressed on text, ``EmbeddingModelResults`` for a sentence-embedding model.
 Every file opens with ``schema_version`` and ``kind``; the keys every kind has (``method``, ``settings``, ``seed``,
 ``steps``, ``resumed_from``, ``schedule``, ``successor_finetuning_steps``, ``hardware``, ``wandb``, ``failed_steps``,
 ``wall_seconds``, ``peak_memory``) mean the same in every kind and are read by one function (:func:`envelope_fields`),

@@ -10,7 +10,6 @@ from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.results.envelope import SCHEMA_VERSION, ResultsError, RunRecord
 from theseus_pl.app.results.field_types import check_types
 from theseus_pl.app.results.registry import parts
-from theseus_pl.app.results.task_model import TaskModelResults
 
 
 def read_run(path: Path) -> RunRecord:
@@ -42,15 +41,3 @@ def read_run(path: Path) -> RunRecord:
         raise ResultsError(f"{path} holds a value of the wrong shape ({error}).") from None
     record.folder = Path(path).parent
     return record
-
-
-def read_task_model_results(path: Path) -> TaskModelResults:
-    """The record of a task-model run (an encoder compressed on a task) in ``path``; another kind's is refused with
-    what reads it. The record says its kind: this asks it, so that the refusal holds for every other kind."""
-    record = read_run(path)
-    if record.kind != TaskModelResults.kind:
-        raise ResultsError(
-            f"{path} is a results.json of kind {record.kind!r}; this reads task-model runs ({TaskModelResults.kind!r}) "
-            "only: read_run reads every kind."
-        )
-    return record  # type: ignore[return-value]  # its kind is TaskModelResults'

@@ -90,6 +90,9 @@ class Kind(Generic[R]):
     described: str = ""
     # Which methods compress it, for the refusal of a method that does not ("on ... use ...").
     methods_hint: str = ""
+    # Why report's --rows names something its runs lack (its runs, --rows -> the problem, or None): a kind whose
+    # tables group runs by --rows; None: its tables take no --rows, and every name is accepted.
+    unknown_rows: Callable[[list[R], str], str | None] | None = None
 
 
 _KINDS: dict[str, Kind[Any]] = {}

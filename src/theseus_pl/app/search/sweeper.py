@@ -36,8 +36,8 @@ from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.config.run_folder import SEARCH_ANSWER, SEARCH_FOLDER
 from theseus_pl.app.report.files import write_markdown_and_csv
 from theseus_pl.app.results.envelope import write_results
-from theseus_pl.app.results.reading import read_task_model_results
-from theseus_pl.app.results.task_model import FrontPoint, SearchFinding
+from theseus_pl.app.results.reading import read_run
+from theseus_pl.app.results.search_finding import FrontPoint, SearchableRecord, SearchFinding
 from theseus_pl.app.search.front import TrialPoint, fastest_within, front_table, label, pareto_front, plot_front
 from theseus_pl.app.search.settings import SearchSettings
 from theseus_pl.app.search.space import search_space
@@ -159,8 +159,8 @@ def measured(trial: optuna.Trial, job: JobReturn, batch_size: int) -> tuple[Tria
             raise TrialFailed(f"its run failed ({type(error).__name__}: {error})") from None
     assert job.hydra_cfg is not None  # set by Hydra's run_job for every job it ran
     folder = Path(job.hydra_cfg.hydra.runtime.output_dir)
-    record = read_task_model_results(folder / "results.json")
-    deployment = record.deployment
+    record = searchable_record(folder / "results.json")
+    deployment, run = record.deployment, record.searched_run()
     if deployment is None:
         raise TrialFailed(f"{folder} was not deployed: the search times deployed models (deploy.onnx=true)")
     row = f"batch_{batch_size}{OWN_LENGTHS}"
@@ -169,11 +169,10 @@ def measured(trial: optuna.Trial, job: JobReturn, batch_size: int) -> tuple[Tria
     choice = pick_target(AUTO, {row: deployment.latency_ms[row]}, deployment.dev_score,
                          deployment.settings.max_score_drop)  # fmt: skip
     score = (deployment.dev_score or {}).get(choice.target)
-    predecessor = record.predecessor.score
+    predecessor = run.predecessor_score
     if score is None or not math.isfinite(score) or predecessor is None or not math.isfinite(predecessor):
         raise TrialFailed(f"{folder}: its dev score, or its predecessor's, is not a number")
     other = [key for key in deployment.latency_ms if key.endswith(OWN_LENGTHS) and key != row]
-    shape = record.successor.shape
     point = TrialPoint(
         number=trial.number,
         score=score,
@@ -182,10 +181,19 @@ def measured(trial: optuna.Trial, job: JobReturn, batch_size: int) -> tuple[Tria
         settings=dict(trial.params),
         target=choice.target,
         folder=str(folder),
-        layers=record.layers.successor,
-        intermediate_size=shape.intermediate_size if shape is not None else None,
+        layers=run.layers,
+        intermediate_size=run.intermediate_size,
     )
     return point, predecessor
+
+
+def searchable_record(path: Path) -> SearchableRecord:
+    """The trial's record, of a kind whose records a search can weigh (:mod:`~theseus_pl.app.results.search_finding`);
+    another kind's fails the trial."""
+    record = read_run(path)
+    if not isinstance(record, SearchableRecord):
+        raise TrialFailed(f"{path} is a run of kind {record.kind!r}, whose record a search cannot weigh")
+    return record
 
 
 def point_dict(point: TrialPoint) -> dict[str, Any]:
@@ -251,9 +259,9 @@ def record_the_pick(points: Sequence[TrialPoint], finding: SearchFinding | None)
             log.warning("Trial %d's record %s is gone: its card cannot say whether the search picked it", point.number,
                         path)  # fmt: skip
             continue
-        record = read_task_model_results(path)
+        record = searchable_record(path)
         chosen = finding if finding is not None and point.number == finding.trial else None
         if record.search != chosen:
             record.search = chosen
             write_results(path, record)
-            write_model_card(Path(record.successor_dir), record)
+            write_model_card(Path(record.searched_run().successor_dir), record)

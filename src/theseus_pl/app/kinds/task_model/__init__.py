@@ -8,9 +8,9 @@ from typing import Any
 from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.kinds.task_model.card import task_model_card
 from theseus_pl.app.kinds.task_model.dashboard import TASK_MODEL_DASHBOARD
-from theseus_pl.app.kinds.task_model.report import task_model_report
+from theseus_pl.app.kinds.task_model.record import TaskModelResults
+from theseus_pl.app.kinds.task_model.report import task_model_report, unknown_rows
 from theseus_pl.app.results.registry import Deployer, Kind
-from theseus_pl.app.results.task_model import TaskModelResults
 from theseus_pl.deployment.record import Deployment, DeploySettings
 
 
@@ -48,6 +48,7 @@ KIND = Kind(
     card=task_model_card,
     dashboard=TASK_MODEL_DASHBOARD,
     report=task_model_report,
+    unknown_rows=unknown_rows,
     deployer=Deployer(deploy=_deploy, plan=_planned),
     without_gguf="; deploy it to ONNX without --gguf",
     described="encoder task models (classifiers and regressors)",

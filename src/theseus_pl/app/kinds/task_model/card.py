@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from theseus_pl.app.results.task_model import TaskModelResults
+from theseus_pl.app.kinds.task_model.record import TaskModelResults
 from theseus_pl.app.ship.card_text import known, number, quoted, timed_on_a_busy_machine
 from theseus_pl.app.ship.deployment_table import (
     busy_sentences,

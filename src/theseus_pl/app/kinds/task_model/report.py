@@ -5,6 +5,8 @@ the best settings, every run, the shapes, the searches' fronts, the budget curve
 from __future__ import annotations
 
 import csv
+import dataclasses
+import difflib
 import json
 import statistics
 from collections.abc import Sequence
@@ -14,12 +16,12 @@ from typing import Any
 import pandas as pd
 
 from theseus_pl.app.config.kinds import TASK_MODEL
+from theseus_pl.app.kinds.task_model.record import TaskModelResults
 from theseus_pl.app.kinds.task_model.shape_table import shape_table
 from theseus_pl.app.report.files import PREDECESSOR, write_markdown_and_csv
 from theseus_pl.app.report.tables import REPORT, find_records, no_results, settings_by_key
 from theseus_pl.app.results.envelope import by_kind
 from theseus_pl.app.results.registry import ReportPart, parts
-from theseus_pl.app.results.task_model import TaskModelResults
 
 
 def find_runs(folders: Sequence[Path]) -> tuple[list[TaskModelResults], list[str]]:
@@ -271,6 +273,20 @@ def write_plots(runs: list[TaskModelResults], output: Path) -> list[Path]:
         figure.savefig(written[-1], dpi=120, bbox_inches="tight")
         plt.close(figure)
     return written
+
+
+def unknown_rows(runs: list[TaskModelResults], rows: str) -> str | None:
+    """Why ``--rows`` names something no task-model run has (None when each name is a results field or a setting of
+    one): a misspelt name would put every run in one row called "None", and choose one best point among methods."""
+    field_names = {item.name for item in dataclasses.fields(TaskModelResults)}
+    for name in rows.split(","):
+        if name in field_names or any(name in run.settings or run.lookup(name) is not None for run in runs):
+            continue
+        settings = sorted({key for run in runs for key in run.settings})
+        near = difflib.get_close_matches(name, [*settings, *sorted(field_names)], n=1)
+        hint = f"did you mean {near[0]}?" if near else f"the settings these runs vary are {', '.join(settings)}."
+        return f"--rows names {name!r}, which is no results field or setting of these runs: {hint}"
+    return None
 
 
 def task_model_report(runs: list[TaskModelResults], rows: str, output: Path) -> ReportPart:

@@ -18,6 +18,16 @@ from omegaconf import DictConfig, OmegaConf
 from transformers import AutoConfig
 
 from theseus_pl.app.kinds.task_model.checks import checked_datamodule
+from theseus_pl.app.kinds.task_model.record import (
+    DataFacts,
+    LayerCounts,
+    ModelShape,
+    ParamCounts,
+    PredecessorResult,
+    SuccessorResult,
+    TaskModelResults,
+)
+from theseus_pl.app.kinds.task_model.tracking import publish
 from theseus_pl.app.methods.kind_models import TaskModels
 from theseus_pl.app.methods.method import CompressionMethod, Method, MethodInputs
 from theseus_pl.app.methods.schedules import successor_finetuning_steps
@@ -30,19 +40,9 @@ from theseus_pl.app.predecessors.classifier import (
 )
 from theseus_pl.app.predecessors.resumable_training import entry_state
 from theseus_pl.app.results.envelope import Hardware, WandbLink, budget_settings
-from theseus_pl.app.results.task_model import (
-    DataFacts,
-    LayerCounts,
-    ModelShape,
-    ParamCounts,
-    PredecessorResult,
-    SuccessorResult,
-    TaskModelResults,
-)
 from theseus_pl.app.run.kind import PredecessorTraining, RunKind
 from theseus_pl.app.run.stages import each_process, empty_successor_folder, hub_id, load_best_checkpoint, rows_per_step
 from theseus_pl.app.ship.model_card import write_model_card
-from theseus_pl.app.tracking.wandb_run import publish
 from theseus_pl.core.families import find_layer_stack, shape_of
 from theseus_pl.core.io import is_pickled, load_successor, save_successor
 from theseus_pl.core.precision import uses_gpu

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from theseus_pl.app.results.task_model import TaskModelResults
+from theseus_pl.app.kinds.task_model.record import TaskModelResults
 
 SHAPE = ["layers", "FFN width", "hidden size", "neurons kept"]
 

@@ -14,8 +14,8 @@ from transformers import AutoConfig
 
 from theseus_pl.app.config.kinds import data_module_settings
 from theseus_pl.app.config.resolvers import register_resolvers
+from theseus_pl.app.kinds.task_model.record import TaskModelResults
 from theseus_pl.app.results.deployment_block import write_deployment
-from theseus_pl.app.results.task_model import TaskModelResults
 from theseus_pl.app.ship.deploy_folder import (
     CONFIG,
     check_not_a_runs_successor,

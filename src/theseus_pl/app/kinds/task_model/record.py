@@ -26,6 +26,8 @@ from theseus_pl.app.results.envelope import (
     WandbLink,
     envelope_fields,
 )
+from theseus_pl.app.results.reading import read_run
+from theseus_pl.app.results.search_finding import SearchedRun, SearchFinding, read_search_finding
 from theseus_pl.core.memory_record import PeakMemory
 from theseus_pl.deployment.record import LEFT_OUT_AT_DEFAULT, Deployment
 
@@ -92,31 +94,6 @@ class DataFacts:
     source: str  # where the rows came from, in words
     dataset: str | None  # the hub dataset of a GLUE task
     dataset_config: str | None
-
-
-@dataclass(frozen=True)
-class FrontPoint:
-    """A trial on a search's Pareto front, as the pick's card lists it."""
-
-    trial: int
-    shape: str  # its depth, width and runtime in words: "3 layers, ffn 384, onnx_int8"
-    score: float | None  # its shipped model's dev score (x100)
-    latency_ms: float | None  # its median time a call at the search's batch size, on the dev rows' own lengths
-
-
-@dataclass(frozen=True)
-class SearchFinding:
-    """How a search (``+search=fastest_within``) chose this run: written into its pick's record alone, so that the
-    card it ships with (and publish's, rewritten from the record) names the search, its floor and its front."""
-
-    study: str
-    trial: int  # this run's trial number
-    trials: int  # the trials run to an outcome
-    batch_size: int  # the serving batch size timed and minimised
-    predecessor_score: float | None
-    max_score_drop: float
-    floor: float | None  # the predecessor's score less max_score_drop
-    front: list[FrontPoint]  # fastest first
 
 
 @dataclass(kw_only=True)
@@ -204,6 +181,12 @@ class TaskModelResults(RunRecord):
             f"{self.widths_clause()}, {speedup} faster"
         )
 
+    def searched_run(self) -> SearchedRun:
+        """What a search weighs this run by besides its deployment (:mod:`~theseus_pl.app.results.search_finding`)."""
+        shape = self.successor.shape
+        return SearchedRun(self.predecessor.score, self.layers.successor,
+                           shape.intermediate_size if shape is not None else None, self.successor_dir)  # fmt: skip
+
     def objective(self) -> float | None:
         """The successor's dev score: higher is better."""
         return self.successor.score
@@ -262,7 +245,7 @@ class TaskModelResults(RunRecord):
             speedup=read.optional("speedup"),
             speedup_busy_cores=read.optional("speedup_busy_cores"),
             deployment=deployment_from(deployment) if (deployment := read.nested_if_given("deployment")) else None,
-            search=_search(read.nested_if_given("search")),
+            search=read_search_finding(read.nested_if_given("search")),
             switch_step=read.optional("switch_step"),
             base_model=read.optional("base_model"),
             data=DataFacts(**read.nested("data").pick(DataFacts)),
@@ -291,11 +274,13 @@ def _shape(read: Keys | None) -> ModelShape | None:
     return ModelShape(**read.pick(ModelShape)) if read else None
 
 
-def _search(read: Keys | None) -> SearchFinding | None:
-    if read is None:
-        return None
-    front = read.required("front")
-    if not isinstance(front, list):
-        raise ResultsError(f"{read.where}front is not a list")
-    points = [FrontPoint(**Keys(point, f"{read.where}front[{i}].").pick(FrontPoint)) for i, point in enumerate(front)]
-    return SearchFinding(**{**read.pick(SearchFinding), "front": points})
+def read_task_model_results(path: Path) -> TaskModelResults:
+    """The record of a task-model run (an encoder compressed on a task) in ``path``; another kind's is refused with
+    what reads it. The record says its kind: this asks it, so that the refusal holds for every other kind."""
+    record = read_run(path)
+    if record.kind != TaskModelResults.kind:
+        raise ResultsError(
+            f"{path} is a results.json of kind {record.kind!r}; this reads task-model runs ({TaskModelResults.kind!r}) "
+            "only: read_run reads every kind."
+        )
+    return record  # type: ignore[return-value]  # its kind is TaskModelResults'
