@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from theseus_pl.app.results.envelope import Keys, ResultsError
+from theseus_pl.app.results.registry import registered_kinds
 from theseus_pl.deployment.record import Deployment
 
 
@@ -55,6 +56,13 @@ class SearchableRecord(Protocol):
     search: SearchFinding | None
 
     def searched_run(self) -> SearchedRun: ...
+
+
+def searchable_kinds() -> dict[str, str]:
+    """The kinds whose records a search can weigh (a :class:`SearchableRecord`: a Protocol with fields, which
+    ``issubclass`` cannot test, hence the method looked up), each in words, by name, in the registry's order."""
+    return {name: kind.described for name, kind in registered_kinds().items()
+            if callable(getattr(kind.record, "searched_run", None))}  # fmt: skip
 
 
 def read_search_finding(read: Keys | None) -> SearchFinding | None:

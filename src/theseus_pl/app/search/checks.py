@@ -17,8 +17,8 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
 from theseus_pl.app.checks.multirun import CONFIG, job_refusals
-from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.config.resolvers import run_kind_name
+from theseus_pl.app.results.search_finding import searchable_kinds
 from theseus_pl.app.search.settings import PREFIX, SearchSettings
 from theseus_pl.core.settings import SettingsError
 from theseus_pl.deployment.record import wanted
@@ -68,10 +68,11 @@ def search_refusals(
 
 def trial_needs(cfg: DictConfig, settings: SearchSettings) -> list[str]:
     """What every trial's run must be for the search to weigh it."""
-    kind = run_kind_name(cfg)
-    if kind != TASK_MODEL:
-        return [f"data.kind={kind}: the search compresses encoder classifiers (data.kind={TASK_MODEL}) for now; "
-                "search a decoder LM's or an embedding model's settings with a plain sweep (-m key=a,b)."]  # fmt: skip
+    kind, searchable = run_kind_name(cfg), searchable_kinds()
+    if kind not in searchable:
+        weighed = ", ".join(f"{described} (data.kind={name})" for name, described in searchable.items())
+        return [f"data.kind={kind}: the search weighs {weighed} for now; search this kind's settings with a plain "
+                "sweep (-m key=a,b)."]  # fmt: skip
     problems = []
     if not wanted(cfg.deploy):
         problems.append("deploy.onnx=false: the search times each trial's deployed models; set deploy.onnx=true.")
