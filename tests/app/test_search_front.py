@@ -238,3 +238,71 @@ def test_a_trial_whose_record_is_of_a_kind_no_search_weighs_fails_naming_the_kin
     assert task_model.searched_run().layers == a_run().layers.successor
     with pytest.raises(TrialFailed, match="of kind 'embedding_model', whose record a search cannot weigh"):
         searchable_record(plant(tmp_path / "embedding", an_embedding_run()))
+
+
+def shaped(number: int, score: float, ms: float, layers: int, fastest_ms: float) -> TrialPoint:
+    """A trial of a search over depth: its drawn values as Optuna keeps them (a choice's value is its string)."""
+    from dataclasses import replace
+
+    drawn = {"theseus.successor_layers": str(layers), "optimizer.lr": 1e-4}
+    return replace(point(number, score, ms, layers=layers), settings=drawn, fastest_ms=fastest_ms)
+
+
+SHAPED = [shaped(0, 80.0, 10.0, layers=4, fastest_ms=9.0), shaped(1, 79.5, 6.0, layers=3, fastest_ms=5.5)]
+
+
+def test_a_shape_timed_slower_than_the_pick_cannot_be_the_pick_and_one_not_timed_yet_may():
+    from theseus_pl.app.search.front import is_shape_key, slower_than_the_pick
+
+    assert is_shape_key("+theseus.successor_layers") and is_shape_key("theseus.successor.intermediate_size")
+    assert not is_shape_key("optimizer.lr") and not is_shape_key("method")
+    pick = SHAPED[1]
+    assert slower_than_the_pick({"theseus.successor_layers": "4", "optimizer.lr": 3e-4}, SHAPED, pick, 0.1) == (
+        "theseus.successor_layers=4 took 9.00 ms a call at best in an earlier trial, more than 10% slower than the "
+        "pick's 6.00 ms (trial 1): it cannot be the pick"
+    )  # its fastest runtime (9.00), not the one its score allowed (10.00), and whatever its learning rate
+    assert slower_than_the_pick({"theseus.successor_layers": "4"}, SHAPED, pick, 0.6) is None  # 9.0 within 6.0 + 60 %
+    assert slower_than_the_pick({"theseus.successor_layers": "3"}, SHAPED, pick, 0.1) is None  # the pick's own shape
+    assert slower_than_the_pick({"theseus.successor_layers": "2"}, SHAPED, pick, 0.1) is None  # not timed yet
+    assert slower_than_the_pick({"theseus.successor_layers": "4"}, SHAPED, None, 0.1) is None  # no pick yet
+    assert slower_than_the_pick({"theseus.successor_layers": "4"}, SHAPED, pick, None) is None  # every trial trains
+    assert slower_than_the_pick({"optimizer.lr": 3e-4}, SHAPED[1:], pick, 0.0) is None  # one shape searched: none
+
+
+def test_a_trial_of_a_shape_slower_than_the_pick_is_pruned_before_training_and_counted(tmp_path):
+    import json
+
+    import optuna
+
+    from theseus_pl.app.search.settings import SearchSettings
+    from theseus_pl.app.search.sweeper import (
+        OUTCOME,
+        POINT,
+        PREDECESSOR_SCORE,
+        counted,
+        point_dict,
+        skipped_as_slower,
+        write_answer,
+    )
+
+    settings = SearchSettings(max_score_drop=1.0)
+    space = {"theseus.successor_layers": optuna.distributions.CategoricalDistribution(["2", "3", "4"]),
+             "optimizer.lr": optuna.distributions.FloatDistribution(3e-5, 3e-4, log=True)}  # fmt: skip
+    study = optuna.create_study(directions=list(SearchSettings.DIRECTIONS))
+    for planted in _planted_runs(SHAPED, tmp_path):
+        attributes = {OUTCOME: "measured", POINT: point_dict(planted), PREDECESSOR_SCORE: 80.2}
+        study.add_trial(optuna.trial.create_trial(values=[planted.score, planted.latency_ms], user_attrs=attributes,
+                                                  params=dict(planted.settings), distributions=space))  # fmt: skip
+    study.enqueue_trial({"theseus.successor_layers": "4", "optimizer.lr": 2e-4})
+    study.enqueue_trial({"theseus.successor_layers": "2", "optimizer.lr": 2e-4})
+    deep, shallow = study.ask(space), study.ask(space)
+    assert skipped_as_slower(study, deep, settings) and not skipped_as_slower(study, shallow, settings)
+    assert study.trials[deep.number].state == optuna.trial.TrialState.PRUNED
+    assert study.trials[shallow.number].state == optuna.trial.TrialState.RUNNING  # it trains
+    assert len(counted(study)) == 3  # the two measured and the one pruned before training
+    write_answer(study, settings, tmp_path / "search")
+    answer = json.loads((tmp_path / "search" / "search.json").read_text())
+    assert answer["pruned"] == {"2": "pruned before training: theseus.successor_layers=4 took 9.00 ms a call at best "
+                                     "in an earlier trial, more than 10% slower than the pick's 6.00 ms (trial 1): it "
+                                     "cannot be the pick"}  # fmt: skip
+    assert not skipped_as_slower(study, study.ask(space), SearchSettings(max_score_drop=1.0, shape_margin=None))

@@ -27,6 +27,9 @@ class TrialPoint:
     folder: str  # its run folder
     layers: int  # the successor's depth
     intermediate_size: int | None  # its feed-forward width
+    # Its fastest deployed model at that batch size, within the score drop or not: the least time its shape takes
+    # (None in studies written before it was kept).
+    fastest_ms: float | None = None
 
 
 def pareto_front(points: Sequence[TrialPoint]) -> list[TrialPoint]:
@@ -42,6 +45,40 @@ def fastest_within(points: Sequence[TrialPoint], floor: float) -> TrialPoint | N
     earliest); None where none reaches it."""
     kept = [point for point in points if _finite(point) and reaches(point.score, floor)]
     return min(kept, key=lambda point: (point.latency_ms, -point.score, point.number), default=None)
+
+
+def is_shape_key(key: str) -> bool:
+    """Whether a searched key sets the successor's shape (its depth, widths or module), which sets its time."""
+    key = key.lstrip("+~")
+    return key == "theseus.successor_layers" or key.startswith("theseus.successor.")
+
+
+def slower_than_the_pick(
+    values: Mapping[str, Any], points: Sequence[TrialPoint], pick: TrialPoint | None, margin: float | None
+) -> str | None:
+    """Why a trial of these searched ``values`` cannot be the pick, in words: an earlier trial of its shape (the same
+    values of its shape keys) was timed, in its shape's fastest runtime, more than ``margin`` (a share: 0.1 is 10 %,
+    the timing's noise) slower than the pick; the pick only gets faster. None where it may be the pick: no pick yet,
+    its shape not timed yet, or ``margin`` None (every trial trains)."""
+    if pick is None or margin is None:
+        return None
+    shape = {key: value for key, value in values.items() if is_shape_key(key)}
+    timed = [
+        _least_time(point)
+        for point in points
+        if {key: point.settings.get(key) for key in shape} == shape and math.isfinite(_least_time(point))
+    ]
+    if not timed or min(timed) <= pick.latency_ms * (1 + margin):
+        return None
+    spelled = ", ".join(f"{key.lstrip('+~')}={value}" for key, value in shape.items()) or "its shape"
+    return (
+        f"{spelled} took {min(timed):.2f} ms a call at best in an earlier trial, more than {margin:.0%} slower "
+        f"than the pick's {pick.latency_ms:.2f} ms (trial {pick.number}): it cannot be the pick"
+    )
+
+
+def _least_time(point: TrialPoint) -> float:
+    return point.latency_ms if point.fastest_ms is None else min(point.fastest_ms, point.latency_ms)
 
 
 def front_table(points: Sequence[TrialPoint], pick: TrialPoint | None, floor: float) -> pd.DataFrame:

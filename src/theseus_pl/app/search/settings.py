@@ -30,6 +30,9 @@ class SearchSettings:
     # A trial still this many points under the floor half-way through its steps stops there (callbacks.stop_below),
     # once a trial has told the predecessor's score; None: every trial runs to its end.
     prune_margin: float | None = 10.0
+    # A trial whose shape an earlier trial timed this share slower than the pick (0.1: 10 %), in its fastest runtime,
+    # is not trained (told pruned): it cannot be the pick. None: every trial trains.
+    shape_margin: float | None = 0.1
 
     RULES: ClassVar[dict[str, Rule]] = {
         "trials": Rule(positive_int, "a whole number of trials, at least 1, e.g. 16"),
@@ -43,6 +46,8 @@ class SearchSettings:
         "params": Rule(lambda v: isinstance(v, Mapping), "a mapping of keys to search ranges"),
         "prune_margin": Rule(lambda v: v is None or (number(v) and v >= 0),
                              "null (every trial runs to its end) or a number of dev points under the floor, e.g. 10.0"),
+        "shape_margin": Rule(lambda v: v is None or (number(v) and v >= 0),
+                             "null (every trial trains) or a share of the pick's time, at least 0, e.g. 0.1"),
     }  # fmt: skip
     DIRECTIONS: ClassVar[tuple[str, str]] = ("maximize", "minimize")  # the dev score, the time a call
 

@@ -13,7 +13,9 @@ second call with more trials adds them. Every finished trial is written to ``<sw
 (``front.md``, ``front.csv``, ``front.png``) and ``search.json``, the pick: the fastest trial within
 ``max_score_drop`` points of the predecessor's dev score, whose record and model card then name the search. Once a
 measured trial has told the predecessor's score, a trial still ``prune_margin`` points under the floor half-way through
-its steps stops there (``callbacks.stop_below``) and is told pruned: no deployment, no point.
+its steps stops there (``callbacks.stop_below``) and is told pruned: no deployment, no point. Once there is a pick, a
+trial whose shape an earlier trial timed slower than the pick (``shape_margin``) is told pruned before it trains: its
+time is its shape's, so it cannot be the pick.
 """
 
 from __future__ import annotations
@@ -38,11 +40,19 @@ from theseus_pl.app.report.files import write_markdown_and_csv
 from theseus_pl.app.results.envelope import write_results
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.search_finding import FrontPoint, SearchableRecord, SearchFinding
-from theseus_pl.app.search.front import TrialPoint, fastest_within, front_table, label, pareto_front, plot_front
+from theseus_pl.app.search.front import (
+    TrialPoint,
+    fastest_within,
+    front_table,
+    label,
+    pareto_front,
+    plot_front,
+    slower_than_the_pick,
+)
 from theseus_pl.app.search.settings import SearchSettings
 from theseus_pl.app.search.space import search_space
 from theseus_pl.app.ship.model_card import write_model_card
-from theseus_pl.deployment.targets import AUTO, OWN_LENGTHS, pick_target, points_in_words
+from theseus_pl.deployment.targets import AUTO, OWN_LENGTHS, TARGETS, pick_target, points_in_words
 from theseus_pl.lightning.callbacks import StoppedBelowScore
 
 log = logging.getLogger(__name__)
@@ -72,7 +82,10 @@ class Search:
         study = open_study(self.settings, folder)
         returns: list[JobReturn] = []
         while (left := self.settings.trials - len(counted(study))) > 0:
-            batch = [study.ask(space.distributions) for _ in range(min(self.settings.parallel, left))]
+            asked = [study.ask(space.distributions) for _ in range(min(self.settings.parallel, left))]
+            batch = [trial for trial in asked if not skipped_as_slower(study, trial, self.settings)]
+            if not batch:
+                continue
             stop_below = self.settings.stop_below(predecessor_score(study))
             pruning = [] if stop_below is None else [f"callbacks.stop_below.below={stop_below!r}"]
             overrides = [[*space.overrides(trial.params), *pruning] for trial in batch]
@@ -114,6 +127,30 @@ def predecessor_score(study: optuna.Study) -> float | None:
     """The predecessor's dev score as the study's measured trials told it; None before the first."""
     measured = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     return max(trial.user_attrs[PREDECESSOR_SCORE] for trial in measured) if measured else None
+
+
+def skipped_as_slower(study: optuna.Study, trial: optuna.Trial, settings: SearchSettings) -> bool:
+    """Whether the trial was told pruned before training: an earlier trial of its shape was timed slower than the
+    pick so far (``shape_margin``), so it cannot be the pick. It counts as a trial, as one pruned half-way does."""
+    predecessor = predecessor_score(study)
+    if predecessor is None:
+        return False
+    points = measured_points(study)
+    why = slower_than_the_pick(trial.params, points, fastest_within(points, predecessor - settings.max_score_drop),
+                               settings.shape_margin)  # fmt: skip
+    if why is None:
+        return False
+    trial.set_user_attr(OUTCOME, f"pruned before training: {why}")
+    study.tell(trial, state=TrialState.PRUNED)
+    log.info("Trial %d pruned before training: %s", trial.number, why)
+    return True
+
+
+def measured_points(study: optuna.Study) -> list[TrialPoint]:
+    return [
+        TrialPoint(**trial.user_attrs[POINT])
+        for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    ]
 
 
 def tell(study: optuna.Study, trial: optuna.Trial, job: JobReturn, batch_size: int) -> None:
@@ -183,6 +220,7 @@ def measured(trial: optuna.Trial, job: JobReturn, batch_size: int) -> tuple[Tria
         folder=str(folder),
         layers=run.layers,
         intermediate_size=run.intermediate_size,
+        fastest_ms=min(ms for name, ms in deployment.latency_ms[row].items() if name in TARGETS),
     )
     return point, predecessor
 
@@ -202,8 +240,7 @@ def point_dict(point: TrialPoint) -> dict[str, Any]:
 
 def write_answer(study: optuna.Study, settings: SearchSettings, output: Path) -> TrialPoint | None:
     """The front (table, plot) and the pick of every measured trial, into ``output``; the pick, or None."""
-    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    points = [TrialPoint(**trial.user_attrs[POINT]) for trial in trials]
+    points = measured_points(study)
     if not points:
         log.warning("No trial was measured: no front to write")
         return None
