@@ -89,6 +89,28 @@ def test_the_encoder_ships_checked_scored_and_timed_and_the_cards_snippet_runs(e
     assert torch.allclose(namespace["embeddings"], expected, atol=1e-4)
 
 
+def test_a_run_asked_to_deploy_ships_its_encoder_as_it_ends_as_the_deploy_command_would(embedding_run, tmp_path):
+    """``deploy.onnx=true`` on the run itself (a search's trials ask it): the encoder exported, scored on the run's
+    STS-B dev pairs and timed on their own lengths before the card is written, with no second command."""
+    root = embedding_run.parent
+    cfg = compose_config(
+        "+experiment=minilm_embedding_quick", f"model.base={root / 'model'}", "model.hub_id=null",
+        f"data.glue_dir={root / 'glue'}", "data.max_sentences=null", "data.held_out=8", "theseus.successor_layers=2",
+        "method=embedding_truncation", "logger=csv", "benchmark.repeats=0", "deploy.onnx=true", "deploy.quantize=int8",
+        "deploy.openvino=false", "deploy.repeats=2", f"paths.cache_dir={root / 'cache'}",
+        f"paths.output_dir={tmp_path / 'run'}",
+    )  # fmt: skip
+    run(cfg)
+    results = read_run(tmp_path / "run" / "results.json")
+    block = results.deployment
+    assert results.failed_steps == {} and block is not None
+    assert set(block.dev_score) == {"pytorch_successor", "onnx_fp32", "onnx_int8"}
+    assert block.checked_on == "24 STS-B dev sentences" and "batch_1_own_lengths" in block.latency_ms
+    assert block.target in block.dev_score
+    assert (tmp_path / "run" / "successor" / "onnx" / "model_int8.onnx").is_file()
+    assert "## Deployment" in (tmp_path / "run" / "successor" / "README.md").read_text()
+
+
 def test_openvino_ships_where_sentence_transformers_looks_calibrated_on_training_sentences_only(
     embedding_run, monkeypatch
 ):

@@ -160,7 +160,8 @@ def test_a_predecessor_folder_without_pooling_is_refused_in_one_line(sentence_fi
         ("method=kd", "method.alpha=0.5 weighs a KL to soft targets in; a sentence-embedding run has no classes"),
         ("method=theseus_kd", "method.alpha=0.5 weighs a KL to soft targets in; a sentence-embedding run has no"),
         ("theseus.init=block_influence", "theseus.init=block_influence measures layers on language-model windows"),
-        ("deploy.onnx=true", "deploy.onnx=true: a sentence-embedding run deploys after it ends, from its folder"),
+        ("deploy.gguf=[q8_0]", "deploy.gguf=['q8_0'] writes a decoder LM for llama.cpp; an encoder ships as ONNX"),
+        ("deploy.onnx=true deploy.target=pytorch_bf16", "deploy.target=pytorch_bf16: a sentence-embedding run deploys"),
         ("finetune.epochs=2", "finetune.epochs=2: the predecessor is compressed as given"),
         ("data.train_tasks=[MRPC]", "data: "),
         ("data.corpora=[wikipedia]", "data.corpora: wikipedia is no corpus here: name any of convention_speeches"),
@@ -186,7 +187,7 @@ def test_a_predecessor_folder_without_pooling_is_refused_in_one_line(sentence_fi
 )  # fmt: skip
 def test_what_the_kind_cannot_use_is_refused_before_compute(sentence_files, tmp_path, override, refusal):
     with pytest.raises(RunRefused) as refused:
-        run(compose_config(*_overrides(sentence_files, tmp_path, override)))
+        run(compose_config(*_overrides(sentence_files, tmp_path, *override.split())))  # a space parts two overrides
     assert any(problem.startswith(refusal) for problem in refused.value.problems), refused.value.problems
     assert not (tmp_path / "run").exists()
 

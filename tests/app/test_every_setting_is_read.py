@@ -184,6 +184,23 @@ def test_a_sentence_embedding_run_reads_every_setting_of_its_experiment(experime
     assert unread_keys(cfg, read) == []
 
 
+@pytest.mark.slow
+def test_a_sentence_embedding_search_trial_reads_every_setting_its_search_gives_it(tmp_path, monkeypatch):
+    """``+search=fastest_embedding``'s trial: an embedding run deployed and timed on its own lengths, at a drawn
+    depth, method and learning rate."""
+    model = save_tiny_embedding_model(tmp_path / "model", normalize=True)
+    cfg = compose_config(
+        "+experiment=minilm_embedding_quick", "+search=fastest_embedding", "method=embedding_mse",
+        "optimizer.lr=1e-3", "theseus.successor_layers=2", f"model.base={model}",
+        f"data.glue_dir={make_sentence_glue_dir(tmp_path / 'glue')}", "data.max_sentences=40", "data.held_out=8",
+        "data.batch_size=8", "schedule_steps=3", "trainer.max_steps=6", "trainer.val_check_interval=2", "logger=csv",
+        "deploy.repeats=2", f"paths.cache_dir={tmp_path / 'cache'}", f"paths.output_dir={tmp_path / 'run'}",
+    )  # fmt: skip
+    with recorded_reads(monkeypatch) as read:
+        run(cfg)
+    assert unread_keys(cfg, read) == []
+
+
 def test_the_recorder_finds_a_setting_nobody_reads(monkeypatch):
     cfg = compose_config("+experiment=smollm2_quick", "+ignored.setting=1")
     with recorded_reads(monkeypatch) as read:

@@ -101,7 +101,7 @@ def test_a_study_of_planted_trials_gives_its_front_table_plot_and_pick(tmp_path,
     assert [(p.trial, p.shape) for p in found.front] == [(3, "1 layers, onnx_int8"), (1, "3 layers, onnx_int8"),
                                                          (0, "4 layers, onnx_int8")]  # fmt: skip
     card = (tmp_path / "1" / "successor" / "README.md").read_text()
-    assert "## Found by a search\n\nTrial 1 of a search of 5 trials (`+search=fastest_within`" in card
+    assert "## Found by a search\n\nTrial 1 of a search of 5 trials (theseus_pl's `+search`, Optuna study" in card
     assert "within 1 point of the predecessor's 80.20 (the floor, 79.20)" in " ".join(card.split())
     assert (
         "on AMD EPYC 9R14" in " ".join(card.split())
@@ -227,17 +227,70 @@ def test_a_trial_whose_run_was_refused_fails_alone_saying_why():
 
 def test_a_trial_whose_record_is_of_a_kind_no_search_weighs_fails_naming_the_kind(tmp_path):
     """The search reads its trials through the registry, as any kind whose record has the shape it weighs: a task
-    model's has it; a sentence-embedding run's (no search of it yet) fails its trial alone, naming its kind."""
-    from results_records import a_run, an_embedding_run, plant
+    model's and a sentence-embedding model's have it; a decoder LM's (no search of it yet) fails its trial alone,
+    naming its kind."""
+    import shutil
 
-    from theseus_pl.app.results.search_finding import SearchableRecord
+    from results_records import V2_LANGUAGE_MODEL, a_run, an_embedding_run, plant
+
+    from theseus_pl.app.results.search_finding import SearchableRecord, searchable_kinds, validates_on_dev_score
     from theseus_pl.app.search.sweeper import TrialFailed, searchable_record
 
     task_model = searchable_record(plant(tmp_path / "task", a_run()))
     assert isinstance(task_model, SearchableRecord)
     assert task_model.searched_run().layers == a_run().layers.successor
-    with pytest.raises(TrialFailed, match="of kind 'embedding_model', whose record a search cannot weigh"):
-        searchable_record(plant(tmp_path / "embedding", an_embedding_run()))
+    embedding = searchable_record(plant(tmp_path / "embedding", an_embedding_run())).searched_run()
+    assert (embedding.predecessor_score, embedding.layers, embedding.intermediate_size) == (82.0, 3, None)
+    assert list(searchable_kinds()) == ["task_model", "embedding_model"]
+    # A task model validates on its dev score: a search may stop its trials under the floor; an embedding model on
+    # its vectors' cosine to the teacher's, another scale: never.
+    assert validates_on_dev_score("task_model") and not validates_on_dev_score("embedding_model")
+    (tmp_path / "lm").mkdir()
+    shutil.copy(V2_LANGUAGE_MODEL, tmp_path / "lm" / "results.json")
+    with pytest.raises(TrialFailed, match="of kind 'language_model', whose record a search cannot weigh"):
+        searchable_record(tmp_path / "lm" / "results.json")
+
+
+def test_a_sentence_embedding_search_weighs_its_trials_on_sts_and_its_pick_card_names_the_search(tmp_path):
+    """A trial of a sentence-embedding search: its deployment's STS-B dev scores and times, its predecessor's STS-B
+    score the floor is measured from; the pick's record and sentence-transformers card name the search."""
+    from dataclasses import replace
+
+    import optuna
+    from hydra.core.utils import JobReturn, JobStatus
+    from omegaconf import OmegaConf
+    from results_records import V1_RESULTS, an_embedding_run, plant
+
+    from theseus_pl.app.kinds.embedding_model.record import EmbeddingSide
+    from theseus_pl.app.results.reading import read_run
+    from theseus_pl.app.search.settings import SearchSettings
+    from theseus_pl.app.search.sweeper import OUTCOME, tell, write_answer
+
+    study = optuna.create_study(directions=list(SearchSettings.DIRECTIONS))
+    timed = {"pytorch_successor": 4.0, "onnx_fp32": 3.0, "onnx_int8": 1.0}
+    for number, (layers, int8_score) in enumerate([(3, 81.6), (2, 79.0)]):
+        folder = tmp_path / str(number)
+        deployment = replace(
+            read_task_model_results(V1_RESULTS).deployment,
+            target="onnx_int8",
+            latency_ms={"batch_1_own_lengths": {k: v * layers for k, v in timed.items()}},
+            dev_score={"pytorch_successor": 81.8, "onnx_fp32": 81.8, "onnx_int8": int8_score},
+        )
+        successor = EmbeddingSide(dir=str(folder / "successor"), layers=layers, params=1, dimensions=384, sts=81.8)
+        plant(folder, an_embedding_run(successor=successor, deployment=deployment))
+        (folder / "successor").mkdir()
+        job = JobReturn(status=JobStatus.COMPLETED, _return_value=None,
+                        hydra_cfg=OmegaConf.create({"hydra": {"runtime": {"output_dir": str(folder)}}}))  # fmt: skip
+        tell(study, study.ask(), job, batch_size=1)
+    assert [trial.user_attrs[OUTCOME] for trial in study.trials] == ["measured", "measured"]
+    # Trial 1's int8 copy fell 2.8 under its fp32 one (deploy.max_score_drop 0.5): its fp32 ONNX model is weighed.
+    assert [trial.values for trial in study.trials] == [[81.6, 3.0], [81.8, 6.0]]
+    pick = write_answer(study, SearchSettings(max_score_drop=1.0), tmp_path / "search")
+    assert pick is not None and pick.number == 0  # the predecessor's 82.0, the floor 81.0
+    assert read_run(tmp_path / "0" / "results.json").search.front[0].shape == "3 layers, onnx_int8"
+    card = (tmp_path / "0" / "successor" / "README.md").read_text()
+    assert "## Found by a search" in card and "| 0 (this model) | 3 layers, onnx_int8 | 81.60 | 3.00 |" in card
+    assert "library_name: sentence-transformers" in card
 
 
 def shaped(number: int, score: float, ms: float, layers: int, fastest_ms: float) -> TrialPoint:

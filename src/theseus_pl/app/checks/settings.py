@@ -478,6 +478,17 @@ def _wrong_kind(method: CompressionMethod, kind: str) -> str:
     return f"method={method.name} compresses {compressed}; {hint}."
 
 
+def encoder_gguf_problems(cfg: DictConfig) -> list[str]:
+    """``deploy.gguf`` asked of an encoder's run (a task model's, a sentence-embedding model's): GGUF files are a
+    decoder LM's, for llama.cpp; an encoder ships as ONNX."""
+    if isinstance(cfg.deploy.get("gguf"), ListConfig) and cfg.deploy.gguf:  # else a rule says
+        return [
+            f"deploy.gguf={list(cfg.deploy.gguf)} writes a decoder LM for llama.cpp; an encoder ships as ONNX "
+            "(deploy.onnx=true, deploy.quantize=int8). Leave it []."
+        ]
+    return []
+
+
 def changed_from_defaults(cfg: DictConfig, group: str) -> list[str]:
     """``group.key=value`` for each key of the group that differs from the group's one shipped config
     (``conf/<group>/<name>.yaml``): what a user set on the command line or in an experiment."""

@@ -5,7 +5,7 @@ writes into its pick's: a kind whose runs a search may weigh writes a record of 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import ClassVar, NamedTuple, Protocol, runtime_checkable
 
 from theseus_pl.app.results.envelope import Keys, ResultsError
 from theseus_pl.app.results.registry import registered_kinds
@@ -54,6 +54,9 @@ class SearchableRecord(Protocol):
 
     deployment: Deployment | None
     search: SearchFinding | None
+    # Whether its runs validate (val/score) on the scale of the dev score the search's floor is in, so that a trial
+    # still far under the floor half-way may be stopped there (hydra.sweeper.prune_margin).
+    validates_on_dev_score: ClassVar[bool]
 
     def searched_run(self) -> SearchedRun: ...
 
@@ -63,6 +66,12 @@ def searchable_kinds() -> dict[str, str]:
     ``issubclass`` cannot test, hence the method looked up), each in words, by name, in the registry's order."""
     return {name: kind.described for name, kind in registered_kinds().items()
             if callable(getattr(kind.record, "searched_run", None))}  # fmt: skip
+
+
+def validates_on_dev_score(kind: str) -> bool:
+    """Whether the runs of ``kind`` validate on their dev score's scale (:class:`SearchableRecord`); False for a
+    kind a search cannot weigh."""
+    return bool(getattr(registered_kinds()[kind].record, "validates_on_dev_score", False))
 
 
 def read_search_finding(read: Keys | None) -> SearchFinding | None:

@@ -35,11 +35,17 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 
 from theseus_pl.app.checks.refused import RunRefused
+from theseus_pl.app.config.resolvers import run_kind_name
 from theseus_pl.app.config.run_folder import SEARCH_ANSWER, SEARCH_FOLDER
 from theseus_pl.app.report.files import write_markdown_and_csv
 from theseus_pl.app.results.envelope import write_results
 from theseus_pl.app.results.reading import read_run
-from theseus_pl.app.results.search_finding import FrontPoint, SearchableRecord, SearchFinding
+from theseus_pl.app.results.search_finding import (
+    FrontPoint,
+    SearchableRecord,
+    SearchFinding,
+    validates_on_dev_score,
+)
 from theseus_pl.app.search.front import (
     TrialPoint,
     fastest_within,
@@ -80,13 +86,14 @@ class Search:
         OmegaConf.save(self.config, folder / "multirun.yaml")  # as the basic sweeper does: the report reads it
         space = search_space(self.settings.params, arguments)
         study = open_study(self.settings, folder)
+        prunes = validates_on_dev_score(run_kind_name(self.config))  # else val/score is not on the floor's scale
         returns: list[JobReturn] = []
         while (left := self.settings.trials - len(counted(study))) > 0:
             asked = [study.ask(space.distributions) for _ in range(min(self.settings.parallel, left))]
             batch = [trial for trial in asked if not skipped_as_slower(study, trial, self.settings)]
             if not batch:
                 continue
-            stop_below = self.settings.stop_below(predecessor_score(study))
+            stop_below = self.settings.stop_below(predecessor_score(study)) if prunes else None
             pruning = [] if stop_below is None else [f"callbacks.stop_below.below={stop_below!r}"]
             overrides = [[*space.overrides(trial.params), *pruning] for trial in batch]
             self.validate(overrides)

@@ -10,7 +10,7 @@ from pathlib import Path
 from huggingface_hub import ModelCard, ModelCardData
 
 from theseus_pl.app.kinds.embedding_model.record import EmbeddingModelResults
-from theseus_pl.app.ship.card_text import known, number, quoted, timed_on_a_busy_machine
+from theseus_pl.app.ship.card_text import found_by_search, known, number, quoted, timed_on_a_busy_machine
 from theseus_pl.app.ship.deployment_table import (
     busy_sentences,
     int8_sentence,
@@ -91,7 +91,7 @@ successor's vectors against the teacher's, on {data.held_out_sentences:,} held-o
 | layers | {predecessor.layers} | {successor.layers} |
 | parameters | {predecessor.params:,} | {successor.params:,} |
 
-{kept_share}{_speed(results)}
+{kept_share}{_speed(results)}{found_by_search(results.search, results.hardware)}
 ## How to use
 
 ```python

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, ListConfig
 
-from theseus_pl.app.checks.settings import changed_from_defaults
+from theseus_pl.app.checks.settings import changed_from_defaults, encoder_gguf_problems
 from theseus_pl.app.methods.method import (
     BLOCK_INFLUENCE,
     PREDECESSOR_TEACHER,
@@ -73,12 +73,8 @@ def embedding_model_method_problems(cfg: DictConfig, method: CompressionMethod, 
             f"evaluation.lm_eval.tasks={list(cfg.evaluation.lm_eval.tasks)} scores a decoder LM; a sentence-embedding "
             "run is scored on STS-B dev. Leave it []."
         )
-    unread = {
-        "deploy": "a sentence-embedding run deploys after it ends, from its folder (python -m theseus_pl.deploy "
-        "RUN_DIR: its encoder to ONNX), not inside the run",
-        "finetune": "the predecessor is compressed as given (model.base), never fine-tuned first",
-    }
-    for group, why in unread.items():
-        if changed := changed_from_defaults(cfg, group):
-            problems.append(f"{', '.join(changed)}: {why}. Leave the {group} group at its defaults.")
+    problems += encoder_gguf_problems(cfg)
+    if changed := changed_from_defaults(cfg, "finetune"):
+        problems.append(f"{', '.join(changed)}: the predecessor is compressed as given (model.base), never fine-tuned "
+                        "first. Leave the finetune group at its defaults.")  # fmt: skip
     return problems

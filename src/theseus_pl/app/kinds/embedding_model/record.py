@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL
 from theseus_pl.app.results.deployment_block import deployment_from
 from theseus_pl.app.results.envelope import Hardware, Keys, RunRecord, WandbLink, envelope_fields, trusted
+from theseus_pl.app.results.search_finding import SearchedRun, SearchFinding, read_search_finding
 from theseus_pl.core.memory_record import PeakMemory
 from theseus_pl.deployment.record import LEFT_OUT_AT_DEFAULT, Deployment
 
@@ -84,7 +85,12 @@ class EmbeddingModelResults(RunRecord):
     # python -m theseus_pl.deploy RUN_DIR: the encoder in ONNX (fp32, int8), its vectors checked against PyTorch's,
     # each model's STS-B dev score (dev_score) and latency beside the predecessor's.
     deployment: Deployment | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)
+    search: SearchFinding | None = field(default=None, metadata=LEFT_OUT_AT_DEFAULT)  # the pick of a search alone
     folder: Path | None = field(default=None, compare=False, repr=False)  # where it was read from; not written
+
+    # Its runs validate on their vectors' cosine to the teacher's (or held-out pairs), not on STS-B dev, the score a
+    # search's floor is in: a search never stops one half-way by its floor.
+    validates_on_dev_score: ClassVar[bool] = False
 
     @property
     def retained(self) -> float | None:
@@ -128,6 +134,11 @@ class EmbeddingModelResults(RunRecord):
             f"{kept}){cosine}, {self.predecessor.layers} -> {successor.layers} layers"
         )
 
+    def searched_run(self) -> SearchedRun:
+        """What a search weighs this run by besides its deployment (:mod:`~theseus_pl.app.results.search_finding`):
+        its successors keep whole feed-forward layers (no width)."""
+        return SearchedRun(self.predecessor.sts, self.successor.layers, None, self.successor.dir)
+
     def objective(self) -> float | None:
         """The successor's STS-B dev Spearman: higher is better."""
         return self.successor.sts
@@ -144,4 +155,5 @@ class EmbeddingModelResults(RunRecord):
             best_step=read.optional("best_step"),
             speed=read.optional("speed"),
             deployment=deployment_from(block) if (block := read.nested_if_given("deployment")) else None,
+            search=read_search_finding(read.nested_if_given("search")),
         )

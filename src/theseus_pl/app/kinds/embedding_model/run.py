@@ -56,6 +56,8 @@ from theseus_pl.data.sentences import SentenceDataModule, corpus_sentences, glue
 from theseus_pl.data.sources import GlueDirSource, HubSource, Source
 from theseus_pl.data.tasks import glue_task
 from theseus_pl.data.tokenized import tokenizer_fingerprint
+from theseus_pl.deployment.onnx_export import DeploymentError
+from theseus_pl.deployment.record import wanted
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +119,7 @@ class EmbeddingModelRun(RunKind[EmbeddingModelResults]):
                 train_sentences = 2 * len(self.train_pairs)
         except (ValueError, FileNotFoundError, KeyError, RuntimeError) as error:  # RuntimeError: the hub's, offline
             problems.append(str(error) if str(error).startswith("data.") else f"data: {error}")
+        problems += self._deployment_problems()
         problems += schedule_problems(cfg, self.settings, train_sentences)
         problems += validation_problems(cfg, train_sentences, "training sentences")
         problems += monitor_problems(cfg, sentence_metrics(self.on_pairs).logged)
@@ -267,8 +270,34 @@ class EmbeddingModelRun(RunKind[EmbeddingModelResults]):
             wandb=link,
         )  # fmt: skip
 
+    def _deployment_problems(self) -> list[str]:
+        """What the deployment asked of the run (``deploy.onnx=true``, as ``python -m theseus_pl.deploy RUN_DIR``
+        would deploy it) cannot build, before anything trains."""
+        if self.settings.deploy is None or not wanted(self.cfg.deploy):
+            return []
+        from theseus_pl.deployment.embedding_stage import check_embedding_settings
+
+        try:
+            check_embedding_settings(self.settings.deploy)
+        except DeploymentError as error:
+            return [str(error) if str(error).startswith("deploy.") else f"deploy: {error}"]
+        return []
+
     def optional_steps(self, results: EmbeddingModelResults) -> list[tuple[str, Callable[[], object]]]:
         steps: list[tuple[str, Callable[[], object]]] = []
+        settings = self.settings.deploy
+
+        def deployment() -> None:
+            """The encoder to ONNX (and OpenVINO), scored on the run's STS-B dev pairs, calibrated on its training
+            sentences, timed beside the predecessor: as ``python -m theseus_pl.deploy RUN_DIR`` deploys it."""
+            from theseus_pl.deployment.embedding_stage import StsPairs, deploy_embedding_model
+
+            assert settings is not None  # a step only where the settings were built
+            rows = self.sts_pairs
+            pairs = StsPairs(rows["sentence1"], rows["sentence2"], rows["label"])
+            calibration = training_sentences(self.cfg.data, rows) if settings.openvino else []
+            results.deployment = deploy_embedding_model(Path(results.successor.dir), settings, pairs, self.predecessor,
+                                                        Path(self.predecessor_dir), calibration)  # fmt: skip
 
         def speed() -> None:
             from theseus_pl.core.embeddings import sentence_speed
@@ -279,6 +308,8 @@ class EmbeddingModelRun(RunKind[EmbeddingModelResults]):
 
         if self.cfg.benchmark.repeats:
             steps.append(("speed", speed))
+        if settings is not None and wanted(self.cfg.deploy):
+            steps.append(("deployment", deployment))
         steps.append(("model_card", lambda: write_model_card(Path(results.successor.dir), results)))
         return steps
 

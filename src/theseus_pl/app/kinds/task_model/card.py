@@ -11,7 +11,7 @@ from __future__ import annotations
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from theseus_pl.app.kinds.task_model.record import TaskModelResults
-from theseus_pl.app.ship.card_text import known, number, quoted, timed_on_a_busy_machine
+from theseus_pl.app.ship.card_text import found_by_search, known, number, quoted, timed_on_a_busy_machine
 from theseus_pl.app.ship.deployment_table import (
     busy_sentences,
     int8_sentence,
@@ -22,7 +22,6 @@ from theseus_pl.app.ship.deployment_table import (
     target_sentence,
 )
 from theseus_pl.deployment.record import Deployment
-from theseus_pl.deployment.targets import points_in_words
 
 # Our metric names -> the hub's metric ids (https://huggingface.co/metrics).
 HUB_METRICS = {
@@ -128,35 +127,9 @@ of the dev split ({", ".join(data.eval_splits)}).
 | metric | predecessor | successor |
 |---|---|---|
 {metric_rows}
-{_found_by_search(results)}
+{found_by_search(results.search, results.hardware)}
 ## How to use
 {_how_to_use(results, repo_id)}{_deployment(results, repo_id)}"""
-
-
-def _found_by_search(results: TaskModelResults) -> str:
-    """The search that picked this run, its floor, the machine it timed on and its front; nothing for other runs."""
-    found = results.search
-    if found is None:
-        return ""
-    machine = results.hardware.cpu if results.hardware is not None else "the machine the search ran on"
-    rows = "\n".join(
-        f"| {point.trial}{' (this model)' if point.trial == found.trial else ''} | {point.shape} | "
-        f"{number(point.score, 2)} | {number(point.latency_ms, 2)} |"
-        for point in found.front
-    )
-    return f"""
-## Found by a search
-
-Trial {found.trial} of a search of {found.trials} trials (`+search=fastest_within`, study `{found.study}`): the fastest
-successor whose dev score stays within {points_in_words(found.max_score_drop)} of the predecessor's
-{number(found.predecessor_score, 2)} (the floor, {number(found.floor, 2)}), each trial timed at batch
-{found.batch_size} on the dev rows' own lengths on {machine}. Its Pareto front of dev score against milliseconds a
-call, fastest first:
-
-| trial | depth, width, runtime | dev score (x100) | ms a call |
-|---|---|---|---|
-{rows}
-"""
 
 
 def _how_to_use(results: TaskModelResults, repo_id: str | None) -> str:

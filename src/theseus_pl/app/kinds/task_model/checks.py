@@ -20,7 +20,7 @@ from transformers import AutoConfig, PretrainedConfig
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.resources import checked_resources
 from theseus_pl.app.checks.schedule import monitor_problems, schedule_problems, validation_problems
-from theseus_pl.app.checks.settings import RunSettings, teacher_of, trains_nothing_problems
+from theseus_pl.app.checks.settings import RunSettings, encoder_gguf_problems, teacher_of, trains_nothing_problems
 from theseus_pl.app.checks.trainer import device_problems
 from theseus_pl.app.config.kinds import data_module_settings
 from theseus_pl.app.config.terms import SUCCESSOR_SETTINGS, in_config_terms, naming_group
@@ -186,11 +186,7 @@ def _task_problems(cfg: DictConfig, theseus: TheseusSettings) -> list[str]:
             f"finetune.steps={cfg.finetune.steps} adapts a decoder LM's predecessor to its text; an encoder's "
             "predecessor is fine-tuned for finetune.epochs. Leave it null."
         )
-    if isinstance(cfg.deploy.get("gguf"), ListConfig) and cfg.deploy.gguf:  # else a rule says
-        problems.append(
-            f"deploy.gguf={list(cfg.deploy.gguf)} writes a decoder LM for llama.cpp; an encoder ships as ONNX "
-            "(deploy.onnx=true, deploy.quantize=int8). Leave it []."
-        )
+    problems += encoder_gguf_problems(cfg)
     if theseus.init == BLOCK_INFLUENCE:
         problems.append(
             f"theseus.init={BLOCK_INFLUENCE} starts successors from the layers of most block influence on "

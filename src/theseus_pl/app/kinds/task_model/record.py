@@ -139,6 +139,8 @@ class TaskModelResults(RunRecord):
     wall_seconds: float | None = None  # known once every step ran; written after retained_note
     folder: Path | None = field(default=None, compare=False, repr=False)  # where it was read from; not written
 
+    validates_on_dev_score: ClassVar[bool] = True  # val/score is the dev score's: a search may stop a trial under it
+
     @property
     def retained(self) -> float | None:
         """Successor score over predecessor score; None where that ratio means nothing (see ``retained_note``)."""
