@@ -60,3 +60,27 @@ def make_sentence_glue_dir(root: Path) -> Path:
     sst2 = [[sentence, str(i % 2)] for i, sentence in enumerate(train[50:70])]
     write_tsv(root / "SST-2" / "train.tsv", [["sentence", "label"], *sst2])
     return root
+
+
+def with_a_listed_vocabulary(model: Path, folder: Path) -> Path:
+    """A copy of the tiny sentence-transformers ``model`` in ``folder`` whose ``tokenizer.json`` lists every word of
+    its vocabulary (the tiny tokenizer's lists its special tokens alone, its words living in ``vocab.txt``), as a
+    real model's does: what model2vec's distillation reads the vocabulary from."""
+    import json
+    import shutil
+
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+    from transformers import BertTokenizerFast
+
+    shutil.copytree(model, folder)
+    size = json.loads((model / "config.json").read_text())["vocab_size"]
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    words = specials + WORDS + [f"w{i}" for i in range(size - len(specials) - len(WORDS))]
+    tokenizer = Tokenizer(models.WordPiece({word: i for i, word in enumerate(words)}, unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    pad, unk, cls, sep, mask = specials
+    fast = BertTokenizerFast(tokenizer_object=tokenizer, pad_token=pad, unk_token=unk, cls_token=cls, sep_token=sep,
+                             mask_token=mask)  # fmt: skip
+    fast.save_pretrained(folder)
+    return folder

@@ -4,6 +4,8 @@ sentence-transformers scores the PyTorch successor, OpenVINO's int8 calibrated o
 model card whose snippets run."""
 
 import json
+import logging
+import sys
 from pathlib import Path
 
 import pytest
@@ -199,3 +201,44 @@ def test_a_failed_re_deploy_drops_the_block_describing_the_files_it_emptied(embe
     monkeypatch.undo()
     assert main([str(embedding_run), *quick]) == read_run(embedding_run / "results.json").deployment
     assert read_run(embedding_run / "results.json").failed_steps == {}
+
+
+def test_model2vec_distils_the_predecessor_once_scored_and_timed_as_the_trials_are(
+    embedding_run, tmp_path, monkeypatch, caplog
+):
+    """A sentence-embedding search's reference point: the run's predecessor distilled by model2vec into the cache,
+    scored on the run's STS-B dev pairs, timed one sentence a call; the second call loads it from the cache. A model
+    whose static vectors do not vary (no word in its listed vocabulary) scores no number and is left off."""
+    import shutil
+    from dataclasses import replace
+
+    import model2vec.distill
+    from embedding_models import with_a_listed_vocabulary
+
+    from theseus_pl.app.kinds.embedding_model.static_reference import LABEL, sentence_batches, static_reference
+    from theseus_pl.app.results.envelope import write_results
+
+    trial = shutil.copytree(embedding_run, tmp_path / "trial")
+    record = read_run(trial / "results.json")
+    predecessor = with_a_listed_vocabulary(Path(record.predecessor.dir), tmp_path / "predecessor")
+    write_results(
+        trial / "results.json", replace(record, predecessor=replace(record.predecessor, dir=str(predecessor)))
+    )
+    (point,) = static_reference(trial, 1, tmp_path / "cache")
+    assert point.label == LABEL and -100 <= point.score <= 100 and point.latency_ms > 0
+    assert len(list((tmp_path / "cache" / "model2vec").glob("predecessor-*"))) == 1  # beside its build lock
+
+    def no_distillation(**settings):
+        raise AssertionError("distilled again")
+
+    monkeypatch.setattr(model2vec.distill, "distill", no_distillation)
+    assert static_reference(trial, 32, tmp_path / "cache")[0].score == pytest.approx(point.score)
+    assert sentence_batches(["aaa", "a", "aa"], 1) == [["aaa"], ["a"], ["aa"]]
+    assert sentence_batches(["aaa", "a", "aa", "aaaa"], 2) == [["a", "aa"], ["aaa", "aaaa"]]  # sorted, then cut
+    monkeypatch.undo()
+    with caplog.at_level(logging.WARNING):
+        assert static_reference(embedding_run, 1, tmp_path / "cache") == []  # its tokenizer.json lists no word
+        assert "scored no number on the STS-B dev pairs" in caplog.text
+        monkeypatch.setitem(sys.modules, "model2vec", None)  # not installed: no point, and the search goes on
+        assert static_reference(trial, 1, tmp_path / "cache") == []
+        assert "pip install 'theseus_pl[search]'" in caplog.text

@@ -116,7 +116,8 @@ def test_bad_search_settings_are_refused_in_one_line_each_before_any_trial(tiny_
     )
     assert search_refusals(["+experiment=smollm2_quick", "+search=fastest_within"]) == [
         "data.kind=language_model: the search weighs encoder task models (classifiers and regressors) "
-        "(data.kind=task_model) for now; search this kind's settings with a plain sweep (-m key=a,b)."
+        "(data.kind=task_model), sentence-embedding models (data.kind=embedding_model) for now; search this kind's "
+        "settings with a plain sweep (-m key=a,b)."
     ]
     assert search_refusals(["+experiment=demo", "seed=1,2"]) is None  # the basic sweeper's: checks.multirun's
 

@@ -359,3 +359,40 @@ def test_a_trial_of_a_shape_slower_than_the_pick_is_pruned_before_training_and_c
                                      "in an earlier trial, more than 10% slower than the pick's 6.00 ms (trial 1): it "
                                      "cannot be the pick"}  # fmt: skip
     assert not skipped_as_slower(study, study.ask(space), SearchSettings(max_score_drop=1.0, shape_margin=None))
+
+
+def test_a_reference_model_sits_on_the_front_beside_the_trials_never_the_pick_and_a_faster_one_is_said(
+    tmp_path, caplog
+):
+    """A sentence-embedding search's model2vec point: in the table and the plot, in search.json, never the pick; where
+    it reaches the floor faster than the pick, the search says to ship it."""
+    import json
+
+    import optuna
+
+    from theseus_pl.app.results.search_finding import ReferencePoint
+    from theseus_pl.app.search.settings import SearchSettings
+    from theseus_pl.app.search.sweeper import OUTCOME, POINT, PREDECESSOR_SCORE, point_dict, write_answer
+
+    study = optuna.create_study(directions=list(SearchSettings.DIRECTIONS))
+    for planted in _planted_runs(PLANTED[:4], tmp_path):
+        attributes = {OUTCOME: "measured", POINT: point_dict(planted), PREDECESSOR_SCORE: 80.2}
+        study.add_trial(optuna.trial.create_trial(values=[planted.score, planted.latency_ms], user_attrs=attributes))
+    static = ReferencePoint("model2vec static (256 dims)", 70.0, 0.02)
+    with caplog.at_level(logging.WARNING, logger="theseus_pl.app.search.sweeper"):
+        pick = write_answer(study, SearchSettings(max_score_drop=1.0), tmp_path / "search", [static])
+    assert pick is not None and pick.number == 1 and "model2vec" not in caplog.text  # 70.0 is under the floor
+    table = pd.read_csv(tmp_path / "search" / "front.csv", keep_default_na=False)
+    reference = table[table["on the front"] == "reference"]
+    assert list(reference["runtime"]) == [static.label] and list(reference["within the floor"]) == ["no"]
+    assert list(reference["score"]) == [70.0] and list(reference["pick"]) == [""]
+    answer = json.loads((tmp_path / "search" / "search.json").read_text())
+    assert answer["references"] == [{"label": static.label, "score": 70.0, "latency_ms": 0.02}]
+    assert answer["pick"]["number"] == 1  # a reference is never a trial, never the pick
+
+    with caplog.at_level(logging.WARNING, logger="theseus_pl.app.search.sweeper"):
+        write_answer(study, SearchSettings(max_score_drop=15.0), tmp_path / "search", [static])
+    assert (
+        "model2vec static (256 dims) scores 70.00, within the floor, at 0.020 ms a call: faster than any trial that "
+        "reaches it. Ship it rather than a compressed successor" in caplog.text
+    )

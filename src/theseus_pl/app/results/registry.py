@@ -93,6 +93,10 @@ class Kind(Generic[R]):
     # Why report's --rows names something its runs lack (its runs, --rows -> the problem, or None): a kind whose
     # tables group runs by --rows; None: its tables take no --rows, and every name is accepted.
     unknown_rows: Callable[[list[R], str], str | None] | None = None
+    # Models a search of its runs puts on its front beside the trials, never a trial nor the pick (a measured trial's
+    # run folder, the serving batch size, the cache folder -> search_finding.ReferencePoint's): a sentence-embedding
+    # search's model2vec static model of the same predecessor.
+    search_references: Callable[[Path, int, Path], list[Any]] | None = None
 
 
 _KINDS: dict[str, Kind[Any]] = {}

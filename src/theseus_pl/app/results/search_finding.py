@@ -5,6 +5,7 @@ writes into its pick's: a kind whose runs a search may weigh writes a record of 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar, NamedTuple, Protocol, runtime_checkable
 
 from theseus_pl.app.results.envelope import Keys, ResultsError
@@ -47,6 +48,15 @@ class SearchedRun(NamedTuple):
     successor_dir: str
 
 
+class ReferencePoint(NamedTuple):
+    """A model a search puts on its front beside its trials to weigh them against, never a trial and never the pick
+    (a sentence-embedding search's model2vec static model of the same predecessor)."""
+
+    label: str
+    score: float  # its dev score, as the trials' shipped models are scored
+    latency_ms: float  # its median time a call at the search's batch size, on the trials' dev rows
+
+
 @runtime_checkable
 class SearchableRecord(Protocol):
     """A record a search can weigh: deployed (each runtime's dev score and times), told as a :class:`SearchedRun`,
@@ -72,6 +82,13 @@ def validates_on_dev_score(kind: str) -> bool:
     """Whether the runs of ``kind`` validate on their dev score's scale (:class:`SearchableRecord`); False for a
     kind a search cannot weigh."""
     return bool(getattr(registered_kinds()[kind].record, "validates_on_dev_score", False))
+
+
+def reference_points(kind: str, trial_folder: Path, batch_size: int, cache_dir: Path) -> list[ReferencePoint]:
+    """The points the kind puts on its searches' fronts (:attr:`~theseus_pl.app.results.registry.Kind.
+    search_references`), from a measured trial's run folder; none for a kind that puts none."""
+    references = registered_kinds()[kind].search_references
+    return [] if references is None else references(trial_folder, batch_size, cache_dir)
 
 
 def read_search_finding(read: Keys | None) -> SearchFinding | None:

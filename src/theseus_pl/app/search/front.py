@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from theseus_pl.app.results.search_finding import ReferencePoint
 from theseus_pl.deployment.targets import reaches
 
 
@@ -81,9 +82,11 @@ def _least_time(point: TrialPoint) -> float:
     return point.latency_ms if point.fastest_ms is None else min(point.fastest_ms, point.latency_ms)
 
 
-def front_table(points: Sequence[TrialPoint], pick: TrialPoint | None, floor: float) -> pd.DataFrame:
+def front_table(
+    points: Sequence[TrialPoint], pick: TrialPoint | None, floor: float, references: Sequence[ReferencePoint] = ()
+) -> pd.DataFrame:
     """Every point, fastest first: its searched values, shape, runtime, score, time, whether it is within the floor
-    and on the front, and which one is the pick."""
+    and on the front, and which one is the pick; each reference model after them, marked so (no trial)."""
     on_front = {point.number for point in pareto_front(points)}
     keys = list(dict.fromkeys(key for point in points for key in point.settings))
     rows = [
@@ -101,12 +104,25 @@ def front_table(points: Sequence[TrialPoint], pick: TrialPoint | None, floor: fl
         }
         for point in sorted(points, key=lambda point: (_sortable(point.latency_ms), point.number))
     ]
+    blank = dict.fromkeys(rows[0] if rows else (), "")  # a trial's columns, empty: its whole numbers stay whole
+    rows += [
+        {**blank, "runtime": reference.label, "score": reference.score, "ms a call": reference.latency_ms,
+         "within the floor": "yes" if reaches(reference.score, floor) else "no", "on the front": "reference"}
+        for reference in references
+    ]  # fmt: skip
     return pd.DataFrame(rows)
 
 
-def plot_front(points: Sequence[TrialPoint], pick: TrialPoint | None, floor: float, path: Path) -> Path:
+def plot_front(
+    points: Sequence[TrialPoint],
+    pick: TrialPoint | None,
+    floor: float,
+    path: Path,
+    references: Sequence[ReferencePoint] = (),
+) -> Path:
     """``path`` (a PNG): every trial's score against its time, the front joined, each front point labelled with its
-    depth, width and runtime, the floor drawn and the pick ringed."""
+    depth, width and runtime, the floor drawn, the pick ringed, and each reference model a labelled diamond (the time
+    axis logarithmic where one is 20x faster than the trials)."""
     import matplotlib
 
     matplotlib.use("Agg")  # no screen: files only
@@ -123,6 +139,12 @@ def plot_front(points: Sequence[TrialPoint], pick: TrialPoint | None, floor: flo
     axes.axhline(floor, color="C3", linestyle="--", linewidth=1, label=f"score floor {floor:.2f}")
     if pick is not None:
         axes.scatter([pick.latency_ms], [pick.score], s=160, facecolors="none", edgecolors="C3", label="pick")
+    for reference in references:
+        axes.scatter([reference.latency_ms], [reference.score], marker="D", color="C2", label=reference.label)
+    times = [point.latency_ms for point in measured] + [reference.latency_ms for reference in references]
+    if times and min(times) > 0 and max(times) > 20 * min(times):
+        axes.set_xscale("log")
+        axes.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # the decades alone: no crowded labels
     axes.set_xlabel("ms a call (p50, dev rows at their own lengths)")
     axes.set_ylabel("dev score")
     axes.legend(fontsize=8)

@@ -33,6 +33,9 @@ class SearchSettings:
     # A trial whose shape an earlier trial timed this share slower than the pick (0.1: 10 %), in its fastest runtime,
     # is not trained (told pruned): it cannot be the pick. None: every trial trains.
     shape_margin: float | None = 0.1
+    # The kind's reference models on the front beside the trials (a sentence-embedding search: model2vec's static
+    # model of the predecessor, where model2vec is installed); never a trial, never the pick.
+    references: bool = True
 
     RULES: ClassVar[dict[str, Rule]] = {
         "trials": Rule(positive_int, "a whole number of trials, at least 1, e.g. 16"),
@@ -46,6 +49,7 @@ class SearchSettings:
         "params": Rule(lambda v: isinstance(v, Mapping), "a mapping of keys to search ranges"),
         "prune_margin": Rule(lambda v: v is None or (number(v) and v >= 0),
                              "null (every trial runs to its end) or a number of dev points under the floor, e.g. 10.0"),
+        "references": Rule(lambda v: isinstance(v, bool), "true or false"),
         "shape_margin": Rule(lambda v: v is None or (number(v) and v >= 0),
                              "null (every trial trains) or a share of the pick's time, at least 0, e.g. 0.1"),
     }  # fmt: skip

@@ -15,7 +15,8 @@ second call with more trials adds them. Every finished trial is written to ``<sw
 measured trial has told the predecessor's score, a trial still ``prune_margin`` points under the floor half-way through
 its steps stops there (``callbacks.stop_below``) and is told pruned: no deployment, no point. Once there is a pick, a
 trial whose shape an earlier trial timed slower than the pick (``shape_margin``) is told pruned before it trains: its
-time is its shape's, so it cannot be the pick.
+time is its shape's, so it cannot be the pick. The front holds the kind's reference models beside the trials (a
+sentence-embedding search's model2vec static model), never the pick.
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ from theseus_pl.app.results.envelope import write_results
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.search_finding import (
     FrontPoint,
+    ReferencePoint,
     SearchableRecord,
     SearchFinding,
+    reference_points,
     validates_on_dev_score,
 )
 from theseus_pl.app.search.front import (
@@ -58,7 +61,7 @@ from theseus_pl.app.search.front import (
 from theseus_pl.app.search.settings import SearchSettings
 from theseus_pl.app.search.space import search_space
 from theseus_pl.app.ship.model_card import write_model_card
-from theseus_pl.deployment.targets import AUTO, OWN_LENGTHS, TARGETS, pick_target, points_in_words
+from theseus_pl.deployment.targets import AUTO, OWN_LENGTHS, TARGETS, pick_target, points_in_words, reaches
 from theseus_pl.lightning.callbacks import StoppedBelowScore
 
 log = logging.getLogger(__name__)
@@ -101,8 +104,16 @@ class Search:
             for trial, job in zip(batch, launched, strict=True):
                 tell(study, trial, job, self.settings.batch_size)
             returns += launched
-        write_answer(study, self.settings, folder / SEARCH_FOLDER)
+        write_answer(study, self.settings, folder / SEARCH_FOLDER, self.references(study))
         return returns
+
+    def references(self, study: optuna.Study) -> list[ReferencePoint]:
+        """The kind's reference models for the front (``references``), from its first measured trial's folder."""
+        points = measured_points(study)
+        if not self.settings.references or not points:
+            return []
+        cache_dir = Path(self.config.paths.cache_dir)
+        return reference_points(run_kind_name(self.config), Path(points[0].folder), self.settings.batch_size, cache_dir)
 
 
 def open_study(settings: SearchSettings, folder: Path) -> optuna.Study:
@@ -245,8 +256,12 @@ def point_dict(point: TrialPoint) -> dict[str, Any]:
     return {**vars(point), "settings": dict(point.settings)}
 
 
-def write_answer(study: optuna.Study, settings: SearchSettings, output: Path) -> TrialPoint | None:
-    """The front (table, plot) and the pick of every measured trial, into ``output``; the pick, or None."""
+def write_answer(
+    study: optuna.Study, settings: SearchSettings, output: Path, references: Sequence[ReferencePoint] = ()
+) -> TrialPoint | None:
+    """The front (table, plot) and the pick of every measured trial, with the ``references`` beside them, into
+    ``output``; the pick, or None. A reference within the floor and faster than the pick is said in a warning: the
+    answer is then not a compressed successor."""
     points = measured_points(study)
     if not points:
         log.warning("No trial was measured: no front to write")
@@ -256,8 +271,8 @@ def write_answer(study: optuna.Study, settings: SearchSettings, output: Path) ->
     floor = predecessor - settings.max_score_drop
     pick = fastest_within(points, floor)
     output.mkdir(parents=True, exist_ok=True)
-    write_markdown_and_csv(front_table(points, pick, floor), output, "front")
-    plot_front(points, pick, floor, output / "front.png")
+    write_markdown_and_csv(front_table(points, pick, floor, references), output, "front")
+    plot_front(points, pick, floor, output / "front.png", references)
     failed = [trial for trial in counted(study) if trial.state == TrialState.FAIL]
     pruned = [trial for trial in counted(study) if trial.state == TrialState.PRUNED]
     answer = {
@@ -272,6 +287,7 @@ def write_answer(study: optuna.Study, settings: SearchSettings, output: Path) ->
         "pruned": {str(trial.number): trial.user_attrs[OUTCOME] for trial in pruned},
         "front": [point_dict(point) for point in pareto_front(points)],
         "pick": point_dict(pick) if pick is not None else None,
+        "references": [reference._asdict() for reference in references],
     }
     (output / SEARCH_ANSWER).write_text(json.dumps(answer, indent=2) + "\n")
     front = [FrontPoint(point.number, label(point), point.score, point.latency_ms) for point in pareto_front(points)]
@@ -291,6 +307,11 @@ def write_answer(study: optuna.Study, settings: SearchSettings, output: Path) ->
         log.info("The pick: trial %d (%s), dev %.2f (floor %.2f), %.2f ms a call; its run: %s; the front: %s",
                  pick.number, label(pick), pick.score, floor, pick.latency_ms, pick.folder,
                  output / "front.md")  # fmt: skip
+    for reference in references:
+        if reaches(reference.score, floor) and (pick is None or reference.latency_ms < pick.latency_ms):
+            log.warning("%s scores %.2f, within the floor, at %.3f ms a call: faster than any trial that reaches it. "
+                        "Ship it rather than a compressed successor, or ask for a smaller hydra.sweeper.max_score_drop",
+                        reference.label, reference.score, reference.latency_ms)  # fmt: skip
     return pick
 
 

@@ -47,6 +47,12 @@ def _planned(folder: Path, settings: DeploySettings, glue_dir: str | None) -> li
     return planned_embedding_deployment(folder, settings)
 
 
+def _static_reference(trial_folder: Path, batch_size: int, cache_dir: Path) -> list[Any]:
+    from theseus_pl.app.kinds.embedding_model.static_reference import static_reference
+
+    return static_reference(trial_folder, batch_size, cache_dir)
+
+
 def _missing_parts(successor: Path) -> list[str]:
     from theseus_pl.app.kinds.embedding_model.shipping import sentence_transformers_missing_parts
 
@@ -63,6 +69,7 @@ KIND = Kind(
     report=_report,
     missing_parts=_missing_parts,
     deployer=Deployer(deploy=_deploy, plan=_planned),
+    search_references=_static_reference,
     without_gguf="; its successor is a sentence-transformers folder already",
     described="sentence-embedding models",
     methods_hint="on a sentence-embedding model use embedding_theseus, embedding_mse (embedding_fine_tuning on "

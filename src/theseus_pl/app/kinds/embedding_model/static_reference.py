@@ -1,0 +1,78 @@
+"""model2vec's static distillation of a sentence-embedding search's predecessor, as one more point on the search's
+front: no layers at all, each token's vector looked up and averaged, 100x to 500x faster than the encoder at a lower
+STS-B score. Where depth compression stands against it is what a user choosing a fast embedding model needs to see;
+it is never a trial and never the pick.
+
+Distilled once per predecessor (model2vec's ``distill`` from the local folder, PCA to 256 dimensions) into the cache
+folder; scored on the same STS-B dev pairs as the trials and timed on the same dev sentences at the search's batch
+size, with the timing code and busy-machine check deploy uses. Its time includes tokenising (the trials' ONNX times do
+not), which only understates its lead."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from omegaconf import OmegaConf
+
+from theseus_pl.app.kinds.embedding_model.record import EmbeddingModelResults
+from theseus_pl.app.kinds.embedding_model.run import sts_dev_pairs
+from theseus_pl.app.results.reading import read_run
+from theseus_pl.app.results.search_finding import ReferencePoint
+from theseus_pl.app.ship.deploy_folder import CONFIG
+from theseus_pl.core.embeddings import pair_spearman
+from theseus_pl.core.timing import p50_milliseconds, was_busy
+from theseus_pl.data.cache_entry import load_or_build
+from theseus_pl.deployment.targets import OWN_LENGTH_BATCHES, SINGLE_ROWS
+
+log = logging.getLogger(__name__)
+PCA_DIMS = 256  # model2vec's own default: its vectors' size
+REPEATS = 20  # timed rounds, as deploy.repeats' default
+LABEL = f"model2vec static ({PCA_DIMS} dims)"
+
+
+def static_reference(trial_folder: Path, batch_size: int, cache_dir: Path) -> list[ReferencePoint]:
+    """The predecessor of the search's trial in ``trial_folder`` distilled by model2vec, scored and timed as the
+    trials are; no point where model2vec is not installed (``pip install 'theseus_pl[search]'``)."""
+    try:
+        from model2vec import StaticModel
+        from model2vec.distill import distill
+    except ModuleNotFoundError as missing:
+        log.warning("No model2vec point on the front (%s): pip install 'theseus_pl[search]'", missing)
+        return []
+    record = read_run(trial_folder / "results.json")
+    assert isinstance(record, EmbeddingModelResults)  # registered for this kind's searches alone
+    predecessor = Path(record.predecessor.dir)
+    digest = hashlib.sha256(f"{predecessor.resolve()}:{PCA_DIMS}".encode()).hexdigest()[:16]
+    model, _ = load_or_build(
+        cache_dir / "model2vec" / f"{predecessor.name}-{digest}",
+        lambda path: StaticModel.from_pretrained(str(path)),
+        lambda staging: distill(model_name=str(predecessor), pca_dims=PCA_DIMS).save_pretrained(str(staging)),
+        "model2vec's static model of the predecessor",
+    )
+    rows = sts_dev_pairs(OmegaConf.load(trial_folder / CONFIG).data)
+    vectors = [torch.from_numpy(model.encode(list(rows[column]))) for column in ("sentence1", "sentence2")]
+    score = pair_spearman(vectors[0], vectors[1], rows["label"])
+    if not math.isfinite(score):  # constant vectors: every word outside its vocabulary
+        log.warning("%s scored no number on the STS-B dev pairs (its vectors do not vary): not on the front", LABEL)
+        return []
+    batches = sentence_batches([*rows["sentence1"], *rows["sentence2"]], batch_size)
+    milliseconds, other_cores = p50_milliseconds({LABEL: lambda: [model.encode(batch) for batch in batches]}, REPEATS)
+    if was_busy(other_cores):
+        log.warning("model2vec's static model was timed while other processes kept %.1f cores busy: not on the front",
+                    other_cores)  # fmt: skip
+        return []
+    return [ReferencePoint(LABEL, score, milliseconds[LABEL] / len(batches))]
+
+
+def sentence_batches(sentences: Sequence[str], size: int) -> list[list[str]]:
+    """The dev sentences as the trials' deployments time them: at batch 1 the first :data:`SINGLE_ROWS` one at a
+    time; at a larger size the first :data:`OWN_LENGTH_BATCHES` x ``size``, sorted by length and cut into batches."""
+    if size == 1:
+        return [[sentence] for sentence in sentences[:SINGLE_ROWS]]
+    picked = sorted(sentences[: OWN_LENGTH_BATCHES * size], key=len)
+    return [picked[start : start + size] for start in range(0, len(picked) - size + 1, size)] or [picked]
