@@ -194,7 +194,8 @@ def test_a_sentence_embedding_search_trial_reads_every_setting_its_search_gives_
         "optimizer.lr=1e-3", "theseus.successor_layers=2", f"model.base={model}",
         f"data.glue_dir={make_sentence_glue_dir(tmp_path / 'glue')}", "data.max_sentences=40", "data.held_out=8",
         "data.batch_size=8", "schedule_steps=3", "trainer.max_steps=6", "trainer.val_check_interval=2", "logger=csv",
-        "deploy.repeats=2", f"paths.cache_dir={tmp_path / 'cache'}", f"paths.output_dir={tmp_path / 'run'}",
+        "deploy.repeats=2", "deploy.openvino=false", f"paths.cache_dir={tmp_path / 'cache'}",
+        f"paths.output_dir={tmp_path / 'run'}",
     )  # fmt: skip
     with recorded_reads(monkeypatch) as read:
         run(cfg)
