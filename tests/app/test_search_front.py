@@ -291,6 +291,12 @@ def test_a_sentence_embedding_search_weighs_its_trials_on_sts_and_its_pick_card_
     card = (tmp_path / "0" / "successor" / "README.md").read_text()
     assert "## Found by a search" in card and "| 0 (this model) | 3 layers, onnx_int8 | 81.60 | 3.00 |" in card
     assert "library_name: sentence-transformers" in card
+    # The sweep's report holds the front, read from the pick's record, as for a task model's search.
+    from theseus_pl.report import main as report
+
+    report([str(tmp_path / "0"), str(tmp_path / "1"), "--output", str(tmp_path / "report")])
+    front = pd.read_csv(tmp_path / "report" / "search_front.csv")
+    assert list(front["trial"]) == [0, 1] and list(front.loc[front["pick"] == "pick", "trial"]) == [0]
 
 
 def shaped(number: int, score: float, ms: float, layers: int, fastest_ms: float) -> TrialPoint:

@@ -16,7 +16,8 @@ from typing import Any, NoReturn
 import pandas as pd
 
 from theseus_pl.app.config.run_folder import RECORD_SUBDIR, SEARCH_ANSWER, SEARCH_FOLDER
-from theseus_pl.app.report.files import remove_stale_files
+from theseus_pl.app.report.files import remove_stale_files, write_markdown_and_csv
+from theseus_pl.app.report.search_front import SEARCH_FRONT, search_front_table
 from theseus_pl.app.results.envelope import ResultsError, RunRecord, UnknownKind, by_kind
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.registry import parts
@@ -173,6 +174,8 @@ def write_report(records: list[RunRecord], rows: str, output: Path) -> dict[str,
             written, warnings, report = written + part.written, warnings + part.warnings, report | part.values
             if part.shown is not None:
                 print(part.shown.read_text())
+    if not (fronts := search_front_table(records)).empty:  # a search's, of any kind it weighs, from its pick's record
+        written += write_markdown_and_csv(fronts, output, SEARCH_FRONT)
     print(f"{len(records)} finished runs; wrote {', '.join(str(p) for p in written)}")
     if stale := remove_stale_files(output, written):
         print(f"Removed what an earlier report left there: {', '.join(path.name for path in stale)}")

@@ -20,6 +20,8 @@ import wandb_workspaces.reports.v2 as wr
 import wandb_workspaces.workspaces as ws
 
 from theseus_pl.app.config.kinds import TASK_MODEL
+from theseus_pl.app.report.files import markdown_table
+from theseus_pl.app.report.search_front import search_front_table
 from theseus_pl.app.report.tables import (
     varied_keys,
 )
@@ -117,7 +119,8 @@ def swept_settings(runs: Sequence[RunRecord]) -> list[str]:
 
 def sweep_report(entity: str, project: str, sweep: Path, runs: Sequence[RunRecord]) -> wr.Report:
     """The sweep's report: the tables ``python -m theseus_pl.report`` writes (the protocol's table and best settings
-    for task-model runs, the LM table for decoder-LM runs, the embedding table for sentence-embedding runs) and,
+    for task-model runs, the LM table for decoder-LM runs, the embedding table for sentence-embedding runs, a search's
+    front) and,
     where the runs logged to W&B, the plots of their group: each kind's by its :class:`Dashboard`."""
     dashboards = parts("dashboard")
     parted = {kind: found for kind, found in by_kind(runs, dashboards, "the sweep's W&B report").items() if found}
@@ -130,6 +133,10 @@ def sweep_report(entity: str, project: str, sweep: Path, runs: Sequence[RunRecor
     ]  # fmt: skip
     for kind, part in shown.items():
         blocks += part.tables(parted[kind])
+    front = search_front_table(runs)  # a search's sweep, of any kind it weighs: its front, from the pick's record
+    if not front.empty:
+        blocks += [wr.H2(text="The search's front: dev score against ms a call, fastest first"),
+                   wr.MarkdownBlock(text=markdown_table(front))]  # fmt: skip
     if groups := sweep_groups(runs):
         runset = wr.Runset(entity=entity, project=project, name=sweep.name, filters=f"Group in {groups!r}")
         for part in shown.values():

@@ -1,6 +1,6 @@
 """The task model's part of the W&B workspace and of a sweep's report: the dev score and loss over steps, the
-successor's score against its speed-up by method and shape, the compression card, and the protocol's tables (with a
-search's Pareto front where the sweep was a search)."""
+successor's score against its speed-up by method and shape, the compression card, and the protocol's tables (a
+search's Pareto front is the sweep report's own, for every kind a search weighs)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,9 @@ import wandb_workspaces.workspaces as ws
 from theseus_pl.app.kinds.task_model.report import (
     best_settings,
     build_table,
-    search_front_table,
     write_best_settings,
     write_tables,
 )
-from theseus_pl.app.report.files import markdown_table
 from theseus_pl.app.tracking.dashboard import METHOD, Dashboard, by_method, replacing_panels
 
 SCORE, SPEEDUP = "final/successor_score", "final/speedup"
@@ -69,10 +67,6 @@ def _task_model_tables(runs: list[Any]) -> list[Any]:
         wr.H2(text="Each method at its best setting (median over seeds)"), wr.MarkdownBlock(text=table_text),
         wr.H2(text="Best settings, with the seeds' spread"), wr.MarkdownBlock(text=best_text),
     ]  # fmt: skip
-    front = search_front_table(runs)  # a search's sweep: its Pareto front, from the pick's record
-    if not front.empty:
-        blocks += [wr.H2(text="The search's front: dev score against ms a call, fastest first"),
-                   wr.MarkdownBlock(text=markdown_table(front))]  # fmt: skip
     return blocks
 
 

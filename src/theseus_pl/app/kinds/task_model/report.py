@@ -1,6 +1,6 @@
 """The task models' tables and plots in ``python -m theseus_pl.report`` (:mod:`theseus_pl.report` lists them): the
 protocol's table (a row per ``--rows`` value, a column per task, each cell the best grid point's median over seeds),
-the best settings, every run, the shapes, the searches' fronts, the budget curves and the replacement plots."""
+the best settings, every run, the shapes, the budget curves and the replacement plots."""
 
 from __future__ import annotations
 
@@ -161,27 +161,6 @@ def run_table(runs: list[TaskModelResults]) -> pd.DataFrame:
     }).sort_values(["task", "method", "folder"])  # fmt: skip
 
 
-def search_front_table(runs: list[TaskModelResults]) -> pd.DataFrame:
-    """The Pareto front of each search among the runs, read from its pick's record (the search block): a line per
-    point, fastest first, its search named by the pick's folder, its floor beside it; empty without a search."""
-    rows = [
-        {
-            "search": f"{found.study} ({run.folder.parent if run.folder else ''})",
-            "floor": found.floor,
-            "trial": point.trial,
-            "depth, width, runtime": point.shape,
-            "score": point.score,
-            "ms a call": point.latency_ms,
-            "pick": "pick" if point.trial == found.trial else "",
-        }
-        for run in runs
-        if (found := run.search) is not None
-        for point in found.front
-    ]
-    return pd.DataFrame(rows, columns=["search", "floor", "trial", "depth, width, runtime", "score", "ms a call",
-                                       "pick"])  # fmt: skip
-
-
 def budget_table(runs: list[TaskModelResults], rows: str = "method") -> pd.DataFrame:
     """Per task, row and step budget (``trainer.max_steps``), the best grid point at that budget (as
     :func:`best_settings` picks it) with its median, min and max over seeds; only tasks run at several budgets, and
@@ -291,15 +270,15 @@ def unknown_rows(runs: list[TaskModelResults], rows: str) -> str | None:
 
 def task_model_report(runs: list[TaskModelResults], rows: str, output: Path) -> ReportPart:
     """The task models' tables and plots: the protocol's table (a row per ``rows``, a column per task), the best
-    settings, every run, the shapes, the searches' fronts, the budget curves and the replacement plots."""
+    settings, every run, the shapes, the budget curves and the replacement plots (a search's front is the report's
+    own, :mod:`~theseus_pl.app.report.search_front`)."""
     tasks, table = build_table(runs, rows)
-    shapes, fronts = shape_table(runs), search_front_table(runs)
+    shapes = shape_table(runs)
     written = (
         write_tables(tasks, table, rows, output)
         + write_best_settings(best_settings(runs, rows), rows, output)
         + write_markdown_and_csv(run_table(runs), output, "runs")
         + (write_markdown_and_csv(shapes, output, "shapes") if not shapes.empty else [])
-        + (write_markdown_and_csv(fronts, output, "search_front") if not fronts.empty else [])
         + write_budget_curves(budget_table(runs, rows), rows, output)
         + write_plots(runs, output)
     )
