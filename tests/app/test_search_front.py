@@ -328,7 +328,7 @@ def test_a_shape_timed_slower_than_the_pick_cannot_be_the_pick_and_one_not_timed
     assert slower_than_the_pick({"optimizer.lr": 3e-4}, SHAPED[1:], pick, 0.0) is None  # one shape searched: none
 
 
-def test_a_trial_of_a_shape_slower_than_the_pick_is_pruned_before_training_and_counted(tmp_path):
+def test_a_trial_of_a_shape_slower_than_the_pick_is_pruned_before_training_and_counted(tmp_path, capsys):
     import json
 
     import optuna
@@ -365,6 +365,14 @@ def test_a_trial_of_a_shape_slower_than_the_pick_is_pruned_before_training_and_c
                                      "in an earlier trial, more than 10% slower than the pick's 6.00 ms (trial 1): it "
                                      "cannot be the pick"}  # fmt: skip
     assert not skipped_as_slower(study, study.ask(space), SearchSettings(max_score_drop=1.0, shape_margin=None))
+    # The sweep's report lists it among the trials the search ended, though it has no folder to find.
+    from theseus_pl.app.report.tables import report_command
+
+    report_command([tmp_path], "method", tmp_path / "report", True, pytest.fail)
+    assert (
+        f"1 trials a search ended without results (no point on its front):\n  {tmp_path / '2'} (never trained): "
+        "pruned before training: theseus.successor_layers=4 took 9.00 ms" in capsys.readouterr().out
+    )
 
 
 def test_a_reference_model_sits_on_the_front_beside_the_trials_never_the_pick_and_a_faster_one_is_said(

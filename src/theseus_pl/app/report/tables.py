@@ -46,21 +46,31 @@ def find_records(folders: Sequence[Path]) -> tuple[list[RunRecord], list[str]]:
 
 
 def ended_trials(folders: Sequence[Path]) -> list[str]:
-    """The trials a search below the folders ended without a record (pruned half-way, or failed as a run), each with
-    why: they will have no results, and are not among :func:`find_records`' jobs that have none yet."""
-    return [f"{job}: {why}" for job in _jobs_without_results(folders) if (why := ended_by_search(job)) is not None]
+    """The trials a search below the folders ended without a record, each with why: pruned half-way or failed as a
+    run (a job folder without results), and pruned before training (no folder at all, as its search's answer lists
+    them). None will have results, and none is among :func:`find_records`' jobs that have none yet."""
+    ended = [f"{job}: {why}" for job in _jobs_without_results(folders) if (why := ended_by_search(job)) is not None]
+    for answer in sorted({path for folder in folders for path in folder.rglob(f"{SEARCH_FOLDER}/{SEARCH_ANSWER}")}):
+        sweep = answer.parent.parent
+        ended += [f"{sweep / trial} (never trained): {why}" for trial, why in _ended_in(answer).items()
+                  if not (sweep / trial).exists()]  # fmt: skip
+    return ended
 
 
 def ended_by_search(job: Path) -> str | None:
     """Why the search of the sweep that holds ``job`` ended it without a record, as the search's answer
     (``<sweep>/search/search.json``) says of its trial (a trial's folder is its number); None for a job of any other
     sweep, or one that search did not end."""
-    answer = job.parent / SEARCH_FOLDER / SEARCH_ANSWER
+    return _ended_in(job.parent / SEARCH_FOLDER / SEARCH_ANSWER).get(job.name)
+
+
+def _ended_in(answer: Path) -> dict[str, str]:
+    """The trials a search's answer says it ended without a point (failed, pruned), by number, each with why."""
     try:
         written = json.loads(answer.read_text())
     except (OSError, ValueError):  # no search here, or its answer is being written
-        return None
-    return {**written.get("failed", {}), **written.get("pruned", {})}.get(job.name)
+        return {}
+    return {**written.get("failed", {}), **written.get("pruned", {})}
 
 
 def _jobs_without_results(folders: Sequence[Path]) -> list[Path]:
