@@ -119,6 +119,14 @@ def test_bad_search_settings_are_refused_in_one_line_each_before_any_trial(tiny_
         "(data.kind=task_model), sentence-embedding models (data.kind=embedding_model) for now; search this kind's "
         "settings with a plain sweep (-m key=a,b)."
     ]
+    assert search_refusals(["+experiment=minilm_embedding_quick", "+search=fastest_within"]) == [
+        "+search=fastest_within is written for data.kind=task_model runs (its space, their deployment); a "
+        "data.kind=embedding_model run's search is +search=fastest_embedding."
+    ]  # one line, not one a combination of its widths
+    embedding_search = [override.replace("fastest_within", "fastest_embedding") for override in overrides]
+    assert search_refusals(embedding_search)[0].startswith(
+        "+search=fastest_embedding is written for data.kind=embedding_model runs"
+    )
     assert search_refusals(["+experiment=demo", "seed=1,2"]) is None  # the basic sweeper's: checks.multirun's
 
 

@@ -97,6 +97,9 @@ class Kind(Generic[R]):
     # run folder, the serving batch size, the cache folder -> search_finding.ReferencePoint's): a sentence-embedding
     # search's model2vec static model of the same predecessor.
     search_references: Callable[[Path, int, Path], list[Any]] | None = None
+    # The +search= option written for its runs (conf/search/: its space, and the deployment every trial needs);
+    # empty: none. Another kind's option is refused on its runs in one line naming this one.
+    search_option: str = ""
 
 
 _KINDS: dict[str, Kind[Any]] = {}

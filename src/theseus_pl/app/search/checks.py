@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from theseus_pl.app.checks.multirun import CONFIG, job_refusals
 from theseus_pl.app.config.resolvers import run_kind_name
+from theseus_pl.app.results.registry import registered_kinds
 from theseus_pl.app.results.search_finding import searchable_kinds
 from theseus_pl.app.search.settings import PREFIX, SearchSettings
 from theseus_pl.core.settings import SettingsError
@@ -73,6 +74,13 @@ def trial_needs(cfg: DictConfig, settings: SearchSettings) -> list[str]:
         weighed = ", ".join(f"{described} (data.kind={name})" for name, described in searchable.items())
         return [f"data.kind={kind}: the search weighs {weighed} for now; search this kind's settings with a plain "
                 "sweep (-m key=a,b)."]  # fmt: skip
+    owners = {part.search_option: name for name, part in registered_kinds().items() if part.search_option}
+    chosen = OmegaConf.select(cfg, "hydra.runtime.choices.search")  # the +search= option, as Hydra composed it
+    if chosen in owners and owners[chosen] != kind:
+        own = registered_kinds()[kind].search_option
+        instead = f"+search={own}" if own else "a search config of its own (its space in hydra.sweeper.params)"
+        return [f"+search={chosen} is written for data.kind={owners[chosen]} runs (its space, their deployment); a "
+                f"data.kind={kind} run's search is {instead}."]  # fmt: skip
     problems = []
     if not wanted(cfg.deploy):
         problems.append("deploy.onnx=false: the search times each trial's deployed models; set deploy.onnx=true.")

@@ -71,6 +71,7 @@ KIND = Kind(
     deployer=Deployer(deploy=_deploy, plan=_planned),
     search_references=_static_reference,
     without_gguf="; its successor is a sentence-transformers folder already",
+    search_option="fastest_embedding",
     described="sentence-embedding models",
     methods_hint="on a sentence-embedding model use embedding_theseus, embedding_mse (embedding_fine_tuning on "
     "labelled pairs) or embedding_truncation",
