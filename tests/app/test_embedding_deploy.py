@@ -215,8 +215,9 @@ def test_model2vec_distils_the_predecessor_once_scored_and_timed_as_the_trials_a
     import model2vec.distill
     from embedding_models import with_a_listed_vocabulary
 
-    from theseus_pl.app.kinds.embedding_model.static_reference import LABEL, sentence_batches, static_reference
+    from theseus_pl.app.kinds.embedding_model.static_reference import LABEL, static_reference
     from theseus_pl.app.results.envelope import write_results
+    from theseus_pl.deployment.onnx_deployment import own_length_groups
 
     trial = shutil.copytree(embedding_run, tmp_path / "trial")
     record = read_run(trial / "results.json")
@@ -233,8 +234,8 @@ def test_model2vec_distils_the_predecessor_once_scored_and_timed_as_the_trials_a
 
     monkeypatch.setattr(model2vec.distill, "distill", no_distillation)
     assert static_reference(trial, 32, tmp_path / "cache")[0].score == pytest.approx(point.score)
-    assert sentence_batches(["aaa", "a", "aa"], 1) == [["aaa"], ["a"], ["aa"]]
-    assert sentence_batches(["aaa", "a", "aa", "aaaa"], 2) == [["a", "aa"], ["aaa", "aaaa"]]  # sorted, then cut
+    assert own_length_groups(["aaa", "a", "aa"], 1, len) == [["aaa"], ["a"], ["aa"]]  # as the trials' rows
+    assert own_length_groups(["aaa", "a", "aa", "aaaa"], 2, len) == [["a", "aa"], ["aaa", "aaaa"]]  # sorted, then cut
     monkeypatch.undo()
     with caplog.at_level(logging.WARNING):
         assert static_reference(embedding_run, 1, tmp_path / "cache") == []  # its tokenizer.json lists no word

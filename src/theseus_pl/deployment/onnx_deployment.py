@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import torch
 from transformers import PreTrainedTokenizerBase
@@ -47,6 +47,7 @@ from theseus_pl.deployment.targets import (
     pick_target,
 )
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 TOLERANCE = 1e-4  # the largest difference from PyTorch's logits an fp32 ONNX model may show
@@ -231,16 +232,22 @@ def timed_latency(
 def own_length_batches(
     rows: Sequence[Mapping[str, Any]], tokenizer: PreTrainedTokenizerBase, size: int
 ) -> list[dict[str, torch.Tensor]]:
-    """Dev rows as a server meets them: at batch 1 the first :data:`SINGLE_ROWS` one at a time, unpadded; at a larger
-    size the first :data:`OWN_LENGTH_BATCHES` x ``size`` sorted by length and cut into batches of ``size``, each padded
-    to its own longest row (as sentence-transformers' ``encode`` and a length-bucketing server batch them)."""
+    """Dev rows as a server meets them (:func:`own_length_groups`, by token count), each group padded to its own
+    longest row (as sentence-transformers' ``encode`` and a length-bucketing server batch them); a group of fewer
+    rows than ``size`` is repeated to fill it."""
+    groups = own_length_groups(rows, size, lambda row: len(row["input_ids"]))
+    return [padded_batch(group, tokenizer, size) for group in groups]
+
+
+def own_length_groups(rows: Sequence[T], size: int, length: Callable[[T], int]) -> list[list[T]]:
+    """The dev rows an own-lengths row is timed on: at batch 1 the first :data:`SINGLE_ROWS` one at a time; at a
+    larger size the first :data:`OWN_LENGTH_BATCHES` x ``size`` sorted by ``length`` and cut into groups of ``size``
+    (all of them as one group where there are fewer). Its texts' groups time a model that tokenises for itself
+    (model2vec's static model) on the rows the exported models are timed on."""
     if size == 1:
-        return [padded_batch([row], tokenizer, 1) for row in rows[:SINGLE_ROWS]]
-    picked = sorted(rows[: OWN_LENGTH_BATCHES * size], key=lambda row: len(row["input_ids"]))
-    starts = range(0, len(picked) - size + 1, size)
-    return [padded_batch(picked[start : start + size], tokenizer, size) for start in starts] or [
-        padded_batch(picked, tokenizer, size)  # fewer rows than one batch: repeated to fill it
-    ]
+        return [[row] for row in rows[:SINGLE_ROWS]]
+    picked = sorted(rows[: OWN_LENGTH_BATCHES * size], key=length)
+    return [picked[start : start + size] for start in range(0, len(picked) - size + 1, size)] or [picked]
 
 
 def cleared_export_folders(successor_dir: Path) -> list[Path]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -28,7 +27,7 @@ from theseus_pl.app.ship.deploy_folder import CONFIG
 from theseus_pl.core.embeddings import pair_spearman
 from theseus_pl.core.timing import p50_milliseconds, was_busy
 from theseus_pl.data.cache_entry import load_or_build
-from theseus_pl.deployment.targets import OWN_LENGTH_BATCHES, SINGLE_ROWS
+from theseus_pl.deployment.onnx_deployment import own_length_groups
 
 log = logging.getLogger(__name__)
 PCA_DIMS = 256  # model2vec's own default: its vectors' size
@@ -61,18 +60,9 @@ def static_reference(trial_folder: Path, batch_size: int, cache_dir: Path) -> li
     if not math.isfinite(score):  # constant vectors: every word outside its vocabulary
         log.warning("%s scored no number on the STS-B dev pairs (its vectors do not vary): not on the front", LABEL)
         return []
-    batches = sentence_batches([*rows["sentence1"], *rows["sentence2"]], batch_size)
+    batches = own_length_groups([*rows["sentence1"], *rows["sentence2"]], batch_size, len)  # the trials' rows
     milliseconds, other_cores = p50_milliseconds({LABEL: lambda: [model.encode(batch) for batch in batches]}, REPEATS)
     if was_busy(other_cores):  # kept, as deploy keeps a busy machine's latencies: said, not hidden
         log.warning("model2vec's static model was timed while other processes kept %.1f cores busy: its time on the "
                     "front is not its own alone; search again on a quiet machine to weigh it", other_cores)  # fmt: skip
     return [ReferencePoint(LABEL, score, milliseconds[LABEL] / len(batches))]
-
-
-def sentence_batches(sentences: Sequence[str], size: int) -> list[list[str]]:
-    """The dev sentences as the trials' deployments time them: at batch 1 the first :data:`SINGLE_ROWS` one at a
-    time; at a larger size the first :data:`OWN_LENGTH_BATCHES` x ``size``, sorted by length and cut into batches."""
-    if size == 1:
-        return [[sentence] for sentence in sentences[:SINGLE_ROWS]]
-    picked = sorted(sentences[: OWN_LENGTH_BATCHES * size], key=len)
-    return [picked[start : start + size] for start in range(0, len(picked) - size + 1, size)] or [picked]
