@@ -26,6 +26,10 @@ from test_app import CONF, EXPERIMENTS
 
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL
 from theseus_pl.app.config.resolvers import run_kind_name
+from theseus_pl.app.config.schema import config_problems
+from theseus_pl.app.kinds.language_model.config import LanguageModelConfig
+from theseus_pl.app.kinds.task_model.config import TaskModelConfig
+from theseus_pl.app.results.registry import registered_kinds
 from theseus_pl.app.run.pipeline import run
 
 # Alternatives: a run reads one of them, so the others stay unread by the tiny runs here.
@@ -96,7 +100,8 @@ def unread_keys(cfg: DictConfig, read: set[str]) -> list[str]:
     ]  # fmt: skip
 
 
-KIND_OF = {e: run_kind_name(compose_config(f"+experiment={e}")) for e in EXPERIMENTS}  # composed once: 0.1 s each
+COMPOSED = {e: compose_config(f"+experiment={e}") for e in EXPERIMENTS}  # composed once: 0.1 s each
+KIND_OF = {e: run_kind_name(cfg) for e, cfg in COMPOSED.items()}
 
 
 def experiments_of(kind: str) -> list[str]:
@@ -212,3 +217,22 @@ def test_the_recorder_finds_a_setting_nobody_reads(monkeypatch):
     assert {"data.window", "optimizer.lr"} <= read
     assert unread_keys(cfg, read | everything_else) == ["ignored.setting"]
     assert "schedule_steps" not in unread_keys(cfg, read)  # the replacement group interpolates it
+
+
+def test_every_experiment_and_search_is_described_by_its_kinds_typed_settings():
+    """The types a kind reads its settings through (its registration's ``config``) describe every key and value its
+    experiments and searches set, so a run reads each setting under the name and type its schema gives."""
+    composed = {**COMPOSED, "+search=fastest_within": compose_config("+search=fastest_within"),
+                "+search=fastest_embedding": compose_config("+experiment=minilm_embedding_quick",
+                                                            "+search=fastest_embedding")}  # fmt: skip
+    kinds = registered_kinds()
+    problems = {name: config_problems(cfg, kinds[run_kind_name(cfg)].config) for name, cfg in composed.items()}
+    assert {name: found for name, found in problems.items() if found} == {}
+
+
+def test_a_key_or_a_type_the_typed_settings_do_not_describe_is_found():
+    wrong_key = compose_config("+experiment=rte_curriculum", "+benchmark.warmup=3")
+    wrong_type = compose_config("+experiment=smollm2_quick", "data.window=wide")
+    assert config_problems(wrong_key, TaskModelConfig) == ["Key 'warmup' not in 'BenchmarkConfig' (TaskModelConfig)"]
+    assert "could not be converted to Integer" in config_problems(wrong_type, LanguageModelConfig)[0]
+    assert config_problems(compose_config("+experiment=rte_curriculum"), LanguageModelConfig)  # not its kind's data

@@ -26,6 +26,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from theseus_pl.app.config.schema import RunConfig
 from theseus_pl.app.results.envelope import RunRecord
 
 if TYPE_CHECKING:
@@ -74,6 +75,8 @@ class Kind(Generic[R]):
     # Its run for the one run skeleton (theseus_pl.app.run.pipeline), built from the config and the checked settings:
     # a RunKind, which sits above this wing (hence Any).
     run: Callable[[Any, Any], Any] | None = None
+    # The settings its run reads, typed (theseus_pl.app.config.schema): the groups every kind shares and its data.
+    config: type[RunConfig] = RunConfig
     card: Callable[[R, str | None], ModelCard] | None = None  # its successor's card; the hub id once published
     report: Callable[[list[R], str, Path], ReportPart] | None = None  # its tables: the runs, --rows, the folder
     # Its part of the W&B workspace and sweep report: a theseus_pl.app.tracking.dashboard.Dashboard (above this wing).

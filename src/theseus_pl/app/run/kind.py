@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 import lightning.pytorch as pl
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from theseus_pl.app.checks.settings import RunSettings
+from theseus_pl.app.config.schema import RunConfig
 from theseus_pl.app.methods.kind_models import KindModels
 from theseus_pl.app.methods.method import Method, MethodInputs
 from theseus_pl.app.predecessors.resumable_training import interrupted_at, work_folder
@@ -40,12 +41,21 @@ class RunKind(Generic[R]):
     description: str  # the kind in words
     loss: str = "the run's loss"  # what its methods train on, in words (--check's plan)
     datamodule: pl.LightningDataModule
+    # The composed config read as the kind's settings types (its registration's ``config``): ``cfg`` typed. The
+    # checks read ``cfg``, naming each key they refuse; the run reads its values here.
+    config: RunConfig
 
     def __init__(self, cfg: DictConfig, settings: RunSettings) -> None:
         self.cfg, self.settings = cfg, settings
+        self.config = cast(RunConfig, cfg)  # Hydra's structured-config reading: each value looked up when read
         self.output_dir = Path(cfg.paths.output_dir)
         self.cache_dir = Path(cfg.paths.cache_dir)  # predecessors, tokenised data, the bf16 measurement
         self._interrupted: dict[Path, int | None] = {}
+
+    def finetune_settings(self) -> dict[str, Any]:
+        """The predecessor's fine-tuning (an encoder's on its task) or adaptation (a decoder's to its text) as its
+        module takes them: resolved, since a sweep interpolates them."""
+        return OmegaConf.to_container(self.cfg.finetune, resolve=True)  # type: ignore[return-value]  # a mapping
 
     def check(self) -> None:
         """Raise :class:`~theseus_pl.app.checks.refused.RunRefused` with the settings' problems and this kind's

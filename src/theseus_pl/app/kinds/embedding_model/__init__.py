@@ -8,6 +8,7 @@ from typing import Any
 
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL
 from theseus_pl.app.kinds.embedding_model.card import embedding_model_card
+from theseus_pl.app.kinds.embedding_model.config import EmbeddingModelConfig
 from theseus_pl.app.kinds.embedding_model.dashboard import EMBEDDING_MODEL_DASHBOARD
 from theseus_pl.app.kinds.embedding_model.record import EmbeddingModelResults
 from theseus_pl.app.kinds.embedding_model.report import STEM, write_embedding_model_report
@@ -63,6 +64,7 @@ KIND = Kind(
     name=EMBEDDING_MODEL,
     record=EmbeddingModelResults,
     run=_run,
+    config=EmbeddingModelConfig,
     method_problems=_method_problems,
     card=embedding_model_card,
     dashboard=EMBEDDING_MODEL_DASHBOARD,

@@ -32,6 +32,7 @@ from theseus_pl.app.checks.schedule import monitor_problems, schedule_problems, 
 from theseus_pl.app.checks.settings import successor_depth_problems
 from theseus_pl.app.checks.trainer import device_problems
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL
+from theseus_pl.app.kinds.embedding_model.config import EmbeddingModelConfig
 from theseus_pl.app.kinds.embedding_model.models import SentenceModels, sentence_metrics
 from theseus_pl.app.kinds.embedding_model.record import (
     PAIRS_LOSS,
@@ -67,6 +68,7 @@ STS_TASK = "STS-B"  # scored on its dev pairs; its training sentences may be tra
 class EmbeddingModelRun(RunKind[EmbeddingModelResults]):
     """A sentence-transformers model compressed to its own sentence vectors (``data=sentences``)."""
 
+    config: EmbeddingModelConfig  # its settings, typed (the registration's config)
     name = EMBEDDING_MODEL
     description = "sentence-embedding model (a sentence-transformers encoder compressed by depth)"
     datamodule: SentenceDataModule | SentencePairDataModule
@@ -127,18 +129,18 @@ class EmbeddingModelRun(RunKind[EmbeddingModelResults]):
             raise RunRefused(problems)
 
     def prepare_data(self) -> None:
-        data = self.cfg.data
+        data, seed = self.config.data, self.config.seed
         if self.on_pairs:  # the gold scores are the labels: no teacher vectors to make
             self.datamodule = SentencePairDataModule(
                 self.predecessor.tokenizer, self.train_pairs, self.held_out_pairs, max_length=data.max_length,
                 batch_size=data.batch_size, eval_batch_size=data.eval_batch_size,
-                group_by_length=data.group_by_length, seed=self.cfg.seed,
+                group_by_length=data.group_by_length, seed=seed,
             )  # fmt: skip
             return
         self.datamodule = SentenceDataModule(
             self.predecessor.tokenizer, self.train_sentences, self.held_out, max_length=data.max_length,
             batch_size=data.batch_size, eval_batch_size=data.eval_batch_size, group_by_length=data.group_by_length,
-            seed=self.cfg.seed,
+            seed=seed,
         )  # fmt: skip
         from theseus_pl.core.embeddings import embedding_encoder
 
@@ -190,21 +192,21 @@ class EmbeddingModelRun(RunKind[EmbeddingModelResults]):
         return load_or_build(path, load, build, "the predecessor's STS-B dev score")[0]
 
     def plan(self, steps: int | None, world_size: int, precision: str) -> list[str]:
-        cfg, datamodule = self.cfg, self.datamodule
+        config, datamodule = self.config, self.datamodule
         if isinstance(datamodule, SentencePairDataModule):
             train, held_out, unit = len(datamodule.pairs["train"]), len(datamodule.pairs["validation"]), "pairs"
             train_sentences = 2 * train
         else:
             train, held_out, unit = len(datamodule.texts["train"]), len(datamodule.texts["validation"]), "sentences"
             train_sentences = train
-        seen = (steps or 0) * rows_per_step(cfg, world_size)
-        named = hub_id(cfg.model) or self.predecessor_dir
+        seen = (steps or 0) * rows_per_step(self.cfg, world_size)
+        named, described = hub_id(self.cfg.model) or self.predecessor_dir, _describe(self.cfg.data, self.source)
         return [
-            f"data: {_describe(cfg.data, self.source)}: {train:,} training {unit} (at most {datamodule.max_length} "
-            f"tokens a sentence), {held_out:,} held out; scored on {len(self.sts_pairs):,} STS-B dev pairs",
+            f"data: {described}: {train:,} training {unit} (at most {datamodule.max_length} tokens a sentence), "
+            f"{held_out:,} held out; scored on {len(self.sts_pairs):,} STS-B dev pairs",
             f"predecessor: {named}, {self.layers} layers, {self.predecessor.get_embedding_dimension()}-dimensional "
             "vectors (its pooling kept)",
-            f"training: {steps:,} optimizer steps of {cfg.data.batch_size} sentences{each_process(world_size)} "
+            f"training: {steps:,} optimizer steps of {config.data.batch_size} sentences{each_process(world_size)} "
             f"({seen:,} sentences, {seen / max(train_sentences, 1):.1f} passes)",
         ]
 
@@ -226,7 +228,9 @@ class EmbeddingModelRun(RunKind[EmbeddingModelResults]):
 
         from theseus_pl.core.embeddings import fidelity, sts_spearman, with_encoder
 
-        cfg, datamodule = self.cfg, self.datamodule
+        cfg, config, datamodule = self.cfg, self.config, self.datamodule
+        assert self.settings.theseus is not None  # a run whose Theseus settings have problems is refused
+        theseus = self.settings.theseus
         _, best_step = load_best_checkpoint(trainer, method)
         compact = method.successor()
         assert isinstance(compact, SentenceObjective)  # every method of this kind gives one
@@ -243,16 +247,16 @@ class EmbeddingModelRun(RunKind[EmbeddingModelResults]):
             train, held_out, train_pairs = datamodule.texts["train"], datamodule.texts["validation"], None
         close = fidelity(successor, self.predecessor, held_out)
         steps = trainer.global_step if trainer is not None else 0
-        init = cfg.theseus.init
+        init = theseus.init
         return EmbeddingModelResults(
             method=method.name,
-            settings={"optimizer.lr": cfg.optimizer.lr, **budget_settings(cfg.trainer),
-                      "theseus.successor_layers": cfg.theseus.successor_layers, "theseus.init": init,
-                      "data.max_sentences": cfg.data.get("max_sentences"), "seed": cfg.seed},
+            settings={"optimizer.lr": config.optimizer.lr, **budget_settings(config.trainer),
+                      "theseus.successor_layers": theseus.successor_layers, "theseus.init": init,
+                      "data.max_sentences": cfg.data.get("max_sentences"), "seed": config.seed},
             predecessor=_side(self.predecessor, self.predecessor_dir, self._predecessor_sts()),
             successor=_side(successor, str(successor_dir), sts_spearman(successor, sentences1, sentences2, scores),
                             **close),
-            kept_layers=successor_source_layers(self.layers, cfg.theseus.successor_layers, init),
+            kept_layers=successor_source_layers(self.layers, theseus.successor_layers, init),
             base_model=hub_id(cfg.model),
             data=EmbeddingData(
                 source=_describe(cfg.data, self.source), train_sentences=len(train), held_out_sentences=len(held_out),
@@ -265,7 +269,7 @@ class EmbeddingModelRun(RunKind[EmbeddingModelResults]):
             resumed_from=resumed_from,
             schedule=method.schedule.describe() if method.schedule else None,
             successor_finetuning_steps=successor_finetuning_steps(method.schedule, steps),
-            seed=cfg.seed,
+            seed=config.seed,
             hardware=hardware,
             wandb=link,
         )  # fmt: skip
@@ -303,10 +307,11 @@ class EmbeddingModelRun(RunKind[EmbeddingModelResults]):
             from theseus_pl.core.embeddings import sentence_speed
 
             sentences = [*self.sts_pairs["sentence1"], *self.sts_pairs["sentence2"]]
-            results.speed = sentence_speed(self.predecessor, self.successor, sentences, self.cfg.benchmark.batch_size,
-                                           self.cfg.benchmark.repeats)  # fmt: skip
+            benchmark = self.config.benchmark
+            results.speed = sentence_speed(self.predecessor, self.successor, sentences, benchmark.batch_size,
+                                           benchmark.repeats)  # fmt: skip
 
-        if self.cfg.benchmark.repeats:
+        if self.config.benchmark.repeats:
             steps.append(("speed", speed))
         if settings is not None and wanted(self.cfg.deploy):
             steps.append(("deployment", deployment))

@@ -7,6 +7,7 @@ from typing import Any
 
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.kinds.language_model.card import language_model_card
+from theseus_pl.app.kinds.language_model.config import LanguageModelConfig
 from theseus_pl.app.kinds.language_model.dashboard import LANGUAGE_MODEL_DASHBOARD
 from theseus_pl.app.kinds.language_model.record import LanguageModelResults
 from theseus_pl.app.kinds.language_model.report import write_language_model_report
@@ -37,6 +38,7 @@ KIND = Kind(
     name=LANGUAGE_MODEL,
     record=LanguageModelResults,
     run=_run,
+    config=LanguageModelConfig,
     method_problems=_method_problems,
     card=language_model_card,
     dashboard=LANGUAGE_MODEL_DASHBOARD,

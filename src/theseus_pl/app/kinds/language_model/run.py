@@ -18,7 +18,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from datasets import Dataset
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
@@ -34,6 +34,7 @@ from theseus_pl.app.checks.schedule import schedule_problems, validation_problem
 from theseus_pl.app.checks.trainer import device_problems
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.kinds.language_model.checks import harness_task_folders, language_model_problems
+from theseus_pl.app.kinds.language_model.config import LanguageModelConfig
 from theseus_pl.app.kinds.language_model.data import language_model_datamodule
 from theseus_pl.app.kinds.language_model.record import (
     GenerationSample,
@@ -79,6 +80,7 @@ SAMPLE_TOKENS = 20
 class LanguageModelRun(RunKind[LanguageModelResults]):
     """A decoder LM compressed on text (``data=lm_text``)."""
 
+    config: LanguageModelConfig  # its settings, typed (the registration's config)
     name = LANGUAGE_MODEL
     description = "language model (a decoder compressed on text)"
     datamodule: LanguageModelingDataModule
@@ -114,36 +116,36 @@ class LanguageModelRun(RunKind[LanguageModelResults]):
         self.other_windows = _other_windows(self.cfg, self.tokenizer, self.cache_dir)
 
     def plan(self, steps: int | None, world_size: int, precision: str) -> list[str]:
-        cfg, datamodule = self.cfg, self.datamodule
+        config, datamodule = self.config, self.datamodule
         train, held_out = len(datamodule.splits["train"]), len(datamodule.splits["validation"])
         window, batch = datamodule.window, datamodule.batch_size
-        tokens = (steps or 0) * rows_per_step(cfg, world_size) * window
+        tokens = (steps or 0) * rows_per_step(self.cfg, world_size) * window
         layers = AutoConfig.from_pretrained(self.predecessor_dir).num_hidden_layers
-        named = hub_id(cfg.model) or cfg.model.get("gguf") or cfg.model.get("base") or cfg.model.get("predecessor")
+        named = hub_id(self.cfg.model) or config.model.gguf or config.model.base or config.model.predecessor
         made = "converted from its GGUF file, cached" if self.origin == "gguf" else "given"
         other = (
-            [f"other held-out text: {_other_source(cfg).describe()}: {len(self.other_windows):,} windows scored"]
+            [f"other held-out text: {_other_source(self.cfg).describe()}: {len(self.other_windows):,} windows scored"]
             if self.other_windows is not None
             else []
         )
         method = self.settings.method
         if self._adapts_teacher():
             entry = self._adapted_entry(precision)
-            state = entry_state(entry, cfg.finetune.steps, self.interrupted_training(entry), "adapted to the text",
+            state = entry_state(entry, config.finetune.steps, self.interrupted_training(entry), "adapted to the text",
                                 "adapting it to the text", "adaptation to the text")  # fmt: skip
             other.append(
-                f"teacher: the predecessor adapted to the text ({batch} windows a step at lr {cfg.finetune.lr:g}, "
+                f"teacher: the predecessor adapted to the text ({batch} windows a step at lr {config.finetune.lr:g}, "
                 f"every parameter; {state})"
             )
-        lm_eval = cfg.evaluation.lm_eval
+        lm_eval = config.evaluation.lm_eval
         if lm_eval.tasks:
             limit = f", at most {lm_eval.limit} examples a task" if lm_eval.limit else ""
             other.append(f"lm-eval: {', '.join(lm_eval.tasks)} on both models, {lm_eval.num_fewshot}-shot, fp32{limit}")
         memory = []
         if method is not None and method.trains:
-            peak = peak_memory_estimate(cfg, method, AutoConfig.from_pretrained(self.predecessor_dir))
+            peak = peak_memory_estimate(self.cfg, method, AutoConfig.from_pretrained(self.predecessor_dir))
             where = (" on each device" if world_size > 1 else "") + (
-                ", activations checkpointed" if cfg.get("activation_checkpointing") else ""
+                ", activations checkpointed" if config.activation_checkpointing else ""
             )
             memory.append(f"memory: about {peak / 2**30:.1f} GiB at the training step's peak{where} (the decoder "
                           "guide's formula)")  # fmt: skip
@@ -160,11 +162,10 @@ class LanguageModelRun(RunKind[LanguageModelResults]):
         """The predecessor adapted to the training text, where the method distils from it (from the cache, or
         fine-tuned into it now)."""
         if self._adapts_teacher():
-            cfg = self.cfg
-            finetune = OmegaConf.to_container(cfg.finetune, resolve=True)
+            config = self.config
             self.adapted_dir = adapted_predecessor(
-                self.predecessor_dir, self.datamodule, finetune, cfg.seed, self.cache_dir, evaluation,
-                cfg.checkpoint.every_n_steps, cfg.callbacks.get("resume_checkpoint") is not None,
+                self.predecessor_dir, self.datamodule, self.finetune_settings(), config.seed, self.cache_dir,
+                evaluation, config.checkpoint.every_n_steps, config.callbacks.get("resume_checkpoint") is not None,
             )  # fmt: skip
 
     def stand_in_predecessor(self, folder: Path, evaluation: dict[str, Any]) -> PredecessorTraining | None:
@@ -175,7 +176,7 @@ class LanguageModelRun(RunKind[LanguageModelResults]):
         entry = self._adapted_entry(evaluation["precision"])
         if is_cached(entry):
             return None
-        finetune = OmegaConf.to_container(self.cfg.finetune, resolve=True)
+        finetune = self.finetune_settings()
         done = self.interrupted_training(entry) or 0  # an interrupted adaptation has only the rest to run
         return PredecessorTraining(adaptation_module(self.predecessor_dir, finetune), finetune["steps"] - done,
                                    "the predecessor's adaptation to the text", validates=False)  # fmt: skip
@@ -186,8 +187,7 @@ class LanguageModelRun(RunKind[LanguageModelResults]):
 
     def _adapted_entry(self, precision: str) -> Path:
         """The folder the predecessor adapted to the text is cached in, made or not."""
-        finetune = OmegaConf.to_container(self.cfg.finetune, resolve=True)
-        return adapted_folder(self.predecessor_dir, self.datamodule, finetune, self.cfg.seed,
+        return adapted_folder(self.predecessor_dir, self.datamodule, self.finetune_settings(), self.config.seed,
                               self.cache_dir, precision)  # fmt: skip
 
     def data_fingerprint(self) -> tuple[str, str] | None:
@@ -210,8 +210,9 @@ class LanguageModelRun(RunKind[LanguageModelResults]):
         link: WandbLink | None,
     ) -> LanguageModelResults:
         """The last step's model exported and scored as users will load it, in the same pass as the predecessor."""
-        cfg, datamodule, tokenizer = self.cfg, self.datamodule, self.tokenizer
-        assert self.settings.method is not None  # a run whose method settings have problems is refused
+        cfg, config, datamodule, tokenizer = self.cfg, self.config, self.datamodule, self.tokenizer
+        assert self.settings.method is not None and self.settings.theseus is not None  # else refused in its check
+        theseus, lm_eval = self.settings.theseus, config.evaluation.lm_eval
         steps = trainer.global_step if trainer is not None else 0
         successor_dir = empty_successor_folder(self.output_dir)
         method.successor().save_pretrained(successor_dir)
@@ -223,19 +224,18 @@ class LanguageModelRun(RunKind[LanguageModelResults]):
         self.teacher = teacher = load_causal_lm(self.adapted_dir).eval() if self.adapted_dir is not None else None
         return LanguageModelResults(
             method=method.name,
-            settings={"optimizer.lr": cfg.optimizer.lr, **budget_settings(cfg.trainer),
-                      "theseus.successor_layers": cfg.theseus.successor_layers,
-                      "theseus.init": self.settings.method.start_layers(cfg.theseus.init, LanguageModels()),
-                      "seed": cfg.seed,
+            settings={"optimizer.lr": config.optimizer.lr, **budget_settings(config.trainer),
+                      "theseus.successor_layers": theseus.successor_layers,
+                      "theseus.init": self.settings.method.start_layers(theseus.init, LanguageModels()),
+                      "seed": config.seed,
                       # the distillation's loss (method.alpha: 0 the LM loss, 1 the KL alone, between: a mix)
                       **{f"method.{key}": cfg.method[key] for key in ("alpha", "temperature") if key in cfg.method},
-                      **({"finetune.steps": cfg.finetune.steps} if self.adapted_dir is not None else {}),
+                      **({"finetune.steps": config.finetune.steps} if self.adapted_dir is not None else {}),
                       # lm-eval on each task's first examples only: no score of the whole task (card, report)
-                      **({"evaluation.lm_eval.limit": cfg.evaluation.lm_eval.limit}
-                         if cfg.evaluation.lm_eval.get("limit") and cfg.evaluation.lm_eval.tasks else {}),
+                      **({"evaluation.lm_eval.limit": lm_eval.limit} if lm_eval.limit and lm_eval.tasks else {}),
                       # the embeddings, final norm and head trained from the switch on (the card says which)
                       **({"theseus.finetune_shared": True}
-                         if self.settings.method.replaces_modules and cfg.theseus.finetune_shared else {})},
+                         if self.settings.method.replaces_modules and theseus.finetune_shared else {})},
             predecessor=_side(predecessor, self.predecessor_dir, _reference_side(metrics), self.origin,
                               _reference_side(other) if other else None),
             successor=_side(successor, str(successor_dir), metrics,
@@ -248,7 +248,7 @@ class LanguageModelRun(RunKind[LanguageModelResults]):
             resumed_from=resumed_from,
             schedule=method.schedule.describe() if method.schedule else None,
             successor_finetuning_steps=successor_finetuning_steps(method.schedule, steps),
-            seed=cfg.seed,
+            seed=config.seed,
             hardware=hardware,
             wandb=link,
         )  # fmt: skip
@@ -273,9 +273,9 @@ class LanguageModelRun(RunKind[LanguageModelResults]):
     def _harness_scores(self, results: LanguageModelResults) -> None:
         """The models' lm-eval scores in fp32 on the run's device; the predecessor's (and the adapted teacher's)
         from the cache when a run before scored it the same way."""
-        lm_eval, cache_dir = self.cfg.evaluation.lm_eval, self.cache_dir
+        lm_eval, cache_dir = self.config.evaluation.lm_eval, self.cache_dir
         tasks, folders = list(lm_eval.tasks), harness_task_folders(lm_eval, cache_dir)
-        device = "cuda" if torch.cuda.is_available() and self.cfg.trainer.accelerator != "cpu" else "cpu"
+        device = "cuda" if torch.cuda.is_available() and self.config.trainer["accelerator"] != "cpu" else "cpu"
         options = {"num_fewshot": lm_eval.num_fewshot, "limit": lm_eval.limit, "batch_size": lm_eval.batch_size}
 
         def score(model: PreTrainedModel) -> dict[str, dict[str, float]]:
@@ -297,17 +297,17 @@ class LanguageModelRun(RunKind[LanguageModelResults]):
         steps: list[tuple[str, Callable[[], object]]] = []
 
         def speed() -> None:
-            benchmark = self.cfg.benchmark
+            benchmark = self.config.benchmark
             results.speed = _speed(self.predecessor, self.successor, self.datamodule, benchmark.batch_size,
                                    benchmark.repeats)  # fmt: skip
 
         def sample() -> None:
             results.sample = _sample(self.predecessor, self.successor, self.tokenizer)
 
-        if self.cfg.benchmark.repeats:
+        if self.config.benchmark.repeats:
             steps.append(("speed", speed))
         steps.append(("sample", sample))
-        if self.cfg.evaluation.lm_eval.tasks:
+        if self.config.evaluation.lm_eval.tasks:
             steps.append(("lm_eval", lambda: self._harness_scores(results)))
         if self.settings.deploy is not None and self.settings.deploy.gguf:
             steps.append(("gguf", lambda: self._gguf(results)))
@@ -318,8 +318,8 @@ class LanguageModelRun(RunKind[LanguageModelResults]):
         """The successor as GGUF files (``deploy.gguf``), checked and timed (:func:`shipped_gguf`)."""
         assert self.settings.deploy is not None
         results.gguf = shipped_gguf(
-            self.cfg, self.settings.deploy, Path(results.successor.dir), self.successor, self.predecessor_dir,
-            self.origin, self.datamodule,
+            self.config, self.cache_dir, self.settings.deploy, Path(results.successor.dir), self.successor,
+            self.predecessor_dir, self.origin, self.datamodule,
         )  # fmt: skip
 
     def publish(self, experiment: Any, results: LanguageModelResults, results_path: Path) -> None:

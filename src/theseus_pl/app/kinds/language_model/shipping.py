@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from hydra import compose, initialize_config_module
 from hydra.errors import HydraException
@@ -16,6 +16,7 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 from theseus_pl.app.checks.multirun import CONFIG
 from theseus_pl.app.config.resolvers import register_resolvers
 from theseus_pl.app.kinds.language_model.checks import gguf_deploy_problems
+from theseus_pl.app.kinds.language_model.config import LanguageModelConfig
 from theseus_pl.app.kinds.language_model.data import language_model_datamodule
 from theseus_pl.app.kinds.language_model.record import LanguageModelResults
 from theseus_pl.app.results.reading import read_run
@@ -33,7 +34,8 @@ GGUF_CHECK_WINDOWS = 4  # held-out windows a GGUF file's logits are checked on
 
 
 def shipped_gguf(
-    cfg: DictConfig,
+    config: LanguageModelConfig,
+    cache_dir: Path,
     deploy: DeploySettings,
     successor_dir: Path,
     successor: PreTrainedModel,
@@ -51,9 +53,9 @@ def shipped_gguf(
     windows = collate_windows(list(validation.select(range(min(GGUF_CHECK_WINDOWS, len(validation))))))
     return deploy_gguf(
         successor_dir, successor, _local_folder(predecessor), list(deploy.gguf), windows["input_ids"],
-        Path(cfg.model.gguf).expanduser() if origin == "gguf" else None,
+        Path(config.model.gguf).expanduser() if origin == "gguf" and config.model.gguf else None,
         {"repeats": deploy.repeats, "new_tokens": DECODE_TOKENS, "threads": deploy.threads} if timed else None,
-        Path(cfg.paths.cache_dir),
+        cache_dir,
     )  # fmt: skip
 
 
@@ -63,7 +65,8 @@ def deploy_language_model_run(run_dir: Path, deploy: DeploySettings) -> list[dic
     any export where the files cannot be made or timed as asked."""
     results, cfg, successor_dir = _checked_language_model_run(run_dir, deploy)
     tokenizer = AutoTokenizer.from_pretrained(successor_dir)
-    datamodule = language_model_datamodule(cfg, tokenizer, Path(cfg.paths.cache_dir))
+    cache_dir = Path(cfg.paths.cache_dir)
+    datamodule = language_model_datamodule(cfg, tokenizer, cache_dir)
     datamodule.setup("fit")
     successor = load_causal_lm(successor_dir).eval()
     origin = results.predecessor.origin or "given"
@@ -71,7 +74,16 @@ def deploy_language_model_run(run_dir: Path, deploy: DeploySettings) -> list[dic
         run_dir,
         results,
         "gguf",
-        lambda: shipped_gguf(cfg, deploy, successor_dir, successor, results.predecessor.dir, origin, datamodule),
+        lambda: shipped_gguf(
+            cast(LanguageModelConfig, cfg),
+            cache_dir,
+            deploy,
+            successor_dir,
+            successor,
+            results.predecessor.dir,
+            origin,
+            datamodule,
+        ),
         lambda rows: [row["file"] for row in rows],
     )
 

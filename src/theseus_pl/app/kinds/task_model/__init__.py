@@ -7,6 +7,7 @@ from typing import Any
 
 from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.kinds.task_model.card import task_model_card
+from theseus_pl.app.kinds.task_model.config import TaskModelConfig
 from theseus_pl.app.kinds.task_model.dashboard import TASK_MODEL_DASHBOARD
 from theseus_pl.app.kinds.task_model.record import TaskModelResults
 from theseus_pl.app.kinds.task_model.report import task_model_report, unknown_rows
@@ -44,6 +45,7 @@ KIND = Kind(
     name=TASK_MODEL,
     record=TaskModelResults,
     run=_run,
+    config=TaskModelConfig,
     method_problems=_method_problems,
     card=task_model_card,
     dashboard=TASK_MODEL_DASHBOARD,

@@ -14,10 +14,11 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from transformers import AutoConfig
 
 from theseus_pl.app.kinds.task_model.checks import checked_datamodule
+from theseus_pl.app.kinds.task_model.config import TaskModelConfig
 from theseus_pl.app.kinds.task_model.record import (
     DataFacts,
     LayerCounts,
@@ -60,6 +61,7 @@ log = logging.getLogger(__name__)
 class TaskModelRun(RunKind[TaskModelResults]):
     """An encoder compressed on a task (``data.task`` or your files)."""
 
+    config: TaskModelConfig  # its settings, typed (the registration's config)
     description = "task model (an encoder compressed on a task)"
 
     datamodule: TextTaskDataModule
@@ -70,46 +72,45 @@ class TaskModelRun(RunKind[TaskModelResults]):
         self.name = self.datamodule.task.name
 
     def prepare_predecessor(self, evaluation: dict[str, Any]) -> None:
-        cfg = self.cfg
-        finetune = OmegaConf.to_container(cfg.finetune, resolve=True)  # resolved: sweeps interpolate values
+        config = self.config
         self.predecessor = prepare_predecessor(
-            cfg.model.base, cfg.model.predecessor, self.datamodule, finetune, cfg.seed, self.cache_dir,
-            evaluation, cfg.checkpoint.every_n_steps, cfg.callbacks.get("resume_checkpoint") is not None,
+            config.model.base, config.model.predecessor, self.datamodule, self.finetune_settings(), config.seed,
+            self.cache_dir, evaluation, config.checkpoint.every_n_steps,
+            config.callbacks.get("resume_checkpoint") is not None,
         )  # fmt: skip
 
     def stand_in_predecessor(self, folder: Path, evaluation: dict[str, Any]) -> PredecessorTraining | None:
-        cfg, datamodule = self.cfg, self.datamodule
-        finetune = OmegaConf.to_container(cfg.finetune, resolve=True)
+        config, datamodule = self.config, self.datamodule
         cached = self._cached_predecessor(evaluation["precision"])
-        if cfg.model.predecessor or is_cached(cached):
+        if config.model.predecessor or is_cached(cached):
             self.prepare_predecessor(evaluation)  # given, or from the cache: nothing is trained
             return None
-        model = load_classifier(cfg.model.base, datamodule.task, new_head=True)
+        model = load_classifier(config.model.base, datamodule.task, new_head=True)
         model.save_pretrained(folder)
         self.predecessor = Predecessor(str(folder), "stand-in")
         done = self.interrupted_training(cached) or 0  # an interrupted fine-tuning has only the rest to run
         return PredecessorTraining(
-            fine_tuning_module(model, datamodule.task, finetune),
+            fine_tuning_module(model, datamodule.task, self.finetune_settings()),
             self._fine_tuning_batches() - done,
             "the predecessor's fine-tuning",
             validates=True,
         )
 
     def plan(self, steps: int | None, world_size: int, precision: str) -> list[str]:
-        cfg, datamodule = self.cfg, self.datamodule
+        config, datamodule = self.config, self.datamodule
         task = datamodule.task
         datamodule.setup("fit")  # the splits the check tokenised, from the cache
         train = len(datamodule.splits["train"])
         scored = ", ".join(f"{len(datamodule.splits[split]):,} {split}" for split in task.eval_splits)
-        named = cfg.model.predecessor or cfg.model.base
-        made = "given, fine-tuned already" if cfg.model.predecessor else self._predecessor_state(precision)
-        seen = (steps or 0) * rows_per_step(cfg, world_size)
+        named = config.model.predecessor or config.model.base
+        made = "given, fine-tuned already" if config.model.predecessor else self._predecessor_state(precision)
+        seen = (steps or 0) * rows_per_step(self.cfg, world_size)
         rows = f"{seen:,} rows, {seen / train:.1f} epochs" if steps else ""
         return [
             f"data: {task.name}, {datamodule.source.describe(task)}: {train:,} training rows; scored on {scored} rows",
             f"predecessor: {named} ({made}), {AutoConfig.from_pretrained(named).num_hidden_layers} layers",
             f"training: {f'{steps:,}' if steps else 'up to trainer.max_epochs'} optimizer steps of "
-            f"{cfg.data.batch_size} rows" + each_process(world_size) + (f" ({rows})" if rows else ""),
+            f"{config.data.batch_size} rows" + each_process(world_size) + (f" ({rows})" if rows else ""),
         ]
 
     def _predecessor_state(self, precision: str) -> str:
@@ -126,12 +127,12 @@ class TaskModelRun(RunKind[TaskModelResults]):
 
     def _cached_predecessor(self, precision: str) -> Path:
         """The folder the predecessor fine-tuned from the base is cached in, made or not."""
-        cfg, finetune = self.cfg, OmegaConf.to_container(self.cfg.finetune, resolve=True)
-        return cached_predecessor_folder(cfg.model.base, self.datamodule, finetune, cfg.seed, self.cache_dir,
-                                         precision)  # fmt: skip
+        config = self.config
+        return cached_predecessor_folder(config.model.base, self.datamodule, self.finetune_settings(), config.seed,
+                                         self.cache_dir, precision)  # fmt: skip
 
     def _fine_tuning_batches(self) -> int:
-        return self.cfg.finetune.epochs * len(self.datamodule.train_dataloader())
+        return self.config.finetune.epochs * len(self.datamodule.train_dataloader())
 
     def data_fingerprint(self) -> tuple[str, str] | None:
         # own files (data.files) may be edited under the same settings; GLUE's and the hub's are named by them
@@ -154,13 +155,15 @@ class TaskModelRun(RunKind[TaskModelResults]):
     ) -> TaskModelResults:
         """The best checkpoint on the dev score (where callbacks chose one) exported and scored as users will load
         it, beside the predecessor."""
-        cfg, datamodule, predecessor = self.cfg, self.datamodule, self.predecessor
+        config, datamodule, predecessor = self.config, self.datamodule, self.predecessor
         task = datamodule.task
         assert trainer is not None and method.module is not None  # every task-model method trains
         assert self.settings.method is not None  # a run whose method settings have problems is refused
         best, best_step = load_best_checkpoint(trainer, method)
         single_modules = (
-            single_module_scores(method.module.model, datamodule, evaluation) if cfg.evaluation.single_modules else None
+            single_module_scores(method.module.model, datamodule, evaluation)
+            if config.evaluation.single_modules
+            else None
         )
         successor_dir = empty_successor_folder(self.output_dir)
         save_successor(method.successor(), successor_dir, datamodule.tokenizer)
@@ -173,14 +176,14 @@ class TaskModelRun(RunKind[TaskModelResults]):
         return TaskModelResults(
             task=task.name,
             method=method.name,
-            settings=_settings(cfg, self.settings.method, TaskModels(task)),
+            settings=_settings(self.cfg, self.settings.method, TaskModels(task)),
             predecessor=PredecessorResult(
                 score=predecessor_metrics.pop("score"), metrics=predecessor_metrics, dir=predecessor.directory,
                 origin=predecessor.origin, shape=ModelShape(**shape_of(predecessor_model.config)),
             ),
             successor=SuccessorResult(
                 score=successor_metrics.pop("score"), metrics=successor_metrics,
-                best_checkpoint=best if cfg.checkpoint.keep else None,  # else deleted as the run finishes
+                best_checkpoint=best if config.checkpoint.keep else None,  # else deleted as the run finishes
                 best_step=best_step,
                 shape=ModelShape(**shape_of(successor.config)),
                 format="pickled module" if is_pickled(successor_dir) else "transformers",
@@ -197,20 +200,20 @@ class TaskModelRun(RunKind[TaskModelResults]):
             successor_finetuning_steps=successor_finetuning_steps(schedule, trainer.global_step),
             steps=trainer.global_step,
             resumed_from=resumed_from,
-            base_model=hub_id(cfg.model),
-            data=_data_facts(cfg, datamodule),
-            seed=cfg.seed,
+            base_model=hub_id(self.cfg.model),
+            data=_data_facts(config, datamodule),
+            seed=config.seed,
             hardware=hardware,
             single_module_scores=single_modules,
             wandb=link,
         )  # fmt: skip
 
     def optional_steps(self, results: TaskModelResults) -> list[tuple[str, Callable[[], object]]]:
-        cfg, successor_dir = self.cfg, Path(results.successor_dir)
+        config, successor_dir = self.config, Path(results.successor_dir)
         steps: list[tuple[str, Callable[[], object]]] = []
 
         def measure_speedup() -> None:
-            speedup, other_cores = _speedup(self.predecessor_model, self.successor, self.datamodule, cfg)
+            speedup, other_cores = _speedup(self.predecessor_model, self.successor, self.datamodule, config)
             if was_busy(other_cores):  # timed beside other work: not the model's
                 log.warning("The speed-up was timed while other processes used %.2f cores, twice: not recorded.",
                             other_cores)  # fmt: skip
@@ -224,9 +227,9 @@ class TaskModelRun(RunKind[TaskModelResults]):
                 successor_dir, self.settings.deploy, self.datamodule, self.predecessor_model, directory
             )
 
-        if cfg.benchmark.repeats:
+        if config.benchmark.repeats:
             steps.append(("speedup", measure_speedup))
-        if self.settings.deploy is not None and wanted(cfg.deploy):
+        if self.settings.deploy is not None and wanted(self.cfg.deploy):
             steps.append(("deployment", deployment))
         steps.append(("model_card", lambda: write_model_card(successor_dir, results)))
         return steps
@@ -235,7 +238,7 @@ class TaskModelRun(RunKind[TaskModelResults]):
         successor_dir = Path(results.successor_dir)
         files = {"results.json": results_path, "config.yaml": self.output_dir / ".hydra" / "config.yaml",
                  "model_card.md": successor_dir / "README.md"}  # fmt: skip
-        publish(experiment, results, files, successor_dir, self.cfg.logger.wandb.get("log_model", False))
+        publish(experiment, results, files, successor_dir, self.config.logger.wandb.get("log_model", False))
 
 
 def single_module_scores(
@@ -276,7 +279,7 @@ def _settings(cfg: DictConfig, method: CompressionMethod, models: TaskModels) ->
     return flat
 
 
-def _data_facts(cfg: DictConfig, datamodule: TextTaskDataModule) -> DataFacts:
+def _data_facts(config: TaskModelConfig, datamodule: TextTaskDataModule) -> DataFacts:
     """What the model card says about the data: sizes, labels, and the hub dataset (GLUE tasks only)."""
     task = datamodule.task
     return DataFacts(
@@ -286,7 +289,7 @@ def _data_facts(cfg: DictConfig, datamodule: TextTaskDataModule) -> DataFacts:
         text_columns=list(task.text_columns),
         labels=list(task.label_names),
         source=datamodule.source.describe(task),
-        dataset=cfg.data.hub_dataset if task.hub_config and not cfg.data.files else None,
+        dataset=config.data.hub_dataset if task.hub_config and not config.data.files else None,
         dataset_config=task.hub_config,
     )
 
@@ -309,10 +312,10 @@ def _count(model: torch.nn.Module) -> int:
 
 
 def _speedup(
-    predecessor: torch.nn.Module, successor: torch.nn.Module, datamodule: TextTaskDataModule, cfg: DictConfig
+    predecessor: torch.nn.Module, successor: torch.nn.Module, datamodule: TextTaskDataModule, config: TaskModelConfig
 ) -> tuple[float, float | None]:
-    device = "cuda" if uses_gpu(str(cfg.trainer.get("accelerator", "auto"))) else "cpu"
+    device = "cuda" if uses_gpu(str(config.trainer.get("accelerator", "auto"))) else "cpu"
     split = datamodule.splits[datamodule.task.eval_splits[0]]
-    rows = split.select(range(min(cfg.benchmark.batch_size, len(split))))
+    rows = split.select(range(min(config.benchmark.batch_size, len(split))))
     batch = {k: v.to(device) for k, v in datamodule.collate(list(rows)).items()}
-    return inference_speedup(predecessor.to(device), successor.to(device), batch, cfg.benchmark.repeats)
+    return inference_speedup(predecessor.to(device), successor.to(device), batch, config.benchmark.repeats)
