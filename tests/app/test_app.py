@@ -20,8 +20,9 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL
 from theseus_pl.app.config.resolvers import run_kind_name
-from theseus_pl.app.kinds.task_model.record import read_task_model_results
+from theseus_pl.app.kinds.task_model.record import TaskModelResults
 from theseus_pl.app.methods.schedules import build_schedule
+from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.run.stages import run_hardware
 from theseus_pl.core.io import PICKLED
@@ -128,7 +129,7 @@ def test_pipeline_end_to_end_on_a_tiny_model(tiny_base, glue_dir, tmp_path):
     for key in ("task", "retained", "speedup", "successor_dir", "params", "data"):
         assert key in file
     assert set(file["predecessor"]) >= {"score", "metrics"} and set(file["successor"]) >= {"score", "metrics"}
-    written = read_task_model_results(tmp_path / "run" / "results.json")
+    written = read_run(tmp_path / "run" / "results.json", TaskModelResults)
     assert written == results
     assert written.task == "RTE"
     assert written.predecessor.metrics == {"accuracy": pytest.approx(written.predecessor.score / 100)}

@@ -3,7 +3,8 @@
 import pytest
 from app_runs import compose_config
 
-from theseus_pl.app.kinds.task_model.record import LayerCounts, read_task_model_results
+from theseus_pl.app.kinds.task_model.record import LayerCounts, TaskModelResults
+from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run.pipeline import run
 
 pytestmark = pytest.mark.slow
@@ -21,7 +22,7 @@ def test_sst2_quick_gives_a_successor_that_learned_the_task(real_glue_dir, tmp_p
         "trainer.val_check_interval=200", "optimizer.lr=2e-4",
         f"paths.cache_dir={tmp_path / 'cache'}", f"paths.output_dir={tmp_path / 'run'}",
     ))  # fmt: skip
-    assert read_task_model_results(tmp_path / "run" / "results.json").successor == results.successor
+    assert read_run(tmp_path / "run" / "results.json", TaskModelResults).successor == results.successor
     assert (results.data.train_size, results.data.eval_size) == (4000, 872)
     assert results.layers == LayerCounts(predecessor=6, successor=3)
     assert results.predecessor.score > 80

@@ -13,7 +13,8 @@ from test_ablations import sweep_config
 from test_wandb_runs import multirun_overrides
 from wandb_records import read_offline_run
 
-from theseus_pl.app.kinds.task_model.record import read_task_model_results
+from theseus_pl.app.kinds.task_model.record import TaskModelResults
+from theseus_pl.app.results.reading import read_run
 
 
 @pytest.mark.parametrize(
@@ -91,7 +92,7 @@ def test_the_local_try_of_a_slurm_sweep_runs_each_job_in_its_own_process(tiny_ba
     job_ids = {str(OmegaConf.load(sweep / str(job) / ".hydra" / "hydra.yaml").hydra.job.id) for job in (0, 1)}
     assert len(submitted) == 2 and job_ids == submitted and all(i.isdigit() for i in job_ids)
 
-    results = [read_task_model_results(sweep / str(job) / "results.json") for job in (0, 1)]
+    results = [read_run(sweep / str(job) / "results.json", TaskModelResults) for job in (0, 1)]
     assert results[0].hardware == results[1].hardware  # one precision for the sweep
     assert sorted(r.predecessor.origin for r in results) == ["cache", "fine-tuned"]  # built once, by one job
     assert len([p for p in (tmp_path / "cache" / "predecessors").iterdir() if not p.name.startswith(".")]) == 1

@@ -8,7 +8,7 @@ from app_runs import compose_config
 from huggingface_hub import ModelCard
 from results_records import V1_RESULTS, V2_LANGUAGE_MODEL, a_run, an_embedding_run
 
-from theseus_pl.app.kinds.task_model.record import DataFacts, LayerCounts, ParamCounts, read_task_model_results
+from theseus_pl.app.kinds.task_model.record import DataFacts, LayerCounts, ParamCounts, TaskModelResults
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run.stages import hub_id
 from theseus_pl.app.ship.model_card import model_card, write_model_card
@@ -65,7 +65,7 @@ def test_own_data_has_no_hub_dataset_and_missing_numbers_are_not_invented():
 
 def test_the_card_of_a_version_1_results_file_is_the_card_its_run_wrote(tmp_path):
     # model_card_v1.md is the README.md theseus_pl wrote (at 0fa8775) for the run of results_v1.json.
-    path = write_model_card(tmp_path, read_task_model_results(V1_RESULTS))
+    path = write_model_card(tmp_path, read_run(V1_RESULTS, TaskModelResults))
     assert path.read_text() == (V1_RESULTS.parent / "model_card_v1.md").read_text()
     assert "## Deployment" in path.read_text()
 

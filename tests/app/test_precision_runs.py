@@ -3,7 +3,8 @@
 import pytest
 from app_runs import compose_config, tiny_run_overrides
 
-from theseus_pl.app.kinds.task_model.record import read_task_model_results
+from theseus_pl.app.kinds.task_model.record import TaskModelResults
+from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.core.precision import RELEVANT_FLAGS, this_cpu
 from theseus_pl.lightning.precision import run_precision
@@ -21,7 +22,7 @@ def test_each_method_trains_under_bf16_autocast_on_the_cpu(method, tiny_base, gl
     assert results.steps == 6 and results.successor.score is not None
     assert results.hardware.precision == results.hardware.precision_requested == "bf16-mixed"
     assert results.hardware.precision_reason == "set by trainer.precision"
-    assert read_task_model_results(tmp_path / "run" / "results.json").hardware == results.hardware
+    assert read_run(tmp_path / "run" / "results.json", TaskModelResults).hardware == results.hardware
 
 
 def test_auto_resolves_by_this_cpu_and_is_recorded(tiny_base, glue_dir, tmp_path):

@@ -21,10 +21,11 @@ from raise_at_step import RaiseAtStep
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from theseus_pl.app.kinds.task_model import run as task_model_run
-from theseus_pl.app.kinds.task_model.record import read_task_model_results
+from theseus_pl.app.kinds.task_model.record import TaskModelResults
 from theseus_pl.app.predecessors import resumable_training
 from theseus_pl.app.predecessors.classifier import cache_key, cached_predecessor_folder, fine_tune, load_classifier
 from theseus_pl.app.predecessors.resumable_training import WORK_VERSIONS, interrupted_at, library_versions, work_folder
+from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run.pipeline import plan, run
 from theseus_pl.app.run.stages import evaluation_settings, run_hardware
 from theseus_pl.core.precision import resolve_precision
@@ -133,7 +134,7 @@ def test_two_jobs_at_once_fine_tune_their_shared_predecessor_once(base_overrides
     for job in jobs:
         assert job.wait(timeout=300) == 0, job.stderr.read()[-3000:]
     origins = sorted(
-        read_task_model_results(tmp_path / name / "results.json").predecessor.origin for name in ("a", "b")
+        read_run(tmp_path / name / "results.json", TaskModelResults).predecessor.origin for name in ("a", "b")
     )
     assert origins == ["cache", "fine-tuned"]
     assert len([p for p in (tmp_path / "cache" / "predecessors").iterdir() if not p.name.startswith(".")]) == 1

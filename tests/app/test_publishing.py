@@ -15,7 +15,8 @@ from huggingface_hub.errors import HTTPError
 from huggingface_hub.utils import filter_repo_objects
 from results_records import a_run, an_embedding_run, plant, plant_new_kind
 
-from theseus_pl.app.kinds.task_model.record import read_task_model_results
+from theseus_pl.app.kinds.task_model.record import TaskModelResults
+from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.ship.model_card import model_card
 from theseus_pl.app.ship.publishing import NO_TOKEN
@@ -111,7 +112,7 @@ def test_a_dry_run_lists_exactly_the_successors_files_and_changes_nothing(finish
     listed, _, out = dry_run(finished_run, capsys)
     assert set(listed) == SUCCESSOR_FILES  # no checkpoint, log, config, W&B run or results.json
     assert all(listed[name] == (successor / name).stat().st_size for name in SUCCESSOR_FILES - {"README.md"})
-    card = str(model_card(read_task_model_results(finished_run / "results.json"), REPO))
+    card = str(model_card(read_run(finished_run / "results.json", TaskModelResults), REPO))
     assert listed["README.md"] == len(card.encode())  # the card as it will go up: rewritten for the repo
     assert f"Would publish {successor} to {REPO} (public if created" in out
     assert out.endswith(f"Dry run: nothing was uploaded. The model would be at https://huggingface.co/{REPO}\n")
@@ -120,7 +121,7 @@ def test_a_dry_run_lists_exactly_the_successors_files_and_changes_nothing(finish
 
 def test_the_card_header_carries_the_hubs_metadata(finished_run, capsys):
     _, header, _ = dry_run(finished_run, capsys)
-    results = read_task_model_results(finished_run / "results.json")
+    results = read_run(finished_run / "results.json", TaskModelResults)
     assert header["library_name"] == "transformers" and header["pipeline_tag"] == "text-classification"
     assert header["base_model"] == "org/tiny-base" and header["datasets"] == ["nyu-mll/glue"]
     (entry,) = header["model-index"][0]["results"]
@@ -144,7 +145,7 @@ def test_publishing_creates_the_repo_and_uploads_the_successor_folder_alone(a_co
     assert (upload["repo_id"], upload["folder_path"], upload["repo_type"]) == (REPO, successor, "model")
     assert upload["commit_message"] == "RTE: 2-layer successor (theseus_curriculum), from theseus_pl"
     assert set(hub.uploaded) == SUCCESSOR_FILES
-    card = str(model_card(read_task_model_results(a_copy / "results.json"), REPO))
+    card = str(model_card(read_run(a_copy / "results.json", TaskModelResults), REPO))
     assert hub.uploaded["README.md"].decode() == card == (successor / "README.md").read_text()
     assert f'pipeline("text-classification", model="{REPO}")' in card
     assert f'onnxruntime.InferenceSession(hf_hub_download("{REPO}", "onnx/model_int8.onnx"))' in card

@@ -16,7 +16,8 @@ from omegaconf import OmegaConf
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.resume import training_settings
 from theseus_pl.app.config.run_folder import folder_problem, record_subdir
-from theseus_pl.app.kinds.task_model.record import read_task_model_results
+from theseus_pl.app.kinds.task_model.record import TaskModelResults
+from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run.pipeline import plan, run
 from theseus_pl.app.run.stages import run_hardware
 from theseus_pl.deploy import main as deploy_main
@@ -167,7 +168,7 @@ def test_ctrl_c_during_training_says_where_a_rerun_resumes_from(tiny_base, glue_
     resumed = run_command([sys.executable, "-m", "theseus_pl", *overrides, f"hydra.run.dir={folder}",
                            "benchmark.repeats=2"], env=env, timeout=600)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert read_task_model_results(folder / "results.json").resumed_from == str(folder / "checkpoints" / "last.ckpt")
+    assert read_run(folder / "results.json", TaskModelResults).resumed_from == str(folder / "checkpoints" / "last.ckpt")
     config = OmegaConf.load(folder / ".hydra" / "config.yaml")
     assert config.benchmark.repeats == 2 and "stop" not in config.callbacks
     assert "benchmark.repeats=2" in OmegaConf.load(folder / ".hydra" / "overrides.yaml")

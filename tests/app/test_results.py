@@ -7,7 +7,7 @@ import pytest
 from results_records import V1_RESULTS, V2_LANGUAGE_MODEL, V2_RESULTS, a_run
 
 from theseus_pl.app.kinds.language_model.record import LanguageModelResults
-from theseus_pl.app.kinds.task_model.record import ModelShape, TaskModelResults, read_task_model_results
+from theseus_pl.app.kinds.task_model.record import ModelShape, TaskModelResults
 from theseus_pl.app.results.deployment_block import deployment_dict, read_deployment, write_deployment
 from theseus_pl.app.results.envelope import SCHEMA_VERSION, ResultsError, WandbLink, write_results
 from theseus_pl.app.results.reading import read_run
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.quick
 
 
 def test_a_version_1_file_loads_into_the_record():
-    results = read_task_model_results(V1_RESULTS)
+    results = read_run(V1_RESULTS, TaskModelResults)
     assert (results.task, results.method, results.steps, results.seed) == ("RTE", "theseus_curriculum", 6, 42)
     assert results.folder == V1_RESULTS.parent
     assert results.predecessor.origin == "fine-tuned" and results.predecessor.metrics == {"accuracy": 0.5}
@@ -38,11 +38,11 @@ def test_a_version_1_file_loads_into_the_record():
 
 def test_the_new_file_differs_from_version_1_only_by_its_schema_version_and_kind(tmp_path):
     version_1 = V1_RESULTS.read_text()
-    written = write_results(tmp_path / "results.json", read_task_model_results(V1_RESULTS)).read_text()
+    written = write_results(tmp_path / "results.json", read_run(V1_RESULTS, TaskModelResults)).read_text()
     assert written == version_1.replace(
         "{\n", f'{{\n  "schema_version": {SCHEMA_VERSION},\n  "kind": "task_model",\n', 1
     )
-    layout = read_task_model_results(V1_RESULTS).to_dict()
+    layout = read_run(V1_RESULTS, TaskModelResults).to_dict()
     assert layout.pop("schema_version") == 3 and layout.pop("kind") == "task_model"
     assert list(layout.items()) == list(json.loads(version_1).items())
     assert [path.name for path in tmp_path.iterdir()] == ["results.json"]  # written atomically: no staged file left
@@ -50,14 +50,14 @@ def test_the_new_file_differs_from_version_1_only_by_its_schema_version_and_kind
 
 def test_a_record_round_trips_through_its_file(tmp_path):
     record = a_run(
-        deployment=read_task_model_results(V1_RESULTS).deployment,
+        deployment=read_run(V1_RESULTS, TaskModelResults).deployment,
         wandb=WandbLink(id="x1", name="RTE theseus_curriculum", group="g", url=None, dir="/runs/run/wandb/run-x1"),
         single_module_scores=[61.0, 64.5],
         failed_steps={"speedup": "RuntimeError: out of memory"},
         resumed_from="/runs/run/checkpoints/last.ckpt",
     )
     path = write_results(tmp_path / "results.json", record)
-    again = read_task_model_results(path)
+    again = read_run(path, TaskModelResults)
     assert again == record and again.folder == tmp_path
     assert list(json.loads(path.read_text()).items())[:2] == [("schema_version", 3), ("kind", "task_model")]
     assert json.loads(path.read_text()) == json.loads(json.dumps(record.to_dict()))
@@ -67,7 +67,7 @@ def test_a_record_is_written_before_its_wall_time_is_known(tmp_path):
     record = a_run(wall_seconds=None)
     written = json.loads(write_results(tmp_path / "results.json", record).read_text())
     assert list(written)[-2:] == ["retained", "retained_note"] and "wall_seconds" not in written
-    assert read_task_model_results(tmp_path / "results.json") == record
+    assert read_run(tmp_path / "results.json", TaskModelResults) == record
 
 
 def test_a_score_that_is_not_a_number_is_written_as_null_and_nothing_is_retained(tmp_path):
@@ -76,7 +76,7 @@ def test_a_score_that_is_not_a_number_is_written_as_null_and_nothing_is_retained
     written = json.loads(write_results(tmp_path / "results.json", record).read_text())
     assert written["successor"]["score"] is None and written["successor"]["metrics"] == {"accuracy": None}
     assert written["retained"] is None and written["retained_note"] == record.retained_note
-    again = read_task_model_results(tmp_path / "results.json")
+    again = read_run(tmp_path / "results.json", TaskModelResults)
     assert again.successor.score is None and again.retained is None and again.retained_note == record.retained_note
 
 
@@ -97,7 +97,7 @@ def test_a_file_of_an_older_theseus_pl_gets_the_defaults_of_the_keys_it_lacks(tm
         del older[part]["shape"]
     del older["successor"]["format"], older["params"]["successor_layers"]
     (tmp_path / "results.json").write_text(json.dumps(older))
-    results = read_task_model_results(tmp_path / "results.json")
+    results = read_run(tmp_path / "results.json", TaskModelResults)
     assert results.failed_steps == {} and results.wandb is None and results.deployment is None
     assert results.predecessor.shape is None and results.successor.format == "transformers"
     assert results.params.successor_layers is None and results.wall_seconds is None
@@ -108,7 +108,7 @@ def test_a_newer_schema_or_a_missing_key_is_refused_with_what_to_do(tmp_path):
     path = tmp_path / "results.json"
     path.write_text(json.dumps({"schema_version": 4, **json.loads(V1_RESULTS.read_text())}))
     with pytest.raises(ResultsError, match=r"schema version 4; this theseus_pl reads versions 1 to 3: upgrade"):
-        read_task_model_results(path)
+        read_run(path, TaskModelResults)
     for dropped in ("steps", "predecessor.score", "data.labels", "successor.shape.layers", "deployment.onnx"):
         data = json.loads(V1_RESULTS.read_text())
         *parents, key = dropped.split(".")
@@ -118,11 +118,11 @@ def test_a_newer_schema_or_a_missing_key_is_refused_with_what_to_do(tmp_path):
         del holder[key]
         path.write_text(json.dumps(data))
         with pytest.raises(ResultsError, match=rf"^{path}: no {dropped}: not a theseus_pl results.json"):
-            read_task_model_results(path)
+            read_run(path, TaskModelResults)
 
 
 def test_the_deployment_block_alone_round_trips_through_deployment_json(tmp_path):
-    deployment = read_task_model_results(V1_RESULTS).deployment
+    deployment = read_run(V1_RESULTS, TaskModelResults).deployment
     path = write_deployment(tmp_path / "deployment.json", deployment)
     assert read_deployment(path) == deployment
     assert (
@@ -131,7 +131,7 @@ def test_the_deployment_block_alone_round_trips_through_deployment_json(tmp_path
 
 
 def test_lookup_follows_a_dotted_results_path():
-    results = read_task_model_results(V1_RESULTS)
+    results = read_run(V1_RESULTS, TaskModelResults)
     assert results.lookup("method") == "theseus_curriculum"
     assert results.lookup("layers.successor") == 2 and results.lookup("successor.shape.intermediate_size") == 37
     assert results.lookup("successor.metrics.accuracy") == 0.5 and results.lookup("retained") == 1.0
@@ -142,7 +142,7 @@ def test_lookup_follows_a_dotted_results_path():
 
 
 def test_the_summary_gives_the_headline_and_each_deployed_model():
-    summary = read_task_model_results(V1_RESULTS).summary()
+    summary = read_run(V1_RESULTS, TaskModelResults).summary()
     assert summary["final/successor_score"] == 50.0 and summary["final/retained"] == 1.0
     assert summary["final/params_successor"] == 26252.0 and summary["final/speedup"] == pytest.approx(1.2804, abs=1e-4)
     assert summary["final/deploy/onnx_int8_score"] == 50.0
@@ -159,7 +159,7 @@ def test_records_compare_by_what_the_file_holds_not_by_where_it_was_read():
 
 def test_todays_files_of_both_kinds_load_through_the_one_reader(tmp_path):
     task_model, language_model = read_run(V2_RESULTS), read_run(V2_LANGUAGE_MODEL)
-    assert isinstance(task_model, TaskModelResults) and task_model == read_task_model_results(V1_RESULTS)
+    assert isinstance(task_model, TaskModelResults) and task_model == read_run(V1_RESULTS, TaskModelResults)
     assert isinstance(language_model, LanguageModelResults) and language_model.folder == V2_LANGUAGE_MODEL.parent
     assert (language_model.method, language_model.steps, language_model.seed) == ("lm_theseus", 150, 42)
     assert language_model.successor.perplexity == 38.06
@@ -196,8 +196,11 @@ def test_both_kinds_share_the_envelope_and_name_their_own_headline():
 
 
 def test_a_reader_of_one_kind_refuses_the_other_and_an_unknown_kind_is_named(tmp_path):
-    with pytest.raises(ResultsError, match=r"kind 'language_model'; this reads task-model runs \('task_model'\) only"):
-        read_task_model_results(V2_LANGUAGE_MODEL)
+    with pytest.raises(
+        ResultsError, match=r"kind 'language_model'; this reads 'task_model' runs only \(TaskModelResults\)"
+    ):
+        read_run(V2_LANGUAGE_MODEL, TaskModelResults)
+    assert isinstance(read_run(V2_LANGUAGE_MODEL, LanguageModelResults), LanguageModelResults)
     path = tmp_path / "results.json"
     path.write_text(json.dumps({**json.loads(V2_LANGUAGE_MODEL.read_text()), "schema_version": 3, "kind": "vision"}))
     with pytest.raises(ResultsError, match=r"of kind 'vision'; this theseus_pl reads task_model, language_model"):
@@ -249,7 +252,8 @@ def test_the_records_the_writer_writes_read_back_whatever_their_values(tmp_path)
     assert read_run(path).successor.perplexity is None
     written = write_results(tmp_path / "results.json", a_run(successor_score=float("nan"), wall_seconds=3))
     assert (
-        read_task_model_results(written).successor.score is None and read_task_model_results(written).wall_seconds == 3
+        read_run(written, TaskModelResults).successor.score is None
+        and read_run(written, TaskModelResults).wall_seconds == 3
     )
     with pytest.raises(ResultsError, match=r"holds a value of the wrong shape"):
         read_run(_edited(tmp_path, V1_RESULTS, "deployment.settings.batch_sizes", 4))

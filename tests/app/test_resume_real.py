@@ -12,7 +12,8 @@ from app_runs import compose_config, tiny_run_overrides
 from command_runs import seed_machine_bf16
 from test_app import logged
 
-from theseus_pl.app.kinds.task_model.record import read_task_model_results
+from theseus_pl.app.kinds.task_model.record import TaskModelResults
+from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run.pipeline import run
 
 pytestmark = pytest.mark.slow
@@ -55,4 +56,4 @@ def test_a_run_killed_at_a_random_step_resumes_exactly(tiny_base, real_glue_dir,
     assert logged(folder) == logged(tmp_path / "whole"), context  # every row once: none lost, none twice
     for part in ("predecessor", "successor"):
         assert getattr(resumed, part).score == getattr(whole, part).score, context
-    assert read_task_model_results(folder / "results.json").steps == 40
+    assert read_run(folder / "results.json", TaskModelResults).steps == 40

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from theseus_pl.app.kinds.task_model.record import read_task_model_results
+from theseus_pl.app.kinds.task_model.record import TaskModelResults
+from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.search.front import TrialPoint, fastest_within, front_table, pareto_front, plot_front
 
 pytestmark = pytest.mark.quick
@@ -96,7 +97,7 @@ def test_a_study_of_planted_trials_gives_its_front_table_plot_and_pick(tmp_path,
     assert (tmp_path / "search" / "front.md").is_file() and (tmp_path / "search" / "front.png").is_file()
 
     # The pick's record and card name the search; another call on the folder that picks another trial moves them.
-    found = read_task_model_results(tmp_path / "1" / "results.json").search
+    found = read_run(tmp_path / "1" / "results.json", TaskModelResults).search
     assert found is not None and (found.trial, found.trials, found.floor) == (1, 5, pytest.approx(79.2))
     assert [(p.trial, p.shape) for p in found.front] == [(3, "1 layers, onnx_int8"), (1, "3 layers, onnx_int8"),
                                                          (0, "4 layers, onnx_int8")]  # fmt: skip
@@ -107,14 +108,14 @@ def test_a_study_of_planted_trials_gives_its_front_table_plot_and_pick(tmp_path,
         "on AMD EPYC 9R14" in " ".join(card.split())
         and "| 1 (this model) | 3 layers, onnx_int8 | 79.50 | 6.00 |" in card
     )
-    assert all(read_task_model_results(tmp_path / str(n) / "results.json").search is None for n in (0, 2, 3))
+    assert all(read_run(tmp_path / str(n) / "results.json", TaskModelResults).search is None for n in (0, 2, 3))
     import shutil
 
     shutil.rmtree(tmp_path / "2")  # a trial's folder deleted since: passed over, not a traceback
     assert write_answer(study, SearchSettings(max_score_drop=0.5), tmp_path / "search").number == 0
-    assert read_task_model_results(tmp_path / "1" / "results.json").search is None
+    assert read_run(tmp_path / "1" / "results.json", TaskModelResults).search is None
     assert "Found by a search" not in (tmp_path / "1" / "successor" / "README.md").read_text()
-    assert read_task_model_results(tmp_path / "0" / "results.json").search.trial == 0
+    assert read_run(tmp_path / "0" / "results.json", TaskModelResults).search.trial == 0
     # The sweep's report reads the front from the pick's record, as it reads any run.
     from theseus_pl.report import main as report
 
@@ -262,7 +263,6 @@ def test_a_sentence_embedding_search_weighs_its_trials_on_sts_and_its_pick_card_
     from results_records import V1_RESULTS, an_embedding_run, plant
 
     from theseus_pl.app.kinds.embedding_model.record import EmbeddingSide
-    from theseus_pl.app.results.reading import read_run
     from theseus_pl.app.search.settings import SearchSettings
     from theseus_pl.app.search.sweeper import OUTCOME, tell, write_answer
 
@@ -271,7 +271,7 @@ def test_a_sentence_embedding_search_weighs_its_trials_on_sts_and_its_pick_card_
     for number, (layers, int8_score) in enumerate([(3, 81.6), (2, 79.0)]):
         folder = tmp_path / str(number)
         deployment = replace(
-            read_task_model_results(V1_RESULTS).deployment,
+            read_run(V1_RESULTS, TaskModelResults).deployment,
             target="onnx_int8",
             latency_ms={"batch_1_own_lengths": {k: v * layers for k, v in timed.items()}},
             dev_score={"pytorch_successor": 81.8, "onnx_fp32": 81.8, "onnx_int8": int8_score},

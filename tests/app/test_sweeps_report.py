@@ -21,9 +21,10 @@ from transformers import AutoConfig
 from transformers.models.bert.modeling_bert import BertLayer
 
 from theseus_pl.app.config.resolvers import package_path
-from theseus_pl.app.kinds.task_model.record import ModelShape, ParamCounts, read_task_model_results
+from theseus_pl.app.kinds.task_model.record import ModelShape, ParamCounts, TaskModelResults
 from theseus_pl.app.kinds.task_model.report import budget_table, build_table, find_runs
 from theseus_pl.app.results.envelope import WandbLink, write_results
+from theseus_pl.app.results.reading import read_run
 from theseus_pl.report import main
 
 SWEEPS = Path(__file__).parents[2] / "sweeps"
@@ -79,7 +80,7 @@ def test_cells_are_the_best_setting_of_the_median_over_seeds(tmp_path):
     assert "| theseus_curriculum | 50.00 | 74.00 | 62.00 |" in lines
     assert "| fine_tuning |  | 60.00 |  |" in lines
     assert (tmp_path / "out" / "table.csv").read_text().splitlines()[0] == "method,CoLA,RTE,macro"
-    by_lr = build_table([read_task_model_results(p) for p in tmp_path.glob("[ab]*/results.json")], "optimizer.lr")[1]
+    by_lr = build_table([read_run(p, TaskModelResults) for p in tmp_path.glob("[ab]*/results.json")], "optimizer.lr")[1]
     assert by_lr["2e-05"] == {"RTE": 74.0} and by_lr["1e-05"] == {"RTE": 73.0}
 
 
@@ -87,7 +88,7 @@ def test_the_runs_list_names_each_runs_wandb_run_where_it_had_one(tmp_path):
     fake_run(tmp_path / "a", "RTE", "theseus_curriculum", 70.0)
     fake_run(tmp_path / "b", "RTE", "kd", 65.0)
     run_folder = tmp_path / "a" / "wandb" / "offline-run-20261122_100000-x1"
-    linked = read_task_model_results(tmp_path / "a" / "results.json")
+    linked = read_run(tmp_path / "a" / "results.json", TaskModelResults)
     linked.wandb = WandbLink(id="x1", name="RTE theseus_curriculum lr=2e-05", group="g", url="https://w/x1",
                              dir=str(run_folder))  # fmt: skip
     write_results(tmp_path / "a" / "results.json", linked)
@@ -188,7 +189,7 @@ def test_a_two_by_two_multirun_end_to_end(tiny_base, glue_dir, tmp_path):
          f"hydra.sweep.dir={sweep_dir}"], timeout=900,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr[-3000:]
-    results = [read_task_model_results(path) for path in sorted(sweep_dir.glob("*/results.json"))]
+    results = [read_run(path, TaskModelResults) for path in sorted(sweep_dir.glob("*/results.json"))]
     assert len(results) == 4
     assert {(r.settings["optimizer.lr"], r.settings["replacement.b"]) for r in results} == {
         (1e-3, 0.1), (1e-3, 0.5), (3e-3, 0.1), (3e-3, 0.5)
@@ -323,7 +324,7 @@ def test_the_protocol_sweep_runs_every_method_on_a_tiny_model(tiny_base, glue_di
          "hydra/launcher=basic", "protocol.point=a,c", "seed=1,2", f"hydra.sweep.dir={sweep_dir}"], timeout=1500,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr[-3000:]
-    results = [read_task_model_results(path) for path in sorted(sweep_dir.glob("*/results.json"))]
+    results = [read_run(path, TaskModelResults) for path in sorted(sweep_dir.glob("*/results.json"))]
     assert len(results) == 5 * 2 * 2
     methods = {"fine_tuning", "kd", "theseus_constant", "theseus_curriculum", "theseus_anti_curriculum"}
     assert {r.method for r in results} == methods

@@ -14,7 +14,8 @@ from conftest import tiny_model
 from glue_files import write_tsv
 from wandb_records import read_offline_run
 
-from theseus_pl.app.kinds.task_model.record import read_task_model_results
+from theseus_pl.app.kinds.task_model.record import TaskModelResults
+from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run.pipeline import run
 from theseus_pl.app.tracking.run_identity import model_tag, run_identity, swept_values
 
@@ -63,7 +64,7 @@ def test_a_multirun_gives_each_job_its_own_named_grouped_summarised_run(tiny_bas
     runs = []
     for job in range(3):
         (offline,) = offline_runs(sweep / str(job))  # exactly one run per job, in the job's own folder
-        results = read_task_model_results(sweep / str(job) / "results.json")
+        results = read_run(sweep / str(job) / "results.json", TaskModelResults)
         assert results.wandb.id == offline.id and results.wandb.group == "sweep_2026"
         assert results.wandb.url is None  # offline
         assert offline.exit_code == 0

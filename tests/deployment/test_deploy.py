@@ -14,9 +14,10 @@ from omegaconf import OmegaConf
 from results_records import plant_new_kind
 from transformers import BertModel
 
-from theseus_pl.app.kinds.task_model.record import read_task_model_results
+from theseus_pl.app.kinds.task_model.record import TaskModelResults
 from theseus_pl.app.kinds.task_model.shipping import deploy_model
 from theseus_pl.app.results.deployment_block import deployment_dict, read_deployment
+from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run.pipeline import plan, run
 from theseus_pl.core.precision import CPU_BF16_FLAGS, Cpu, this_cpu
 from theseus_pl.core.settings import SettingsError
@@ -238,7 +239,7 @@ def test_a_run_deploys_as_its_last_stage_and_the_command_redoes_it_on_the_folder
     assert "on the run's RTE dev set" in printed and str(run_dir / "results.json") in printed
     redone = main([str(run_dir), "--quantize", "none", "--no-openvino", "--batch-sizes", "1", "--repeats", "1",
                    "--no-own-lengths"])  # fmt: skip
-    written = read_task_model_results(run_dir / "results.json")
+    written = read_run(run_dir / "results.json", TaskModelResults)
     assert written.deployment == redone and written.successor == results.successor
     assert redone.onnx_int8 is None and list(redone.latency_ms) == ["batch_1"]
     assert redone.dev_score["onnx_fp32"] == block.dev_score["onnx_fp32"]  # the run's own dev set again
@@ -252,14 +253,14 @@ def test_a_run_deploys_as_its_last_stage_and_the_command_redoes_it_on_the_folder
     quick = ["--quantize", "none", "--no-openvino", "--batch-sizes", "1", "--repeats", "1", "--no-own-lengths"]
     with pytest.raises(SystemExit, match="the exporter broke"):
         main([str(run_dir), *quick])
-    failed = read_task_model_results(
-        run_dir / "results.json"
+    failed = read_run(
+        run_dir / "results.json", TaskModelResults
     )  # it still described the deleted ONNX files, and publish sent them
     assert failed.deployment is None and failed.failed_steps == {"deployment": "RuntimeError: the exporter broke"}
     assert "## Deployment" not in ModelCard.load(run_dir / "successor" / "README.md").text
     monkeypatch.undo()
-    assert main([str(run_dir), *quick]) == read_task_model_results(run_dir / "results.json").deployment
-    assert read_task_model_results(run_dir / "results.json").failed_steps == {}
+    assert main([str(run_dir), *quick]) == read_run(run_dir / "results.json", TaskModelResults).deployment
+    assert read_run(run_dir / "results.json", TaskModelResults).failed_steps == {}
 
 
 def test_own_length_batches_are_single_rows_unpadded_or_length_sorted_batches_each_padded_to_its_longest(

@@ -5,15 +5,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TypeVar, overload
 
 from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.results.envelope import SCHEMA_VERSION, ResultsError, RunRecord
 from theseus_pl.app.results.field_types import check_types
 from theseus_pl.app.results.registry import parts
 
+R = TypeVar("R", bound=RunRecord)
 
-def read_run(path: Path) -> RunRecord:
-    """The record in ``path``, of any kind and any schema version, with ``folder`` set to the folder holding it.
+
+@overload
+def read_run(path: Path) -> RunRecord: ...
+@overload
+def read_run(path: Path, record_type: type[R]) -> R: ...
+def read_run(path: Path, record_type: type[RunRecord] | None = None) -> RunRecord:
+    """The record in ``path``, of any kind and any schema version, with ``folder`` set to the folder holding it; with
+    ``record_type`` (``read_run(path, TaskModelResults)``), typed as that kind's record, and another kind's refused,
+    naming both.
 
     Files of schema version 1, and task-model files of version 2, carry no ``kind``: they are task-model runs.
     """
@@ -39,5 +48,8 @@ def read_run(path: Path) -> RunRecord:
         raise ResultsError(f"{path}: {error}") from None
     except (TypeError, ValueError) as error:  # a value its record could not be built from: a list where an object is
         raise ResultsError(f"{path} holds a value of the wrong shape ({error}).") from None
+    if record_type is not None and record.kind != record_type.kind:
+        raise ResultsError(f"{path} is a results.json of kind {record.kind!r}; this reads {record_type.kind!r} runs "
+                           f"only ({record_type.__name__}): read_run(path) reads every kind.")  # fmt: skip
     record.folder = Path(path).parent
     return record

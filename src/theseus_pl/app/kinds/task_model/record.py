@@ -21,12 +21,10 @@ from theseus_pl.app.results.deployment_block import deployment_from
 from theseus_pl.app.results.envelope import (
     Hardware,
     Keys,
-    ResultsError,
     RunRecord,
     WandbLink,
     envelope_fields,
 )
-from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.search_finding import SearchedRun, SearchFinding, read_search_finding
 from theseus_pl.core.memory_record import PeakMemory
 from theseus_pl.deployment.record import LEFT_OUT_AT_DEFAULT, Deployment
@@ -274,15 +272,3 @@ def _retained(predecessor_score: float | None, successor_score: float | None) ->
 
 def _shape(read: Keys | None) -> ModelShape | None:
     return ModelShape(**read.pick(ModelShape)) if read else None
-
-
-def read_task_model_results(path: Path) -> TaskModelResults:
-    """The record of a task-model run (an encoder compressed on a task) in ``path``; another kind's is refused with
-    what reads it. The record says its kind: this asks it, so that the refusal holds for every other kind."""
-    record = read_run(path)
-    if record.kind != TaskModelResults.kind:
-        raise ResultsError(
-            f"{path} is a results.json of kind {record.kind!r}; this reads task-model runs ({TaskModelResults.kind!r}) "
-            "only: read_run reads every kind."
-        )
-    return record  # type: ignore[return-value]  # its kind is TaskModelResults'
