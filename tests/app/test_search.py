@@ -51,7 +51,8 @@ def test_a_tiny_search_writes_its_study_front_and_pick_and_resumes_without_redoi
     cut_short = study.ask({key: optuna.distributions.CategoricalDistribution(v) for key, v in searched.items()})
     # (their weights: a record's search block moves to the pick)
     finished = {path: path.stat().st_mtime_ns for path in sweep.glob("[01]/successor/model.safetensors")}
-    second = _search(*overrides, "hydra.sweeper.trials=3")
+    # A latency target every shape meets: each shape (1 and 2 layers) deployed and timed untrained before trial 3.
+    second = _search(*overrides, "hydra.sweeper.trials=3", "hydra.sweeper.max_latency_ms=1000")
     assert second.returncode == 0, second.stderr[-3000:]
     trials = optuna.load_study(study_name="search", storage=f"sqlite:///{sweep / 'study.db'}").trials
     assert [trial.state.name for trial in trials] == ["COMPLETE", "COMPLETE", "FAIL", "COMPLETE"]
@@ -75,6 +76,19 @@ def test_a_tiny_search_writes_its_study_front_and_pick_and_resumes_without_redoi
     front = (sweep / "search" / "front.md").read_text()
     assert front.count("\n") == 2 + 3 and "| pick |" in front  # a header, its rule and a row a measured trial
     assert (sweep / "search" / "front.png").stat().st_size > 0
+    assert answer["max_latency_ms"] == 1000 and pick["latency_ms"] <= 1000
+    untrained = (sweep / "search" / "untrained.md").read_text()
+    assert untrained.count("\n") == 2 + 2 and untrained.count("| yes |") == 2  # both shapes, within the target
+    # A target no shape meets is refused before any trial trains, naming the fastest shape (timed by the call before:
+    # the study keeps the shapes' times, none is timed again).
+    third = _search(*overrides, "hydra.sweeper.trials=4", "hydra.sweeper.max_latency_ms=1e-6")
+    assert (
+        third.returncode == 2
+        and "The search cannot start (no trial was trained): hydra.sweeper.max_latency_ms=1e-06: "
+        "no shape of the search meets it; the fastest, theseus.successor_layers="
+        in third.stderr
+    ), third.stderr[-3000:]
+    assert len(optuna.load_study(study_name="search", storage=f"sqlite:///{sweep / 'study.db'}").trials) == 4
 
 
 def test_bad_search_settings_are_refused_in_one_line_each_before_any_trial(tiny_base, glue_dir, tmp_path):
@@ -86,6 +100,15 @@ def test_bad_search_settings_are_refused_in_one_line_each_before_any_trial(tiny_
         "hydra.sweeper.max_score_drop='one' must be a number of dev points, at least 0, e.g. 1.0.",
         "hydra.sweeper.prune_margin=-1 must be null (every trial runs to its end) or a number of dev points under the "
         "floor, e.g. 10.0.",
+    ]
+    assert search_refusals([*overrides, "hydra.sweeper.max_latency_ms=0"]) == [
+        "hydra.sweeper.max_latency_ms=0 must be null (no target) or a number of milliseconds a call above 0, e.g. 2.5."
+    ]
+    assert search_refusals(
+        [*overrides, "hydra.sweeper.max_latency_ms=2", "+theseus.successor.hidden_size=interval(16,32)"]
+    ) == [
+        "hydra.sweeper.max_latency_ms times each shape of the space before training: +theseus.successor.hidden_size "
+        "is searched over an interval; give its shapes as choice(...)."
     ]
     assert search_refusals([*overrides, "deploy.batch_sizes=[1,32]", "hydra.sweeper.batch_size=8"]) == [
         "hydra.sweeper.batch_size=8 is not timed: deploy.batch_sizes=[1, 32] (add it there)."

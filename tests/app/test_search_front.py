@@ -410,3 +410,29 @@ def test_a_reference_model_sits_on_the_front_beside_the_trials_never_the_pick_an
         "model2vec static (256 dims) scores 70.00, within the floor, at 0.020 ms a call: faster than any trial that "
         "reaches it. Ship it rather than a compressed successor" in caplog.text
     )
+
+
+def test_a_latency_target_keeps_the_pick_under_it_and_refuses_a_space_whose_every_shape_is_over_it():
+    from theseus_pl.app.search.front import UntrainedShape, over_the_target, unmet_target, untrained_table
+
+    assert fastest_within(PLANTED, 79.0, max_ms=6.5) == PLANTED[1]  # within the floor and the target
+    assert fastest_within(PLANTED, 79.0, max_ms=5.0) is None  # 3 (2.0 ms) is under the floor: no pick
+    shapes = [UntrainedShape({"theseus.successor_layers": "4"}, 9.0, "onnx_int8"),
+              UntrainedShape({"theseus.successor_layers": "2"}, 3.0, "onnx_fp32")]  # fmt: skip
+    assert unmet_target(shapes, 2.5, 0.1) == (
+        "hydra.sweeper.max_latency_ms=2.5: no shape of the search meets it; the fastest, theseus.successor_layers=2, "
+        "takes 3.00 ms a call untrained (onnx_fp32). Raise the target, or search smaller shapes."
+    )
+    assert unmet_target(shapes, 2.8, 0.1) is None  # 3.0 within the timing's noise of 2.8: trials may meet it
+    assert unmet_target([], 2.5, 0.1) is None  # nothing timed: nothing to refuse
+    four = {"theseus.successor_layers": "4", "optimizer.lr": 3e-4}
+    assert over_the_target(four, shapes, 5.0, 0.1) == (
+        "theseus.successor_layers=4 takes 9.00 ms a call untrained, over hydra.sweeper.max_latency_ms=5: it cannot "
+        "be the pick"
+    )  # whatever its learning rate
+    assert over_the_target({"theseus.successor_layers": "2"}, shapes, 5.0, 0.1) is None  # within it
+    assert over_the_target({"theseus.successor_layers": "3"}, shapes, 5.0, 0.1) is None  # not timed
+    assert over_the_target(four, shapes, None, 0.1) is None  # no target
+    table = untrained_table(shapes, 5.0, 0.1)
+    assert table.to_dict("list") == {"theseus.successor_layers": ["2", "4"], "runtime": ["onnx_fp32", "onnx_int8"],
+                                     "ms a call": [3.0, 9.0], "within the target": ["yes", "no"]}  # fmt: skip

@@ -11,12 +11,14 @@ from typing import Any, Generic, NamedTuple, TypeVar, cast
 import lightning.pytorch as pl
 from omegaconf import DictConfig, OmegaConf
 
+from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.checks.settings import RunSettings
 from theseus_pl.app.config.schema import RunConfig
 from theseus_pl.app.methods.kind_models import KindModels
 from theseus_pl.app.methods.method import Method, MethodInputs
 from theseus_pl.app.predecessors.resumable_training import interrupted_at, work_folder
 from theseus_pl.app.results.envelope import Hardware, RunRecord, WandbLink
+from theseus_pl.deployment.record import Deployment
 
 R = TypeVar("R", bound=RunRecord)
 
@@ -128,6 +130,13 @@ class RunKind(Generic[R]):
         """Steps after the scores are written (timing, deployment, model card, a sample), each by its name in
         ``failed_steps``: one that fails is recorded there, never raised."""
         return []
+
+    def untrained_deployment(self, method: Method, successor_dir: Path) -> Deployment:
+        """The successor ``method`` starts from, untrained, saved into ``successor_dir`` and deployed as the run's
+        ``deploy`` group says (its time is its shape's: a search's latency target weighs shapes by it before
+        training); refused by a kind that cannot."""
+        raise RunRefused([f"A {self.description} run cannot deploy an untrained successor: its shapes cannot be timed "
+                          "before training (hydra.sweeper.max_latency_ms)."])  # fmt: skip
 
     def publish(self, experiment: Any, results: R, results_path: Path) -> None:
         """The finished record in the W&B run (summary, tables, files); raises on a W&B failure."""

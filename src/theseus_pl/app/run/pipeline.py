@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -49,7 +50,7 @@ from theseus_pl.app.tracking.loggers import build_loggers, log_summary_row
 from theseus_pl.app.tracking.run_identity import run_identity
 from theseus_pl.app.tracking.wandb_run import finish, run_link, wandb_run
 from theseus_pl.core.memory import checkpoint_activations, peak_memory, start_peak_memory
-from theseus_pl.deployment.record import wanted
+from theseus_pl.deployment.record import Deployment, wanted
 from theseus_pl.lightning.callbacks import RunClock
 from theseus_pl.lightning.quiet import expect_own_files
 
@@ -162,6 +163,25 @@ def _check_precision(resumed: ResumePoint | None, hardware: Hardware) -> None:
     problems = precision_problems(resumed, hardware.precision, hardware.precision_requested)
     if problems:
         raise RunRefused(problems)
+
+
+def untrained_deployment(cfg: DictConfig) -> Deployment:
+    """The successor the run's method starts from, untrained, deployed and timed as the run deploys its trained one
+    (``deploy``): what a search weighs a shape's time by before any trial trains, since
+    untrained weights take a trained model's time. Trains nothing: where the predecessor is still to be made, a model
+    of its shapes stands in, as for ``--check``. Refused as the run would be, before any export."""
+    settings = checked_settings(cfg)
+    kind = run_kind(cfg, settings)
+    _check(kind, [])
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    pl.seed_everything(cfg.seed, workers=True)
+    kind.prepare_data()
+    kind.cache_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="theseus-pl-untrained-", dir=kind.cache_dir) as folder:
+        kind.stand_in_predecessor(Path(folder), evaluation_settings(cfg.trainer, "32-true"))
+        method = settings.method.build(kind.method_inputs(OmegaConf.to_container(cfg.optimizer, resolve=True)))
+        return kind.untrained_deployment(method, Path(folder) / "successor")
 
 
 def plan(cfg: DictConfig) -> list[str]:

@@ -63,6 +63,13 @@ def search_refusals(
         return problems
     if not space.distributions:
         return [f"{PREFIX}params is empty: nothing to search (+search=fastest_within declares a space)."]
+    if settings.max_latency_ms is not None:
+        from theseus_pl.app.search.front import is_shape_key  # pandas: a search's alone
+
+        intervals = [key for key, values in space.ends().items() if is_shape_key(key) and not space.is_choice(key)]
+        if intervals:
+            return [f"{PREFIX}max_latency_ms times each shape of the space before training: {key} is searched over "
+                    "an interval; give its shapes as choice(...)." for key in intervals]  # fmt: skip
     jobs = probe_jobs(space)
     return job_refusals(jobs, range(len(jobs)), space.fixed, job_problems, noun="combination")
 
@@ -98,7 +105,7 @@ def probe_jobs(space: SearchSpace) -> list[list[str]]:
     ``EVERY_COMBINATION`` of them, so that two values refused together (``method=kd`` with a narrower feed-forward
     width) are found before any trial; else a job for each value, the other keys at their first value (the first
     choice, the interval's start)."""
-    ends = {key: _values(distribution) for key, distribution in space.distributions.items()}
+    ends = space.ends()
     if math.prod(len(values) for values in ends.values()) <= EVERY_COMBINATION:
         return [space.overrides(dict(zip(ends, values, strict=True))) for values in itertools.product(*ends.values())]
     first = {key: values[0] for key, values in ends.items()}
@@ -106,12 +113,3 @@ def probe_jobs(space: SearchSpace) -> list[list[str]]:
     for key, values in ends.items():
         jobs += [space.overrides({**first, key: value}) for value in values[1:]]
     return jobs
-
-
-def _values(distribution: object) -> list[object]:
-    from optuna.distributions import CategoricalDistribution, FloatDistribution
-
-    if isinstance(distribution, CategoricalDistribution):
-        return list(distribution.choices)
-    assert isinstance(distribution, FloatDistribution)  # the two kinds search_space makes
-    return [distribution.low, distribution.high]

@@ -41,10 +41,11 @@ def pareto_front(points: Sequence[TrialPoint]) -> list[TrialPoint]:
     return sorted(front, key=lambda point: (point.latency_ms, -point.score, point.number))
 
 
-def fastest_within(points: Sequence[TrialPoint], floor: float) -> TrialPoint | None:
-    """The fastest point whose score is at least ``floor`` (the best score among equally fast ones, then the
-    earliest); None where none reaches it."""
-    kept = [point for point in points if _finite(point) and reaches(point.score, floor)]
+def fastest_within(points: Sequence[TrialPoint], floor: float, max_ms: float | None = None) -> TrialPoint | None:
+    """The fastest point whose score is at least ``floor`` and, with a latency target, whose time is at most
+    ``max_ms`` (the best score among equally fast ones, then the earliest); None where none reaches both."""
+    kept = [point for point in points if _finite(point) and reaches(point.score, floor)
+            and (max_ms is None or point.latency_ms <= max_ms)]  # fmt: skip
     return min(kept, key=lambda point: (point.latency_ms, -point.score, point.number), default=None)
 
 
@@ -52,6 +53,55 @@ def is_shape_key(key: str) -> bool:
     """Whether a searched key sets the successor's shape (its depth, widths or module), which sets its time."""
     key = key.lstrip("+~")
     return key == "theseus.successor_layers" or key.startswith("theseus.successor.")
+
+
+def shape_of(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The searched values that set the successor's shape, and with it its time."""
+    return {key: value for key, value in values.items() if is_shape_key(key)}
+
+
+def shape_name(shape: Mapping[str, Any]) -> str:
+    """A shape in words: ``theseus.successor_layers=2, theseus.successor.intermediate_size=384``."""
+    return ", ".join(f"{key.lstrip('+~')}={value}" for key, value in shape.items()) or "its shape"
+
+
+@dataclass(frozen=True)
+class UntrainedShape:
+    """A shape of the space deployed and timed before any trial trained (``hydra.sweeper.max_latency_ms``): its
+    fastest deployed runtime's p50 a call at the serving batch size, on the dev rows' own lengths. Untrained weights
+    take a trained model's time: the time is the shape's."""
+
+    shape: Mapping[str, Any]  # its values of the space's shape keys
+    ms: float
+    target: str  # the runtime that took it
+
+
+def unmet_target(shapes: Sequence[UntrainedShape], max_ms: float, margin: float | None) -> str | None:
+    """Why no shape can meet the latency target, naming the fastest untrained shape; None where one is within
+    ``margin`` (a share: the timing's noise) of it, or none was timed."""
+    fastest = min(shapes, key=lambda shape: shape.ms, default=None)
+    if fastest is None or fastest.ms <= max_ms * (1 + (margin or 0)):
+        return None
+    return (
+        f"hydra.sweeper.max_latency_ms={max_ms:g}: no shape of the search meets it; the fastest, "
+        f"{shape_name(fastest.shape)}, takes {fastest.ms:.2f} ms a call untrained ({fastest.target}). Raise the "
+        "target, or search smaller shapes."
+    )
+
+
+def over_the_target(
+    values: Mapping[str, Any], shapes: Sequence[UntrainedShape], max_ms: float | None, margin: float | None
+) -> str | None:
+    """Why a trial of these searched ``values`` cannot be the pick, in words: its shape, timed untrained, took more
+    than ``margin`` over the latency target ``max_ms``. None where it may: no target, or its shape not timed."""
+    shape = shape_of(values)
+    timed = [untrained.ms for untrained in shapes if dict(untrained.shape) == shape]
+    if max_ms is None or not timed or timed[0] <= max_ms * (1 + (margin or 0)):
+        return None
+    return (
+        f"{shape_name(shape)} takes {timed[0]:.2f} ms a call untrained, over hydra.sweeper.max_latency_ms="
+        f"{max_ms:g}: it cannot be the pick"
+    )
 
 
 def slower_than_the_pick(
@@ -63,7 +113,7 @@ def slower_than_the_pick(
     its shape not timed yet, or ``margin`` None (every trial trains)."""
     if pick is None or margin is None:
         return None
-    shape = {key: value for key, value in values.items() if is_shape_key(key)}
+    shape = shape_of(values)
     timed = [
         _least_time(point)
         for point in points
@@ -71,10 +121,9 @@ def slower_than_the_pick(
     ]
     if not timed or min(timed) <= pick.latency_ms * (1 + margin):
         return None
-    spelled = ", ".join(f"{key.lstrip('+~')}={value}" for key, value in shape.items()) or "its shape"
     return (
-        f"{spelled} took {min(timed):.2f} ms a call at best in an earlier trial, more than {margin:.0%} slower "
-        f"than the pick's {pick.latency_ms:.2f} ms (trial {pick.number}): it cannot be the pick"
+        f"{shape_name(shape)} took {min(timed):.2f} ms a call at best in an earlier trial, more than {margin:.0%} "
+        f"slower than the pick's {pick.latency_ms:.2f} ms (trial {pick.number}): it cannot be the pick"
     )
 
 
@@ -111,6 +160,17 @@ def front_table(
         for reference in references
     ]  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def untrained_table(shapes: Sequence[UntrainedShape], max_ms: float | None, margin: float | None) -> pd.DataFrame:
+    """Every shape timed untrained, fastest first: its shape keys' values, the runtime that took it, its ms a call,
+    and whether it is within the latency target (the timing's noise, ``margin``, allowed)."""
+    return pd.DataFrame([
+        {**{key.lstrip("+~"): value for key, value in shape.shape.items()}, "runtime": shape.target,
+         "ms a call": shape.ms,
+         "within the target": "" if max_ms is None else "yes" if shape.ms <= max_ms * (1 + (margin or 0)) else "no"}
+        for shape in sorted(shapes, key=lambda shape: shape.ms)
+    ])  # fmt: skip
 
 
 def plot_front(

@@ -36,6 +36,10 @@ class SearchSettings:
     # The kind's reference models on the front beside the trials (a sentence-embedding search: model2vec's static
     # model of the predecessor, where model2vec is installed); never a trial, never the pick.
     references: bool = True
+    # A latency target: the pick must also take at most this many ms a call at batch_size. Each shape of the space is
+    # then deployed and timed untrained before any trial trains: a target no shape meets is refused there, naming the
+    # fastest, and a trial of a shape over it is not trained. None: no target, no shape timed before training.
+    max_latency_ms: float | None = None
 
     RULES: ClassVar[dict[str, Rule]] = {
         "trials": Rule(positive_int, "a whole number of trials, at least 1, e.g. 16"),
@@ -50,6 +54,8 @@ class SearchSettings:
         "prune_margin": Rule(lambda v: v is None or (number(v) and v >= 0),
                              "null (every trial runs to its end) or a number of dev points under the floor, e.g. 10.0"),
         "references": Rule(lambda v: isinstance(v, bool), "true or false"),
+        "max_latency_ms": Rule(lambda v: v is None or (number(v) and v > 0),
+                               "null (no target) or a number of milliseconds a call above 0, e.g. 2.5"),
         "shape_margin": Rule(lambda v: v is None or (number(v) and v >= 0),
                              "null (every trial trains) or a share of the pick's time, at least 0, e.g. 0.1"),
     }  # fmt: skip

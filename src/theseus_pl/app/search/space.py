@@ -30,6 +30,14 @@ class SearchSpace:
         """One trial's overrides: the shared ones, then each searched key at its drawn value."""
         return [*self.fixed, *(f"{key}={_spelled(values[key])}" for key in self.distributions)]
 
+    def is_choice(self, key: str) -> bool:
+        """Whether the key is searched over a list of values (not an interval)."""
+        return isinstance(self.distributions[key], CategoricalDistribution)
+
+    def ends(self) -> dict[str, list[Any]]:
+        """Each searched key's values at the edges of its range: every choice, an interval's two ends."""
+        return {key: _ends(distribution) for key, distribution in self.distributions.items()}
+
 
 def search_space(params: Mapping[str, Any], command_line: Sequence[str]) -> SearchSpace:
     """The space of ``hydra.sweeper.params`` and the command line's sweep overrides; a ``ValueError`` names a value
@@ -63,3 +71,10 @@ def _distribution(override: Override) -> BaseDistribution:
 
 def _spelled(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
+
+
+def _ends(distribution: BaseDistribution) -> list[Any]:
+    if isinstance(distribution, CategoricalDistribution):
+        return list(distribution.choices)
+    assert isinstance(distribution, FloatDistribution)  # the two kinds search_space makes
+    return [distribution.low, distribution.high]

@@ -21,9 +21,11 @@ sentence-embedding search's model2vec static model), never the pick.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,7 @@ import optuna
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 from optuna.trial import TrialState
 
 from theseus_pl.app.checks.refused import RunRefused
@@ -49,18 +51,26 @@ from theseus_pl.app.results.search_finding import (
     reference_points,
     validates_on_dev_score,
 )
+from theseus_pl.app.run.pipeline import untrained_deployment
 from theseus_pl.app.search.front import (
     TrialPoint,
+    UntrainedShape,
     fastest_within,
     front_table,
+    is_shape_key,
     label,
+    over_the_target,
     pareto_front,
     plot_front,
+    shape_name,
     slower_than_the_pick,
+    unmet_target,
+    untrained_table,
 )
 from theseus_pl.app.search.settings import SearchSettings
-from theseus_pl.app.search.space import search_space
+from theseus_pl.app.search.space import SearchSpace, search_space
 from theseus_pl.app.ship.model_card import write_model_card
+from theseus_pl.deployment.record import Deployment
 from theseus_pl.deployment.targets import AUTO, OWN_LENGTHS, TARGETS, pick_target, points_in_words, reaches
 from theseus_pl.lightning.callbacks import StoppedBelowScore
 
@@ -68,6 +78,7 @@ log = logging.getLogger(__name__)
 OUTCOME = "outcome"  # a trial's user attribute once its job ended: "measured", or why it failed
 POINT = "point"  # a measured trial's user attribute: what the front needs of it
 PREDECESSOR_SCORE = "predecessor_score"
+UNTRAINED = "untrained"  # the study's user attribute: the shapes timed untrained (hydra.sweeper.max_latency_ms)
 
 
 class Search:
@@ -78,6 +89,7 @@ class Search:
                  config: DictConfig, validate: Callable[[Sequence[Sequence[str]]], None]) -> None:  # fmt: skip
         self.settings = SearchSettings.from_config(settings)
         self.config = config
+        self.hydra_context = hydra_context  # its config loader composes a job's config as the launcher would
         self.validate = validate  # the sweeper's check that a batch of overrides composes
         self.launcher = Plugins.instance().instantiate_launcher(
             hydra_context=hydra_context, task_function=task_function, config=config
@@ -90,10 +102,16 @@ class Search:
         space = search_space(self.settings.params, arguments)
         study = open_study(self.settings, folder)
         prunes = validates_on_dev_score(run_kind_name(self.config))  # else val/score is not on the floor's scale
+        untrained = self.timed_shapes(study, space, folder) if self.settings.max_latency_ms is not None else []
+        if self.settings.max_latency_ms is not None:
+            write_untrained(untrained, self.settings, folder / SEARCH_FOLDER)
+            if why := unmet_target(untrained, self.settings.max_latency_ms, self.settings.shape_margin):
+                print(f"The search cannot start (no trial was trained): {why}", file=sys.stderr)
+                raise SystemExit(2)  # as the command line's own refusals of a search end
         returns: list[JobReturn] = []
         while (left := self.settings.trials - len(counted(study))) > 0:
             asked = [study.ask(space.distributions) for _ in range(min(self.settings.parallel, left))]
-            batch = [trial for trial in asked if not skipped_as_slower(study, trial, self.settings)]
+            batch = [trial for trial in asked if not skipped_as_slower(study, trial, self.settings, untrained)]
             if not batch:
                 continue
             stop_below = self.settings.stop_below(predecessor_score(study)) if prunes else None
@@ -107,6 +125,33 @@ class Search:
         write_answer(study, self.settings, folder / SEARCH_FOLDER, self.references(study))
         return returns
 
+    def timed_shapes(self, study: optuna.Study, space: SearchSpace, folder: Path) -> list[UntrainedShape]:
+        """Each shape of the space (every combination of its shape keys' choices; the other keys at their first
+        value) deployed and timed untrained, in this process, before any trial trains; kept in the study, so that a
+        resumed search times only the shapes it had not."""
+        known = [UntrainedShape(**shape) for shape in study.user_attrs.get(UNTRAINED, [])]
+        shapes = space_shapes(space)
+        first = {key: values[0] for key, values in space.ends().items()}
+        for number, shape in enumerate(shapes, 1):
+            if any(dict(timed.shape) == shape for timed in known):
+                continue
+            log.info("Shape %d of %d, timed untrained before any trial trains: %s", number, len(shapes),
+                     shape_name(shape))  # fmt: skip
+            overrides = [*space.overrides({**first, **shape}), f"paths.output_dir={folder / SEARCH_FOLDER}"]
+            cfg = self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
+            with open_dict(cfg):
+                del cfg["hydra"]  # the job's config as the launcher hands it to the run
+            try:
+                deployment = untrained_deployment(cfg)
+            except RunRefused as refused:
+                print(f"The search cannot start (no trial was trained): {shape_name(shape)}: "
+                      + "; ".join(refused.problems), file=sys.stderr)  # fmt: skip
+                raise SystemExit(2) from None
+            known.append(untrained_time(deployment, shape, self.settings.batch_size))
+            study.set_user_attr(UNTRAINED, [{**vars(timed), "shape": dict(timed.shape)} for timed in known])
+            log.info("%s: %.2f ms a call untrained (%s)", shape_name(shape), known[-1].ms, known[-1].target)
+        return [timed for timed in known if dict(timed.shape) in shapes]
+
     def references(self, study: optuna.Study) -> list[ReferencePoint]:
         """The kind's reference models for the front (``references``), from its first measured trial's folder."""
         points = measured_points(study)
@@ -114,6 +159,23 @@ class Search:
             return []
         cache_dir = Path(self.config.paths.cache_dir)
         return reference_points(run_kind_name(self.config), Path(points[0].folder), self.settings.batch_size, cache_dir)
+
+
+def space_shapes(space: SearchSpace) -> list[dict[str, Any]]:
+    """Every combination of the space's shape keys' choices (one empty shape where it searches none); the search's
+    checks refuse a shape key searched over an interval where shapes are timed."""
+    ends = {key: values for key, values in space.ends().items() if is_shape_key(key)}
+    assert all(space.is_choice(key) for key in ends)  # refused before the search starts otherwise
+    return [dict(zip(ends, values, strict=True)) for values in itertools.product(*ends.values())]
+
+
+def untrained_time(deployment: Deployment, shape: dict[str, Any], batch_size: int) -> UntrainedShape:
+    """A shape's time from its untrained deployment: its fastest runtime at the serving batch size on the dev rows'
+    own lengths (whatever its untrained score: the time is the shape's)."""
+    row = deployment.latency_ms[f"batch_{batch_size}{OWN_LENGTHS}"]
+    timed = {name: ms for name, ms in row.items() if name in TARGETS}
+    target = min(timed, key=timed.__getitem__)
+    return UntrainedShape(shape, timed[target], target)
 
 
 def open_study(settings: SearchSettings, folder: Path) -> optuna.Study:
@@ -147,15 +209,18 @@ def predecessor_score(study: optuna.Study) -> float | None:
     return max(trial.user_attrs[PREDECESSOR_SCORE] for trial in measured) if measured else None
 
 
-def skipped_as_slower(study: optuna.Study, trial: optuna.Trial, settings: SearchSettings) -> bool:
-    """Whether the trial was told pruned before training: an earlier trial of its shape was timed slower than the
-    pick so far (``shape_margin``), so it cannot be the pick. It counts as a trial, as one pruned half-way does."""
+def skipped_as_slower(
+    study: optuna.Study, trial: optuna.Trial, settings: SearchSettings, untrained: Sequence[UntrainedShape] = ()
+) -> bool:
+    """Whether the trial was told pruned before training: its shape, timed untrained, is over the latency target, or
+    an earlier trial of its shape was timed slower than the pick so far (``shape_margin``), so it cannot be the pick.
+    It counts as a trial, as one pruned half-way does."""
+    why = over_the_target(trial.params, untrained, settings.max_latency_ms, settings.shape_margin)
     predecessor = predecessor_score(study)
-    if predecessor is None:
-        return False
-    points = measured_points(study)
-    why = slower_than_the_pick(trial.params, points, fastest_within(points, predecessor - settings.max_score_drop),
-                               settings.shape_margin)  # fmt: skip
+    if why is None and predecessor is not None:
+        points = measured_points(study)
+        pick = fastest_within(points, predecessor - settings.max_score_drop, settings.max_latency_ms)
+        why = slower_than_the_pick(trial.params, points, pick, settings.shape_margin)
     if why is None:
         return False
     trial.set_user_attr(OUTCOME, f"pruned before training: {why}")
@@ -269,7 +334,7 @@ def write_answer(
     predecessor = predecessor_score(study)
     assert predecessor is not None  # told by every measured trial
     floor = predecessor - settings.max_score_drop
-    pick = fastest_within(points, floor)
+    pick = fastest_within(points, floor, settings.max_latency_ms)
     output.mkdir(parents=True, exist_ok=True)
     write_markdown_and_csv(front_table(points, pick, floor, references), output, "front")
     plot_front(points, pick, floor, output / "front.png", references)
@@ -282,6 +347,7 @@ def write_answer(
         "predecessor_score": predecessor,
         "max_score_drop": settings.max_score_drop,
         "floor": floor,
+        "max_latency_ms": settings.max_latency_ms,
         "trials": len(counted(study)),
         "failed": {str(trial.number): trial.user_attrs[OUTCOME] for trial in failed},
         "pruned": {str(trial.number): trial.user_attrs[OUTCOME] for trial in pruned},
@@ -300,9 +366,11 @@ def write_answer(
         scored = [point for point in points if math.isfinite(point.score)]  # a NaN score is no trial's best
         best = max(scored, key=lambda point: (point.score, -point.number), default=None)
         named = f" (the best: trial {best.number} at {best.score:.2f})" if best else " (none scored a number)"
-        log.warning("No trial kept its dev score within %s of the predecessor's %.2f%s: see %s; more steps a trial, "
+        target = "" if settings.max_latency_ms is None else f" at {settings.max_latency_ms:g} ms a call or less"
+        log.warning("No trial kept its dev score within %s of the predecessor's %.2f%s%s: see %s; more steps a trial, "
                     "more trials or a larger hydra.sweeper.max_score_drop may reach it",
-                    points_in_words(settings.max_score_drop), predecessor, named, output / "front.md")  # fmt: skip
+                    points_in_words(settings.max_score_drop), predecessor, target, named,
+                    output / "front.md")  # fmt: skip
     else:
         log.info("The pick: trial %d (%s), dev %.2f (floor %.2f), %.2f ms a call; its run: %s; the front: %s",
                  pick.number, label(pick), pick.score, floor, pick.latency_ms, pick.folder,
@@ -313,6 +381,13 @@ def write_answer(
                         "Ship it rather than a compressed successor, or ask for a smaller hydra.sweeper.max_score_drop",
                         reference.label, reference.score, reference.latency_ms)  # fmt: skip
     return pick
+
+
+def write_untrained(shapes: Sequence[UntrainedShape], settings: SearchSettings, output: Path) -> None:
+    """The shapes timed untrained, fastest first, and whether each is within the latency target (``untrained.md``
+    and ``.csv`` beside the front)."""
+    output.mkdir(parents=True, exist_ok=True)
+    write_markdown_and_csv(untrained_table(shapes, settings.max_latency_ms, settings.shape_margin), output, "untrained")
 
 
 def record_the_pick(points: Sequence[TrialPoint], finding: SearchFinding | None) -> None:

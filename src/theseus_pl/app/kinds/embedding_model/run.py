@@ -58,7 +58,7 @@ from theseus_pl.data.sources import GlueDirSource, HubSource, Source
 from theseus_pl.data.tasks import glue_task
 from theseus_pl.data.tokenized import tokenizer_fingerprint
 from theseus_pl.deployment.onnx_export import DeploymentError
-from theseus_pl.deployment.record import wanted
+from theseus_pl.deployment.record import Deployment, wanted
 
 log = logging.getLogger(__name__)
 
@@ -292,16 +292,7 @@ class EmbeddingModelRun(RunKind[EmbeddingModelResults]):
         settings = self.settings.deploy
 
         def deployment() -> None:
-            """The encoder to ONNX (and OpenVINO), scored on the run's STS-B dev pairs, calibrated on its training
-            sentences, timed beside the predecessor: as ``python -m theseus_pl.deploy RUN_DIR`` deploys it."""
-            from theseus_pl.deployment.embedding_stage import StsPairs, deploy_embedding_model
-
-            assert settings is not None  # a step only where the settings were built
-            rows = self.sts_pairs
-            pairs = StsPairs(rows["sentence1"], rows["sentence2"], rows["label"])
-            calibration = training_sentences(self.cfg.data, rows) if settings.openvino else []
-            results.deployment = deploy_embedding_model(Path(results.successor.dir), settings, pairs, self.predecessor,
-                                                        Path(self.predecessor_dir), calibration)  # fmt: skip
+            results.deployment = self._deployed(Path(results.successor.dir))
 
         def speed() -> None:
             from theseus_pl.core.embeddings import sentence_speed
@@ -317,6 +308,27 @@ class EmbeddingModelRun(RunKind[EmbeddingModelResults]):
             steps.append(("deployment", deployment))
         steps.append(("model_card", lambda: write_model_card(Path(results.successor.dir), results)))
         return steps
+
+    def _deployed(self, successor_dir: Path) -> Deployment:
+        """The encoder in ``successor_dir`` to ONNX (and OpenVINO), scored on the run's STS-B dev pairs, calibrated on
+        its training sentences, timed beside the predecessor: as ``python -m theseus_pl.deploy RUN_DIR`` deploys it."""
+        from theseus_pl.deployment.embedding_stage import StsPairs, deploy_embedding_model
+
+        settings = self.settings.deploy
+        assert settings is not None  # deployed only where the settings were built
+        rows = self.sts_pairs
+        pairs = StsPairs(rows["sentence1"], rows["sentence2"], rows["label"])
+        calibration = training_sentences(self.cfg.data, rows) if settings.openvino else []
+        return deploy_embedding_model(successor_dir, settings, pairs, self.predecessor, Path(self.predecessor_dir),
+                                      calibration)  # fmt: skip
+
+    def untrained_deployment(self, method: Method, successor_dir: Path) -> Deployment:
+        from theseus_pl.core.embeddings import with_encoder
+
+        compact = method.successor()
+        assert isinstance(compact, SentenceObjective)  # every method of this kind gives one
+        with_encoder(self.predecessor, compact.encoder).save(str(successor_dir))
+        return self._deployed(successor_dir)
 
     def publish(self, experiment: Any, results: EmbeddingModelResults, results_path: Path) -> None:
         files = {"results.json": results_path, "config.yaml": self.output_dir / ".hydra" / "config.yaml",

@@ -51,7 +51,7 @@ from theseus_pl.core.replacing import TheseusModel
 from theseus_pl.core.timing import inference_speedup, was_busy
 from theseus_pl.data.cache_entry import is_cached
 from theseus_pl.data.datamodule import TextTaskDataModule
-from theseus_pl.deployment.record import wanted
+from theseus_pl.deployment.record import Deployment, wanted
 from theseus_pl.deployment.stage import deploy
 from theseus_pl.lightning.evaluation import evaluate
 
@@ -132,6 +132,8 @@ class TaskModelRun(RunKind[TaskModelResults]):
                                          self.cache_dir, precision)  # fmt: skip
 
     def _fine_tuning_batches(self) -> int:
+        if "train" not in self.datamodule.splits:  # checked, not set up yet: a search times an untrained shape first
+            self.datamodule.setup("fit")
         return self.config.finetune.epochs * len(self.datamodule.train_dataloader())
 
     def data_fingerprint(self) -> tuple[str, str] | None:
@@ -233,6 +235,11 @@ class TaskModelRun(RunKind[TaskModelResults]):
             steps.append(("deployment", deployment))
         steps.append(("model_card", lambda: write_model_card(successor_dir, results)))
         return steps
+
+    def untrained_deployment(self, method: Method, successor_dir: Path) -> Deployment:
+        assert self.settings.deploy is not None  # a search's trials deploy: its checks refuse deploy.onnx=false
+        save_successor(method.successor(), successor_dir, self.datamodule.tokenizer)
+        return deploy(successor_dir, self.settings.deploy, self.datamodule)
 
     def publish(self, experiment: Any, results: TaskModelResults, results_path: Path) -> None:
         successor_dir = Path(results.successor_dir)
