@@ -18,7 +18,7 @@ from sentence_transformers.backend.utils import backend_should_export
 
 from theseus_pl.app.kinds.embedding_model.run import sts_dev_pairs, training_text
 from theseus_pl.app.results.reading import read_run
-from theseus_pl.app.run.pipeline import run
+from theseus_pl.app.run.pipeline import run, untrained_deployment
 from theseus_pl.deploy import main
 from theseus_pl.deployment import onnx_export, openvino_export
 
@@ -111,6 +111,22 @@ def test_a_run_asked_to_deploy_ships_its_encoder_as_it_ends_as_the_deploy_comman
     assert block.target in block.dev_score
     assert (tmp_path / "run" / "successor" / "onnx" / "model_int8.onnx").is_file()
     assert "## Deployment" in (tmp_path / "run" / "successor" / "README.md").read_text()
+
+
+def test_an_untrained_successor_is_deployed_and_timed_as_a_trial_of_its_shape_would_be(embedding_run, tmp_path):
+    """What a search's latency target weighs each shape by before any training: the successor its method starts
+    from, deployed as the run would deploy it, nothing trained and no run folder written."""
+    root = embedding_run.parent
+    cfg = compose_config(
+        "+experiment=minilm_embedding_quick", f"model.base={root / 'model'}", "model.hub_id=null",
+        f"data.glue_dir={root / 'glue'}", "data.max_sentences=null", "data.held_out=8", "theseus.successor_layers=1",
+        "method=embedding_theseus", "deploy.onnx=true", "deploy.quantize=int8", "deploy.openvino=false",
+        "deploy.repeats=2", f"paths.cache_dir={root / 'cache'}", f"paths.output_dir={tmp_path / 'run'}",
+    )  # fmt: skip
+    block = untrained_deployment(cfg)
+    assert set(block.dev_score) == {"pytorch_successor", "onnx_fp32", "onnx_int8"}
+    assert {"onnx_fp32", "onnx_int8"} <= set(block.latency_ms["batch_1_own_lengths"])
+    assert not (tmp_path / "run").exists() and not list((root / "cache").glob("theseus-pl-untrained-*"))
 
 
 def test_openvino_ships_where_sentence_transformers_looks_calibrated_on_training_sentences_only(
