@@ -137,7 +137,11 @@ class Search:
                 continue
             log.info("Shape %d of %d, timed untrained before any trial trains: %s", number, len(shapes),
                      shape_name(shape))  # fmt: skip
-            overrides = [*space.overrides({**first, **shape}), f"paths.output_dir={folder / SEARCH_FOLDER}"]
+            overrides = [
+                *space.overrides({**first, **shape}),
+                f"paths.output_dir={folder / SEARCH_FOLDER}",
+                f"deploy.batch_sizes=[{self.settings.batch_size}]",
+            ]  # the serving batch's time alone
             cfg = self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
             with open_dict(cfg):
                 del cfg["hydra"]  # the job's config as the launcher hands it to the run
