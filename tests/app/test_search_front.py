@@ -417,6 +417,9 @@ def test_a_latency_target_keeps_the_pick_under_it_and_refuses_a_space_whose_ever
 
     assert fastest_within(PLANTED, 79.0, max_ms=6.5) == PLANTED[1]  # within the floor and the target
     assert fastest_within(PLANTED, 79.0, max_ms=5.0) is None  # 3 (2.0 ms) is under the floor: no pick
+    table = front_table(PLANTED, PLANTED[1], 79.0, max_ms=6.5).set_index("trial")["within the target"]
+    assert table.to_dict() == {0: "no", 1: "yes", 2: "no", 3: "yes", 4: "yes", 5: "yes"}
+    assert "within the target" not in front_table(PLANTED, PLANTED[1], 79.0)  # no target: no column
     shapes = [UntrainedShape({"theseus.successor_layers": "4"}, 9.0, "onnx_int8"),
               UntrainedShape({"theseus.successor_layers": "2"}, 3.0, "onnx_fp32")]  # fmt: skip
     assert unmet_target(shapes, 2.5, 0.1) == (

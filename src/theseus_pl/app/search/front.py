@@ -132,10 +132,15 @@ def _least_time(point: TrialPoint) -> float:
 
 
 def front_table(
-    points: Sequence[TrialPoint], pick: TrialPoint | None, floor: float, references: Sequence[ReferencePoint] = ()
+    points: Sequence[TrialPoint],
+    pick: TrialPoint | None,
+    floor: float,
+    references: Sequence[ReferencePoint] = (),
+    max_ms: float | None = None,
 ) -> pd.DataFrame:
     """Every point, fastest first: its searched values, shape, runtime, score, time, whether it is within the floor
-    and on the front, and which one is the pick; each reference model after them, marked so (no trial)."""
+    (and the latency target ``max_ms``, where there is one) and on the front, and which one is the pick; each
+    reference model after them, marked so (no trial)."""
     on_front = {point.number for point in pareto_front(points)}
     keys = list(dict.fromkeys(key for point in points for key in point.settings))
     rows = [
@@ -148,6 +153,7 @@ def front_table(
             "score": point.score,
             "ms a call": point.latency_ms,
             "within the floor": "yes" if _finite(point) and reaches(point.score, floor) else "no",
+            **({} if max_ms is None else {"within the target": "yes" if point.latency_ms <= max_ms else "no"}),
             "on the front": "yes" if point.number in on_front else "",
             "pick": "pick" if pick is not None and point.number == pick.number else "",
         }
@@ -179,10 +185,11 @@ def plot_front(
     floor: float,
     path: Path,
     references: Sequence[ReferencePoint] = (),
+    max_ms: float | None = None,
 ) -> Path:
     """``path`` (a PNG): every trial's score against its time, the front joined, each front point labelled with its
-    depth, width and runtime, the floor drawn, the pick ringed, and each reference model a labelled diamond (the time
-    axis logarithmic where one is 20x faster than the trials)."""
+    depth, width and runtime, the floor (and the latency target) drawn, the pick ringed, and each reference model a
+    labelled diamond (the time axis logarithmic where one is 20x faster than the trials)."""
     import matplotlib
 
     matplotlib.use("Agg")  # no screen: files only
@@ -197,6 +204,8 @@ def plot_front(
         axes.annotate(label(point), (point.latency_ms, point.score), textcoords="offset points", xytext=(4, 4),
                       fontsize=7)  # fmt: skip
     axes.axhline(floor, color="C3", linestyle="--", linewidth=1, label=f"score floor {floor:.2f}")
+    if max_ms is not None:
+        axes.axvline(max_ms, color="C1", linestyle=":", linewidth=1, label=f"latency target {max_ms:g} ms")
     if pick is not None:
         axes.scatter([pick.latency_ms], [pick.score], s=160, facecolors="none", edgecolors="C3", label="pick")
     for reference in references:

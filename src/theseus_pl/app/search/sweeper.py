@@ -15,7 +15,10 @@ second call with more trials adds them. Every finished trial is written to ``<sw
 measured trial has told the predecessor's score, a trial still ``prune_margin`` points under the floor half-way through
 its steps stops there (``callbacks.stop_below``) and is told pruned: no deployment, no point. Once there is a pick, a
 trial whose shape an earlier trial timed slower than the pick (``shape_margin``) is told pruned before it trains: its
-time is its shape's, so it cannot be the pick. The front holds the kind's reference models beside the trials (a
+time is its shape's, so it cannot be the pick. With a latency target (``max_latency_ms``), each shape of the space is
+deployed and timed untrained before any trial trains: a target no shape meets ends the search there (status 2,
+naming the fastest shape), a trial of a shape over it is told pruned before it trains, and the pick meets both the
+floor and the target. The front holds the kind's reference models beside the trials (a
 sentence-embedding search's model2vec static model), never the pick.
 """
 
@@ -340,8 +343,9 @@ def write_answer(
     floor = predecessor - settings.max_score_drop
     pick = fastest_within(points, floor, settings.max_latency_ms)
     output.mkdir(parents=True, exist_ok=True)
-    write_markdown_and_csv(front_table(points, pick, floor, references), output, "front")
-    plot_front(points, pick, floor, output / "front.png", references)
+    target = settings.max_latency_ms
+    write_markdown_and_csv(front_table(points, pick, floor, references, target), output, "front")
+    plot_front(points, pick, floor, output / "front.png", references, target)
     failed = [trial for trial in counted(study) if trial.state == TrialState.FAIL]
     pruned = [trial for trial in counted(study) if trial.state == TrialState.PRUNED]
     answer = {
@@ -370,10 +374,10 @@ def write_answer(
         scored = [point for point in points if math.isfinite(point.score)]  # a NaN score is no trial's best
         best = max(scored, key=lambda point: (point.score, -point.number), default=None)
         named = f" (the best: trial {best.number} at {best.score:.2f})" if best else " (none scored a number)"
-        target = "" if settings.max_latency_ms is None else f" at {settings.max_latency_ms:g} ms a call or less"
+        within = "" if target is None else f" at {target:g} ms a call or less"
         log.warning("No trial kept its dev score within %s of the predecessor's %.2f%s%s: see %s; more steps a trial, "
                     "more trials or a larger hydra.sweeper.max_score_drop may reach it",
-                    points_in_words(settings.max_score_drop), predecessor, target, named,
+                    points_in_words(settings.max_score_drop), predecessor, within, named,
                     output / "front.md")  # fmt: skip
     else:
         log.info("The pick: trial %d (%s), dev %.2f (floor %.2f), %.2f ms a call; its run: %s; the front: %s",
