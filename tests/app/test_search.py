@@ -161,3 +161,19 @@ def test_the_command_line_refuses_a_bad_search_before_it_starts(tiny_base, glue_
         "- hydra.sweeper.trials=0 must be a whole number of trials, at least 1, e.g. 16."
     )
     assert not (tmp_path / "s").exists()
+
+
+def test_a_shape_is_timed_untrained_from_a_stand_in_predecessor_with_nothing_trained(tiny_base, glue_dir, tmp_path):
+    """A search's latency target times each shape before any trial: the successor the method starts from, built
+    from the base with a new head where no fine-tuned predecessor is cached (none is made), deployed as a trial is."""
+    from app_runs import compose_config
+
+    from theseus_pl.app.run.pipeline import untrained_deployment
+
+    overrides = [o for o in search_overrides(tiny_base, glue_dir, tmp_path) if "choice(" not in o]
+    cfg = compose_config(*overrides, "theseus.successor_layers=1", "method=theseus",
+                         f"paths.output_dir={tmp_path / 'never'}")  # fmt: skip
+    block = untrained_deployment(cfg)
+    assert {"onnx_fp32", "onnx_int8"} <= set(block.latency_ms["batch_1_own_lengths"])
+    assert not (tmp_path / "never").exists() and not list((tmp_path / "cache").glob("theseus-pl-untrained-*"))
+    assert not list((tmp_path / "cache").rglob("*.safetensors"))  # no predecessor fine-tuned into the cache

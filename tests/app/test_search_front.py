@@ -439,3 +439,76 @@ def test_a_latency_target_keeps_the_pick_under_it_and_refuses_a_space_whose_ever
     table = untrained_table(shapes, 5.0, 0.1)
     assert table.to_dict("list") == {"theseus.successor_layers": ["2", "4"], "runtime": ["onnx_fp32", "onnx_int8"],
                                      "ms a call": [3.0, 9.0], "within the target": ["yes", "no"]}  # fmt: skip
+
+
+def test_each_shape_is_timed_untrained_once_a_study_and_a_trial_over_the_target_is_not_trained(tmp_path, monkeypatch,
+                                                                                                 capsys):  # fmt: skip
+    """The sweeper's side of a latency target, in this process: each shape of the space (every combination of its
+    shape keys' choices, the other keys at their first value) timed in its fastest runtime at the serving batch size,
+    kept in the study so that a second call times none again; a trial of a shape over the target pruned before
+    training; a target no shape meets ends the search with status 2."""
+    from types import SimpleNamespace
+
+    import optuna
+    from omegaconf import OmegaConf
+
+    from theseus_pl.app.search import sweeper
+    from theseus_pl.app.search.settings import SearchSettings
+    from theseus_pl.app.search.space import search_space
+
+    shape_keys = {"theseus.successor_layers": "choice(2,4)", "theseus.successor.intermediate_size": "choice(16,8)"}
+    space = search_space({**shape_keys, "optimizer.lr": "interval(1e-4,1e-3)"}, [])
+    assert sweeper.space_shapes(space) == [
+        {"theseus.successor_layers": "2", "theseus.successor.intermediate_size": "16"},
+        {"theseus.successor_layers": "2", "theseus.successor.intermediate_size": "8"},
+        {"theseus.successor_layers": "4", "theseus.successor.intermediate_size": "16"},
+        {"theseus.successor_layers": "4", "theseus.successor.intermediate_size": "8"},
+    ]
+    asked: list[list[str]] = []
+
+    class Loader:  # Hydra's config loader, as the launcher composes a job's config
+        def load_sweep_config(self, master, overrides):
+            asked.append(list(overrides))
+            return OmegaConf.create({"hydra": {}, "overrides": list(overrides)})
+
+    def deployed(cfg):  # the deployment of an untrained shape: 2 layers 1 ms a call, 4 layers 2 ms; int8 the fastest
+        layers = int(next(o for o in cfg.overrides if o.startswith("theseus.successor_layers=")).split("=")[1])
+        assert "hydra" not in cfg  # the job's config as a run receives it
+        row = {"pytorch_predecessor": 0.1, "onnx_fp32": 3.0 * layers, "onnx_int8": layers / 2}
+        return SimpleNamespace(latency_ms={"batch_1_own_lengths": row})
+
+    monkeypatch.setattr(sweeper, "untrained_deployment", deployed)
+    search = sweeper.Search.__new__(sweeper.Search)  # its launcher is Hydra's: not needed to time shapes
+    search.settings, search.config = SearchSettings(max_latency_ms=1.5), OmegaConf.create({})
+    search.hydra_context = SimpleNamespace(config_loader=Loader())
+    study = optuna.create_study(directions=list(SearchSettings.DIRECTIONS))
+    shapes = search.timed_shapes(study, space, tmp_path)
+    assert [(dict(s.shape)["theseus.successor_layers"], s.ms, s.target) for s in shapes] == [
+        ("2", 1.0, "onnx_int8"),
+        ("2", 1.0, "onnx_int8"),
+        ("4", 2.0, "onnx_int8"),
+        ("4", 2.0, "onnx_int8"),
+    ]  # the predecessor's row is no runtime of the successor's
+    assert all("optimizer.lr=0.0001" in o and "deploy.batch_sizes=[1]" in o for o in asked)  # lr at its first value
+    assert search.timed_shapes(study, space, tmp_path) == shapes and len(asked) == 4  # kept: none timed again
+    sweeper.write_untrained(shapes, search.settings, tmp_path / "search")
+    assert (tmp_path / "search" / "untrained.md").read_text().count("| yes |") == 2
+    study.enqueue_trial({"theseus.successor_layers": "4", "theseus.successor.intermediate_size": "8",
+                         "optimizer.lr": 2e-4})  # fmt: skip
+    over = study.ask(space.distributions)
+    assert sweeper.skipped_as_slower(study, over, search.settings, shapes)
+    assert (
+        study.trials[over.number]
+        .user_attrs[sweeper.OUTCOME]
+        .startswith(
+            "pruned before training: theseus.successor_layers=4, theseus.successor.intermediate_size=8 takes 2.00 ms"
+        )
+    )
+    # A target under every shape's time: the search ends before asking any trial.
+    search.settings = SearchSettings(max_latency_ms=0.5, trials=2, params={})
+    monkeypatch.setattr(sweeper, "open_study", lambda settings, folder: study)
+    monkeypatch.setattr(sweeper, "search_space", lambda params, arguments: space)
+    search.config = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}}, "data": {}})
+    with pytest.raises(SystemExit) as ended:
+        search.sweep([])
+    assert ended.value.code == 2 and "no shape of the search meets it; the fastest" in capsys.readouterr().err
