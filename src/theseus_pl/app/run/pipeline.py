@@ -167,9 +167,9 @@ def _check_precision(resumed: ResumePoint | None, hardware: Hardware) -> None:
 
 def untrained_deployment(cfg: DictConfig) -> Deployment:
     """The successor the run's method starts from, untrained, deployed and timed as the run deploys its trained one
-    (``deploy``): what a search weighs a shape's time by before any trial trains, since
-    untrained weights take a trained model's time. Trains nothing: where the predecessor is still to be made, a model
-    of its shapes stands in, as for ``--check``. Refused as the run would be, before any export."""
+    (``deploy``): what a search weighs a shape's time by before any trial trains, since untrained weights take a
+    trained model's time. Trains nothing: where the predecessor is still to be made, a model of its shapes stands in,
+    as for ``--check``. Refused as the run would be, before any export."""
     settings = checked_settings(cfg)
     kind = run_kind(cfg, settings)
     _check(kind, [])
