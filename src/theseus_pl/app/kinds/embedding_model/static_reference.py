@@ -44,8 +44,7 @@ def static_reference(trial_folder: Path, batch_size: int, cache_dir: Path) -> li
     except ModuleNotFoundError as missing:
         log.warning("No model2vec point on the front (%s): pip install 'theseus_pl[search]'", missing)
         return []
-    record = read_run(trial_folder / "results.json")
-    assert isinstance(record, EmbeddingModelResults)  # registered for this kind's searches alone
+    record = read_run(trial_folder / "results.json", EmbeddingModelResults)  # registered for this kind's searches
     predecessor = Path(record.predecessor.dir)
     digest = hashlib.sha256(f"{predecessor.resolve()}:{PCA_DIMS}".encode()).hexdigest()[:16]
     model, _ = load_or_build(

