@@ -53,9 +53,10 @@ def test_each_command_reads_its_command_line_before_it_imports_torch():
     """``--help`` and a refused option answer at once: what deploys, predicts, reports or publishes (torch,
     transformers, Lightning: 5 to 10 s of imports a command on the AVX-512 EPYC) is imported once the line is read.
     And the report's tables and every kind's registration import none of them: ``report`` reads records and writes
-    tables (2.1 s where it took 7.7 s)."""
+    tables (2.1 s where it took 7.7 s). Nor W&B's libraries: its workspace library (0.35 s on the AVX-512 EPYC) is
+    imported by every kind's dashboard, which only a view of the runs builds, not every run that reads its kind."""
     modules = ", ".join(f"theseus_pl.{command}" for command in [*COMMANDS, "offline"])
-    heavy = "{'torch', 'transformers', 'lightning'}"
+    heavy = "{'torch', 'transformers', 'lightning', 'wandb', 'wandb_workspaces'}"
     commands = f"import sys, {modules}; print(sorted(({heavy} | {{'pandas'}}) & set(sys.modules)))"
     report = ("import sys, theseus_pl.app.report.tables; from theseus_pl.app.results.registry import registered_kinds; "
               f"registered_kinds(); print(sorted({heavy} & set(sys.modules)))")  # fmt: skip

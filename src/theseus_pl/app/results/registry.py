@@ -79,8 +79,9 @@ class Kind(Generic[R]):
     config: type[RunConfig] = RunConfig
     card: Callable[[R, str | None], ModelCard] | None = None  # its successor's card; the hub id once published
     report: Callable[[list[R], str, Path], ReportPart] | None = None  # its tables: the runs, --rows, the folder
-    # Its part of the W&B workspace and sweep report: a theseus_pl.app.tracking.dashboard.Dashboard (above this wing).
-    dashboard: Any = None
+    # Its part of the W&B workspace and sweep report: a function giving its theseus_pl.app.tracking.dashboard.Dashboard
+    # (above this wing), called as a view is built: W&B's workspace library is imported then, not by every run.
+    dashboard: Callable[[], Any] | None = None
     # What its successor folder lacks, beyond a tokenizer, for its users to load it (publish refuses to send it so).
     missing_parts: Callable[[Path], list[str]] | None = None
     deployer: Deployer | None = None  # None: deploy refuses its runs, saying how they ship (shipped_as)

@@ -76,7 +76,7 @@ def dashboard_parts(kinds: Iterable[str]) -> dict[str, Dashboard]:
     if unknown := sorted(wanted - set(known)):
         raise UnknownKind(f"The dashboard has no sections for runs of kind {', '.join(map(repr, unknown))}; it knows "
                           f"runs of kind {', '.join(map(repr, known))} only.")  # fmt: skip
-    return {kind: part for kind, part in known.items() if kind in wanted}
+    return {kind: part() for kind, part in known.items() if kind in wanted}
 
 
 def workspace(
@@ -124,7 +124,7 @@ def sweep_report(entity: str, project: str, sweep: Path, runs: Sequence[RunRecor
     where the runs logged to W&B, the plots of their group: each kind's by its :class:`Dashboard`."""
     dashboards = parts("dashboard")
     parted = {kind: found for kind, found in by_kind(runs, dashboards, "the sweep's W&B report").items() if found}
-    shown = {kind: dashboards[kind] for kind in parted}
+    shown = {kind: dashboards[kind]() for kind in parted}
     methods = sorted({run.method for run in runs})
     on = [words for kind, part in shown.items() for words in part.ran_on(parted[kind])]
     blocks: list[Any] = [

@@ -9,7 +9,6 @@ from typing import Any
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL
 from theseus_pl.app.kinds.embedding_model.card import embedding_model_card
 from theseus_pl.app.kinds.embedding_model.config import EmbeddingModelConfig
-from theseus_pl.app.kinds.embedding_model.dashboard import EMBEDDING_MODEL_DASHBOARD
 from theseus_pl.app.kinds.embedding_model.record import EmbeddingModelResults
 from theseus_pl.app.kinds.embedding_model.report import STEM, write_embedding_model_report
 from theseus_pl.app.results.registry import Deployer, Kind, ReportPart
@@ -60,6 +59,14 @@ def _missing_parts(successor: Path) -> list[str]:
     return sentence_transformers_missing_parts(successor)
 
 
+def _dashboard() -> Any:
+    """Its part of the W&B workspace and sweep report, imported as a view is built: W&B's workspace library (0.3 s
+    and more) is for those views alone, not for every run and reader of its records."""
+    from theseus_pl.app.kinds.embedding_model.dashboard import EMBEDDING_MODEL_DASHBOARD
+
+    return EMBEDDING_MODEL_DASHBOARD
+
+
 KIND = Kind(
     name=EMBEDDING_MODEL,
     record=EmbeddingModelResults,
@@ -67,7 +74,7 @@ KIND = Kind(
     config=EmbeddingModelConfig,
     method_problems=_method_problems,
     card=embedding_model_card,
-    dashboard=EMBEDDING_MODEL_DASHBOARD,
+    dashboard=_dashboard,
     report=_report,
     missing_parts=_missing_parts,
     deployer=Deployer(deploy=_deploy, plan=_planned),

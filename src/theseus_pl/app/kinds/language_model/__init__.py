@@ -8,7 +8,6 @@ from typing import Any
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.kinds.language_model.card import language_model_card
 from theseus_pl.app.kinds.language_model.config import LanguageModelConfig
-from theseus_pl.app.kinds.language_model.dashboard import LANGUAGE_MODEL_DASHBOARD
 from theseus_pl.app.kinds.language_model.record import LanguageModelResults
 from theseus_pl.app.kinds.language_model.report import write_language_model_report
 from theseus_pl.app.results.registry import Kind, ReportPart
@@ -34,6 +33,14 @@ def _report(runs: list[LanguageModelResults], rows: str, output: Path) -> Report
     return ReportPart(written, warnings, output / "lm_table.md")
 
 
+def _dashboard() -> Any:
+    """Its part of the W&B workspace and sweep report, imported as a view is built: W&B's workspace library (0.3 s
+    and more) is for those views alone, not for every run and reader of its records."""
+    from theseus_pl.app.kinds.language_model.dashboard import LANGUAGE_MODEL_DASHBOARD
+
+    return LANGUAGE_MODEL_DASHBOARD
+
+
 KIND = Kind(
     name=LANGUAGE_MODEL,
     record=LanguageModelResults,
@@ -41,7 +48,7 @@ KIND = Kind(
     config=LanguageModelConfig,
     method_problems=_method_problems,
     card=language_model_card,
-    dashboard=LANGUAGE_MODEL_DASHBOARD,
+    dashboard=_dashboard,
     report=_report,
     shipped_as=f"a decoder-LM run: its successor is the causal-LM folder {{successor}} (transformers safetensors, "
     f"with its model card); {ENCODERS}. Ship it to llama.cpp as GGUF: --gguf f16 q8_0.",

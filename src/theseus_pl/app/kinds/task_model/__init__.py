@@ -8,7 +8,6 @@ from typing import Any
 from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.kinds.task_model.card import task_model_card
 from theseus_pl.app.kinds.task_model.config import TaskModelConfig
-from theseus_pl.app.kinds.task_model.dashboard import TASK_MODEL_DASHBOARD
 from theseus_pl.app.kinds.task_model.record import TaskModelResults
 from theseus_pl.app.kinds.task_model.report import task_model_report, unknown_rows
 from theseus_pl.app.results.registry import Deployer, Kind
@@ -41,6 +40,14 @@ def _planned(folder: Path, settings: DeploySettings, glue_dir: str | None) -> li
     return planned_deployment(folder, settings, glue_dir=glue_dir)
 
 
+def _dashboard() -> Any:
+    """Its part of the W&B workspace and sweep report, imported as a view is built: W&B's workspace library (0.3 s
+    and more) is for those views alone, not for every run and reader of its records."""
+    from theseus_pl.app.kinds.task_model.dashboard import TASK_MODEL_DASHBOARD
+
+    return TASK_MODEL_DASHBOARD
+
+
 KIND = Kind(
     name=TASK_MODEL,
     record=TaskModelResults,
@@ -48,7 +55,7 @@ KIND = Kind(
     config=TaskModelConfig,
     method_problems=_method_problems,
     card=task_model_card,
-    dashboard=TASK_MODEL_DASHBOARD,
+    dashboard=_dashboard,
     report=task_model_report,
     unknown_rows=unknown_rows,
     deployer=Deployer(deploy=_deploy, plan=_planned),
