@@ -228,16 +228,21 @@ def smollm2_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_onnx(tmp_path_factory: pytest.TempPathFactory):
     """``tiny_onnx(family, folder)``: the 2-layer tiny classifier of ``family``, its example inputs (2 rows of 6
-    tokens) and its ONNX export as ``folder/model.onnx``, to rewrite as the test likes. The export (3 s or more
-    each) is made once per family and worker and copied: the model is the same every time (seed 0)."""
+    tokens) and its ONNX export as ``folder/model.onnx``, to rewrite as the test likes. The export (1 to 3 s each) is
+    made once per family a pytest run, under a lock where parallel workers ask at once, and copied: the model is the
+    same in every worker (seed 0)."""
+    from filelock import FileLock
+
     from theseus_pl.deployment.onnx_export import export_onnx
 
-    exports = tmp_path_factory.mktemp("tiny-onnx")
+    exports = run_wide_folder(tmp_path_factory, "tiny-onnx")
+    exports.mkdir(exist_ok=True)
 
     def exported(family: str, folder: Path) -> tuple[PreTrainedModel, dict[str, torch.Tensor], Path]:
         model, example = tiny_model(family, num_hidden_layers=2).eval(), tiny_inputs(batch_size=2, length=6)
-        if not (exports / f"{family}.onnx").is_file():
-            export_onnx(model, example, exports / f"{family}.onnx")
+        with FileLock(exports / f"{family}.lock"):
+            if not (exports / f"{family}.onnx").is_file():
+                export_onnx(model, example, exports / f"{family}.onnx")
         return model, example, Path(shutil.copyfile(exports / f"{family}.onnx", folder / "model.onnx"))
 
     return exported
