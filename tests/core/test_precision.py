@@ -4,6 +4,7 @@ faster on a CPU with AVX-512 BF16, fp32 elsewhere; every choice says why."""
 import pytest
 import torch
 
+from theseus_pl.core import precision
 from theseus_pl.core.precision import (
     BF16_AT_MOST,
     Bf16Measurement,
@@ -12,7 +13,7 @@ from theseus_pl.core.precision import (
     measure_bf16,
     parse_cpuinfo,
 )
-from theseus_pl.core.timing import BUSY_CORES
+from theseus_pl.core.timing import BUSY_CORES, Timings
 
 pytestmark = pytest.mark.quick
 
@@ -66,6 +67,27 @@ def test_the_measurement_is_a_positive_ratio_and_leaves_the_seeded_random_state_
     assert torch.equal(torch.rand(4), expected)
     assert 0 < measurement.ratio < 100
     assert measure_bf16() == measurement  # once per process
+
+
+def test_a_busy_machine_is_measured_again_a_second_apart_until_idle_and_the_least_busy_measurement_is_kept(monkeypatch):
+    # The tests' machine load is unread (conftest's machine_load_unread): each measurement's is planted here.
+    other_cores = [BUSY_CORES + 2, BUSY_CORES + 1, BUSY_CORES + 3, 0.0, BUSY_CORES + 4]
+    asked, slept = [], []
+
+    def timed(calls, repeats, retries=1):
+        asked.append(retries)
+        busy = other_cores[len(asked) - 1]
+        return Timings({"fp32": [1.0] * repeats, "bf16": [0.5 + busy] * repeats}, other_cores=busy)
+
+    monkeypatch.setattr(precision, "interleaved_seconds", timed)
+    monkeypatch.setattr(precision.time, "sleep", slept.append)
+    measure_bf16.cache_clear()
+    assert measure_bf16() == Bf16Measurement(0.5, 0.0)  # the idle fourth, and no fifth
+    assert asked == [1, 0, 0, 0] and slept == [1.0] * 3
+    measure_bf16.cache_clear()
+    other_cores[:], asked[:] = [BUSY_CORES + 2] * (1 + precision.BUSY_RETRIES), []  # busy throughout: it gives up
+    assert measure_bf16().other_cores == BUSY_CORES + 2 and len(asked) == 1 + precision.BUSY_RETRIES
+    measure_bf16.cache_clear()
 
 
 def test_a_measurement_taken_on_a_busy_machine_says_so_in_the_reason():
