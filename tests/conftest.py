@@ -229,21 +229,22 @@ def smollm2_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_onnx(tmp_path_factory: pytest.TempPathFactory):
     """``tiny_onnx(family, folder)``: the 2-layer tiny classifier of ``family``, its example inputs (2 rows of 6
     tokens) and its ONNX export as ``folder/model.onnx``, to rewrite as the test likes. The export (1 to 3 s each) is
-    made once per family a pytest run, under a lock where parallel workers ask at once, and copied: the model is the
-    same in every worker (seed 0)."""
-    from filelock import FileLock
-
+    made once per family a pytest run, a cache entry as the app's (built under a lock where parallel workers ask at
+    once, renamed into place whole), and copied: the model is the same in every worker (seed 0)."""
+    from theseus_pl.data.cache_entry import load_or_build
     from theseus_pl.deployment.onnx_export import export_onnx
 
     exports = run_wide_folder(tmp_path_factory, "tiny-onnx")
-    exports.mkdir(exist_ok=True)
 
     def exported(family: str, folder: Path) -> tuple[PreTrainedModel, dict[str, torch.Tensor], Path]:
         model, example = tiny_model(family, num_hidden_layers=2).eval(), tiny_inputs(batch_size=2, length=6)
-        with FileLock(exports / f"{family}.lock"):
-            if not (exports / f"{family}.onnx").is_file():
-                export_onnx(model, example, exports / f"{family}.onnx")
-        return model, example, Path(shutil.copyfile(exports / f"{family}.onnx", folder / "model.onnx"))
+        onnx, _ = load_or_build(
+            exports / family,
+            load=lambda entry: entry / "model.onnx",  # the entry's manifest checks the file is whole
+            build=lambda staging: export_onnx(model, example, staging / "model.onnx"),
+            what=f"the tiny {family} classifier's ONNX export",
+        )
+        return model, example, Path(shutil.copyfile(onnx, folder / "model.onnx"))
 
     return exported
 
