@@ -33,6 +33,9 @@ from transformers import (
     RobertaConfig,
 )
 
+# pytester: pytest run in-process on a test (tests/data/test_real_data_gate.py)
+pytest_plugins = ["pytester"]
+
 # The real GLUE files never live inside the checkout: $THESEUS_PL_GLUE_DIR, else ../shared/data/glue beside it.
 REAL_GLUE_DIR = Path(os.environ.get("THESEUS_PL_GLUE_DIR", Path(__file__).parents[2] / "shared" / "data" / "glue"))
 MISSING_GLUE = (
