@@ -2,7 +2,8 @@
 fresh interpreter's imports each time.
 
 :func:`run_command` takes what ``subprocess.run(command, capture_output=True, text=True, ...)`` takes and returns
-what it returns. A ``python -m theseus_pl...`` command is forked from a process that imported torch, transformers,
+what it returns; :func:`start_command` starts one and returns at once (``.wait()`` gives the same), for commands that
+must run side by side. A ``python -m theseus_pl...`` command is forked from a process that imported torch, transformers,
 Hydra and Lightning's dependencies once (``command_zygote.py``, one per pytest worker); anything else, or a command
 whose environment changes a variable those libraries read as they are imported, runs as a real subprocess. The
 entry points' own start keeps real-process tests (``tests/test_packaging.py``, the console's lines in
@@ -22,11 +23,13 @@ import functools
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ZYGOTE = Path(__file__).with_name("command_zygote.py")
@@ -46,23 +49,70 @@ SET_BY_LIBRARIES = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1", "HF_XET_HIGH_PERFORMAN
 _zygote: subprocess.Popen | None = None
 _unread = bytearray()  # what the zygote wrote past the last line read
 _set_by_imports: dict[str, str] = {}  # the variables the zygote's imports set, and their values
+_ended: dict[int, int] = {}  # forked commands that ended and were not yet waited for: pid -> exit status
 
 
 def run_command(command: list[str], *, cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None,
                 timeout: float | None = None, check: bool = False) -> subprocess.CompletedProcess[str]:  # fmt: skip
     """``command`` run as ``subprocess.run(command, capture_output=True, text=True, ...)`` runs it."""
+    return start_command(command, cwd=cwd, env=env).wait(timeout, check)
+
+
+def start_command(
+    command: list[str], *, cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None
+) -> Started:
+    """``command`` started as ``subprocess.Popen(command, stdout=PIPE, stderr=PIPE, text=True, ...)`` starts it."""
     environment = dict(os.environ if env is None else env)
     if not _forkable(command, environment):
-        return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=check)
-    with tempfile.TemporaryDirectory(prefix="command-") as folder:
-        out, err = Path(folder, "stdout"), Path(folder, "stderr")
-        request = {"module": command[2], "arguments": command[3:], "cwd": os.fspath(cwd or os.getcwd()),
-                   "env": environment, "stdout": str(out), "stderr": str(err), "bf16": _machine_bf16()}  # fmt: skip
-        returncode = _forked(request, command, timeout, out, err)
-        completed = subprocess.CompletedProcess(command, returncode, _read(out), _read(err))
-    if check:
-        completed.check_returncode()
-    return completed
+        popen = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return Started(command, popen=popen)
+    folder = Path(tempfile.mkdtemp(prefix="command-"))
+    request = {"module": command[2], "arguments": command[3:], "cwd": os.fspath(cwd or os.getcwd()),
+               "env": environment, "stdout": str(folder / "stdout"), "stderr": str(folder / "stderr"),
+               "bf16": _machine_bf16()}  # fmt: skip
+    zygote = _started_zygote()
+    os.write(zygote.stdin.fileno(), (json.dumps(request) + "\n").encode())
+    while "returncode" in (answer := _answer(zygote, None)):  # another command's end, read before this one's start
+        _ended[answer["pid"]] = answer["returncode"]
+    return Started(command, pid=answer["pid"], folder=folder)
+
+
+@dataclass
+class Started:
+    """A command started by :func:`start_command`: a real process (``popen``), or a fork of the zygote (``pid``, its
+    output in files under ``folder``)."""
+
+    command: list[str]
+    popen: subprocess.Popen | None = None
+    pid: int | None = None
+    folder: Path | None = None
+
+    def wait(self, timeout: float | None = None, check: bool = False) -> subprocess.CompletedProcess[str]:
+        """What ``subprocess.run`` returns once the command ends; killed, and ``TimeoutExpired``, after ``timeout``."""
+        if self.popen is not None:
+            try:
+                out, err = self.popen.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.communicate()
+                raise
+            completed = subprocess.CompletedProcess(self.command, self.popen.returncode, out, err)
+        else:
+            try:
+                returncode = _forked_end(self.pid, timeout)
+                if returncode is None:
+                    os.kill(self.pid, signal.SIGKILL)
+                    _forked_end(self.pid, None)
+                    raise subprocess.TimeoutExpired(self.command, timeout, *self._output())
+                completed = subprocess.CompletedProcess(self.command, returncode, *self._output())
+            finally:
+                shutil.rmtree(self.folder, ignore_errors=True)
+        if check:
+            completed.check_returncode()
+        return completed
+
+    def _output(self) -> tuple[str, str]:
+        return _read(self.folder / "stdout"), _read(self.folder / "stderr")
 
 
 def _forkable(command: list[str], environment: dict[str, str]) -> bool:
@@ -82,16 +132,17 @@ def _forkable(command: list[str], environment: dict[str, str]) -> bool:
     )
 
 
-def _forked(request: dict, command: list[str], timeout: float | None, out: Path, err: Path) -> int:
+def _forked_end(pid: int, timeout: float | None) -> int | None:
+    """The exit status of the forked command ``pid`` (others' ends read meanwhile are kept for their waits); None when
+    ``timeout`` seconds pass first."""
     zygote = _started_zygote()
-    os.write(zygote.stdin.fileno(), (json.dumps(request) + "\n").encode())
-    pid = _answer(zygote, None)["pid"]
-    answer = _answer(zygote, timeout)
-    if answer is None:
-        os.kill(pid, signal.SIGKILL)
-        _answer(zygote, None)
-        raise subprocess.TimeoutExpired(command, timeout, _read(out), _read(err))
-    return answer["returncode"]
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while pid not in _ended:
+        answer = _answer(zygote, None if deadline is None else max(0.0, deadline - time.monotonic()))
+        if answer is None:
+            return None
+        _ended[answer["pid"]] = answer["returncode"]
+    return _ended.pop(pid)
 
 
 def _answer(zygote: subprocess.Popen, timeout: float | None) -> dict | None:
@@ -115,6 +166,7 @@ def _started_zygote() -> subprocess.Popen:
     global _zygote
     if _zygote is None or _zygote.poll() is not None:
         _unread.clear()
+        _ended.clear()
         _zygote = subprocess.Popen([sys.executable, str(ZYGOTE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    env=START_ENV)  # fmt: skip
         atexit.register(_zygote.stdin.close)

@@ -12,8 +12,10 @@ The protocol, JSON lines on stdin and on the stdout this process started with (i
 library may print as it is imported, transformers does under ``WANDB_MODE=offline``): ``{"env": ...}`` first, the
 environment once the libraries are imported (some set variables of their own); then per request ``{"module",
 "arguments", "cwd", "env", "stdout", "stderr"}`` (the last two are files the child writes), answered by
-``{"pid": ...}`` as the child starts and ``{"returncode": ...}`` as it ends. End of stdin ends this process. A request's
-``bf16`` (the test process's bf16 measurement, or null) is what the child's ``measure_bf16`` returns.
+``{"pid": ...}`` as the child starts and ``{"pid": ..., "returncode": ...}`` as it ends. Children run side by side (a
+test may start two commands at once): the next request is read while earlier children run, and their ends are
+answered in the order they come. End of stdin ends this process. A request's ``bf16`` (the test process's bf16
+measurement, or null) is what the child's ``measure_bf16`` returns.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import atexit
 import json
 import os
 import runpy
+import selectors
 import sys
 import threading
 from typing import TextIO
@@ -46,23 +49,44 @@ PRELOADED = (
 
 
 def serve(replies: TextIO) -> dict:
-    """Answer requests on ``replies`` until stdin ends (then exit); return a request only in the child forked for it."""
+    """Answer requests on stdin until it ends (then exit); return a request only in the child forked for it. Each
+    child is watched through a pidfd, so one still running holds up neither the next request nor another's end."""
     for name in PRELOADED:
         __import__(name)
     answer(replies, {"env": dict(os.environ)})  # with what the imports set (TORCHINDUCTOR_CACHE_DIR, ...)
     base_path = [entry for entry in sys.path[1:] if entry not in os.environ.get("PYTHONPATH", "").split(os.pathsep)]
-    for line in sys.stdin:
-        request = json.loads(line)
-        sys.stdout.flush()
-        pid = os.fork()
-        if pid == 0:
-            replies.close()
-            request["base_path"] = base_path
-            return request
-        answer(replies, {"pid": pid})
-        _, status = os.waitpid(pid, 0)
-        answer(replies, {"returncode": os.waitstatus_to_exitcode(status)})
-    raise SystemExit(0)
+    children: dict[int, int] = {}  # pidfd -> pid
+    unread = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(0, selectors.EVENT_READ)
+        while True:
+            for key, _ in selector.select():
+                if key.fd in children:
+                    pid = children.pop(key.fd)
+                    selector.unregister(key.fd)
+                    os.close(key.fd)
+                    _, status = os.waitpid(pid, 0)
+                    answer(replies, {"pid": pid, "returncode": os.waitstatus_to_exitcode(status)})
+                    continue
+                chunk = os.read(0, 1 << 16)
+                if not chunk:
+                    raise SystemExit(0)
+                unread += chunk
+                while b"\n" in unread:
+                    line, _, unread = unread.partition(b"\n")
+                    request = json.loads(line)
+                    sys.stdout.flush()
+                    pid = os.fork()
+                    if pid == 0:
+                        replies.close()
+                        for pidfd in children:
+                            os.close(pidfd)
+                        request["base_path"] = base_path
+                        return request
+                    answer(replies, {"pid": pid})
+                    pidfd = os.pidfd_open(pid)
+                    children[pidfd] = pid
+                    selector.register(pidfd, selectors.EVENT_READ)
 
 
 def answer(replies: TextIO, message: dict) -> None:

@@ -5,7 +5,6 @@ import logging
 import os
 import re
 import shutil
-import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -14,6 +13,7 @@ import lightning.pytorch as pl
 import pytest
 import torch
 from app_runs import compose_config, tiny_run_overrides
+from command_runs import Started, start_command
 from filelock import FileLock
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
@@ -122,17 +122,17 @@ def test_truncated_cache_files_are_rebuilt_by_the_next_run(base_overrides, tmp_p
 
 
 def test_two_jobs_at_once_fine_tune_their_shared_predecessor_once(base_overrides, tmp_path):
-    def job(name: str) -> subprocess.Popen:
+    def job(name: str) -> Started:
         folder = tmp_path / name
         # The precision pinned: under trainer.precision=auto each job measures bf16 against fp32 at start, and two
         # jobs measuring side by side can resolve differently, which keys two different predecessors (seen in CI).
         command = [sys.executable, "-m", "theseus_pl", *base_overrides, "finetune.epochs=3",
                    "trainer.precision=32-true", f"paths.output_dir={folder}", f"hydra.run.dir={folder}"]  # fmt: skip
-        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        return start_command(command)  # a fork of the tests' command process, as run_command's, not waited for
 
     jobs = [job("a"), job("b")]
-    for job in jobs:
-        assert job.wait(timeout=300) == 0, job.stderr.read()[-3000:]
+    for done in [job.wait(timeout=300) for job in jobs]:
+        assert done.returncode == 0, done.stderr[-3000:]
     origins = sorted(
         read_run(tmp_path / name / "results.json", TaskModelResults).predecessor.origin for name in ("a", "b")
     )
