@@ -3,13 +3,12 @@
 import os
 import random
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from app_runs import compose_config, tiny_run_overrides
-from command_runs import seed_machine_bf16
+from command_runs import run_command, seed_machine_bf16
 from test_app import logged
 
 from theseus_pl.app.kinds.task_model.record import TaskModelResults
@@ -36,10 +35,10 @@ def test_a_run_killed_at_a_random_step_resumes_exactly(tiny_base, real_glue_dir,
     kill_step = random.randint(21, 39)  # after the schedule's switch at 20 or before it, between validations
     folder = tmp_path / "run"
     seed_machine_bf16(tmp_path / "cache")  # the killed run's process starts knowing it
-    killed = subprocess.run(
+    killed = run_command(
         [sys.executable, "-m", "theseus_pl", *overrides, f"hydra.run.dir={folder}",
          "+callbacks.kill._target_=raise_at_step.KillAtStep", f"+callbacks.kill.step={kill_step}"],
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}, capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
     )  # fmt: skip
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert not (folder / "results.json").exists()
