@@ -25,6 +25,7 @@ import json
 import os
 import runpy
 import selectors
+import signal
 import sys
 import threading
 from typing import TextIO
@@ -49,24 +50,26 @@ PRELOADED = (
 
 
 def serve(replies: TextIO) -> dict:
-    """Answer requests on stdin until it ends (then exit); return a request only in the child forked for it. Each
-    child is watched through a pidfd, so one still running holds up neither the next request nor another's end."""
+    """Answer requests on stdin until it ends (then exit); return a request only in the child forked for it. A child's
+    end wakes this process (SIGCHLD, written to a pipe watched beside stdin), so one still running holds up neither
+    the next request nor another's end."""
     for name in PRELOADED:
         __import__(name)
     answer(replies, {"env": dict(os.environ)})  # with what the imports set (TORCHINDUCTOR_CACHE_DIR, ...)
     base_path = [entry for entry in sys.path[1:] if entry not in os.environ.get("PYTHONPATH", "").split(os.pathsep)]
-    children: dict[int, int] = {}  # pidfd -> pid
+    ended, ended_signal = os.pipe()
+    os.set_blocking(ended_signal, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # handled, so that Python writes it to the wake-up pipe
+    signal.set_wakeup_fd(ended_signal)
     unread = b""
     with selectors.DefaultSelector() as selector:
         selector.register(0, selectors.EVENT_READ)
+        selector.register(ended, selectors.EVENT_READ)
         while True:
             for key, _ in selector.select():
-                if key.fd in children:
-                    pid = children.pop(key.fd)
-                    selector.unregister(key.fd)
-                    os.close(key.fd)
-                    _, status = os.waitpid(pid, 0)
-                    answer(replies, {"pid": pid, "returncode": os.waitstatus_to_exitcode(status)})
+                if key.fd == ended:
+                    os.read(ended, 1 << 10)
+                    answer_ended(replies)
                     continue
                 chunk = os.read(0, 1 << 16)
                 if not chunk:
@@ -79,14 +82,25 @@ def serve(replies: TextIO) -> dict:
                     pid = os.fork()
                     if pid == 0:
                         replies.close()
-                        for pidfd in children:
-                            os.close(pidfd)
+                        signal.set_wakeup_fd(-1)
+                        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                        os.close(ended)
+                        os.close(ended_signal)
                         request["base_path"] = base_path
                         return request
                     answer(replies, {"pid": pid})
-                    pidfd = os.pidfd_open(pid)
-                    children[pidfd] = pid
-                    selector.register(pidfd, selectors.EVENT_READ)
+
+
+def answer_ended(replies: TextIO) -> None:
+    """Answer each child that has ended: one wake-up may stand for several."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:  # no child left
+            return
+        if pid == 0:
+            return
+        answer(replies, {"pid": pid, "returncode": os.waitstatus_to_exitcode(status)})
 
 
 def answer(replies: TextIO, message: dict) -> None:
