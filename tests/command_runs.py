@@ -190,7 +190,7 @@ def _machine_bf16() -> tuple[float, float | None] | None:
 
 def seed_machine_bf16(cache_dir: Path) -> Path:
     """``cache_dir`` (returned) holding this process's bf16 measurement as the machine's, for each torch thread count a
-    fresh process may start with: a joblib worker, a submitit job, a killed run's process, the offline pack's runs
+    fresh process may start with: a joblib worker, a submitit job, the offline pack's runs
     read it as on a machine that measured before, where each would measure anew beside the other worker's tests
     (the 22.8-27.8 s above). Kept as a calm one: a busy one is kept for its folders alone. Nothing where ``auto``
     needs no measurement (AMX, AVX2)."""

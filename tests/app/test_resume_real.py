@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from app_runs import compose_config, tiny_run_overrides
-from command_runs import run_command, seed_machine_bf16
+from command_runs import run_command
 from test_app import logged
 
 from theseus_pl.app.kinds.task_model.record import TaskModelResults
@@ -34,7 +34,6 @@ def test_a_run_killed_at_a_random_step_resumes_exactly(tiny_base, real_glue_dir,
     ]  # 13 batches an epoch: the run crosses three epoch ends, and most checkpoints fall mid-epoch  # fmt: skip
     kill_step = random.randint(21, 39)  # after the schedule's switch at 20 or before it, between validations
     folder = tmp_path / "run"
-    seed_machine_bf16(tmp_path / "cache")  # the killed run's process starts knowing it
     killed = run_command(
         [sys.executable, "-m", "theseus_pl", *overrides, f"hydra.run.dir={folder}",
          "+callbacks.kill._target_=raise_at_step.KillAtStep", f"+callbacks.kill.step={kill_step}"],
