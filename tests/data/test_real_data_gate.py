@@ -1,7 +1,7 @@
 """Tests that need the real GLUE files skip on a user's clone without them, and fail in CI, which has them.
 
-Each case runs pytest on one such test, in this process (``pytester``): a pytest of its own imported torch and the
-test helpers again, about 8 s a case."""
+Each case runs pytest on one such test in this process (``pytester``), not in a pytest process of its own, which
+imported torch and the test helpers again: about 8 s a case."""
 
 import sys
 from pathlib import Path
