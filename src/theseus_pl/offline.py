@@ -5,8 +5,8 @@
     (copy OUT's pieces, pieces.sha256 and unpack.sh to the node; there:)
     bash unpack.sh DEST
     python -m theseus_pl.offline run DEST --output DEST/runs [--tasks ...] [--seeds 1 2 3] [--grid paper|first]
-                                     [--steps-to-full N ...] [--baseline-inits [bottom every_other]] [--jobs 16]
-                                     [--minutes M] [-- OVERRIDE ...]
+                                     [--steps-to-full N ...] [--baseline-inits [bottom every_other]]
+                                     [--baselines fine_tuning kd] [--jobs 16] [--minutes M] [-- OVERRIDE ...]
 
 ``pack`` writes the wheels the node lacks (for its Python; ``--wheel`` replaces the list), this project as a wheel,
 the base model's weights in fp16 and the GLUE task folders, as one tar file cut into pieces of ``--piece-mb``, with
@@ -32,7 +32,7 @@ from typing import NoReturn
 from hydra.errors import HydraException
 
 from theseus_pl.app.config.side_commands import command_parser, count_of, refuse
-from theseus_pl.app.run.paper_grid import BASELINE_INITS, GRIDS, paper_experiment
+from theseus_pl.app.run.paper_grid import BASELINE_INITS, BASELINES, GRIDS, paper_experiment
 
 DEFAULT_TASKS = ("RTE", "CoLA", "STS-B", "SST-2")
 
@@ -68,6 +68,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         choices=BASELINE_INITS,
         default=list(BASELINE_INITS),
         help="the baselines' starts (default both; none given: Theseus alone)",
+    )
+    run.add_argument(
+        "--baselines",
+        nargs="+",
+        choices=BASELINES,
+        default=list(BASELINES),
+        help="the methods Theseus is set against (default both)",
     )
     run.add_argument("--jobs", type=count_of("count of jobs"), default=16, help="jobs at once, over every multirun")
     run.add_argument("--minutes", type=_minutes, help="stop what still runs after this long (its finished jobs count)")
@@ -188,7 +195,7 @@ def _run(args: argparse.Namespace, overrides: list[str]) -> None:
         unpacked = args.unpacked.resolve()
         commands = multirun_commands(unpacked / "model", unpacked / "glue", args.output.resolve(), tasks,
                                      args.seeds, grid, args.jobs, extra,
-                                     baseline_inits=args.baseline_inits)  # fmt: skip
+                                     baseline_inits=args.baseline_inits, baseline_methods=args.baselines)  # fmt: skip
     except ValueError as error:
         refuse(str(error))
     refusals = [problem for command in commands.values() for problem in _job_refusals(command)]

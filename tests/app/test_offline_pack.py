@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ from command_runs import run_command, seed_machine_bf16
 from conftest import make_tiny_rte_glue_dir, save_tiny_base
 from safetensors.torch import load_file
 
-from theseus_pl.app.run.paper_grid import grid_named, multirun_commands
+from theseus_pl.app.run.paper_grid import MAX_STEPS, grid_named, multirun_commands
 from theseus_pl.app.ship.offline_pack import cut_into_pieces, half_precision_copy
 from theseus_pl.offline import main
 
@@ -73,8 +75,25 @@ def test_the_baselines_can_start_from_one_layer_choice_or_none_and_theseus_gets_
     assert "theseus.init=bottom" in bottom[str(tmp_path / "runs/RTE/baselines")]
     alone = multirun_commands(tmp_path, tmp_path, tmp_path / "runs", ["RTE"], [1], grid, jobs=3, baseline_inits=[])
     assert list(alone) == [str(tmp_path / "runs/RTE/theseus")]
-    with pytest.raises(ValueError, match="No baseline start top: the starts are bottom, every_other"):
+    with pytest.raises(ValueError, match="No baseline start top: the baseline starts are bottom, every_other"):
         multirun_commands(tmp_path, tmp_path, tmp_path, ["RTE"], [1], grid, jobs=2, baseline_inits=["top"])
+
+
+def test_fine_tuning_alone_from_the_bottom_layers_at_a_longer_budget_is_one_call(tmp_path: Path) -> None:
+    """Theseus at 5,000 replacing steps and 5,000 of fine-tuning against fine-tuning the bottom layers for the same
+    10,000 steps: one Theseus job and one baseline job a task and seed, the jobs split evenly."""
+    grid = replace(grid_named("first"), steps_to_full=("5000",))
+    commands = multirun_commands(tmp_path, tmp_path, tmp_path / "runs", ["RTE"], [1], grid, jobs=2,
+                                 baseline_inits=["bottom"], baseline_methods=["fine_tuning"])  # fmt: skip
+    theseus, baselines = commands[str(tmp_path / "runs/RTE/theseus")], commands[str(tmp_path / "runs/RTE/baselines")]
+    assert {"method=fine_tuning", "theseus.init=bottom", "schedule_steps=5000", "optimizer.lr=2e-5",
+            "hydra.launcher.n_jobs=1"} <= set(baselines)  # fmt: skip
+    assert {"method=theseus", "replacement.b=0.3", "schedule_steps=5000", "hydra.launcher.n_jobs=1"} <= set(theseus)
+    assert MAX_STEPS in theseus and MAX_STEPS in baselines  # twice the replacing steps: 10,000
+    with pytest.raises(ValueError, match="No baseline distillation: the baselines are fine_tuning, kd"):
+        multirun_commands(tmp_path, tmp_path, tmp_path, ["RTE"], [1], grid, jobs=2, baseline_methods=["distillation"])
+    with pytest.raises(ValueError, match="No baseline given: the baselines are fine_tuning, kd"):
+        multirun_commands(tmp_path, tmp_path, tmp_path, ["RTE"], [1], grid, jobs=2, baseline_methods=[])
 
 
 def test_run_refuses_a_folder_that_is_no_unpacked_pack(tmp_path: Path) -> None:
@@ -95,6 +114,7 @@ def test_run_refuses_a_folder_that_is_no_unpacked_pack(tmp_path: Path) -> None:
         (["--jobs", "0"], "error: argument --jobs: '0' is no count of jobs: a whole number, at least 1"),
         (["--minutes", "-3"], "error: argument --minutes: '-3' is no deadline: a number of minutes above 0"),
         (["--steps-to-full", "abc"], "error: argument --steps-to-full: invalid int value: 'abc'"),
+        (["--baselines", "distillation"], "error: argument --baselines: invalid choice: 'distillation' (choose from "),
         (["--seeds", "1", "-1"], "(seed=-1 method=fine_tuning theseus.init=bottom): seed=-1 must be a whole number"),
         (["--", "optimizer.lr=0"], "/RTE/baselines: all 5 jobs checked (one for each swept value): optimizer.lr=0 "),
         (["--", "foo=bar"], "/RTE/theseus: Could not override 'foo'."),
@@ -110,6 +130,26 @@ def test_run_refuses_what_would_fail_every_job_on_the_node_before_any_starts(tmp
     assert refused.value.code == 2
     assert refusal in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_guides_longer_budget_call_starts_one_theseus_and_one_fine_tuning_job_a_task(tmp_path, capsys) -> None:
+    """The call docs/guide/paper-on-a-gpu-node.md shows for 5,000 replacing steps, run dry on a stand-in pack."""
+    guide = (PROJECT / "docs" / "guide" / "paper-on-a-gpu-node.md").read_text()
+    (shown,) = [block for block in guide.split("```bash\n")[1:] if "--steps-to-full 5000" in block]
+    arguments = shlex.split(shown.split("```")[0].replace("\\\n", " "))[3:]  # after python -m theseus_pl.offline
+    assert arguments[:2] == ["run", "/data/theseus"]
+    (tmp_path / "pack.json").write_text(json.dumps({"tasks": ["CoLA", "RTE", "STS-B"], "hub_id": None}))
+    output = [arguments[0], str(tmp_path), "--output", str(tmp_path / "runs")]
+    main([*output, *[a for a in arguments[2:] if a not in ("--output", "/data/runs-5000")], "--dry-run"])
+    multiruns = [dict(argument.split("=", 1) for argument in line.split() if "=" in argument)
+                 for line in capsys.readouterr().out.splitlines() if " -m theseus_pl -m " in line]  # fmt: skip
+    assert sorted((multirun["+experiment"], multirun["method"]) for multirun in multiruns) == [
+        (f"{task}_curriculum", method) for task in ("cola", "rte", "stsb") for method in ("fine_tuning", "theseus")
+    ]
+    for multirun in multiruns:  # one job each
+        assert (multirun["seed"], multirun["schedule_steps"], multirun["optimizer.lr"]) == ("1", "5000", "2e-5")
+        assert multirun["hydra.launcher.n_jobs"] == "1"
+        assert multirun.get("theseus.init", "bottom") == "bottom" and multirun.get("replacement.b", "0.3") == "0.3"
 
 
 def test_pack_refuses_missing_glue_tasks_by_name_dry_run_too(tmp_path: Path) -> None:

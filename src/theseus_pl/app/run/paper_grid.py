@@ -85,16 +85,23 @@ def multirun_commands(
     overrides: Sequence[str] = (),
     successor_layers: int = 6,
     baseline_inits: Sequence[str] = BASELINE_INITS,
+    baseline_methods: Sequence[str] = BASELINES,
 ) -> dict[str, list[str]]:
     """Each multirun's command line, by the folder its jobs write (``<output>/<task>/theseus`` and ``…/baselines``);
     ``jobs`` is shared between them by how many runs each holds (at least one each). ``baseline_inits`` are the
-    baselines' starts; none: Theseus alone (a budget that the every-other start, say, would not fit)."""
-    unknown = sorted(set(baseline_inits) - set(BASELINE_INITS))
-    if unknown:
-        raise ValueError(f"No baseline start {', '.join(unknown)}: the starts are {', '.join(BASELINE_INITS)}.")
+    baselines' starts; none: Theseus alone (a budget that the every-other start, say, would not fit).
+    ``baseline_methods`` are the methods Theseus is set against (at least one): fine-tuning alone halves the
+    baselines' GPU time where KD's rows are known already."""
+    choices = (("baseline start", baseline_inits, BASELINE_INITS), ("baseline", baseline_methods, BASELINES))
+    for name, given, known in choices:
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            raise ValueError(f"No {name} {', '.join(unknown)}: the {name}s are {', '.join(known)}.")
+    if not baseline_methods:
+        raise ValueError(f"No baseline given: the baselines are {', '.join(BASELINES)} (no start: Theseus alone).")
     experiments = {task: paper_experiment(task) for task in tasks}
     runs = len(grid.lr) * len(grid.steps_to_full) * len(seeds)
-    theseus_runs, baseline_runs = runs * len(grid.b), runs * len(BASELINES) * len(baseline_inits)
+    theseus_runs, baseline_runs = runs * len(grid.b), runs * len(baseline_methods) * len(baseline_inits)
     share = jobs / (len(tasks) * (theseus_runs + baseline_runs))  # jobs at once for each run a multirun holds
     theseus_jobs, baseline_jobs = (min(count, max(1, round(count * share))) for count in (theseus_runs, baseline_runs))
     commands = {}
@@ -112,7 +119,7 @@ def multirun_commands(
         ]  # fmt: skip
         if baseline_inits:
             commands[str(baselines)] = [
-                *common, f"method={_values(BASELINES)}", f"theseus.init={_values(baseline_inits)}",
+                *common, f"method={_values(baseline_methods)}", f"theseus.init={_values(baseline_inits)}",
                 f"hydra.launcher.n_jobs={baseline_jobs}", f"hydra.sweep.dir={baselines}",
             ]  # fmt: skip
     return commands
