@@ -21,6 +21,7 @@ measurement, or null) is what the child's ``measure_bf16`` returns.
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import os
 import runpy
@@ -55,6 +56,10 @@ def serve(replies: TextIO) -> dict:
     the next request nor another's end."""
     for name in PRELOADED:
         __import__(name)
+    # What every child shares, frozen: a child's full garbage collections skip it, and touch none of its pages
+    # (which a fork shares until written)
+    gc.collect()
+    gc.freeze()
     answer(replies, {"env": dict(os.environ)})  # with what the imports set (TORCHINDUCTOR_CACHE_DIR, ...)
     base_path = [entry for entry in sys.path[1:] if entry not in os.environ.get("PYTHONPATH", "").split(os.pathsep)]
     ended, ended_signal = os.pipe()
