@@ -48,7 +48,7 @@ MISSING_GLUE = (
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Every test module is imported now, and with them torch, transformers, Lightning and the rest: millions of
-    objects that live until the end. Frozen, Python's full garbage collections (a few a minute) no longer walk them:
+    objects that live until the end. Frozen, Python's full garbage collections (about 20 a minute) no longer walk them:
     about a tenth of a worker's CPU time on a 2-core CPU (``gc.freeze``, meant for such long-lived heaps)."""
     gc.collect()
     gc.freeze()
