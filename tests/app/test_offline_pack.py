@@ -207,8 +207,10 @@ def test_pack_unpack_install_and_run_the_grid_in_miniature(tmp_path: Path, tiny_
     assert (tmp_path / "site" / "theseus_pl" / "conf" / "train.yaml").is_file()  # the wheel, configs and all
     env["PYTHONPATH"] = str(tmp_path / "site")  # the installed wheel, not the checkout
     runs = tmp_path / "runs"
+    # One job at a time in each multirun (no joblib worker importing everything again: 30-33 s where two took 36-38 s
+    # alone); how --jobs is shared is the tests' above.
     done = run_command([sys.executable, "-m", "theseus_pl.offline", "run", str(tmp_path / "unpacked"), "--output",
-                        str(runs), "--seeds", "1", "--grid", "first", "--steps-to-full", "2", "--jobs", "2", "--",
+                        str(runs), "--seeds", "1", "--grid", "first", "--steps-to-full", "2", "--jobs", "1", "--",
                         "trainer=cpu", "finetune.epochs=1", "data.batch_size=4", "theseus.successor_layers=2",
                         "trainer.val_check_interval=2", "optimizer.lr=1e-3"], env=env, cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr + (runs / "RTE" / "baselines.log").read_text()
