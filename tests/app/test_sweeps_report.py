@@ -321,16 +321,16 @@ def test_the_protocol_sweep_runs_every_method_on_a_tiny_model(tiny_base, glue_di
     sweep_dir = tmp_path / "multirun"
     completed = run_command(  # sst2_quick sets optimizer.lr, which the grid must beat; the tiny model runs it
         [sys.executable, "-m", "theseus_pl", "-m", "+experiment=sst2_quick", *overrides, "+sweep=protocol",
-         "hydra/launcher=basic", "protocol.point=a,c", "seed=1,2", f"hydra.sweep.dir={sweep_dir}"], timeout=1500,
+         "hydra/launcher=basic", "protocol.point=a,c", "seed=1", f"hydra.sweep.dir={sweep_dir}"], timeout=1500,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr[-3000:]
     results = [read_run(path, TaskModelResults) for path in sorted(sweep_dir.glob("*/results.json"))]
-    assert len(results) == 5 * 2 * 2
+    assert len(results) == 5 * 2
     methods = {"fine_tuning", "kd", "theseus_constant", "theseus_curriculum", "theseus_anti_curriculum"}
     assert {r.method for r in results} == methods
     assert {r.settings["trainer.max_steps"] for r in results} == {6}  # one budget for every method
     assert all(r.speedup is None and r.failed_steps == {} for r in results)  # one shape: timed elsewhere
-    assert not list(sweep_dir.glob("*/checkpoints")) and len(list(sweep_dir.glob("*/successor"))) == 20
+    assert not list(sweep_dir.glob("*/checkpoints")) and len(list(sweep_dir.glob("*/successor"))) == 10
     assert {(r.method, r.settings["optimizer.lr"], r.settings.get("replacement.p")) for r in results} == {
         ("fine_tuning", 5e-5, None), ("fine_tuning", 2e-4, None), ("kd", 5e-5, None), ("kd", 2e-4, None),
         ("theseus_constant", 1e-4, 0.5), ("theseus_constant", 2e-4, 0.7), ("theseus_curriculum", 1e-4, None),
