@@ -7,6 +7,7 @@ from decoder_models import tiny_bpe_tokenizer, tiny_decoder, tiny_lm_tokenizer
 from transformers import AutoTokenizer
 
 from theseus_pl.deployment.gguf_export import GGUFExportError, export_gguf, gguf_logit_check, gguf_problems
+from theseus_pl.deployment.gguf_reading import read_gguf_model
 
 pytestmark = pytest.mark.quick
 
@@ -36,6 +37,24 @@ def test_a_tiny_llama_written_as_gguf_loads_back_with_its_logits_within_the_type
         check = gguf_logit_check(model(windows).logits, path, windows)
     assert check.max_logit_diff < largest_diff  # the query/key rows reordered as transformers' reader undoes
     assert check.agreement == 1.0 and check.perplexity == pytest.approx(check.reference_perplexity, rel=1e-2)
+
+
+def test_reading_a_gguf_file_builds_its_tensor_name_map_once_and_leaves_gguf_as_it_was(tiny_bpe_llama, monkeypatch):
+    """transformers asked gguf for the architecture's whole name map at every module it walked: 4.8 s of the 17 s
+    SmolLM2's conversion took."""
+    folder, model, _ = tiny_bpe_llama
+    path = export_gguf(folder, folder / "model.f32.gguf", "f32")
+    builds, build = [], gguf.get_tensor_name_map
+
+    def counted_build(*args):
+        builds.append(args)
+        return build(*args)
+
+    monkeypatch.setattr(gguf, "get_tensor_name_map", counted_build)
+    read = read_gguf_model(path)
+    assert builds == [(gguf.MODEL_ARCH.LLAMA, model.config.num_hidden_layers)]
+    assert gguf.get_tensor_name_map is counted_build
+    assert torch.equal(read.lm_head.weight, model.lm_head.weight)  # f32, untied: every weight found by its name
 
 
 def test_the_smaller_types_write_smaller_files(tiny_bpe_llama):

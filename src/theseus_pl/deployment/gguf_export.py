@@ -16,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
+from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
 
+from theseus_pl.deployment.gguf_reading import read_gguf_model
 from theseus_pl.deployment.gguf_types import GGUF_TYPES
 
 log = logging.getLogger(__name__)
@@ -196,16 +197,11 @@ class GGUFCheck:
     reference_perplexity: float  # the PyTorch model's, on the same tokens
 
 
-def load_gguf(path: Path) -> PreTrainedModel:
-    """The GGUF file as a transformers causal LM (dequantised to fp32), as a user of transformers would load it."""
-    return AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32).eval()
-
-
 @torch.no_grad()
 def gguf_logit_check(reference: torch.Tensor, path: Path, windows: torch.Tensor) -> GGUFCheck:
     """Compare the GGUF file's logits on ``windows`` (token ids, batch x length) with ``reference``, the PyTorch
     model's logits there (computed once by the caller for every file it checks)."""
-    logits = load_gguf(path)(windows).logits
+    logits = read_gguf_model(path)(windows).logits
     return GGUFCheck(
         max_logit_diff=float((logits - reference).abs().max()),
         agreement=float((logits.argmax(-1) == reference.argmax(-1)).float().mean()),
