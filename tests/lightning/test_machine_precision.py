@@ -1,8 +1,10 @@
 """``trainer.precision=auto``'s bf16 measurement is taken once per machine and kept in the cache: the jobs of a sweep,
 started together, train in one precision, also where the machine was busy as it was measured."""
 
-import subprocess
-import sys
+import multiprocessing
+import random
+import time
+from pathlib import Path
 
 import pytest
 
@@ -13,30 +15,31 @@ from theseus_pl.lightning.precision import machine_bf16_measurement
 
 pytestmark = pytest.mark.quick
 
-# A job whose measurement is slow and random: two of them at once agree only if one measured and the other read it.
-JOB = """
-import random, sys, time
-from pathlib import Path
-from theseus_pl.core.precision import Bf16Measurement
-from theseus_pl.lightning import precision
 
-def slow_random_measurement():
-    time.sleep(1.0)
-    print("MEASURING-NOW", file=sys.stderr)
-    return Bf16Measurement(random.random(), 0.0)
+def job(cache_dir: Path, answer: Path) -> None:
+    """A sweep's job asking for the machine's measurement, which here is slow and random: two jobs at once agree
+    only if one measured and the other read it. Forked from this process, which has imported Lightning already (a
+    fresh interpreter spends 4 s importing it); the lock the two contend for is the operating system's either way."""
 
-precision.measure_bf16 = slow_random_measurement
-print(precision.machine_bf16_measurement(Path(sys.argv[1])).ratio)
-"""
+    def slow_random_measurement() -> Bf16Measurement:
+        time.sleep(1.0)
+        (answer.parent / f"{answer.name}.measured").touch()
+        return Bf16Measurement(random.SystemRandom().random(), 0.0)  # not the random state both forks copied
+
+    precision.measure_bf16 = slow_random_measurement
+    answer.write_text(repr(precision.machine_bf16_measurement(cache_dir).ratio))
 
 
 def test_two_jobs_started_together_measure_once_and_read_the_same_ratio(tmp_path):
-    command = [sys.executable, "-c", JOB, str(tmp_path)]
-    jobs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    outputs = [job.communicate(timeout=120) for job in jobs]
-    assert all(job.returncode == 0 for job in jobs), outputs
-    assert outputs[0][0] == outputs[1][0]
-    assert sum(err.count("MEASURING-NOW") for _, err in outputs) == 1
+    answers = [tmp_path / f"job{number}" for number in (0, 1)]
+    jobs = [multiprocessing.get_context("fork").Process(target=job, args=(tmp_path, answer)) for answer in answers]
+    for started in jobs:
+        started.start()
+    for started in jobs:
+        started.join(120)
+    assert [started.exitcode for started in jobs] == [0, 0]
+    assert answers[0].read_text() == answers[1].read_text()
+    assert len(list(tmp_path.glob("job*.measured"))) == 1
     assert len(list((tmp_path / "machine").glob("bf16-*"))) == 1
 
 
