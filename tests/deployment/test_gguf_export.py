@@ -7,7 +7,7 @@ from decoder_models import tiny_bpe_tokenizer, tiny_decoder, tiny_lm_tokenizer
 from transformers import AutoTokenizer
 
 from theseus_pl.deployment.gguf_export import GGUFExportError, export_gguf, gguf_logit_check, gguf_problems
-from theseus_pl.deployment.gguf_reading import read_gguf_model
+from theseus_pl.deployment.gguf_reading import gguf_parsed_once, read_gguf_model
 
 pytestmark = pytest.mark.quick
 
@@ -39,22 +39,33 @@ def test_a_tiny_llama_written_as_gguf_loads_back_with_its_logits_within_the_type
     assert check.agreement == 1.0 and check.perplexity == pytest.approx(check.reference_perplexity, rel=1e-2)
 
 
-def test_reading_a_gguf_file_builds_its_tensor_name_map_once_and_leaves_gguf_as_it_was(tiny_bpe_llama, monkeypatch):
-    """transformers asked gguf for the architecture's whole name map at every module it walked: 4.8 s of the 17 s
-    SmolLM2's conversion took."""
-    folder, model, _ = tiny_bpe_llama
+def test_one_parse_serves_a_gguf_files_model_and_tokenizer_and_gguf_is_left_as_it_was(tiny_bpe_llama, monkeypatch):
+    """transformers parsed the file for the config, the weights and the tokenizer, and built the architecture's whole
+    name map at every module it walked: 9 s of the 17 s SmolLM2's conversion took."""
+    folder, model, tokenizer = tiny_bpe_llama
     path = export_gguf(folder, folder / "model.f32.gguf", "f32")
-    builds, build = [], gguf.get_tensor_name_map
+    calls = {"GGUFReader": [], "get_tensor_name_map": []}
 
-    def counted_build(*args):
-        builds.append(args)
-        return build(*args)
+    def counted(name):
+        original = getattr(gguf, name)
 
-    monkeypatch.setattr(gguf, "get_tensor_name_map", counted_build)
-    read = read_gguf_model(path)
-    assert builds == [(gguf.MODEL_ARCH.LLAMA, model.config.num_hidden_layers)]
-    assert gguf.get_tensor_name_map is counted_build
+        def call(*args):
+            calls[name].append(args)
+            return original(*args)
+
+        return call
+
+    for name in calls:
+        monkeypatch.setattr(gguf, name, counted(name))
+    wrappers = {name: getattr(gguf, name) for name in calls}
+    with gguf_parsed_once():
+        read = read_gguf_model(path)  # a block inside: shares the outer one's parse
+        read_tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    assert len(calls["GGUFReader"]) == 1
+    assert calls["get_tensor_name_map"] == [(gguf.MODEL_ARCH.LLAMA, model.config.num_hidden_layers)]
+    assert {name: getattr(gguf, name) for name in calls} == wrappers
     assert torch.equal(read.lm_head.weight, model.lm_head.weight)  # f32, untied: every weight found by its name
+    assert read_tokenizer("the nation said")["input_ids"] == tokenizer("the nation said")["input_ids"]
 
 
 def test_the_smaller_types_write_smaller_files(tiny_bpe_llama):
