@@ -33,6 +33,9 @@ from transformers import (
     PreTrainedModel,
     RobertaConfig,
 )
+from yaml_parsed_once import parse_each_yaml_text_once
+
+parse_each_yaml_text_once()  # before a test module composes a config as it is collected
 
 # pytester: pytest run in-process on a test (tests/data/test_real_data_gate.py)
 pytest_plugins = ["pytester"]
