@@ -1,13 +1,13 @@
 """Each YAML text OmegaConf loads in a test's process parsed once.
 
 Hydra's ``compose`` reads every file of the defaults tree anew at each call (about 30: the train config, its groups,
-the experiment and Hydra's own), and the suite composes about 1,200 times, once for each config a test builds and for
-each job a sweep's checks compose: 141 s of the two workers' 770 s on the AVX-512 EPYC, of which parsing YAML into
-OmegaConf objects was about half. ``OmegaConf.load`` is replaced here by a memo keyed by the text it is given, which
-returns a deep copy of the first parse: a copy costs about a sixth of a parse, so a compose takes 63-88 ms instead
-of 90-111 ms. Hydra calls ``OmegaConf.load`` on each file it reads; should it stop doing so, nothing here is reached
-and nothing breaks. A text not seen before is parsed by OmegaConf from the caller's own path or stream, so a YAML
-error names its file as it would.
+the experiment and Hydra's own), and the tests compose about 1,160 times a run, once for each config a test builds and
+for each job a sweep's checks compose: 141 s in all on the AVX-512 EPYC (where the two workers spend about 770 s in
+tests), about half of it parsing YAML into OmegaConf objects. ``OmegaConf.load`` is replaced here by a memo keyed by
+the text it is given, which returns a deep copy of the first parse: a copy costs about a sixth of a parse, so a
+compose takes 63-88 ms instead of 90-111 ms. Hydra calls ``OmegaConf.load`` on each file it reads; should it stop
+doing so, nothing here is reached and nothing breaks. A text not seen before is parsed by OmegaConf from the caller's
+own path or stream, so a YAML error names its file as it would.
 """
 
 from __future__ import annotations
