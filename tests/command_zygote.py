@@ -29,7 +29,10 @@ import selectors
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import TextIO
+
+from onnx_exported_once import RUN_FOLDER, export_each_model_once
 
 PRELOADED = (
     "torch",
@@ -125,6 +128,8 @@ def become(request: dict) -> None:
     python_path = [entry for entry in request["env"].get("PYTHONPATH", "").split(os.pathsep) if entry]
     sys.path[:] = [os.getcwd(), *python_path, *request["base_path"]]
     sys.argv = ["-m", *request["arguments"]]  # runpy puts the module's file first, as python -m does
+    if folder := os.environ.get(RUN_FOLDER):  # the test run's ONNX exports, as in the test's own process
+        export_each_model_once(Path(folder))
     if request["bf16"] is not None:  # the core imports neither Lightning nor Hydra: nothing set up before its time
         from theseus_pl.core import precision
 

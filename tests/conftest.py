@@ -6,7 +6,6 @@ import copy
 import gc
 import logging
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -25,6 +24,7 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # -n: the cores shared out betw
 import pytest
 import torch
 from glue_files import make_glue_dir, write_tsv
+from onnx_exported_once import RUN_FOLDER, export_each_model_once
 from torch.utils.data import DataLoader, Dataset
 from transformers import (
     AutoModelForSequenceClassification,
@@ -251,26 +251,26 @@ def smollm2_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cache
 
 
+@pytest.fixture(scope="session", autouse=True)
+def each_onnx_export_once(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Each model exported once a pytest run (``tests/onnx_exported_once.py``), into a folder of the run's; named in
+    the environment, which the command lines a test forks read (``command_zygote.py``)."""
+    folder = run_wide_folder(tmp_path_factory, "onnx-exports")
+    os.environ[RUN_FOLDER] = str(folder)
+    export_each_model_once(folder)
+
+
 @pytest.fixture(scope="session")
-def tiny_onnx(tmp_path_factory: pytest.TempPathFactory):
+def tiny_onnx():
     """``tiny_onnx(family, folder)``: the 2-layer tiny classifier of ``family``, its example inputs (2 rows of 6
     tokens) and its ONNX export as ``folder/model.onnx``, to rewrite as the test likes. The export (1 to 3 s each) is
-    made once per family a pytest run, a cache entry as the app's (built under a lock where parallel workers ask at
-    once, renamed into place whole), and copied: the model is the same in every worker (seed 0)."""
-    from theseus_pl.data.cache_entry import load_or_build
+    made once per family a pytest run, by the run's memo (``each_onnx_export_once``), and copied: the model is the
+    same in every worker (seed 0)."""
     from theseus_pl.deployment.onnx_export import export_onnx
-
-    exports = run_wide_folder(tmp_path_factory, "tiny-onnx")
 
     def exported(family: str, folder: Path) -> tuple[PreTrainedModel, dict[str, torch.Tensor], Path]:
         model, example = tiny_model(family, num_hidden_layers=2).eval(), tiny_inputs(batch_size=2, length=6)
-        onnx, _ = load_or_build(
-            exports / family,
-            load=lambda entry: entry / "model.onnx",  # the entry's manifest checks the file is whole
-            build=lambda staging: export_onnx(model, example, staging / "model.onnx"),
-            what=f"the tiny {family} classifier's ONNX export",
-        )
-        return model, example, Path(shutil.copyfile(onnx, folder / "model.onnx"))
+        return model, example, export_onnx(model, example, folder / "model.onnx")
 
     return exported
 
