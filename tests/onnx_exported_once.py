@@ -2,17 +2,17 @@
 
 The deployment tests export the same few tiny models again and again (the shared tiny classifier, the tiny encoder,
 a run's successor deployed and then redeployed by the command): 42 exports in the test processes of a run at
-``4cd6f66``, only 17 of them distinct, each 2-4 s of torch.export's tracing and decompositions whatever the model's
-size: 100 s of the two workers' 800 s in tests on the AVX-512 EPYC, 60 s of it exporting a model exported before.
-The exporter is deterministic: the same module, weights, example and options give the same bytes (checked in one
-process by ``tests/test_onnx_exported_once.py``; in two processes by hand, torch 2.13). So ``torch.onnx.export`` is
-replaced here by a memo that keys a call by everything that decides its output and, for a key exported before,
-copies the file written then. The key holds: each submodule's name, class and the code of its ``forward`` (a
-monkeypatched one changes it), its plain attributes (the training flag among them) and the hooks on it; every
-parameter and buffer, by name, with its values, dtype and shape, and which share one tensor; the wrapped model's
-config, less the folder it was loaded from (not in the graph); the example's tensors; every option but the file. A
-call the memo does not cover (a target that is not a path, external data, the TorchScript exporter, keyword inputs)
-is torch's own, as is every new key, and a failed export stores nothing.
+``4cd6f66``, 2-4 s each of torch.export's tracing and decompositions whatever the model's size, 100 s of the two
+workers' 800 s in tests on the AVX-512 EPYC; the 41 of the deployment modules were of 17 models, 60 s of them spent
+exporting a model exported before. The exporter is deterministic: the same module, weights, example and options give
+the same bytes (in one process, ``tests/test_onnx_exported_once.py``; in two, by hand with torch 2.13). So
+``torch.onnx.export`` is replaced here by a memo that keys a call by everything that decides its output and, for a
+key exported before, copies the file written then. The key holds: each submodule's name, class and the code of its
+``forward`` (a monkeypatched one changes it), its plain attributes (the training flag among them) and the hooks on
+it; every parameter and buffer, by name, with its values, dtype and shape, and which share one tensor; the wrapped
+model's config, less the folder it was loaded from (not in the graph); the example's tensors; every option but the
+file. A call the memo does not cover (a target that is not a path, external data, the TorchScript exporter, keyword
+inputs) is torch's own, as is every new key, and a failed export stores nothing.
 
 The files live in a folder of the run's, shared by the workers (``conftest.py``) and by the command lines they fork
 (``command_zygote.py``), each made once under a lock; a process started afresh (joblib's, submitit's, a DDP rank)
@@ -25,6 +25,7 @@ import functools
 import hashlib
 import os
 import shutil
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,18 @@ def _bytes(tensor: torch.Tensor) -> bytes:
     return tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
+def _const_bytes(const: Any) -> bytes:
+    """A constant of a function's code as bytes, the same in every process (a nested function's ``repr`` holds its
+    address)."""
+    if isinstance(const, types.CodeType):
+        return (
+            repr((const.co_filename, const.co_firstlineno, const.co_name)).encode()
+            + const.co_code
+            + b"".join(_const_bytes(inner) for inner in const.co_consts)
+        )
+    return repr(const).encode()
+
+
 def _module_key(model: torch.nn.Module, digest: Any) -> None:
     """Feed ``digest`` with what of ``model`` decides the exported graph."""
     for name, module in model.named_modules(remove_duplicate=False):
@@ -58,7 +71,7 @@ def _module_key(model: torch.nn.Module, digest: Any) -> None:
         code = getattr(forward, "__code__", None)
         digest.update(repr((name, type(module).__module__, type(module).__qualname__)).encode())
         if code is not None:
-            digest.update(repr((code.co_filename, code.co_firstlineno, code.co_consts)).encode() + code.co_code)
+            digest.update(_const_bytes(code))
         plain = sorted((key, value) for key, value in vars(module).items() if _plain(value) and key not in LOADED_FROM)
         hooks = [  # torch's own attributes: the hooks a module's call runs around its forward
             getattr(hook, "__qualname__", repr(hook))

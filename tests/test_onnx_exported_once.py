@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 import io
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -125,3 +127,23 @@ def test_a_call_the_memo_does_not_cover_or_that_failed_goes_to_the_exporter_each
     memo(model, example, tmp_path / "again.onnx", **covered)
     assert len(calls) == 1 and len(list(folder.glob("*/model.onnx"))) == 1
     assert (tmp_path / "again.onnx").read_bytes() == (tmp_path / "first.onnx").read_bytes()
+
+
+def tiny_export_keys() -> list[str]:
+    """The keys of the tiny MPNet and DeBERTa-v2 classifiers' exports: their forwards hold nested functions."""
+    example = tiny_inputs()
+    wrapped = [_OneOutput(tiny_model(family), list(example), LOGITS) for family in ("mpnet", "deberta-v2")]
+    return [export_key(model, tuple(example.values()), {"dynamo": True}) for model in wrapped]
+
+
+def test_a_model_has_the_same_key_in_another_process():
+    """The workers and the commands they fork share the files: a key that held an address (a nested function's code
+    in a forward) would have each process export again."""
+    run = subprocess.run(
+        [sys.executable, "-c", "from test_onnx_exported_once import tiny_export_keys; print(*tiny_export_keys())"],
+        cwd=Path(__file__).parent,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert run.stdout.split() == tiny_export_keys()
