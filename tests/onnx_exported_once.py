@@ -3,7 +3,7 @@
 The deployment tests export the same few tiny models again and again (the shared tiny classifier, the tiny encoder,
 a run's successor deployed and then redeployed by the command): 42 exports in the test processes of a run at
 ``4cd6f66``, 2-4 s each of torch.export's tracing and decompositions whatever the model's size, 100 s of the two
-workers' 800 s in tests on the AVX-512 EPYC; the 41 of the deployment modules were of 17 models, 60 s of them spent
+workers' 735 s in tests on the AVX-512 EPYC; the 41 of the deployment modules were of 17 models, 60 s of them spent
 exporting a model exported before. The exporter is deterministic: the same module, weights, example and options give
 the same bytes (in one process, ``tests/test_onnx_exported_once.py``; in two, by hand with torch 2.13). So
 ``torch.onnx.export`` is replaced here by a memo that keys a call by everything that decides its output and, for a
