@@ -177,3 +177,26 @@ def test_a_shape_is_timed_untrained_from_a_stand_in_predecessor_with_nothing_tra
     assert {"onnx_fp32", "onnx_int8"} <= set(block.latency_ms["batch_1_own_lengths"])
     assert not (tmp_path / "never").exists() and not list((tmp_path / "cache").glob("theseus-pl-untrained-*"))
     assert not list((tmp_path / "cache").rglob("*.safetensors"))  # no predecessor fine-tuned into the cache
+
+
+def test_a_shape_is_timed_untrained_on_the_dev_rows_when_the_predecessor_needs_no_fine_tuning(
+    tiny_base, glue_dir, tmp_path
+):
+    """A given predecessor (or one cached in the trials' precision, as on a CPU without bf16) is loaded, not
+    fine-tuned; the shapes are still timed on the task's dev rows, which nothing else has read yet."""
+    from app_runs import compose_config
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from theseus_pl.app.run.pipeline import untrained_deployment
+
+    predecessor = tmp_path / "predecessor"  # the tiny base with RTE's two labels
+    labels = {0: "entailment", 1: "not_entailment"}
+    AutoModelForSequenceClassification.from_pretrained(
+        tiny_base, id2label=labels, label2id={v: k for k, v in labels.items()}, ignore_mismatched_sizes=True
+    ).save_pretrained(predecessor)
+    AutoTokenizer.from_pretrained(tiny_base).save_pretrained(predecessor)
+    overrides = [o for o in search_overrides(tiny_base, glue_dir, tmp_path) if "choice(" not in o]
+    cfg = compose_config(*overrides, "theseus.successor_layers=1", "method=theseus",
+                         f"model.predecessor={predecessor}", f"paths.output_dir={tmp_path / 'never'}")  # fmt: skip
+    block = untrained_deployment(cfg)
+    assert {"onnx_fp32", "onnx_int8"} <= set(block.latency_ms["batch_1_own_lengths"])

@@ -238,6 +238,9 @@ class TaskModelRun(RunKind[TaskModelResults]):
 
     def untrained_deployment(self, method: Method, successor_dir: Path) -> Deployment:
         assert self.settings.deploy is not None  # a search's trials deploy: its checks refuse deploy.onnx=false
+        # The export's example and the timing batches are dev rows: set up here, as a predecessor loaded (given, or
+        # cached in this precision) rather than fine-tuned has read none
+        self.datamodule.setup("validate")
         save_successor(method.successor(), successor_dir, self.datamodule.tokenizer)
         return deploy(successor_dir, self.settings.deploy, self.datamodule)
 
