@@ -89,6 +89,17 @@ def test_mnli_validates_on_matched_and_mismatched(glue_dir, tiny_tokenizer, tmp_
     assert [len(loader.dataset) for loader in loaders] == [1, 2]
 
 
+def test_a_split_read_before_any_setup_is_set_up_as_its_stage_sets_it_up(glue_dir, tiny_tokenizer, tmp_path):
+    """A run that loads its predecessor instead of fine-tuning it reads the data first to count, calibrate or time."""
+    datamodule = TextTaskDataModule("MNLI", tiny_tokenizer, glue_dir=str(glue_dir), cache_dir=tmp_path, seed=3)
+    assert [len(loader.dataset) for loader in datamodule.val_dataloader()] == [1, 2]
+    assert "train" not in datamodule.splits  # the dev rows alone
+    assert len(datamodule.train_dataloader().dataset) == len(datamodule.split("train"))
+    set_up = TextTaskDataModule("MNLI", tiny_tokenizer, glue_dir=str(glue_dir), cache_dir=tmp_path, seed=3)
+    set_up.setup("fit")
+    assert set_up.splits["train"]["input_ids"] == datamodule.split("train")["input_ids"]
+
+
 def test_dev_batches_go_longest_first_with_every_row_once(glue_dir, tiny_tokenizer, tmp_path):
     datamodule = TextTaskDataModule("MRPC", tiny_tokenizer, glue_dir=str(glue_dir), cache_dir=tmp_path, batch_size=2)
     sizes = [3, 9, 4, 7, 5]

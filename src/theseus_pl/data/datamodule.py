@@ -216,6 +216,14 @@ class TextTaskDataModule(ResumableDataModule):
                     dataset = dataset.remove_columns("idx")
                 self.splits[split] = dataset
 
+    def split(self, name: str) -> Dataset:
+        """The split ``name`` as set up (sampled), its stage set up on first use: where a run loads its predecessor
+        (given, or from the cache) instead of fine-tuning it, nothing has read the data before the run counts its
+        batches, calibrates or times a model on it."""
+        if name not in self.splits:
+            self.setup("fit" if name == "train" else "validate" if name in self.task.eval_splits else "test")
+        return self.splits[name]
+
     def _warn_if_one_class(self, split: str) -> None:
         """A dev set of one class scores a constant predictor 100 on accuracy, F1 and MCC: say so, once."""
         if self.task.is_regression or split in self._checked_eval_splits:
@@ -233,7 +241,7 @@ class TextTaskDataModule(ResumableDataModule):
     def train_dataloader(self) -> DataLoader:
         """Shuffled rows (or length-grouped batches), in an order fixed by the seed and the epoch; after a resume,
         from the batch the interrupted run would have trained on next."""
-        train = self.splits["train"]
+        train = self.split("train")
         if self.group_by_length:
             order = LengthGroupedSampler([len(ids) for ids in train["input_ids"]], self.batch_size, self.seed)
         else:
@@ -250,7 +258,7 @@ class TextTaskDataModule(ResumableDataModule):
         return self._loaders(self.task.test_splits, by_length=False)  # predictions are written in file order
 
     def _loaders(self, splits: Sequence[str], by_length: bool) -> DataLoader | list[DataLoader]:
-        datasets = [self.splits[split] for split in splits]
+        datasets = [self.split(split) for split in splits]
         loaders = [
             self._loader(dataset, self.eval_batch_size, sampler=longest_first(dataset) if by_length else None)
             for dataset in datasets

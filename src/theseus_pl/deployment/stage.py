@@ -176,9 +176,7 @@ def calibration_rows(
 ) -> list[dict[str, torch.Tensor]]:
     """``count`` training rows (never dev rows), the same draw on every deployment of a run, each its own batch at
     its own length, as a served sentence comes."""
-    if "train" not in datamodule.splits:
-        datamodule.setup("fit")
-    split = datamodule.splits["train"]
+    split = datamodule.split("train")
     drawn = split.shuffle(seed=datamodule.seed).select(range(min(count, len(split))))
     return [padded_batch([_model_inputs(row, tokenizer)], tokenizer, 1, None) for row in drawn]
 
@@ -243,7 +241,7 @@ def timing_rows(
     dev rows if there is dev data."""
     if datamodule is None:
         return [_model_inputs(tokenizer(sentence), tokenizer) for sentence in EXAMPLE_SENTENCES]
-    split = datamodule.splits[datamodule.task.eval_splits[0]]
+    split = datamodule.split(datamodule.task.eval_splits[0])
     return [_model_inputs(row, tokenizer) for row in split.select(range(min(limit, len(split))))]
 
 

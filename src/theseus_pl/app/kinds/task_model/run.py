@@ -132,8 +132,6 @@ class TaskModelRun(RunKind[TaskModelResults]):
                                          self.cache_dir, precision)  # fmt: skip
 
     def _fine_tuning_batches(self) -> int:
-        if "train" not in self.datamodule.splits:  # checked, not set up yet: a search times an untrained shape first
-            self.datamodule.setup("fit")
         return self.config.finetune.epochs * len(self.datamodule.train_dataloader())
 
     def data_fingerprint(self) -> tuple[str, str] | None:
@@ -238,9 +236,6 @@ class TaskModelRun(RunKind[TaskModelResults]):
 
     def untrained_deployment(self, method: Method, successor_dir: Path) -> Deployment:
         assert self.settings.deploy is not None  # a search's trials deploy: its checks refuse deploy.onnx=false
-        # The export's example and the timing batches are dev rows: set up here, as a predecessor loaded (given, or
-        # cached in this precision) rather than fine-tuned has read none
-        self.datamodule.setup("validate")
         save_successor(method.successor(), successor_dir, self.datamodule.tokenizer)
         return deploy(successor_dir, self.settings.deploy, self.datamodule)
 
@@ -309,9 +304,7 @@ CALIBRATION_ROWS = 128  # the training rows successors are measured on: activati
 
 def calibration_batches(datamodule: TextTaskDataModule) -> list[dict[str, torch.Tensor]]:
     """The first training rows, in batches as training forms them: the same rows on every run of a seed."""
-    if "train" not in datamodule.splits:  # a cached predecessor: nothing has read the training split yet
-        datamodule.setup("fit")
-    split = datamodule.splits["train"]
+    split = datamodule.split("train")
     rows = list(split.select(range(min(CALIBRATION_ROWS, len(split)))))
     size = datamodule.batch_size
     return [dict(datamodule.collate(rows[start : start + size])) for start in range(0, len(rows), size)]
