@@ -58,7 +58,11 @@ def test_auto_on_a_gpu_follows_its_bf16_support_and_a_given_precision_always_win
     assert choose_precision("bf16-mixed", False, frozenset()).precision == "bf16-mixed"
 
 
-def test_the_measurement_is_a_positive_ratio_and_leaves_the_seeded_random_state_alone():
+def test_the_measurement_is_a_positive_ratio_and_leaves_the_seeded_random_state_alone(monkeypatch, request):
+    # A small block: where the CPU has no bf16 instructions (a run never measures there) autocast is emulated, and
+    # the whole block took 16 s, not 1 s, with the AVX2 kernels. Its measurement is not left for later tests.
+    monkeypatch.setattr(precision, "MEASURED_TOKENS", 128)
+    request.addfinalizer(measure_bf16.cache_clear)
     torch.manual_seed(3)
     expected = torch.rand(4)
     torch.manual_seed(3)

@@ -39,6 +39,7 @@ RELEVANT_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "
 BF16_AT_MOST = 0.8
 CPU_BF16_FLAGS = frozenset({"amx_bf16", "avx512_bf16"})  # the flags under which auto may choose bf16 on a CPU
 BUSY_RETRIES = 5  # further measurements, a second apart, while other processes keep the machine busy
+MEASURED_TOKENS = 2048  # the tokens of the block :func:`measure_bf16` times: a batch of 16 x 128
 
 
 @dataclass(frozen=True)
@@ -128,13 +129,13 @@ def choose_precision(
 @functools.cache
 def measure_bf16() -> Bf16Measurement:
     """bf16 autocast's time over fp32's on this CPU for a training step's bulk: a MiniLM-sized feed-forward block
-    (2,048 tokens, 384 -> 1,536 -> 384, GELU) forward and backward, the two taking turns (:mod:`theseus_pl.core.timing`)
-    for 5 rounds after one warm-up; the median of the rounds' ratios. Once per process, with its torch threads; its
-    own random generator, so the run's seeds draw what they would have drawn without it. A machine kept busy by
-    other processes is measured again, up to :data:`BUSY_RETRIES` times a second apart (the jobs of a sweep start
-    together: their start-up is over in seconds), and says so if it stays busy."""
+    (:data:`MEASURED_TOKENS` tokens, 384 -> 1,536 -> 384, GELU) forward and backward, the two taking turns
+    (:mod:`theseus_pl.core.timing`) for 5 rounds after one warm-up; the median of the rounds' ratios. Once per
+    process, with its torch threads; its own random generator, so the run's seeds draw what they would have drawn
+    without it. A machine kept busy by other processes is measured again, up to :data:`BUSY_RETRIES` times a second
+    apart (the jobs of a sweep start together: their start-up is over in seconds), and says so if it stays busy."""
     generator = torch.Generator().manual_seed(0)
-    tokens = torch.randn(2048, 384, generator=generator)
+    tokens = torch.randn(MEASURED_TOKENS, 384, generator=generator)
     up = (torch.randn(384, 1536, generator=generator) / 384**0.5).requires_grad_()
     down = (torch.randn(1536, 384, generator=generator) / 1536**0.5).requires_grad_()
 
