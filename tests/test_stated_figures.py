@@ -38,6 +38,11 @@ def minutes(value: str) -> int:
     return round(int(whole) + int(seconds) / 60)
 
 
+def about(whole_minutes: int) -> str:
+    """``1`` -> "about 1 minute", ``6`` -> "about 6 minutes": a rounded figure as the docs write it."""
+    return f"about {whole_minutes} minute{'' if whole_minutes == 1 else 's'}"
+
+
 def paragraph_after(text: str, marker: str) -> str:
     return " ".join(text.split(marker, 1)[1].split("\n\n", 2)[1].split())
 
@@ -75,15 +80,12 @@ def test_the_suites_times_agree_with_the_newest_row_of_its_table():
     quick = minutes(newest["quick subset"])
     readme = paragraph_after((ROOT / "README.md").read_text(), "python -m pytest\n```")
     development = " ".join((ROOT / "docs" / "guide" / "development.md").read_text().split())
-    assert f"in about {suite} minutes on 2 cores of an Intel Xeon with AMX" in readme
-    assert f"about {quick} minutes" in readme
-    assert f"takes about {suite} minutes on 2 cores of an Intel Xeon with AMX" in development
-    assert f"in about {quick} minutes on the same 2 cores" in development
-    assert (
-        f"about {minutes(epyc['`python -m pytest`'])} minutes on 2 cores of an AMD EPYC with AVX-512 BF16"
-        in development
-    )
-    assert f"about {minutes(slowest['`python -m pytest`'])} minutes on 2 cores of an AVX2-only AMD EPYC" in development
+    assert f"in {about(suite)} on 2 cores of an Intel Xeon with AMX" in readme
+    assert f"the inner loop, {about(quick)}" in readme
+    assert f"takes {about(suite)} on 2 cores of an Intel Xeon with AMX" in development
+    assert f"in {about(quick)} on the same 2 cores" in development
+    assert f"{about(minutes(epyc['`python -m pytest`']))} on 2 cores of an AMD EPYC with AVX-512 BF16" in development
+    assert f"{about(minutes(slowest['`python -m pytest`']))} on 2 cores of an AVX2-only AMD EPYC" in development
 
 
 def first_paragraph(page: Path) -> str:
