@@ -99,9 +99,8 @@ class TaskModelRun(RunKind[TaskModelResults]):
     def plan(self, steps: int | None, world_size: int, precision: str) -> list[str]:
         config, datamodule = self.config, self.datamodule
         task = datamodule.task
-        datamodule.setup("fit")  # the splits the check tokenised, from the cache
-        train = len(datamodule.splits["train"])
-        scored = ", ".join(f"{len(datamodule.splits[split]):,} {split}" for split in task.eval_splits)
+        train = len(datamodule.split("train"))  # the splits the check tokenised, from the cache
+        scored = ", ".join(f"{len(datamodule.split(split)):,} {split}" for split in task.eval_splits)
         named = config.model.predecessor or config.model.base
         made = "given, fine-tuned already" if config.model.predecessor else self._predecessor_state(precision)
         seen = (steps or 0) * rows_per_step(self.cfg, world_size)
@@ -288,8 +287,8 @@ def _data_facts(config: TaskModelConfig, datamodule: TextTaskDataModule) -> Data
     """What the model card says about the data: sizes, labels, and the hub dataset (GLUE tasks only)."""
     task = datamodule.task
     return DataFacts(
-        train_size=len(datamodule.splits["train"]),
-        eval_size=sum(len(datamodule.splits[split]) for split in task.eval_splits),
+        train_size=len(datamodule.split("train")),
+        eval_size=sum(len(datamodule.split(split)) for split in task.eval_splits),
         eval_splits=list(task.eval_splits),
         text_columns=list(task.text_columns),
         labels=list(task.label_names),
@@ -318,7 +317,7 @@ def _speedup(
     predecessor: torch.nn.Module, successor: torch.nn.Module, datamodule: TextTaskDataModule, config: TaskModelConfig
 ) -> tuple[float, float | None]:
     device = "cuda" if uses_gpu(str(config.trainer.get("accelerator", "auto"))) else "cpu"
-    split = datamodule.splits[datamodule.task.eval_splits[0]]
+    split = datamodule.split(datamodule.task.eval_splits[0])
     rows = split.select(range(min(config.benchmark.batch_size, len(split))))
     batch = {k: v.to(device) for k, v in datamodule.collate(list(rows)).items()}
     return inference_speedup(predecessor.to(device), successor.to(device), batch, config.benchmark.repeats)
