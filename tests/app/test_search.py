@@ -7,11 +7,12 @@ import sys
 
 import optuna
 import pytest
-from app_runs import tiny_run_overrides
+from app_runs import compose_config, tiny_run_overrides
 from command_runs import run_command, seed_machine_bf16
 from omegaconf import OmegaConf
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from theseus_pl.app.run.pipeline import refusal_problems
+from theseus_pl.app.run.pipeline import refusal_problems, untrained_deployment
 from theseus_pl.app.search.checks import search_refusals
 
 # The depth and the method searched; the shipped space's other keys fixed by plain overrides.
@@ -166,10 +167,6 @@ def test_the_command_line_refuses_a_bad_search_before_it_starts(tiny_base, glue_
 def test_a_shape_is_timed_untrained_from_a_stand_in_predecessor_with_nothing_trained(tiny_base, glue_dir, tmp_path):
     """A search's latency target times each shape before any trial: the successor the method starts from, built
     from the base with a new head where no fine-tuned predecessor is cached (none is made), deployed as a trial is."""
-    from app_runs import compose_config
-
-    from theseus_pl.app.run.pipeline import untrained_deployment
-
     overrides = [o for o in search_overrides(tiny_base, glue_dir, tmp_path) if "choice(" not in o]
     cfg = compose_config(*overrides, "theseus.successor_layers=1", "method=theseus",
                          f"paths.output_dir={tmp_path / 'never'}")  # fmt: skip
@@ -184,11 +181,6 @@ def test_a_shape_is_timed_untrained_on_the_dev_rows_when_the_predecessor_needs_n
 ):
     """A given predecessor (or one cached in the trials' precision, as on a CPU without bf16) is loaded, not
     fine-tuned; the shapes are still timed on the task's dev rows, which nothing else has read yet."""
-    from app_runs import compose_config
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    from theseus_pl.app.run.pipeline import untrained_deployment
-
     predecessor = tmp_path / "predecessor"  # the tiny base with RTE's two labels
     labels = {0: "entailment", 1: "not_entailment"}
     AutoModelForSequenceClassification.from_pretrained(
