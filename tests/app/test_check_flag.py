@@ -57,6 +57,7 @@ def test_check_prints_the_plan_and_writes_no_run_folder(tiny_base, glue_dir, tmp
     training = re.fullmatch(timed, plan["time of training"])
     assert training and int(training[1]) == 6 and int(training[3]) == 6 // 2 + 1 and float(training[4]) > 0
     assert not (tmp_path / "outputs").exists()  # nothing of the run is left: no folder, no log
+    assert "val_dataloader" not in completed.stderr  # the timed steps' own fit skips validation on purpose
     assert not (tmp_path / "cache" / "predecessors").exists()  # the predecessor was not fine-tuned
     assert not list((tmp_path / "cache").glob("theseus-pl-stand-in-*"))  # its stand-in is gone
     untimed = app(tmp_path, *overrides, "check_steps=0", "--check")

@@ -29,6 +29,8 @@ SUMMARY_PRECISION = r"Precision bf16-mixed is not supported by the model summary
 # Lightning's notices that a checkpoint or CSV log folder already holds files ("... will be deleted" for the log).
 FOLDER_NOT_EMPTY = r"(Checkpoint|Experiment logs) directory {folder}(/\S*)? exists and is not empty"
 FOLDER_NOTICE_MODULES = r"lightning\.(pytorch\.callbacks\.model_checkpoint|fabric\.loggers\.csv_logs)"
+# Lightning's notice that a fit given training batches alone will not validate (said of a fit that means not to).
+NO_VALIDATION_LOADER = r"You defined a `validation_step` but have no `val_dataloader`"
 
 
 def verbose() -> bool:
@@ -80,3 +82,15 @@ def quiet_trainer_construction() -> Iterator[None]:
         yield
     finally:
         rank_zero.setLevel(level)
+
+
+@contextmanager
+def training_alone() -> Iterator[None]:
+    """A fit that trains without validating on purpose (``--check``'s timed steps, whose validation pass is timed on
+    its own) prints no notice that it skips validation: the run it stands for validates."""
+    with warnings.catch_warnings():
+        if not verbose():
+            warnings.filterwarnings(
+                "ignore", message=NO_VALIDATION_LOADER, module=r"lightning\.pytorch\.trainer\.configuration_validator"
+            )
+        yield

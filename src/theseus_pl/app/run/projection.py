@@ -43,6 +43,7 @@ from theseus_pl.app.run.kind import PredecessorTraining, RunKind
 from theseus_pl.app.run.stages import evaluation_settings
 from theseus_pl.core.schedules import ReplacementSchedule
 from theseus_pl.core.timing import Timings, other_cores_while
+from theseus_pl.lightning.quiet import training_alone
 
 SAMPLED_BATCHES = 256  # a sample of the run's batch sizes to draw the timed batches from, kept in memory while timed
 
@@ -104,7 +105,8 @@ def timed_steps(
             num_sanity_val_steps=0, logger=False, enable_checkpointing=False, callbacks=[clock], default_root_dir=work,
         )  # fmt: skip
         loader = DataLoader(batches, batch_size=None, collate_fn=_as_collated)
-        _, other_cores = other_cores_while(lambda: trainer.fit(module, train_dataloaders=loader))
+        with training_alone():
+            _, other_cores = other_cores_while(lambda: trainer.fit(module, train_dataloaders=loader))
     return Timings({"step": clock.seconds[1:]}, other_cores)
 
 
