@@ -3,6 +3,7 @@
 import importlib
 import re
 import shlex
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,15 @@ def test_quick_start_has_exactly_two_commands_and_ci_runs_the_test_one():
     assert (CONF / "experiment" / "demo.yaml").is_file()
     assert tests.endswith("python -m pytest")
     assert tests in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_readme_states_the_python_that_pip_enforces_and_ruff_targets():
+    """A floor stated below the code's crashes a user's first run (3.10's hashlib has no ``file_digest``, which every
+    cache key reads), so the README's floor is ``requires-python``'s, and ruff lints for that version."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    minor = re.fullmatch(r">=3\.(\d+)", project["project"]["requires-python"])[1]
+    assert f"Python 3.{minor} or later" in (ROOT / "README.md").read_text()
+    assert project["tool"]["ruff"]["target-version"] == f"py3{minor}"
 
 
 def test_ci_builds_the_docs_strictly():

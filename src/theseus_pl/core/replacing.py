@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from enum import Enum
+from enum import StrEnum
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from theseus_pl.core.successors.copied import copied_layer
 from theseus_pl.core.successors.protocol import Reshaping, RunAware, SuccessorFactory
 
 
-class SuccessorInit(str, Enum):
+class SuccessorInit(StrEnum):
     """Which predecessor layer each successor layer starts as (the paper's footnote compares these)."""
 
     BOTTOM = "bottom"  # layers 0..n-1, the paper's choice

@@ -20,7 +20,7 @@ import logging
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import lightning.pytorch as pl
@@ -130,7 +130,7 @@ def machine_bf16_measurement(cache_dir: Path, shared_by: Sequence[Path] = ()) ->
 
 def _write(folder: Path, measurement: Bf16Measurement, kept: str) -> None:
     cpu = this_cpu()
-    measured_at = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    measured_at = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     record = {"ratio": measurement.ratio, "other_cores": measurement.other_cores, "measured_at": measured_at,
               "kept": kept, "cpu": cpu.model, "cpu_flags": cpu.relevant_flags, "torch": torch.__version__,
               "threads": torch.get_num_threads()}  # fmt: skip

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from enum import Enum
+from enum import StrEnum
 
 import torch
 from torch import nn
@@ -21,7 +21,7 @@ from theseus_pl.core.families import feed_forward_of
 from theseus_pl.core.successors.narrow_width import NarrowStart, NarrowWidthSuccessor, narrow_width_layer
 
 
-class Importance(str, Enum):
+class Importance(StrEnum):
     """Which feed-forward neurons a narrower successor keeps."""
 
     MAGNITUDE = "magnitude"  # the largest |incoming weights| x |outgoing weights|
