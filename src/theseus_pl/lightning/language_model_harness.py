@@ -33,7 +33,7 @@ def harness_problems(tasks: Sequence[str], include_paths: Sequence[Path]) -> lis
     """Why ``tasks`` cannot be scored: lm-eval missing, a task name it does not know (with the nearest names), or a
     task whose data cannot be loaded (offline, a missing file), each named with the fix."""
     try:
-        from lm_eval.tasks import get_task_dict
+        import lm_eval.tasks  # noqa: F401 (installed?)
     except ImportError:
         return [f"evaluation.lm_eval.tasks needs lm-evaluation-harness, not installed here: {INSTALL}."]
     manager = _task_manager(tasks, include_paths)
@@ -46,7 +46,7 @@ def harness_problems(tasks: Sequence[str], include_paths: Sequence[Path]) -> lis
             problems.append(f"evaluation.lm_eval.tasks: lm-eval has no task {task!r}{hint}.")
             continue
         try:
-            get_task_dict([task], manager)
+            manager.load([task])  # builds the task, which loads its data
         except Exception as error:  # lm-eval and datasets raise many kinds: each is a task that cannot run
             problems.append(
                 f"evaluation.lm_eval.tasks: {task} cannot load its data ({type(error).__name__}: "
