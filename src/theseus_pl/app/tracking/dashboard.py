@@ -18,6 +18,7 @@ from typing import Any
 
 import wandb_workspaces.reports.v2 as wr
 import wandb_workspaces.workspaces as ws
+from wandb_workspaces.expr import And
 
 from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.report.files import markdown_table
@@ -98,7 +99,7 @@ def workspace(
         sections += part.sections(replacing)
         replacing = None  # shown once, by the first kind
     runs = ws.RunsetSettings(
-        filters=[ws.Metric("Group") == group] if group else [],
+        filters=And(ws.Metric("Group") == group) if group else "",  # (a plain list is deprecated)
         order=[next(iter(shown.values())).headline],
         pinned_columns=["run:jobType", *(f"summary:{key}" for part in shown.values() for key in part.columns),
                         *map(config_column, swept)],
