@@ -78,7 +78,7 @@ def main(cfg: DictConfig) -> float | None:
     if check_only:
         if fresh:
             _remove_run_folder(output_dir)
-        print("The run passes every check before compute (nothing was trained or written). It would run:")
+        print("The run passes every check before compute (nothing was trained, no run folder was made). It would run:")
         print("\n".join(f"  {line}" for line in lines))
         raise SystemExit(0)  # before Hydra's end of job, which would write into the run folder again
     if results is None:  # a DDP rank other than 0: rank 0 reports

@@ -32,7 +32,7 @@ def test_check_prints_the_plan_and_writes_no_run_folder(tiny_base, glue_dir, tmp
     completed = app(tmp_path, *overrides, "--check")
     assert completed.returncode == 0, completed.stderr[-3000:]
     lines = completed.stdout.splitlines()
-    header = "The run passes every check before compute (nothing was trained or written). It would run:"
+    header = "The run passes every check before compute (nothing was trained, no run folder was made). It would run:"
     # Log lines may come first: a busy machine's warning beside bf16's measurement is true, and printed before.
     assert header in lines and all(re.match(r"\d\d:\d\d:\d\d ", line) for line in lines[: lines.index(header)])
     plan = dict(line.strip().split(": ", 1) for line in lines[lines.index(header) + 1 :])
