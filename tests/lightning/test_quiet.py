@@ -5,7 +5,7 @@ import warnings
 
 import pytest
 
-from theseus_pl.lightning.quiet import expect_own_files, install_filters
+from theseus_pl.lightning.quiet import VERBOSE_VARIABLE, expect_own_files, install_filters, training_alone
 
 pytestmark = pytest.mark.quick
 
@@ -68,3 +68,22 @@ def test_only_the_named_folders_notices_of_files_already_there_are_silenced():
         notice.format(folder) for notice, _ in (checkpoints, csv_log) for folder in ("/runs/rte (1)-b", "/runs/rte")
     ]
     assert [str(w.message) for w in caught] == [*others, checkpoints[0].format("/runs/rte (1)")]
+
+
+def test_a_fit_meant_to_train_alone_drops_only_the_no_validation_notice_and_verbose_keeps_it(monkeypatch):
+    """``--check``'s timed steps fit without validating on purpose; other fits, and ``--verbose``, keep the notice."""
+    notice = "You defined a `validation_step` but have no `val_dataloader`. Skipping val loop."
+    validator = "lightning.pytorch.trainer.configuration_validator"
+
+    def shown(verbose: str) -> list[str]:
+        monkeypatch.setenv(VERBOSE_VARIABLE, verbose)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with training_alone():
+                warnings.warn_explicit(notice, UserWarning, "validator.py", 70, module=validator)
+                warnings.warn_explicit("another", UserWarning, "validator.py", 71, module=validator)
+            warnings.warn_explicit(notice, UserWarning, "validator.py", 70, module=validator)
+        return [str(w.message) for w in caught]
+
+    assert shown("") == ["another", notice]
+    assert shown("1") == [notice, "another", notice]
