@@ -189,6 +189,14 @@ def test_export_puts_the_tokenizer_beside_the_model(tmp_path):
     assert reloaded("w1 w2")["input_ids"] == tokenizer("w1 w2")["input_ids"]
 
 
+def test_a_predecessor_already_wrapped_is_refused_rather_than_split_as_modules_of_modules():
+    predecessor = tiny_model()  # 4 layers, which the first wrap turns into 2 modules in place
+    TheseusModel(predecessor, 2)
+    for successor_layers in (1, 2, 4):
+        with pytest.raises(ValueError, match=r"already wrapped by a TheseusModel.*copy\.deepcopy\(predecessor\)"):
+            TheseusModel(predecessor, successor_layers)
+
+
 def test_deberta_with_a_first_layer_convolution_is_refused():
     with pytest.raises(ValueError, match=r"conv_kernel_size=3.*DeBERTa-v3"):
         TheseusModel(tiny_model("deberta-v2", conv_kernel_size=3), 2)

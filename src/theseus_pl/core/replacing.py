@@ -141,7 +141,7 @@ class TheseusModel(nn.Module):
     ) -> None:
         super().__init__()
         stack = find_layer_stack(predecessor, layers_path)
-        _reject_unsupported(predecessor)
+        _reject_unsupported(predecessor, stack.layers)
         self.decoder = is_decoder(predecessor)
         if self.decoder:
             check_decoder_fits(predecessor.config)
@@ -387,8 +387,16 @@ def check_successors_fit(theseus: TheseusModel, factory: str) -> None:
         raise ValueError(f"The successor modules built by {factory} do not run in the model: {error}") from error
 
 
-def _reject_unsupported(model: PreTrainedModel) -> None:
-    """Refuse encoders whose loop treats layer 0 specially, which wrapping the list would silently change."""
+def _reject_unsupported(model: PreTrainedModel, layers: Sequence[nn.Module]) -> None:
+    """Refuse a model already wrapped, whose layer list now holds modules (a second wrap would count those as
+    layers: a model of modules of modules), and encoders whose loop treats layer 0 specially, which wrapping the list
+    would silently change."""
+    if any(isinstance(layer, TheseusBlock) for layer in layers):
+        raise ValueError(
+            f"This {type(model).__name__} is already wrapped by a TheseusModel, which takes ownership of its "
+            "predecessor and turns its layer list into modules: load the predecessor again for each TheseusModel, "
+            "or pass each one copy.deepcopy(predecessor)."
+        )
     if getattr(model.config, "conv_kernel_size", 0) > 0:
         raise ValueError(
             f"{type(model).__name__} applies a convolution after its first layer (conv_kernel_size="
