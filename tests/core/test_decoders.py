@@ -7,6 +7,7 @@ from transformers import AutoModelForCausalLM
 
 from theseus_pl.core.decoders import is_decoder, new_token_room
 from theseus_pl.core.families import FAMILIES
+from theseus_pl.core.io import load_successor
 from theseus_pl.core.replacing import TheseusModel
 
 pytestmark = pytest.mark.quick
@@ -42,13 +43,17 @@ def test_all_successor_gates_equal_the_exported_causal_lm(decoder_family, tmp_pa
     with torch.no_grad():
         expected = theseus(None, **inputs).logits
     theseus.export(tmp_path / "successor")
-    exported = AutoModelForCausalLM.from_pretrained(tmp_path / "successor").eval()
-    assert type(exported) is type(theseus.model)
-    assert exported.config.num_hidden_layers == 2
-    layers = exported.get_submodule(theseus.layers_path)
-    assert len(layers) == 2
-    with torch.no_grad():
-        torch.testing.assert_close(exported(**inputs).logits, expected, rtol=0, atol=1e-5)
+    # transformers' own class, and the library's loader (which once gave a classifier with a random head)
+    for exported in (
+        AutoModelForCausalLM.from_pretrained(tmp_path / "successor").eval(),
+        load_successor(tmp_path / "successor"),
+    ):
+        assert type(exported) is type(theseus.model)
+        assert exported.config.num_hidden_layers == 2
+        layers = exported.get_submodule(theseus.layers_path)
+        assert len(layers) == 2
+        with torch.no_grad():
+            torch.testing.assert_close(exported(**inputs).logits, expected, rtol=0, atol=1e-5)
 
 
 def _greedy_without_cache(theseus: TheseusModel, ids: torch.Tensor, new_tokens: int) -> torch.Tensor:

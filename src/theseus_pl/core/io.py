@@ -1,12 +1,12 @@
 """Saving and loading a compact successor, whatever its modules.
 
-A successor whose class, built from its config, has exactly its parameters (the paper's copied layers, and
-narrower feed-forward networks, which the config's feed-forward width describes) is saved as a plain Hugging Face
-checkpoint: ``AutoModelForSequenceClassification.from_pretrained`` loads it with no code of ours. Modules from a
-custom factory fit no config, so such a successor is pickled whole (``successor.pt``, beside its config and
-tokenizer); :func:`load_successor` loads either kind, and loading the pickle needs the factory's module importable.
-A pickle names each class by its module, so successors pickled before the package was arranged in floors name
-modules that have moved: :data:`MOVED_MODULES` maps them to where those classes live now.
+A successor whose class, built from its config, has exactly its parameters (the paper's copied layers, and narrower
+feed-forward networks, which the config's feed-forward width describes) is saved as a plain Hugging Face checkpoint:
+``AutoModelForSequenceClassification.from_pretrained`` (a decoder's: ``AutoModelForCausalLM``) loads it with no code
+of ours. Modules from a custom factory fit no config, so such a successor is pickled whole (``successor.pt``, beside
+its config and tokenizer); :func:`load_successor` loads either kind, and loading the pickle needs the factory's
+module importable. A pickle names each class by its module, so successors pickled before the package was arranged in
+floors name modules that have moved: :data:`MOVED_MODULES` maps them to where those classes live now.
 """
 
 from __future__ import annotations
@@ -95,17 +95,26 @@ def is_sequence_classifier(config: PretrainedConfig) -> bool:
     return any(name.endswith("ForSequenceClassification") for name in config.architectures or [])
 
 
+def is_causal_lm(config: PretrainedConfig) -> bool:
+    """Whether a checkpoint's config names a causal-LM class (``...ForCausalLM``, GPT-2's ``GPT2LMHeadModel``) among
+    its ``architectures``: a decoder's successor, which a sequence-classification class would load with a new, random
+    head in place of its language-model head."""
+    return any(name.endswith(("ForCausalLM", "LMHeadModel")) for name in config.architectures or [])
+
+
 def is_pickled(directory: str | Path) -> bool:
     return (Path(directory) / PICKLED).is_file()
 
 
 def load_successor(directory: str | Path) -> PreTrainedModel:
-    """The successor saved in ``directory`` by :func:`save_successor` (or any sequence-classification checkpoint),
-    in eval mode."""
+    """The successor saved in ``directory`` by :func:`save_successor` (or any sequence-classification checkpoint, or
+    a decoder's causal LM), in eval mode."""
     import torch
-    from transformers import AutoModelForSequenceClassification
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification
 
     if is_pickled(directory):
         path = Path(directory) / PICKLED
         return torch.load(path, map_location="cpu", weights_only=False, pickle_module=_PICKLE).eval()
-    return AutoModelForSequenceClassification.from_pretrained(directory).eval()
+    config = AutoConfig.from_pretrained(directory)
+    model_class = AutoModelForCausalLM if is_causal_lm(config) else AutoModelForSequenceClassification
+    return model_class.from_pretrained(directory, config=config).eval()
