@@ -10,7 +10,7 @@ from conftest import tiny_inputs
 from embedding_models import HIDDEN, save_tiny_embedding_model
 from sentence_transformers import SentenceTransformer
 
-from theseus_pl.core.embeddings import embedding_encoder, sentence_head
+from theseus_pl.core.embeddings import embedding_encoder, sentence_head, with_encoder
 from theseus_pl.core.sentence_objective import SentenceObjective, TheseusSentenceModel
 
 pytestmark = pytest.mark.quick
@@ -80,3 +80,15 @@ def test_training_to_the_predecessors_vectors_moves_only_the_successor_layers(se
     for name, parameter in theseus.named_parameters():
         assert torch.equal(parameter, before[name]) == (".successor." not in name), name
     assert losses[-1] < losses[-2]  # the same gate twice: the second step starts nearer the targets
+
+
+def test_export_is_refused_naming_the_sentence_transformers_folder_it_takes(sentence_model, tmp_path):
+    theseus = TheseusSentenceModel(_predecessor_copy(sentence_model), sentence_head(sentence_model), 2, "top")
+    with pytest.raises(NotImplementedError, match=r"with_encoder\(model, theseus\.to_compact_model\(\)\.encoder\)"):
+        theseus.export(tmp_path / "successor", sentence_model.tokenizer)
+    assert not (tmp_path / "successor").exists()
+    # What it names writes the folder sentence-transformers loads, as the compact model encodes
+    with_encoder(sentence_model, theseus.to_compact_model().encoder).save(str(tmp_path / "successor"))
+    expected = theseus.eval()(None, **sentence_model.tokenizer(SENTENCES, padding=True, return_tensors="pt")).logits
+    loaded = SentenceTransformer(str(tmp_path / "successor"), device="cpu")
+    assert torch.allclose(loaded.encode(SENTENCES, convert_to_tensor=True), expected.detach(), atol=1e-5)

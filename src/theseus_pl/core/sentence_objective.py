@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -94,3 +95,13 @@ class TheseusSentenceModel(TheseusModel):
 
     def to_compact_model(self) -> SentenceObjective:  # type: ignore[override]
         return SentenceObjective(super().to_compact_model(), self.head)
+
+    def export(self, directory: str | Path, tokenizer: Any = None) -> Path:
+        """Refused, naming what does it: a sentence-embedding successor ships as a sentence-transformers folder
+        (``modules.json``, the pooling's settings, the tokenizer's length), which the sentence-transformers model the
+        encoder came from writes, not the encoder and head this model holds."""
+        raise NotImplementedError(
+            "A sentence-embedding successor is saved as a sentence-transformers folder: "
+            "with_encoder(model, theseus.to_compact_model().encoder).save(directory) (theseus_pl.core.embeddings; "
+            "model: the SentenceTransformer whose encoder this model compressed)."
+        )
