@@ -76,13 +76,16 @@ def test_gguf_names_the_kind_of_a_run_that_is_no_decoder_lm(tmp_path, record, ki
     )
 
 
+@pytest.mark.parametrize("options", [[], ["--gguf", "f16", "q8_0"]], ids=["onnx", "gguf"])
 @DRY_RUN
-def test_a_runs_successor_deployed_as_a_bare_checkpoint_is_refused_naming_the_run(tmp_path, dry_run):
-    """Its onnx/ was replaced while the run's results.json and card still named the old int8 file (publish sent it)."""
+def test_a_runs_successor_deployed_as_a_bare_checkpoint_is_refused_naming_the_run(tmp_path, options, dry_run):
+    """Its onnx/ was replaced while the run's results.json and card still named the old int8 file (publish sent it).
+    The command it names keeps the deployment's options: --gguf's said only that the folder had no results.json."""
     run_dir = finished(tmp_path / "run", a_run())
-    assert refusal([str(run_dir / "successor"), *dry_run]) == (
+    assert refusal([str(run_dir / "successor"), *options, *dry_run]) == (
         f"{run_dir / 'successor'} is the successor of the run in {run_dir}: deploy the run's folder (python -m "
-        f"theseus_pl.deploy {run_dir}), whose record and model card then describe the files written."
+        f"theseus_pl.deploy {' '.join([str(run_dir), *options])}), whose record and model card then describe the "
+        "files written."
     )
 
 

@@ -51,14 +51,15 @@ def not_a_model_problem(folder: Path) -> str | None:
     return None
 
 
-def check_not_a_runs_successor(folder: Path) -> None:
-    """Refuse a run's ``successor/`` deployed as a bare checkpoint: its ONNX files would be replaced while the run's
-    ``results.json`` and card still described the old ones (and publish would send that card)."""
+def check_not_a_runs_successor(folder: Path, options: str = "") -> None:
+    """Refuse a run's ``successor/`` deployed as a bare checkpoint: its ONNX (or GGUF) files would be replaced while
+    the run's ``results.json`` and card still described the old ones (and publish would send that card). The command
+    it gives instead carries ``options``, the deployment's own (``--gguf f16``): without them it is refused again."""
     run_dir = folder.resolve().parent
     if folder.resolve().name == "successor" and (run_dir / "results.json").is_file():
         raise DeploymentError(
             f"{folder} is the successor of the run in {run_dir}: deploy the run's folder (python -m theseus_pl.deploy "
-            f"{run_dir}), whose record and model card then describe the files written."
+            f"{run_dir}{options}), whose record and model card then describe the files written."
         )
 
 

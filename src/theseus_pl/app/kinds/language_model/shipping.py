@@ -21,7 +21,7 @@ from theseus_pl.app.kinds.language_model.data import language_model_datamodule
 from theseus_pl.app.kinds.language_model.record import LanguageModelResults
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.registry import kind_named
-from theseus_pl.app.ship.deploy_folder import recorded_deployment
+from theseus_pl.app.ship.deploy_folder import check_not_a_runs_successor, recorded_deployment
 from theseus_pl.core.decoders import load_causal_lm
 from theseus_pl.data.language_model import LanguageModelingDataModule, collate_windows
 from theseus_pl.deployment.gguf_stage import deploy_gguf
@@ -112,6 +112,7 @@ def _checked_language_model_run(run_dir: Path, deploy: DeploySettings) -> tuple[
     """A finished decoder-LM run's record, config (with ``deploy``'s GGUF settings) and successor folder; a
     ValueError naming every reason its GGUF files cannot be made or timed as asked."""
     if not (run_dir / "results.json").is_file():
+        check_not_a_runs_successor(run_dir, f" --gguf {' '.join(deploy.gguf)}")
         raise ValueError(f"{run_dir} has no results.json: --gguf deploys a finished decoder-LM run's folder.")
     results = read_run(run_dir / "results.json")
     if not isinstance(results, LanguageModelResults):  # read as its kind's record: each other kind is named
