@@ -4,7 +4,13 @@ import pytest
 import torch
 from conftest import VOCAB, tiny_inputs, tiny_model
 from safetensors import safe_open
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertTokenizer
+from transformers import (
+    AlbertConfig,
+    AlbertForSequenceClassification,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    BertTokenizer,
+)
 
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.replacing import (
@@ -195,6 +201,17 @@ def test_a_predecessor_already_wrapped_is_refused_rather_than_split_as_modules_o
     for successor_layers in (1, 2, 4):
         with pytest.raises(ValueError, match=r"already wrapped by a TheseusModel.*copy\.deepcopy\(predecessor\)"):
             TheseusModel(predecessor, successor_layers)
+
+
+def test_a_layer_list_shorter_than_the_configs_depth_is_refused_as_albert_shares_its_layers():
+    """ALBERT runs one layer group at each of its 4 depths: wrapped, the model trained was that group's successor run
+    4 times, while its compact model (a config of 1 layer) ran it once, so the export scored differently."""
+    config = AlbertConfig(vocab_size=VOCAB, hidden_size=32, embedding_size=16, num_hidden_layers=4,
+                          num_attention_heads=2, intermediate_size=48, num_labels=2)  # fmt: skip
+    model = AlbertForSequenceClassification(config)
+    refused = r"^The list albert\.encoder\.albert_layer_groups of this \w+ has length 1, but its config says 4 layers"
+    with pytest.raises(ValueError, match=refused):
+        TheseusModel(model, 1, layers_path="albert.encoder.albert_layer_groups")
 
 
 def test_deberta_with_a_first_layer_convolution_is_refused():

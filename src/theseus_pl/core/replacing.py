@@ -27,7 +27,7 @@ from theseus_pl.core.decoders import (
     is_decoder,
     renumber_layers,
 )
-from theseus_pl.core.families import family_of, find_layer_stack
+from theseus_pl.core.families import LayerStack, family_of, find_layer_stack
 from theseus_pl.core.io import save_successor
 from theseus_pl.core.successors.copied import copied_layer
 from theseus_pl.core.successors.protocol import Reshaping, RunAware, SuccessorFactory
@@ -141,7 +141,7 @@ class TheseusModel(nn.Module):
     ) -> None:
         super().__init__()
         stack = find_layer_stack(predecessor, layers_path)
-        _reject_unsupported(predecessor, stack.layers)
+        _reject_unsupported(predecessor, stack)
         self.decoder = is_decoder(predecessor)
         if self.decoder:
             check_decoder_fits(predecessor.config)
@@ -387,15 +387,24 @@ def check_successors_fit(theseus: TheseusModel, factory: str) -> None:
         raise ValueError(f"The successor modules built by {factory} do not run in the model: {error}") from error
 
 
-def _reject_unsupported(model: PreTrainedModel, layers: Sequence[nn.Module]) -> None:
+def _reject_unsupported(model: PreTrainedModel, stack: LayerStack) -> None:
     """Refuse a model already wrapped, whose layer list now holds modules (a second wrap would count those as
-    layers: a model of modules of modules), and encoders whose loop treats layer 0 specially, which wrapping the list
-    would silently change."""
-    if any(isinstance(layer, TheseusBlock) for layer in layers):
+    layers: a model of modules of modules); a list that is not one entry a layer, such as ALBERT's one group run at
+    every depth (its compact model, built from a config of ``n`` layers, would run the group ``n`` times, not the
+    model trained, and export something else); and encoders whose loop treats layer 0 specially, which wrapping the
+    list would silently change."""
+    if any(isinstance(layer, TheseusBlock) for layer in stack.layers):
         raise ValueError(
             f"This {type(model).__name__} is already wrapped by a TheseusModel, which takes ownership of its "
             "predecessor and turns its layer list into modules: load the predecessor again for each TheseusModel, "
             "or pass each one copy.deepcopy(predecessor)."
+        )
+    depth = getattr(model.config, "num_hidden_layers", None)
+    if isinstance(depth, int) and depth != len(stack.layers):
+        raise ValueError(
+            f"The list {stack.path} of this {type(model).__name__} has length {len(stack.layers)}, but its config "
+            f"says {depth} layers (num_hidden_layers): module replacing needs the list of its layers, one entry "
+            "each; a model that runs shared layers at several depths (ALBERT) has no such list."
         )
     if getattr(model.config, "conv_kernel_size", 0) > 0:
         raise ValueError(
