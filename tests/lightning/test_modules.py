@@ -133,6 +133,41 @@ def test_under_ddp_a_batch_that_replaces_nothing_still_leaves_the_weights_alone(
     assert all(not trainer.optimizers[0].state[p] for p in module.model.successor_parameters())
 
 
+class GivenGates:
+    """Draws the gates it is given, in turn: what each micro-batch of a step replaces."""
+
+    gates = ([True, False], [False, False])
+
+    def draw_gate(self, p):
+        self.drawn = getattr(self, "drawn", -1) + 1
+        return torch.tensor(self.gates[self.drawn % len(self.gates)])
+
+
+class GivenGatesModule(GivenGates, TheseusModule):
+    pass
+
+
+class GivenGatesUnderDDP(GivenGates, AlwaysBackward):
+    pass
+
+
+def test_with_accumulation_a_batch_that_replaces_nothing_keeps_what_the_steps_earlier_batches_learned(tmp_path):
+    """Under DDP its zero loss's backward once dropped every successor gradient, the step's earlier micro-batch's
+    too, so that step updated nothing; it must train as the run that skips the batch."""
+    trained = []
+    for module_class in (GivenGatesModule, GivenGatesUnderDDP):
+        module = module_class(TheseusModel(tiny_model(), 2), lr=1e-2, seed=7)
+        before = copy.deepcopy(module.model.state_dict())
+        schedule = ConstantSchedule(p=0.5, switch_step=100)
+        make_trainer(tmp_path, 2, replacement_callbacks(schedule), accumulate_grad_batches=2).fit(module, tiny_loader())
+        after = module.model.state_dict()
+        assert {key.split(".successor.")[0] for key in before if not torch.equal(before[key], after[key])} == {
+            "model.bert.encoder.layer.0"  # the first module, which the first micro-batch of each step replaced
+        }
+        trained.append(after)
+    assert all(torch.equal(trained[0][key], trained[1][key]) for key in trained[0])
+
+
 def test_p_gate_and_phase_follow_the_schedule_and_are_logged(tmp_path):
     recorder = Recorder()
     schedule = ConstantSchedule(p=0.5, switch_step=4)

@@ -224,6 +224,7 @@ class TheseusModule(ClassifierModule):
         self.replacement_rate: float | None = None
         self.last_gate: torch.Tensor | None = None
         self._discard_gradients = False
+        self._without_gradient: list[nn.Parameter] = []
 
     def configure_callbacks(self) -> list[pl.Callback]:
         return replacement_callbacks(self.schedule) if self.schedule is not None else []
@@ -260,7 +261,8 @@ class TheseusModule(ClassifierModule):
             if not self.backward_on_every_batch:
                 return None
             # Under DDP every rank must run backward (all ranks draw the same gate, from the same seed). A zero
-            # loss over the successor weights keeps them in step; on_after_backward drops its zero gradients.
+            # loss over the successor weights keeps them in step; on_after_backward drops the zero gradients it
+            # gave, and keeps those the optimizer step's earlier micro-batches accumulated (it adds zero to them).
             self._discard_gradients = True
             return torch.stack([p.sum() for p in self.model.successor_parameters()]).sum() * 0.0
         if self.teacher_logits is None:
@@ -302,10 +304,16 @@ class TheseusModule(ClassifierModule):
         """Lightning cannot skip a batch in distributed training."""
         return self.trainer.world_size > 1
 
+    def on_before_backward(self, loss: torch.Tensor) -> None:
+        # After Lightning's zero_grad (which runs between training_step and backward): what has no gradient yet
+        if self._discard_gradients:
+            self._without_gradient = [p for p in self.model.successor_parameters() if p.grad is None]
+
     def on_after_backward(self) -> None:
         if self._discard_gradients:
-            for parameter in self.model.successor_parameters():
+            for parameter in self._without_gradient:
                 parameter.grad = None  # AdamW skips parameters without a gradient: no update, no moment decay
+            self._without_gradient = []
             self._discard_gradients = False
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
