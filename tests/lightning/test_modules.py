@@ -4,6 +4,7 @@ import itertools
 import logging
 
 import lightning.pytorch as pl
+import numpy as np
 import pytest
 import torch
 from conftest import tiny_inputs, tiny_loader, tiny_model
@@ -18,6 +19,7 @@ from theseus_pl.lightning.callbacks import (
     PhaseSwitch,
     ReplacementScheduler,
     ResumeCheckpoint,
+    StepSeed,
     StopAtNonFiniteLoss,
     StopBelowScore,
     StoppedBelowScore,
@@ -460,3 +462,25 @@ def test_a_training_that_diverges_stops_there_and_says_what_to_change(tmp_path, 
     module = FineTuningModule(tiny_model(), lr=lr)
     with pytest.raises(DivergedError, match=message):
         make_trainer(tmp_path, steps, [StopAtNonFiniteLoss("Lower the rate")]).fit(module, tiny_loader())
+
+
+class DropoutMasks(FineTuningModule):
+    """Keeps a dropout mask drawn from torch's global generator at each batch, as the model's dropout draws."""
+
+    def training_step(self, batch, batch_idx):
+        self.masks = [*getattr(self, "masks", []), torch.nn.functional.dropout(torch.ones(64), 0.5, True).bool()]
+        return super().training_step(batch, batch_idx)
+
+
+@pytest.mark.parametrize("accumulate", [1, 2])
+def test_step_seed_gives_each_batch_of_a_step_its_own_dropout_and_keeps_the_seeds_without_accumulation(
+    tmp_path, accumulate
+):
+    module = DropoutMasks(tiny_model(), lr=1e-3)
+    make_trainer(tmp_path, 3, [StepSeed(5)], accumulate_grad_batches=accumulate).fit(module, tiny_loader())
+    assert len(module.masks) == 3 * accumulate
+    assert len({tuple(mask.tolist()) for mask in module.masks}) == len(module.masks)  # the step's batches too
+    if accumulate == 1:  # the seeds every run took before accumulation had its own: (seed, step)
+        for step, mask in enumerate(module.masks):
+            torch.manual_seed(int(np.random.SeedSequence([5, step]).generate_state(1)[0]))
+            assert torch.equal(mask, torch.nn.functional.dropout(torch.ones(64), 0.5, True).bool())

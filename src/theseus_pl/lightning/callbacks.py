@@ -167,7 +167,8 @@ class StepSeed(Callback):
 
     Dropout then depends on the step alone, not on what drew from the generator before it: a resumed run (whose
     loaders and validations drew differently) trains exactly as an uninterrupted one, and so does a run that
-    validates more often.
+    validates more often. With gradient accumulation each batch of a step has its place in the step in its seed too:
+    the step's batches would otherwise drop the same units.
     """
 
     def __init__(self, seed: int) -> None:
@@ -176,7 +177,10 @@ class StepSeed(Callback):
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        torch.manual_seed(int(np.random.SeedSequence([self.seed, trainer.global_step]).generate_state(1)[0]))
+        entropy = [self.seed, trainer.global_step]
+        if trainer.accumulate_grad_batches > 1:  # (without, the seeds of the runs before stay as they were)
+            entropy.append(batch_idx % trainer.accumulate_grad_batches)  # Lightning's window restarts each epoch
+        torch.manual_seed(int(np.random.SeedSequence(entropy).generate_state(1)[0]))
 
 
 SETTINGS_KEY = "theseus_pl_settings"  # where a checkpoint keeps the settings of the run that wrote it
