@@ -159,8 +159,14 @@ def test_a_factory_whose_module_cannot_be_called_like_a_layer_is_refused():
     def bare_linear(module_layers, source, config):
         return torch.nn.Linear(config.hidden_size, config.hidden_size)
 
+    predecessor = tiny_model()
+    layers = find_layer_stack(predecessor).layers
     with pytest.raises(ValueError, match=r"modules built by bare_linear do not run in the model: .*argument"):
-        TheseusModel(tiny_model(), 2, factory=bare_linear)
+        TheseusModel(predecessor, 2, factory=bare_linear)
+    # the predecessor as it was given (it was left holding the refused modules, all frozen): it wraps again
+    assert find_layer_stack(predecessor).layers is layers
+    assert all(parameter.requires_grad for parameter in predecessor.parameters())
+    assert len(TheseusModel(predecessor, 2).blocks) == 2
 
 
 def test_a_narrower_width_not_below_the_predecessors_is_refused(family):

@@ -153,6 +153,8 @@ class TheseusModel(nn.Module):
             blocks.append(TheseusBlock(module_layers, factory(module_layers, layers[source], predecessor.config)))
         if self.decoder:  # cache indices after the predecessor's: no successor shares a predecessor layer's
             renumber_layers((block.successor for block in blocks), start=len(layers))
+        given_layers = stack.layers
+        trainable = {name: parameter.requires_grad for name, parameter in predecessor.named_parameters()}
         setattr(stack.parent, stack.attribute, nn.ModuleList(blocks))
 
         self.model = predecessor
@@ -163,7 +165,13 @@ class TheseusModel(nn.Module):
         self.model.requires_grad_(False)
         for block in blocks:
             block.successor.requires_grad_(True)
-        check_successors_fit(self, getattr(factory, "__name__", None) or repr(factory))
+        try:
+            check_successors_fit(self, getattr(factory, "__name__", None) or repr(factory))
+        except ValueError:  # the caller's predecessor as it was given, to wrap again with another factory
+            setattr(stack.parent, stack.attribute, given_layers)
+            for name, parameter in predecessor.named_parameters():
+                parameter.requires_grad_(trainable[name])
+            raise
 
     @property
     def config(self) -> PretrainedConfig:
