@@ -10,6 +10,8 @@ from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,
     BertTokenizer,
+    ConvBertConfig,
+    ConvBertForSequenceClassification,
 )
 
 from theseus_pl.core.families import find_layer_stack
@@ -217,6 +219,19 @@ def test_a_layer_list_shorter_than_the_configs_depth_is_refused_as_albert_shares
 def test_deberta_with_a_first_layer_convolution_is_refused():
     with pytest.raises(ValueError, match=r"conv_kernel_size=3.*DeBERTa-v3"):
         TheseusModel(tiny_model("deberta-v2", conv_kernel_size=3), 2)
+
+
+def test_convbert_whose_convolutions_are_inside_its_layers_is_wrapped_not_refused_as_deberta():
+    """Its conv_kernel_size (9 by default) sizes each layer's own convolution: it was refused as DeBERTa-v2's."""
+    torch.manual_seed(0)
+    config = ConvBertConfig(vocab_size=VOCAB, hidden_size=32, embedding_size=32, num_hidden_layers=4,
+                            num_attention_heads=2, intermediate_size=37, conv_kernel_size=3, num_labels=3)  # fmt: skip
+    predecessor = ConvBertForSequenceClassification(config).eval()
+    inputs = tiny_inputs()
+    with torch.no_grad():
+        expected = predecessor(**inputs).logits
+        theseus = TheseusModel(predecessor, 2, layers_path="convbert.encoder.layer").eval()
+        torch.testing.assert_close(theseus([False, False], **inputs).logits, expected, rtol=0, atol=1e-6)
 
 
 @pytest.mark.parametrize("gate", [[False, False], [True, False], [True, True]])

@@ -414,7 +414,9 @@ def _reject_unsupported(model: PreTrainedModel, stack: LayerStack) -> None:
             f"says {depth} layers (num_hidden_layers): module replacing needs the list of its layers, one entry "
             "each; a model that runs shared layers at several depths (ALBERT) has no such list."
         )
-    if getattr(model.config, "conv_kernel_size", 0) > 0:
+    # DeBERTa-v2's encoder holds its convolution beside the layer list; ConvBERT's conv_kernel_size sizes the ones
+    # inside each of its layers, which the successors' copies carry along
+    if getattr(stack.parent, "conv", None) is not None:
         raise ValueError(
             f"{type(model).__name__} applies a convolution after its first layer (conv_kernel_size="
             f"{model.config.conv_kernel_size}); module replacing would move it after the first module. "
