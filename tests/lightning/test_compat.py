@@ -4,7 +4,7 @@ from: a Lightning upgrade that changes one fails here, naming it."""
 import lightning
 import pytest
 from conftest import tiny_loader
-from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.callbacks import Callback, EarlyStopping
 from lightning.pytorch.loggers import WandbLogger
 from test_modules import make_trainer, theseus_module
 
@@ -57,6 +57,20 @@ def test_the_logging_steps_validation_timing_and_min_steps_match_lightnings(tmp_
     assert record.validated_after == list(range(val_check_interval, 9, val_check_interval))
     assert record.min_steps == 5  # PhaseSwitch raised it past the switch at step 4
     assert record.attached
+
+
+def test_a_stop_asked_before_the_phase_switch_validates_at_the_intervals_as_lightning_does(tmp_path):
+    """Early stopping asks at the second validation (step 4), min_steps holds the run past the switch at 6: Lightning
+    validates at the intervals' steps, not after each step while the stop waits (the resume checkpoint, which skips a
+    step a validation follows, then wrote none of those steps' checkpoints)."""
+    record = Record()
+    never_better = EarlyStopping("val/loss", mode="max", patience=0, min_delta=1e9)
+    callbacks = [*replacement_callbacks(ConstantSchedule(p=0.5, switch_step=6)), never_better, record]
+    trainer = make_trainer(tmp_path, 12, callbacks, val_check_interval=2, check_val_every_n_epoch=None)
+    trainer.fit(theseus_module(), tiny_loader(64), tiny_loader(8))
+    # the intervals' (the switch cleared the stop; phase 2's early stopping asked again at 8, and the run ended there)
+    assert record.validated_after == [2, 4, 6, 8] and trainer.global_step == 8
+    assert [step for step, follows in record.predicted if follows] == record.validated_after  # not 5 too
 
 
 def test_a_module_no_trainer_runs_logs_nothing():

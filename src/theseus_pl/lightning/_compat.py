@@ -44,12 +44,13 @@ def validation_follows(trainer: pl.Trainer, batch_idx: int) -> bool:
     loop's, which it does not expose), re-stated from public trainer state.
 
     Validation runs every ``val_check_batch`` batches, counted over the whole run when ``check_val_every_n_epoch``
-    is None and within the epoch otherwise; a run that is stopping validates once more.
+    is None and within the epoch otherwise; a run that is stopping validates once more, where ``min_steps`` lets it
+    stop (the fit loop's ``_can_stop_early``): a stop asked before the phase switch waits for the interval's.
     """
     every_epochs = trainer.check_val_every_n_epoch
     if not trainer.enable_validation or (every_epochs and (trainer.current_epoch + 1) % every_epochs):
         return False
-    if trainer.should_stop:
+    if trainer.should_stop and trainer.fit_loop._can_stop_early:
         return True
     batches = trainer.global_step * trainer.accumulate_grad_batches if every_epochs is None else batch_idx + 1
     return trainer.val_check_batch is not None and batches % trainer.val_check_batch == 0
