@@ -219,6 +219,26 @@ def test_the_resume_checkpoint_holds_the_optimizer_and_logs_no_weights_only_noti
     assert "weights_only" not in caplog.text
 
 
+class SavesRecorded(ResumeCheckpoint):
+    def _save(self, trainer):
+        self.saved = [*getattr(self, "saved", []), (trainer.global_step, trainer.fit_loop.epoch_loop.batch_idx)]
+        super()._save(trainer)
+
+
+def test_under_gradient_accumulation_the_resume_checkpoint_is_written_only_where_a_step_ended(tmp_path):
+    """It was written after the first batch too (step 0, a multiple of every step), and after the first batch of a
+    resumed run's next step: without that batch's gradients, which a checkpoint does not hold."""
+    schedule = ConstantSchedule(p=0.5, switch_step=2)
+    first = SavesRecorded(tmp_path / "ckpt", every_n_steps=1)
+    make_trainer(tmp_path, 3, [*replacement_callbacks(schedule), first], accumulate_grad_batches=2,
+                 enable_checkpointing=True).fit(theseus_module(), tiny_loader())  # fmt: skip
+    assert first.saved == [(1, 1), (2, 3), (3, 5)]  # (step, batch): each step's second batch
+    resumed = SavesRecorded(tmp_path / "ckpt", every_n_steps=1)
+    make_trainer(tmp_path, 4, [*replacement_callbacks(schedule), resumed], accumulate_grad_batches=2,
+                 enable_checkpointing=True).fit(theseus_module(), tiny_loader(), ckpt_path=str(first.path))  # fmt: skip
+    assert resumed.saved == [(4, 7)]
+
+
 def test_the_replacement_scheduler_logs_its_schedule_in_words(caplog):
     with caplog.at_level(logging.INFO, logger="theseus_pl.lightning.callbacks"):
         ReplacementScheduler(ConstantSchedule(p=0.5, switch_step=4)).on_fit_start(None, None)

@@ -280,6 +280,7 @@ class ResumeCheckpoint(Checkpoint):
         self.path = Path(dirpath) / "last.ckpt"
         self.every_n_steps = every_n_steps
         self._saved_step: int | None = None
+        self._step_at_batch_start: int | None = None
         self._resumed_stop_request = False
 
     def on_save_checkpoint(
@@ -300,11 +301,19 @@ class ResumeCheckpoint(Checkpoint):
         if trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking:
             self._save(trainer)
 
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        self._step_at_batch_start = trainer.global_step
+
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
+        # Only a batch that ended an optimizer step: under gradient accumulation the others leave gradients that a
+        # checkpoint does not hold, so a run resumed from it would miss them
+        stepped = trainer.global_step != self._step_at_batch_start
         every = self.every_n_steps
-        if every and trainer.global_step % every == 0 and not validation_follows(trainer, batch_idx):
+        if every and stepped and trainer.global_step % every == 0 and not validation_follows(trainer, batch_idx):
             self._save(trainer)
 
     def _save(self, trainer: pl.Trainer) -> None:
