@@ -124,4 +124,5 @@ def test_theseus_given_a_teacher_of_its_own_distils_from_it_and_never_trains_it(
     assert torch.allclose(loss, expected, atol=1e-5)
     loss.backward()
     assert all(parameter.grad is None for parameter in teacher.parameters())
-    assert TheseusModule(model, LanguageModelMetrics(), alpha=0.0, teacher=teacher).teacher is None  # no soft targets
+    with pytest.raises(ValueError, match="alpha=0"):  # no soft targets: refused, not dropped in silence
+        TheseusModule(model, LanguageModelMetrics(), alpha=0.0, teacher=teacher)

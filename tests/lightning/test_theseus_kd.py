@@ -39,6 +39,11 @@ def test_alpha_zero_is_the_papers_theseus_and_never_runs_the_teacher(tmp_path):
     assert all(torch.equal(got[name], value) for name, value in expected.items())
 
 
+def test_a_teacher_given_with_alpha_zero_is_refused_rather_than_never_run():
+    with pytest.raises(ValueError, match=r"^A teacher is given but alpha=0, .* give alpha above 0"):
+        module(teacher=tiny_model(seed=1), temperature=4.0)
+
+
 def test_alpha_one_trains_on_the_predecessors_soft_targets_alone():
     theseus = module(alpha=1.0, temperature=2.0).eval()  # no dropout: the passes below must agree
     theseus.replacement_rate = 1.0  # every module replaced

@@ -203,6 +203,11 @@ class TheseusModule(ClassifierModule):
     ) -> None:
         super().__init__(model, metrics, lr=lr, weight_decay=weight_decay, warmup_ratio=warmup_ratio)
         check_fields({"alpha": alpha, "temperature": temperature}, SOFT_TARGET_RULES)
+        if teacher is not None and alpha == 0:
+            raise ValueError(
+                "A teacher is given but alpha=0, which trains on the task loss alone and never runs it: give alpha "
+                "above 0 to learn from its soft targets, or leave teacher out."
+            )
         self.save_hyperparameters(
             "seed", "reference_mode", "shared_trainable_from", "lr_restart_step", "alpha", "temperature"
         )
@@ -218,7 +223,7 @@ class TheseusModule(ClassifierModule):
         if reference_mode:
             model.requires_grad_(True)
         self.gate_generator = torch.Generator().manual_seed(seed)
-        self.teacher = teacher.requires_grad_(False) if teacher is not None and alpha > 0 else None
+        self.teacher = teacher.requires_grad_(False) if teacher is not None else None
         soft_targets = FrozenTeacher(self.teacher) if self.teacher is not None else PredecessorTeacher(model)
         self.teacher_logits = TeacherLogits(soft_targets) if alpha > 0 else None
         self.replacement_rate: float | None = None
