@@ -1,6 +1,7 @@
 """Deployment: ONNX and int8 models of the successor, checked against PyTorch, scored, timed and reported."""
 
 import json
+import logging
 import shutil
 from pathlib import Path
 
@@ -205,7 +206,7 @@ def test_check_says_what_the_runs_deploy_stage_would_make_and_ship(tiny_base, gl
 
 
 def test_a_run_deploys_as_its_last_stage_and_the_command_redoes_it_on_the_folder(
-    tiny_base, glue_dir, tmp_path, capsys, monkeypatch
+    tiny_base, glue_dir, tmp_path, capsys, monkeypatch, caplog
 ):
     planted_cpu(monkeypatch, bf16=True)  # the bf16 copy deployed too, whatever this CPU
     overrides = tiny_run_overrides(tiny_base, glue_dir, tmp_path)
@@ -261,6 +262,16 @@ def test_a_run_deploys_as_its_last_stage_and_the_command_redoes_it_on_the_folder
     monkeypatch.undo()
     assert main([str(run_dir), *quick]) == read_run(run_dir / "results.json", TaskModelResults).deployment
     assert read_run(run_dir / "results.json", TaskModelResults).failed_steps == {}
+
+    # Its predecessor gone (the cache cleaned, the run copied elsewhere): deployed alone, as the warning says (the
+    # folder was still handed on and refused as no checkpoint, exit 2, after the warning said it would go on)
+    record = json.loads((run_dir / "results.json").read_text())
+    record["predecessor"]["dir"] = str(tmp_path / "gone")
+    (run_dir / "results.json").write_text(json.dumps(record))
+    with caplog.at_level(logging.WARNING):
+        alone = main([str(run_dir), *quick])
+    assert alone.speedup_over_predecessor == {"batch_1": None} and alone.smaller_than_predecessor is None
+    assert f"The run's predecessor ({tmp_path / 'gone'}) is gone: no ratios over it." in caplog.messages
 
 
 def test_own_length_batches_are_single_rows_unpadded_or_length_sorted_batches_each_padded_to_its_longest(

@@ -61,10 +61,8 @@ def deploy_run(run_dir: Path, settings: DeploySettings, glue_dir: str | None = N
     results = finished_task_model_run(run_dir)
     successor_dir = run_dir / "successor"
     datamodule = run_dev_data(run_dir, glue_dir)
-    predecessor_dir = Path(results.predecessor.dir)
-    predecessor = load_sequence_classifier(predecessor_dir) if predecessor_dir.is_dir() else None
-    if predecessor is None:
-        log.warning("The run's predecessor (%s) is gone: no ratios over it.", predecessor_dir)
+    predecessor_dir = runs_predecessor_dir(results)
+    predecessor = load_sequence_classifier(predecessor_dir) if predecessor_dir is not None else None
     return recorded_deployment(
         run_dir,
         results,
@@ -72,6 +70,16 @@ def deploy_run(run_dir: Path, settings: DeploySettings, glue_dir: str | None = N
         lambda: deploy(successor_dir, settings, datamodule, predecessor, predecessor_dir),
         lambda block: block.files,
     )
+
+
+def runs_predecessor_dir(results: TaskModelResults) -> Path | None:
+    """The run's predecessor folder; None, said in a warning, where it is gone (its cache cleaned, the run copied to
+    another machine): the deployment then times the successor alone, with no ratios over the predecessor."""
+    predecessor_dir = Path(results.predecessor.dir)
+    if predecessor_dir.is_dir():
+        return predecessor_dir
+    log.warning("The run's predecessor (%s) is gone: no ratios over it.", predecessor_dir)
+    return None
 
 
 def run_dev_data(run_dir: Path, glue_dir: str | None = None) -> TextTaskDataModule:
@@ -128,8 +136,7 @@ def planned_deployment(
     run_folder = is_run_folder(folder)
     if run_folder:
         results = finished_task_model_run(folder)
-        successor_dir, predecessor_dir = folder / "successor", Path(results.predecessor.dir)
-        predecessor_dir = predecessor_dir if predecessor_dir.is_dir() else None  # gone: no ratios, as deploy_run warns
+        successor_dir, predecessor_dir = folder / "successor", runs_predecessor_dir(results)
         checked_on = f"the run's {results.task} dev set"
         records = [folder / "results.json", successor_dir / "README.md"]
     else:
