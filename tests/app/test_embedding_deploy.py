@@ -50,8 +50,9 @@ def test_the_dry_run_says_what_it_would_write_and_writes_nothing(embedding_run, 
     assert main([str(embedding_run), "--openvino", "--dry-run"]) is None
     assert (
         f"{embedding_run / 'successor/openvino/openvino_model.xml'}, "
-        f"{embedding_run / 'successor/openvino/openvino_model_qint8_quantized.xml'} (the folder's onnx/ and openvino/ "
-        "are emptied first; sentence-transformers' backend='onnx' and 'openvino' looks there)"
+        f"{embedding_run / 'successor/openvino/openvino_model_qint8_quantized.xml'} (an earlier deployment's files in "
+        "onnx/ and openvino/ removed first, others kept; sentence-transformers' backend='onnx' and 'openvino' looks "
+        "there)"
     ) in capsys.readouterr().out
     assert not (embedding_run / "successor" / "onnx").exists()
     assert not (embedding_run / "successor" / "openvino").exists()

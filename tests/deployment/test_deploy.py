@@ -115,7 +115,15 @@ def test_a_checkpoint_folder_is_deployed_scored_and_timed_on_its_task(tmp_path, 
     cpu = planted_cpu(monkeypatch, bf16=True)  # the bf16 copy is deployed beside the others
     successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
     predecessor = saved_classifier(tmp_path / "predecessor", tiny_tokenizer, layers=4, seed=1)
+    # A hub checkpoint's own files where the deployment writes (they were deleted with the folders), and an earlier
+    # deployment's int8 model, which goes
+    theirs = [successor / "onnx" / "model_O4.onnx", successor / "openvino" / "openvino_model_qint8_quantized.xml"]
+    for path in [*theirs, successor / "openvino" / "model_int8.bin"]:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("earlier")
     block = deploy_model(successor, QUICK, task="RTE", glue_dir=str(glue_dir), predecessor_dir=predecessor)
+    assert [path.read_text() for path in theirs] == ["earlier", "earlier"]
+    assert not (successor / "openvino" / "model_int8.bin").exists()  # QUICK asks no OpenVINO
 
     assert (successor / block.onnx).is_file() and (successor / block.onnx_int8).is_file()
     assert block.max_abs_diff <= block.tolerance == 1e-4

@@ -112,6 +112,7 @@ class ExportedEncoder(ExportedModel):
     folder's own pooling and normalisation; scored by the STS Spearman of its sentence vectors."""
 
     exported, output = "the successor's encoder", TOKEN_VECTORS
+    ir_names = SENTENCE_TRANSFORMERS_IR
     compared = "The exported encoder's sentence vectors"
 
     def __init__(
@@ -192,7 +193,7 @@ def planned_ir_files(successor_dir: Path, settings: DeploySettings, has_training
     ``openvino``, and no int8 one without training sentences to calibrate it on."""
     if not settings.openvino:
         return {}
-    files = openvino_files(successor_dir, settings.quantize, SENTENCE_TRANSFORMERS_IR)
+    files = openvino_files(successor_dir, settings.quantize, ExportedEncoder.ir_names)
     if not has_training_sentences and "openvino_int8" in files:
         log.warning("No training sentences to calibrate OpenVINO's int8 model on: fp32 only.")
         del files["openvino_int8"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -32,6 +31,7 @@ from theseus_pl.deployment.onnx_export import (
 )
 from theseus_pl.deployment.openvino_export import FOLDER as OPENVINO_FOLDER
 from theseus_pl.deployment.openvino_export import (
+    IR_NAMES,
     compiled_models,
     export_openvino,
     ir_sizes_mb,
@@ -72,6 +72,7 @@ class ExportedModel:
     encoder's is :class:`~theseus_pl.deployment.embedding_stage.ExportedEncoder`."""
 
     exported: str  # what is exported, in the log: "the successor"
+    ir_names: Mapping[str, str] = IR_NAMES  # its OpenVINO files' names, by target (where its users' loaders look)
     output: str  # the exported graph's one output (onnx_export.LOGITS, TOKEN_VECTORS)
     compared: str  # what differs from PyTorch's where the check refuses the export: "Exported logits"
     checking: str  # what the exports are checked on, in the log
@@ -119,7 +120,7 @@ def deployed(part: ExportedModel, successor_dir: Path, settings: DeploySettings,
     torch.set_num_threads(threads)
     files = onnx_files(successor_dir, settings.quantize)
     ir_files = part.ir_files(successor_dir, settings)
-    exported_dirs = cleared_export_folders(successor_dir)
+    clear_deployment_files(successor_dir, part.ir_names)
     log.info("Exporting %s to %s", part.exported, files["onnx_fp32"])
     example = part.example()
     export_onnx(part.module(), example, files["onnx_fp32"], part.output)
@@ -139,12 +140,12 @@ def deployed(part: ExportedModel, successor_dir: Path, settings: DeploySettings,
     checked = part.check(sessions, compiled)
     refused = {name: value for name, value in checked.differences.items() if not value <= TOLERANCE}
     if refused:
-        for folder in exported_dirs:
-            shutil.rmtree(folder, ignore_errors=True)
+        clear_deployment_files(successor_dir, part.ir_names)
         raise DeploymentError(
             f"{part.compared} differ from PyTorch's beyond the tolerance "
             f"{TOLERANCE:g}: {', '.join(f'{name} by up to {value:.2e}' for name, value in refused.items())}; "
-            f"{', '.join(str(folder) for folder in sorted(exported_dirs))} removed. The PyTorch successor is kept."
+            f"the exported files in {successor_dir / 'onnx'} and {successor_dir / OPENVINO_FOLDER} removed. The "
+            "PyTorch successor is kept."
         )
     timers = part.timers(sessions, compiled)
     log.info("Timing %s at batch sizes %s on %d threads", ", ".join(timers), list(settings.batch_sizes), threads)
@@ -250,15 +251,25 @@ def own_length_groups(rows: Sequence[T], size: int, length: Callable[[T], int]) 
     return [picked[start : start + size] for start in range(0, len(picked) - size + 1, size)] or [picked]
 
 
-def cleared_export_folders(successor_dir: Path) -> list[Path]:
-    """The folders a deployment writes into the successor's (``onnx/``, ``openvino/``), emptied before it exports:
-    each then holds what the new block describes, and none keeps an earlier deployment's files the block does not
-    name (an OpenVINO model left from a deploy with ``openvino`` beside a block without it). Removed again where a
-    check refuses the export."""
-    folders = [successor_dir / "onnx", successor_dir / OPENVINO_FOLDER]
-    for folder in folders:
-        shutil.rmtree(folder, ignore_errors=True)
-    return folders
+def deployment_files(successor_dir: Path, ir_names: Mapping[str, str]) -> list[Path]:
+    """Every file a deployment writes in the successor's ``onnx/`` and ``openvino/``: the ONNX models, a checkpoint's
+    record (``onnx/deployment.json``), and each OpenVINO model's graph and weights, named by ``ir_names`` (the
+    kind's: :attr:`ExportedModel.ir_names`)."""
+    graphs = [successor_dir / OPENVINO_FOLDER / name for name in ir_names.values()]
+    return [*onnx_files(successor_dir, "int8").values(), successor_dir / "onnx" / "deployment.json",
+            *(path for graph in graphs for path in (graph, graph.with_suffix(".bin")))]  # fmt: skip
+
+
+def clear_deployment_files(successor_dir: Path, ir_names: Mapping[str, str]) -> None:
+    """Remove what a deployment writes (:func:`deployment_files`), before it exports: the folders then hold what the
+    new block describes, and none an earlier deployment's files the block does not name (an OpenVINO model left from
+    a deploy with ``openvino`` beside a block without it). Removed again where a check refuses the export. Other files
+    stay (a hub checkpoint ships its own ONNX variants there); a folder left empty goes."""
+    for path in deployment_files(successor_dir, ir_names):
+        path.unlink(missing_ok=True)
+    for folder in (successor_dir / "onnx", successor_dir / OPENVINO_FOLDER):
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
 
 
 def onnx_files(successor_dir: Path, quantize: str | None) -> dict[str, Path]:

@@ -67,8 +67,9 @@ def planned_embedding_deployment(run_dir: Path, settings: DeploySettings) -> lis
     auto = f" ({auto_in_words(settings.max_score_drop)}, in STS-B points)"
     backends = "backend='onnx' and 'openvino'" if settings.openvino else "backend='onnx'"
     return [
-        f"export the encoder of {successor_dir}: {', '.join(map(str, files.values()))} (the folder's onnx/ and "
-        f"openvino/ are emptied first; sentence-transformers' {backends} looks there){calibration}",
+        f"export the encoder of {successor_dir}: {', '.join(map(str, files.values()))} (an earlier "
+        f"deployment's files in onnx/ and openvino/ removed first, others kept; sentence-transformers' {backends} "
+        f"looks there){calibration}",
         f"check the exported fp32 sentence vectors against PyTorch's and score each model on the run's "
         f"{results.data.sts_pairs:,} STS-B dev pairs",
         f"time it at batch sizes {', '.join(map(str, settings.batch_sizes))} ({length}), {settings.repeats} calls "

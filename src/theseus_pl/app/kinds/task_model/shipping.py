@@ -165,7 +165,8 @@ def planned_deployment(
     beside = f", beside the predecessor {predecessor_dir}" if predecessor_dir else ""
     auto = f" ({auto_in_words(settings.max_score_drop)})"
     return [
-        f"export {successor_dir}: {', '.join(map(str, exports))} (the folders' onnx/ and openvino/ are replaced)"
+        f"export {successor_dir}: {', '.join(map(str, exports))} (an earlier deployment's files in "
+        "onnx/ and openvino/ removed first, others kept)"
         f"{calibration}",
         f"check the exported fp32 logits against PyTorch's on {checked_on}",
         f"time it at batch sizes {', '.join(map(str, settings.batch_sizes))} ({length}), {settings.repeats} calls "
