@@ -19,6 +19,7 @@ from theseus_pl.app.kinds.language_model.report import (
     perplexity_figure,
     tokens_figure,
 )
+from theseus_pl.app.report.files import MANIFEST
 from theseus_pl.app.report.tables import find_records
 from theseus_pl.app.results.envelope import Hardware, write_results
 from theseus_pl.app.results.reading import read_run
@@ -239,12 +240,14 @@ def test_a_report_into_a_folder_of_an_earlier_report_leaves_only_its_own_files(t
     plant(tmp_path / "encoders" / "sst2", a_run("SST-2", "theseus_curriculum", 84.0, 82.0))
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "notes.txt").write_text("mine")  # not a report's: left alone
+    (tmp_path / "out" / "budget.csv").write_text("mine")  # named as a report's, but no report wrote it (it was removed)
     main([str(tmp_path / "lm"), "--output", str(tmp_path / "out")])
     report = main([str(tmp_path / "encoders"), "--output", str(tmp_path / "out")])
     assert sorted(path.name for path in (tmp_path / "out").iterdir()) == sorted(
-        [*(path.name for path in report["written"]), "notes.txt"]
+        [*(path.name for path in report["written"]), "notes.txt", "budget.csv", MANIFEST]
     )  # no lm_table.md from the earlier report beside this one's table.md
     assert "Removed what an earlier report left there: lm_runs.csv, lm_runs.md, lm_table.csv" in capsys.readouterr().out
+    assert (tmp_path / "out" / "budget.csv").read_text() == "mine"
 
 
 def test_a_damaged_run_is_skipped_in_one_line_and_the_others_are_reported(tmp_path, caplog):

@@ -8,21 +8,22 @@ from typing import Any
 import pandas as pd
 
 PREDECESSOR = "predecessor"  # the predecessor's row in every report table, beside the methods' rows
-# Every file a report may write into its folder (which ones depends on the runs: shapes, budgets, decoder LMs,
-# sentence-embedding models).
-REPORT_FILES = (
-    *(f"{stem}.{suffix}" for stem in ("table", "best_settings", "runs", "shapes", "budget", "lm_table", "lm_runs",
-                                      "embedding_table") for suffix in ("md", "csv")),
-    "budget_*.png", "p_over_steps.png", "score_vs_rate.png", "perplexity_vs_layers.png", "score_vs_tokens.png",
-)  # fmt: skip
+# In a report's folder: the names of the files its report wrote, one a line, what the next report there may remove.
+MANIFEST = ".report_files"
 
 
 def remove_stale_files(output: Path, written: list[Path]) -> list[Path]:
-    """The files an earlier report left in ``output`` that this one did not write (a decoder-LM table beside a
-    report of task-model runs, say), removed so that the folder holds one report; the files removed."""
-    stale = {path for pattern in REPORT_FILES for path in output.glob(pattern)} - set(written)
+    """The files the folder's earlier report wrote (named in its :data:`MANIFEST`) that this one did not write (a
+    decoder-LM table beside a report of task-model runs, say), removed so that the folder holds one report; the files
+    removed. No other file is touched, whatever its name: a folder no report wrote (or one of before the manifest)
+    loses nothing. The manifest then names this report's files."""
+    manifest = output / MANIFEST
+    named = manifest.read_text().splitlines() if manifest.is_file() else []
+    earlier = {output / name for name in named if name and Path(name).name == name}  # in the folder, nowhere else
+    stale = {path for path in earlier if path.is_file()} - set(written)
     for path in stale:
         path.unlink()
+    manifest.write_text("".join(f"{path.name}\n" for path in written))
     return sorted(stale)
 
 
