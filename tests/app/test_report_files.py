@@ -14,6 +14,7 @@ import pytest
 from results_records import a_run, an_embedding_run, plant
 
 from theseus_pl.app.kinds.task_model.record import ModelShape
+from theseus_pl.app.kinds.task_model.report import score_by_rate
 from theseus_pl.app.results.envelope import WandbLink
 from theseus_pl.report import main
 
@@ -135,3 +136,19 @@ def test_a_run_named_with_its_parent_folder_is_reported_once(tmp_path, capsys):
     assert "1 finished run" in capsys.readouterr().out
     runs = (tmp_path / "report" / "runs.md").read_text().splitlines()
     assert len([line for line in runs if "kd" in line]) == 1
+
+
+def test_score_against_rate_is_the_median_of_each_rates_runs_and_leaves_out_a_run_without_a_score(tmp_path):
+    """A null score (a NaN Spearman) crashed the plot with a TypeError; and one line through every run, sorted by
+    (p, score), zigzagged between the seeds at each p."""
+    at = {"replacement.p": 0.7, "seed": 1}
+    runs = [*(a_run("RTE", "theseus_constant", 80.0, score, settings={"replacement.p": 0.5, "seed": seed})
+              for seed, score in ((1, 68.0), (2, 71.0), (3, 70.0))),
+            a_run("RTE", "theseus_constant", 80.0, None, settings=at), a_run("RTE", "theseus_constant", 80.0, 60.0,
+            settings=at), a_run("CoLA", "theseus_constant", 40.0, None, settings=at),
+            a_run("RTE", "theseus_curriculum", 80.0, 90.0, settings=at)]  # fmt: skip
+    assert score_by_rate(runs) == {"RTE": [(0.5, 70.0, 68.0, 71.0), (0.7, 60.0, 60.0, 60.0)]}
+    plant_sweep(tmp_path / "runs")
+    plant(tmp_path / "runs" / "rte" / "constant_unscored", runs[3])
+    main([str(tmp_path / "runs"), "--output", str(tmp_path / "out")])
+    assert (tmp_path / "out" / "score_vs_rate.png").stat().st_size > 0

@@ -240,18 +240,34 @@ def write_plots(runs: list[TaskModelResults], output: Path) -> list[Path]:
         written.append(output / "p_over_steps.png")
         figure.savefig(written[-1], dpi=120, bbox_inches="tight")
         plt.close(figure)
-    constant = [r for r in runs if r.method == "theseus_constant" and "replacement.p" in r.settings]
-    if constant:
+    if rates := score_by_rate(runs):
         figure, axes = plt.subplots(figsize=(6, 4))
-        for task in sorted({r.task for r in constant}):
-            points = sorted((r.settings["replacement.p"], r.successor.score) for r in constant if r.task == task)
-            axes.plot(*zip(*points, strict=True), marker="o", label=task)
-        axes.set(xlabel="replacing rate p", ylabel="dev score", title="score against replacing rate")
+        for task, points in rates.items():
+            p, median, low, high = zip(*points, strict=True)
+            (line,) = axes.plot(p, median, marker="o", label=task)
+            axes.fill_between(p, low, high, color=line.get_color(), alpha=0.2)
+        axes.set(xlabel="replacing rate p", ylabel="dev score (median; band: lowest to highest run)",
+                 title="score against replacing rate")  # fmt: skip
         axes.legend()
         written.append(output / "score_vs_rate.png")
         figure.savefig(written[-1], dpi=120, bbox_inches="tight")
         plt.close(figure)
     return written
+
+
+def score_by_rate(runs: list[TaskModelResults]) -> dict[str, list[tuple[float, float, float, float]]]:
+    """The constant-rate Theseus runs' successor scores by task and rate: ``(p, median, lowest, highest)`` over the
+    runs at each ``p`` (seeds, learning rates, budgets), in order of ``p``; a run without a score is left out, and a
+    task without a scored run. A line through every run would zigzag between them at each ``p``."""
+    scores: dict[str, dict[float, list[float]]] = {}
+    for run in runs:
+        if run.method == "theseus_constant" and "replacement.p" in run.settings and run.successor.score is not None:
+            at_rate = scores.setdefault(run.task, {}).setdefault(float(run.settings["replacement.p"]), [])
+            at_rate.append(run.successor.score)
+    return {
+        task: [(p, statistics.median(values), min(values), max(values)) for p, values in sorted(by_rate.items())]
+        for task, by_rate in sorted(scores.items())
+    }
 
 
 def unknown_rows(runs: list[TaskModelResults], rows: str) -> str | None:
