@@ -77,6 +77,14 @@ def test_the_baselines_can_start_from_one_layer_choice_or_none_and_theseus_gets_
     assert list(alone) == [str(tmp_path / "runs/RTE/theseus")]
     with pytest.raises(ValueError, match="No baseline start top: the baseline starts are bottom, every_other"):
         multirun_commands(tmp_path, tmp_path, tmp_path, ["RTE"], [1], grid, jobs=2, baseline_inits=["top"])
+    # settings the grid sets after the user's overrides: Hydra kept the grid's, the user's were dropped in silence
+    overrides = ["trainer.max_steps=10", "replacement.b=0.1", "++theseus.init=every_other"]
+    refused = (r"^The grid sets replacement\.b \(choose it with --grid\); theseus\.init \(choose it with "
+               r"--baseline-inits\): an override of it would be dropped, so it is refused\.$")  # fmt: skip
+    with pytest.raises(ValueError, match=refused):
+        multirun_commands(tmp_path, tmp_path, tmp_path, ["RTE"], [1], grid, jobs=2, overrides=overrides)
+    kept = multirun_commands(tmp_path, tmp_path, tmp_path, ["RTE"], [1], grid, jobs=2, overrides=overrides[:1])
+    assert all(command.count("trainer.max_steps=10") == 1 for command in kept.values())
 
 
 def test_fine_tuning_alone_from_the_bottom_layers_at_a_longer_budget_is_one_call(tmp_path: Path) -> None:

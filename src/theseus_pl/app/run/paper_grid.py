@@ -72,6 +72,13 @@ GRIDS = ("paper", "first")
 BASELINES = ("fine_tuning", "kd")
 BASELINE_INITS = ("bottom", "every_other")  # the paper's start, and Sajjad et al.'s
 MAX_STEPS = "trainer.max_steps='${mul:2,${schedule_steps}}'"  # quoted: Hydra keeps the interpolation
+# The settings each multirun's command sets after the user's overrides, so that Hydra, keeping the last value, would
+# drop the user's: each by the option that chooses it. (The grid's seeds, rates and budgets come before the
+# overrides: an override of one sets it for every job, as the miniature grid sets its learning rate.)
+GRID_SETTINGS = {
+    "method": "--baselines", "replacement": "--grid", "replacement.b": "--grid", "theseus.init": "--baseline-inits",
+    "hydra.launcher.n_jobs": "--jobs", "hydra.sweep.dir": "--output",
+}  # fmt: skip
 
 
 def multirun_commands(
@@ -99,6 +106,9 @@ def multirun_commands(
             raise ValueError(f"No {name} {', '.join(unknown)}: the {name}s are {', '.join(known)}.")
     if not baseline_methods:
         raise ValueError(f"No baseline given: the baselines are {', '.join(BASELINES)} (no start: Theseus alone).")
+    keys = [override.lstrip("+~").split("=", 1)[0] for override in overrides]
+    if taken := [f"{key} (choose it with {GRID_SETTINGS[key]})" for key in keys if key in GRID_SETTINGS]:
+        raise ValueError(f"The grid sets {'; '.join(taken)}: an override of it would be dropped, so it is refused.")
     experiments = {task: paper_experiment(task) for task in tasks}
     runs = len(grid.lr) * len(grid.steps_to_full) * len(seeds)
     theseus_runs, baseline_runs = runs * len(grid.b), runs * len(baseline_methods) * len(baseline_inits)
