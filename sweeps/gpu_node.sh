@@ -15,7 +15,7 @@
 # samples the GPU's use every 10 s, and tars each run's results, Hydra folder, metrics, logs and report into
 # $OUT/runs.tgz (a few hundred KB). Outputs go to RUNS (default /dev/shm/runs: memory, not the node's disk).
 # On a CPU (a rehearsal) set EXTRA="trainer=cpu data.max_train_samples=32 data.max_eval_samples=32" and give each
-# run --jobs 1 or 2: ten base-size jobs do not fit in 24 GB.
+# run a job or two a multirun (--jobs 2 to 4 a task): ten base-size jobs do not fit in 24 GB.
 set -u
 ROOT=${ROOT:-/root}
 PIECES=${PIECES:-$ROOT/pieces}

@@ -68,6 +68,24 @@ def test_each_task_gets_theseus_on_the_grid_and_four_baselines_sharing_the_jobs(
         multirun_commands(tmp_path, tmp_path, tmp_path, ["BoolQ"], [1], grid_named("first"), jobs=2)
 
 
+def test_jobs_at_once_are_a_limit_over_every_multirun_side_by_side(tmp_path: Path) -> None:
+    """Three tasks' six multiruns: each multirun's launcher keeps its own count, so their shares must add up to at most
+    the jobs asked (rounded up, 10 ran 12 at once), and fewer jobs than multiruns cannot be kept to."""
+
+    def shares(jobs: int) -> dict[str, int]:
+        commands = multirun_commands(tmp_path, tmp_path, tmp_path / "runs", ["RTE", "CoLA", "STS-B"], [1, 2, 3],
+                                     grid_named("first"), jobs=jobs)  # fmt: skip
+        return {folder.removeprefix(f"{tmp_path}/runs/"): int(arg.rpartition("=")[2])
+                for folder, command in commands.items() for arg in command if "n_jobs=" in arg}  # fmt: skip
+
+    # 3 Theseus runs and 12 baseline runs a task: 10 jobs, 2/3 and 2 2/3 a task, the first task's baselines the third
+    assert shares(10) == {"RTE/theseus": 1, "RTE/baselines": 3, "CoLA/theseus": 1, "CoLA/baselines": 2,
+                          "STS-B/theseus": 1, "STS-B/baselines": 2}  # fmt: skip
+    assert sum(shares(6).values()) == 6 and sum(shares(45).values()) == sum(shares(90).values()) == 45  # its 45 runs
+    with pytest.raises(ValueError, match=r"^--jobs 5 is fewer than the 6 multiruns run side by side .* --jobs 6 or"):
+        shares(5)
+
+
 def test_the_baselines_can_start_from_one_layer_choice_or_none_and_theseus_gets_their_jobs(tmp_path: Path) -> None:
     grid = grid_named("first")
     bottom = multirun_commands(tmp_path, tmp_path, tmp_path / "runs", ["RTE"], [1], grid, jobs=3,
@@ -215,10 +233,10 @@ def test_pack_unpack_install_and_run_the_grid_in_miniature(tmp_path: Path, tiny_
     assert (tmp_path / "site" / "theseus_pl" / "conf" / "train.yaml").is_file()  # the wheel, configs and all
     env["PYTHONPATH"] = str(tmp_path / "site")  # the installed wheel, not the checkout
     runs = tmp_path / "runs"
-    # One job at a time in each multirun (no joblib worker importing everything again: 30-33 s where two took 36-38 s
-    # alone); how --jobs is shared is the tests' above.
+    # One job at a time in each of the two multiruns (no joblib worker importing everything again: 30-33 s where two
+    # took 36-38 s alone); how --jobs is shared is the tests' above.
     done = run_command([sys.executable, "-m", "theseus_pl.offline", "run", str(tmp_path / "unpacked"), "--output",
-                        str(runs), "--seeds", "1", "--grid", "first", "--steps-to-full", "2", "--jobs", "1", "--",
+                        str(runs), "--seeds", "1", "--grid", "first", "--steps-to-full", "2", "--jobs", "2", "--",
                         "trainer=cpu", "finetune.epochs=1", "data.batch_size=4", "theseus.successor_layers=2",
                         "trainer.val_check_interval=2", "optimizer.lr=1e-3"], env=env, cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr + (runs / "RTE" / "baselines.log").read_text()

@@ -95,8 +95,9 @@ def multirun_commands(
     baseline_methods: Sequence[str] = BASELINES,
 ) -> dict[str, list[str]]:
     """Each multirun's command line, by the folder its jobs write (``<output>/<task>/theseus`` and ``…/baselines``);
-    ``jobs`` is shared between them by how many runs each holds (at least one each). ``baseline_inits`` are the
-    baselines' starts; none: Theseus alone (a budget that the every-other start, say, would not fit).
+    ``jobs`` is shared between them by how many runs each holds (at least one each, at most ``jobs`` in all).
+    ``baseline_inits`` are the baselines' starts; none: Theseus alone (a budget that the every-other start, say, would
+    not fit).
     ``baseline_methods`` are the methods Theseus is set against (at least one): fine-tuning alone halves the
     baselines' GPU time where KD's rows are known already."""
     choices = (("baseline start", baseline_inits, BASELINE_INITS), ("baseline", baseline_methods, BASELINES))
@@ -112,10 +113,12 @@ def multirun_commands(
     experiments = {task: paper_experiment(task) for task in tasks}
     runs = len(grid.lr) * len(grid.steps_to_full) * len(seeds)
     theseus_runs, baseline_runs = runs * len(grid.b), runs * len(baseline_methods) * len(baseline_inits)
-    share = jobs / (len(tasks) * (theseus_runs + baseline_runs))  # jobs at once for each run a multirun holds
-    theseus_jobs, baseline_jobs = (min(count, max(1, round(count * share))) for count in (theseus_runs, baseline_runs))
+    counts = [count for _ in tasks for count in (theseus_runs, *([baseline_runs] if baseline_inits else []))]
+    shares = iter(shared_jobs(counts, jobs))  # each task's Theseus multirun's, then its baselines'
     commands = {}
     for task in tasks:
+        theseus_jobs = next(shares)
+        baseline_jobs = next(shares) if baseline_inits else 0
         common = [
             sys.executable, "-m", "theseus_pl", "-m", f"+experiment={experiments[task]}", f"model.base={model}",
             f"data.glue_dir={glue_dir}", f"theseus.successor_layers={successor_layers}", "logger=csv", "threads=1",
@@ -133,6 +136,23 @@ def multirun_commands(
                 f"hydra.launcher.n_jobs={baseline_jobs}", f"hydra.sweep.dir={baselines}",
             ]  # fmt: skip
     return commands
+
+
+def shared_jobs(counts: Sequence[int], jobs: int) -> list[int]:
+    """``jobs`` jobs at once shared between multiruns of ``counts`` runs each, run side by side: in proportion to
+    their runs, at least one each and never more than its runs, so that together they run at most ``jobs`` at once
+    (each multirun's launcher keeps its own count: rounded shares ran more than asked). A ValueError where ``jobs`` is
+    fewer than the multiruns."""
+    if jobs < len(counts):
+        raise ValueError(
+            f"--jobs {jobs} is fewer than the {len(counts)} multiruns run side by side (Theseus and the baselines of "
+            f"each task), each running at least one job at once: give --jobs {len(counts)} or more, or fewer --tasks."
+        )
+    shares = [1] * len(counts)
+    for _ in range(min(jobs, sum(counts)) - len(counts)):  # each next job to the multirun with most runs a job
+        growing = [index for index, count in enumerate(counts) if shares[index] < count]
+        shares[max(growing, key=lambda index: counts[index] / shares[index])] += 1
+    return shares
 
 
 def _values(values: Sequence[object]) -> str:
