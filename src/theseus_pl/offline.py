@@ -110,27 +110,31 @@ def _minutes(text: str) -> float:
 
 
 def _pack(args: argparse.Namespace) -> None:
-    from theseus_pl.app.ship.offline_pack import NODE_WHEELS, PackRecord, build_pack, glue_tasks_problem
+    from theseus_pl.app.ship.offline_pack import (
+        NODE_WHEELS,
+        PackRecord,
+        build_pack,
+        glue_tasks_problem,
+        pack_folder_problem,
+    )
 
     try:  # a task the node could not run is refused here, not there
         for task in args.tasks:
             paper_experiment(task)
     except ValueError as error:
         refuse(f"--tasks: {error}")
-    problem = glue_tasks_problem(args.glue_dir, args.tasks)  # before the model is found: --dry-run refuses it too
-    if problem:
+    # before the model is found: --dry-run refuses them too
+    if problem := glue_tasks_problem(args.glue_dir, args.tasks) or pack_folder_problem(args.output):
         refuse(problem)
-    if args.output.exists() and not args.output.is_dir():
-        refuse(f"{args.output} is a file: give pack a new folder.")
     model_dir, hub_id = _model_folder(args.model)
     project_root = Path(__file__).resolve().parents[2]
     if not (project_root / "pyproject.toml").is_file():
         refuse("pack builds this project's wheel from its source checkout: run it from a clone of the repository.")
     wheels = list(NODE_WHEELS) if args.wheel is None else args.wheel  # --wheel alone: none but this project's
     if args.dry_run:
-        print(f"Would pack into {args.output}, in pieces of {args.piece_mb:g} MiB: {model_dir} in fp16 ({hub_id}), "
-              f"GLUE {', '.join(args.tasks)} from {args.glue_dir}, wheels for Python {args.python}: "
-              f"{', '.join(wheels)} and theseus_pl.")  # fmt: skip
+        print(f"Would pack into {args.output}, in pieces of {args.piece_mb:g} MiB: {model_dir} in fp16"
+              f"{f' ({hub_id})' if hub_id else ''}, GLUE {', '.join(args.tasks)} from {args.glue_dir}, wheels for "
+              f"Python {args.python}: {', '.join([*wheels, 'theseus_pl'])}.")  # fmt: skip
         return
     try:
         pieces = build_pack(args.output, model_dir, args.glue_dir, args.tasks, args.python, wheels,

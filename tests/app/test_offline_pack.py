@@ -188,6 +188,21 @@ def test_pack_refuses_missing_glue_tasks_by_name_dry_run_too(tmp_path: Path) -> 
         assert not (tmp_path / "pack").exists()
 
 
+def test_a_pack_dry_run_refuses_a_folder_pack_would_refuse_and_names_only_what_it_packs(tmp_path: Path, capsys) -> None:
+    """The dry run said it would pack into a folder holding a file, which pack then refused; a model folder without a
+    hub id showed "(None)", and ``--wheel`` alone an empty list of wheels."""
+    glue = make_tiny_rte_glue_dir(tmp_path / "glue")
+    (tmp_path / "pack").mkdir()
+    (tmp_path / "pack" / "notes.txt").write_text("mine")
+    arguments = ["--model", str(tmp_path), "--glue-dir", str(glue), "--tasks", "RTE", "--wheel"]
+    with pytest.raises(SystemExit, match=f"^{tmp_path}/pack is not empty: give pack a new folder.$"):
+        main(["pack", str(tmp_path / "pack"), "--dry-run", *arguments])
+    main(["pack", str(tmp_path / "new"), "--dry-run", *arguments])
+    said = capsys.readouterr().out
+    assert f"{tmp_path} in fp16, GLUE RTE from {glue}, wheels for Python 3.12: theseus_pl." in said, said
+    assert not (tmp_path / "new").exists()
+
+
 @pytest.mark.parametrize(
     ("arguments", "refusal"),
     [

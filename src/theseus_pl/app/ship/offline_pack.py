@@ -165,6 +165,16 @@ def cut_into_pieces(staging: Path, output: Path, piece_bytes: int) -> list[Path]
     return pieces
 
 
+def pack_folder_problem(output: Path) -> str | None:
+    """Why ``output`` cannot take a pack, or None: the pieces and their checksums must be all it holds (unpack.sh
+    joins every ``pack.tar.*`` there), so a file or a folder holding anything is refused, by the dry run too."""
+    if output.exists() and not output.is_dir():
+        return f"{output} is a file: give pack a new folder."
+    if output.is_dir() and any(output.iterdir()):
+        return f"{output} is not empty: give pack a new folder."
+    return None
+
+
 def build_pack(
     output: Path,
     model_dir: Path,
@@ -177,8 +187,8 @@ def build_pack(
     record: PackRecord,
 ) -> list[Path]:
     """The pack in ``output`` (an empty or new folder): its pieces, in order. ``record`` goes in as ``pack.json``."""
-    if output.exists() and any(output.iterdir()):
-        raise ValueError(f"{output} is not empty: give a new folder.")
+    if problem := pack_folder_problem(output):
+        raise ValueError(problem)
     staging = output / ".staging"
     staging.mkdir(parents=True)
     try:
