@@ -30,6 +30,8 @@ def main(argv: Sequence[str] | None = None) -> list[Path]:
     parser.add_argument("--batch-size", type=count_of("batch size"), default=64, help="test rows per prediction batch")
     parser.add_argument("--cache-dir", help="tokenisation cache (default: ~/.cache/theseus_pl)")
     args = parser.parse_args(argv)
+    if args.output.exists() and not args.output.is_dir():  # found here, not after every test row was predicted
+        refuse(f"--output {args.output} is a file: give a folder for the .tsv files (made where it is missing).")
     # What predicts (torch, transformers) once the command line is read: --help answers at once.
     from theseus_pl.app.ship.submission import (
         load_submission_model,

@@ -176,6 +176,16 @@ def test_a_dry_run_lists_the_files_it_would_write_and_predicts_nothing(model_dir
 
 
 @pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["submit", "dry run"])
+def test_an_output_that_is_a_file_is_refused_before_anything_is_predicted(model_dir, tmp_path, dry_run):
+    """The dry run listed the files it would write into it; submit predicted every test row and then failed with
+    ``[Errno 17] File exists``."""
+    (tmp_path / "submission").write_text("my notes")
+    with pytest.raises(SystemExit, match=r"^--output .*/submission is a file: give a folder for the \.tsv files"):
+        run(model_dir(2), "RTE", tmp_path, *dry_run)
+    assert (tmp_path / "submission").read_text() == "my notes"
+
+
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["submit", "dry run"])
 def test_a_missing_test_file_is_refused(model_dir, tmp_path, dry_run):
     (make_glue_dir(tmp_path / "glue") / "RTE" / "test.tsv").unlink()
     with pytest.raises(SystemExit, match=r"Missing .*RTE/test\.tsv"):
