@@ -21,7 +21,9 @@ from theseus_pl.app.config.command_line import (
     VERBOSE_FLAG,
     check_group_options,
     check_launcher_plugin,
+    output_dir_as_run_dir,
     refuse_home_shorthand,
+    run_folder_problems,
 )
 from theseus_pl.app.config.composition import composition_problems
 from theseus_pl.app.config.resolvers import register_resolvers, resolution_problem
@@ -131,11 +133,13 @@ def cli() -> None:
         sys.argv.remove(VERBOSE_FLAG)
         os.environ.update(THESEUS_PL_VERBOSE="1", HYDRA_FULL_ERROR="1")
     problems = refuse_home_shorthand(arguments) + check_group_options(arguments) + check_launcher_plugin(arguments)
+    problems += run_folder_problems(arguments, multirun=bool(MULTIRUN_FLAGS & set(arguments)))
     if not problems:  # Hydra's own refusals of what it composes, where the group options are there
         problems = composition_problems(arguments)
     if problems:
         print("The command line cannot be read:\n" + "\n".join(f"- {p}" for p in problems), file=sys.stderr)
         raise SystemExit(2)
+    sys.argv[1:] = arguments = output_dir_as_run_dir(sys.argv[1:])  # the run's one folder: Hydra's run folder
     global check_only
     check_only = CHECK_FLAG in arguments
     if check_only:

@@ -17,6 +17,7 @@ from hydra.utils import instantiate
 from sklearn.metrics import accuracy_score
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from theseus_pl.__main__ import cli
 from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL, LANGUAGE_MODEL
 from theseus_pl.app.config.resolvers import run_kind_name
@@ -249,6 +250,46 @@ def test_the_command_line_writes_every_output_into_the_run_folder(tiny_base, glu
                  "successor/tokenizer.json", "csv/metrics.csv"):  # fmt: skip
         assert (folder / path).is_file(), path
     assert not (folder / "checkpoints").exists()  # deleted once the run has finished (checkpoint.keep=false)
+
+
+def test_a_run_folder_given_as_paths_output_dir_is_hydras_run_folder(tiny_base, glue_dir, tmp_path):
+    """Given on the command line, ``paths.output_dir=DIR`` got the results while Hydra recorded the command and wrote
+    the log into a folder of its own, ``outputs/<task>/<date>/``, which a refused run (or ``--check``) left behind."""
+    overrides = tiny_run_overrides(tiny_base, glue_dir, tmp_path)  # paths.output_dir={tmp_path}/run
+    folder = tmp_path / "run"
+    refused = run_command([sys.executable, "-m", "theseus_pl", *overrides, "seed=-1"], cwd=tmp_path, timeout=300)
+    assert refused.returncode == 2 and "- seed=-1 " in refused.stderr, refused.stderr[-2000:]
+    assert not folder.exists() and not (tmp_path / "outputs").exists()  # the folder made for it is removed
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")  # a folder that held anything stays, with the refused command's record
+    refused = run_command([sys.executable, "-m", "theseus_pl", *overrides, "seed=-1"], cwd=tmp_path, timeout=300)
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert (folder / ".hydra" / "config.yaml").is_file() and (folder / "__main__.log").is_file()
+    assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        (["-m", "paths.output_dir=out", "seed=1,2"], "paths.output_dir=out: a multirun's jobs each run in a folder "
+         "of their own, in the sweep's folder: choose that with hydra.sweep.dir=out (each job's name in it: "
+         "hydra.sweep.subdir)."),
+        (["paths.output_dir=out", "hydra.run.dir=elsewhere"], "paths.output_dir=out and hydra.run.dir=elsewhere name "
+         "two run folders: Hydra's record (.hydra/) and the log would go to one, the results and the successor to the "
+         "other. Give one: hydra.run.dir=out."),
+    ],
+    ids=["multirun", "two folders"],
+)  # fmt: skip
+def test_paths_output_dir_that_cannot_be_the_runs_one_folder_is_refused_before_hydra(
+    arguments, problem, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["theseus_pl", *arguments])
+    with pytest.raises(SystemExit) as exited:
+        cli()
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines() == ["The command line cannot be read:", f"- {problem}"]
+    assert not list(tmp_path.iterdir())
 
 
 def test_a_run_whose_training_diverges_says_so_in_one_line_exits_1_and_records_nothing(tiny_base, glue_dir, tmp_path):

@@ -3,8 +3,10 @@
 Hydra names a missing config group option (``+experiment=dmeo``) by its path and lists every option; a mistyped
 name deserves the nearest ones. Its override grammar rejects an unquoted ``~`` with a lexer error that names no fix.
 A launcher whose Hydra plugin is not installed fails in Hydra as a config it "could not find"
-(``hydra/launcher/submitit_slurm``), naming neither the package nor the extra that brings it. All are found here,
-at once, with nothing imported but the standard library.
+(``hydra/launcher/submitit_slurm``), naming neither the package nor the extra that brings it. The run's folder given
+as ``paths.output_dir=DIR`` left Hydra's record and log in a folder of Hydra's own, the results in ``DIR``: it is
+given to Hydra as ``hydra.run.dir=DIR``, and refused where it cannot be the one folder. All are found here, at once,
+with nothing imported but the standard library.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from __future__ import annotations
 import difflib
 import importlib.resources
 import importlib.util
+import os
 import re
 from pathlib import Path
 
 VERBOSE_FLAG = "--verbose"  # every log line, warning and progress bar, and a full traceback on errors
+OUTPUT_DIR, RUN_DIR = "paths.output_dir", "hydra.run.dir"  # the run's folder as the app reads it, and as Hydra makes it
 
 # What each launcher needs installed: its plugin's package and the modules it imports (the [cluster] extra).
 SUBMITIT = ("hydra-submitit-launcher", ("hydra_plugins.hydra_submitit_launcher", "submitit"))
@@ -67,6 +71,50 @@ def refuse_home_shorthand(arguments: list[str]) -> list[str]:
                 "(your shell expands $HOME) or give the full path."
             )
     return problems
+
+
+def run_folder_problems(arguments: list[str], multirun: bool) -> list[str]:
+    """``paths.output_dir=DIR`` where it cannot be the run's one folder: in a multirun (every job would write into
+    ``DIR``, Hydra's records into its sweep folder), or beside a ``hydra.run.dir`` naming another folder."""
+    output_dir = _given(arguments, OUTPUT_DIR)
+    if output_dir is None:
+        return []
+    if multirun:
+        return [
+            f"{OUTPUT_DIR}={output_dir}: a multirun's jobs each run in a folder of their own, in the sweep's folder: "
+            f"choose that with hydra.sweep.dir={output_dir} (each job's name in it: hydra.sweep.subdir)."
+        ]
+    run_dir = _given(arguments, RUN_DIR)
+    if run_dir is not None and os.path.abspath(run_dir) != os.path.abspath(output_dir):
+        return [
+            f"{OUTPUT_DIR}={output_dir} and {RUN_DIR}={run_dir} name two run folders: Hydra's record (.hydra/) and "
+            f"the log would go to one, the results and the successor to the other. Give one: {RUN_DIR}={output_dir}."
+        ]
+    return []
+
+
+def output_dir_as_run_dir(arguments: list[str]) -> list[str]:
+    """The command line with ``paths.output_dir=DIR`` given as ``hydra.run.dir=DIR`` (dropped where that is given
+    too, naming the same folder): ``paths.output_dir`` is the folder Hydra makes for the run, so its record, its log
+    and the results all go there, and a refused run or ``--check`` removes the folder it made. Hydra made its own
+    folder otherwise, and kept it."""
+    output_dir = _given(arguments, OUTPUT_DIR)
+    if output_dir is None:
+        return arguments
+    kept = [argument for argument in arguments if _key(argument) != OUTPUT_DIR]
+    return kept if _given(arguments, RUN_DIR) is not None else [*kept, f"{RUN_DIR}={output_dir}"]
+
+
+def _key(argument: str) -> str | None:
+    """The key an override sets (``key=``, ``+key=``, ``++key=``); None for a flag, a deletion or no override."""
+    key, equals, _ = argument.partition("=")
+    return key.lstrip("+") if equals and not argument.startswith(("-", "~")) else None
+
+
+def _given(arguments: list[str], key: str) -> str | None:
+    """The value the command line sets ``key`` to (the last one, which Hydra applies), or None."""
+    values = [argument.partition("=")[2] for argument in arguments if _key(argument) == key]
+    return values[-1] if values else None
 
 
 def check_launcher_plugin(arguments: list[str]) -> list[str]:
