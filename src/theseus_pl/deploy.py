@@ -147,7 +147,7 @@ CHECKPOINT_ONLY = ("task", "predecessor")
 def _unread_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[str]:
     """Each option given that this deployment would not read, as a problem: dropped in silence, it deployed something
     other than what the command line said."""
-    from theseus_pl.app.ship.deploy_folder import is_run_folder
+    from theseus_pl.app.ship.deploy_folder import CONFIG, is_run_folder
 
     def given(names: Sequence[str]) -> list[str]:
         return ["--" + name.replace("_", "-") for name in names if getattr(args, name) != parser.get_default(name)]
@@ -168,7 +168,12 @@ def _unread_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -
     if given(["glue_dir"]) and not args.task and not is_run_folder(args.folder):
         problems.append("--glue-dir: read for a checkpoint folder's dev rows, which --task names: give --task too.")
     unread = given(CHECKPOINT_ONLY) if is_run_folder(args.folder) else []
-    if unread:
+    if unread and not (args.folder / CONFIG).is_file():  # no record names them: its successor deploys with them
+        options = " ".join(f"{option} {getattr(args, option[2:])}" for option in unread)
+        problems.append(f"{', '.join(unread)}: for a checkpoint folder; {args.folder} is a run's, without its record "
+                        f"({CONFIG}): deploy its successor with them (python -m theseus_pl.deploy "
+                        f"{args.folder / 'successor'} {options}).")  # fmt: skip
+    elif unread:
         problems.append(f"{', '.join(unread)}: for a checkpoint folder; {args.folder} is a run's, whose record names "
                         "its task and predecessor.")  # fmt: skip
     return problems

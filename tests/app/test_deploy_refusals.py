@@ -90,6 +90,18 @@ def test_a_runs_successor_deployed_as_a_bare_checkpoint_is_refused_naming_the_ru
 
 
 @DRY_RUN
+def test_gguf_on_the_successor_of_a_run_without_its_config_still_names_the_run(tmp_path, dry_run):
+    """A checkpoint's ONNX deployment of such a successor goes ahead on --task's dev rows (tests/deployment); GGUF files
+    are checked on the run's held-out text, which only the run's config names."""
+    run_dir = finished(tmp_path / "run", a_run())
+    (run_dir / ".hydra" / "config.yaml").unlink()
+    assert refusal([str(run_dir / "successor"), "--gguf", "f16", *dry_run]) == (
+        f"{run_dir / 'successor'} is the successor of the run in {run_dir}: deploy the run's folder (python -m "
+        f"theseus_pl.deploy {run_dir} --gguf f16), whose record and model card then describe the files written."
+    )
+
+
+@DRY_RUN
 def test_a_model_without_its_tokenizer_is_refused_before_anything_is_exported(tmp_path, dry_run):
     """transformers made up an empty-vocabulary tokenizer, every dev word became unknown, and the scores and timings
     of that were recorded, exit 0."""

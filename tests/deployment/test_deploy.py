@@ -12,7 +12,7 @@ from app_runs import compose_config, setting_problems, tiny_run_overrides
 from conftest import tiny_inputs, tiny_model
 from huggingface_hub import ModelCard
 from omegaconf import OmegaConf
-from results_records import plant_new_kind
+from results_records import a_run, plant, plant_new_kind
 from transformers import BertModel
 
 from theseus_pl.app.kinds.task_model.record import TaskModelResults
@@ -314,6 +314,39 @@ def test_a_folder_with_no_successor_or_no_config_is_refused(tmp_path, tiny_token
         SystemExit, match=r"has no .hydra/config.yaml, so its dev set is unknown: deploy its successor/"
     ):
         main([str(tmp_path / "run"), *dry_run])
+
+
+def test_a_run_without_its_config_deploys_its_successor_with_task_as_its_refusal_says(
+    tmp_path, tiny_tokenizer, glue_dir, caplog
+):
+    """The run's folder was refused for its missing config ("deploy its successor/ with --task"), its successor so
+    deployed for being a run's ("deploy the run's folder"), and the run's folder with --task for its record naming
+    the task: no command deployed it."""
+    run_dir = tmp_path / "run"
+    successor = saved_classifier(run_dir / "successor", tiny_tokenizer)
+    plant(run_dir, a_run())
+    record = (run_dir / "results.json").read_bytes()
+    with pytest.raises(SystemExit, match=r"has no .hydra/config.yaml, so its dev set is unknown: deploy its succ"):
+        main([str(run_dir)])
+    with pytest.raises(SystemExit) as refused:
+        main([str(run_dir), "--task", "RTE"])
+    assert str(refused.value) == (
+        f"--task: for a checkpoint folder; {run_dir} is a run's, without its record (.hydra/config.yaml): deploy its "
+        f"successor with them (python -m theseus_pl.deploy {successor} --task RTE)."
+    )
+    quick = ["--quantize", "none", "--no-openvino", "--batch-sizes", "1", "--repeats", "1", "--no-own-lengths"]
+    with_task = [str(successor), "--task", "RTE", "--glue-dir", str(glue_dir), *quick]
+    with caplog.at_level(logging.WARNING):
+        assert main([*with_task, "--dry-run"]) is None
+        block = main(with_task)
+    assert block.checked_on == "10 dev rows" and read_deployment(successor / "onnx" / "deployment.json") == block
+    assert (run_dir / "results.json").read_bytes() == record  # the run's record and card are not this deployment's
+    warning = (
+        f"{successor} is the successor of the run in {run_dir}, which has no .hydra/config.yaml: it deploys as a "
+        f"checkpoint, its block written to {successor / 'onnx' / 'deployment.json'}; the run's results.json and "
+        "model card are left as they are."
+    )
+    assert caplog.messages.count(warning) == 2  # the dry run's, and the deployment's
 
 
 @DRY_RUN

@@ -51,16 +51,30 @@ def not_a_model_problem(folder: Path) -> str | None:
     return None
 
 
-def check_not_a_runs_successor(folder: Path, options: str = "") -> None:
+def check_not_a_runs_successor(folder: Path, options: str = "", deploys_alone: bool = True) -> None:
     """Refuse a run's ``successor/`` deployed as a bare checkpoint: its ONNX (or GGUF) files would be replaced while
     the run's ``results.json`` and card still described the old ones (and publish would send that card). The command
-    it gives instead carries ``options``, the deployment's own (``--gguf f16``): without them it is refused again."""
+    it gives instead carries ``options``, the deployment's own (``--gguf f16``): without them it is refused again.
+
+    A run's folder without its config (:data:`CONFIG`) does not deploy: its dev set is unknown, and its refusal says
+    to deploy its ``successor/`` with ``--task``. Where ``deploys_alone`` (a checkpoint's deployment, which ``--task``
+    gives dev rows), that successor deploys as a checkpoint, its block in ``onnx/deployment.json``, and a warning says
+    that the run's ``results.json`` and card are left as they are; sent back to the run's folder, it was refused
+    there again."""
     run_dir = folder.resolve().parent
-    if folder.resolve().name == "successor" and (run_dir / "results.json").is_file():
-        raise DeploymentError(
-            f"{folder} is the successor of the run in {run_dir}: deploy the run's folder (python -m theseus_pl.deploy "
-            f"{run_dir}{options}), whose record and model card then describe the files written."
-        )
+    if folder.resolve().name != "successor" or not (run_dir / "results.json").is_file():
+        return
+    if deploys_alone and not (run_dir / CONFIG).is_file():
+        log.warning(
+            "%s is the successor of the run in %s, which has no %s: it deploys as a checkpoint, its block written "
+            "to %s; the run's results.json and model card are left as they are.",
+            folder, run_dir, CONFIG, deployment_record(folder),
+        )  # fmt: skip
+        return
+    raise DeploymentError(
+        f"{folder} is the successor of the run in {run_dir}: deploy the run's folder (python -m theseus_pl.deploy "
+        f"{run_dir}{options}), whose record and model card then describe the files written."
+    )
 
 
 def deployable_record(run_dir: Path) -> RunRecord:

@@ -112,7 +112,7 @@ def _checked_language_model_run(run_dir: Path, deploy: DeploySettings) -> tuple[
     """A finished decoder-LM run's record, config (with ``deploy``'s GGUF settings) and successor folder; a
     ValueError naming every reason its GGUF files cannot be made or timed as asked."""
     if not (run_dir / "results.json").is_file():
-        check_not_a_runs_successor(run_dir, f" --gguf {' '.join(deploy.gguf)}")
+        check_not_a_runs_successor(run_dir, f" --gguf {' '.join(deploy.gguf)}", deploys_alone=False)
         raise ValueError(f"{run_dir} has no results.json: --gguf deploys a finished decoder-LM run's folder.")
     results = read_run(run_dir / "results.json")
     if not isinstance(results, LanguageModelResults):  # read as its kind's record: each other kind is named
