@@ -22,6 +22,7 @@ from theseus_pl.app.config.command_line import (
     check_group_options,
     check_launcher_plugin,
     output_dir_as_run_dir,
+    override_key,
     refuse_home_shorthand,
     run_folder_problems,
 )
@@ -118,7 +119,7 @@ def _writing_nothing(arguments: list[str]) -> list[str]:
     log file (the console keeps every line). Into a folder that holds anything, ``--check`` then writes nothing; one
     Hydra made for it is removed. The log file is left as it is where the command chooses its own job logging."""
     own_logging = any(
-        argument.lstrip("+~").startswith(("hydra/job_logging", "hydra.job_logging")) for argument in arguments
+        override_key(argument).startswith(("hydra/job_logging", "hydra.job_logging")) for argument in arguments
     )
     logging_file = (
         [] if own_logging else ["~hydra.job_logging.handlers.file", "hydra.job_logging.root.handlers=[console]"]

@@ -44,8 +44,8 @@ def check_group_options(arguments: list[str]) -> list[str]:
     values (``method=kd,theseus``) are checked one by one; Hydra's own groups and sweep functions are left to it."""
     problems = []
     for argument in arguments:
-        key, equals, value = argument.partition("=")
-        group = key.lstrip("+~")
+        _, equals, value = argument.partition("=")
+        group = override_key(argument)
         if not equals or argument.startswith("-") or not group.isidentifier():
             continue
         if not (config_folder() / group).is_dir() or any(mark in value for mark in "$()[]{}"):
@@ -105,10 +105,15 @@ def output_dir_as_run_dir(arguments: list[str]) -> list[str]:
     return kept if _given(arguments, RUN_DIR) is not None else [*kept, f"{RUN_DIR}={output_dir}"]
 
 
+def override_key(argument: str) -> str:
+    """The key an override names, without Hydra's ``+``, ``++`` or ``~`` (``++theseus.init=bottom``:
+    ``theseus.init``): how the command line, the grid and the search match an override to a setting."""
+    return argument.lstrip("+~").partition("=")[0]
+
+
 def _key(argument: str) -> str | None:
     """The key an override sets (``key=``, ``+key=``, ``++key=``); None for a flag, a deletion or no override."""
-    key, equals, _ = argument.partition("=")
-    return key.lstrip("+") if equals and not argument.startswith(("-", "~")) else None
+    return override_key(argument) if "=" in argument and not argument.startswith(("-", "~")) else None
 
 
 def _given(arguments: list[str], key: str) -> str | None:

@@ -18,6 +18,8 @@ from hydra.errors import ConfigCompositionException, HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from theseus_pl.app.config.command_line import override_key
+
 CONFIG_MODULE, CONFIG_NAME = "theseus_pl.conf", "train"
 OTHER_CONFIG = {"-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir"}
 
@@ -58,7 +60,7 @@ def _composition_problem(error: ConfigCompositionException, overrides: list[str]
     first_line = str(error).splitlines()[0]
     if not key:  # two +experiment=, ...: Hydra's first line says which
         return f"Hydra cannot compose the config: {first_line}"
-    argument = next((o for o in overrides if o.lstrip("+~").partition("=")[0] == key), key)
+    argument = next((o for o in overrides if override_key(o) == key), key)
     parent, _, name = key.rpartition(".")
     try:
         config = composed([o for o in overrides if o != argument])
@@ -82,4 +84,4 @@ def _is_override(argument: str) -> bool:
 
 
 def _hydra_own(argument: str) -> bool:
-    return argument.lstrip("+~").startswith(("hydra.", "hydra/"))
+    return override_key(argument).startswith(("hydra.", "hydra/"))

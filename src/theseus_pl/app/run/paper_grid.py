@@ -24,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from theseus_pl.app.config.command_line import override_key
 from theseus_pl.data.tasks import GLUE_TASKS, is_glue_task
 
 log = logging.getLogger(__name__)
@@ -107,7 +108,7 @@ def multirun_commands(
             raise ValueError(f"No {name} {', '.join(unknown)}: the {name}s are {', '.join(known)}.")
     if not baseline_methods:
         raise ValueError(f"No baseline given: the baselines are {', '.join(BASELINES)} (no start: Theseus alone).")
-    keys = [override.lstrip("+~").split("=", 1)[0] for override in overrides]
+    keys = [override_key(override) for override in overrides]
     if taken := [f"{key} (choose it with {GRID_SETTINGS[key]})" for key in keys if key in GRID_SETTINGS]:
         raise ValueError(f"The grid sets {'; '.join(taken)}: an override of it would be dropped, so it is refused.")
     experiments = {task: paper_experiment(task) for task in tasks}

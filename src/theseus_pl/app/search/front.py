@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from theseus_pl.app.config.command_line import override_key
 from theseus_pl.app.results.search_finding import ReferencePoint
 from theseus_pl.deployment.targets import reaches
 
@@ -51,7 +52,7 @@ def fastest_within(points: Sequence[TrialPoint], floor: float, max_ms: float | N
 
 def is_shape_key(key: str) -> bool:
     """Whether a searched key sets the successor's shape (its depth, widths or module), which sets its time."""
-    key = key.lstrip("+~")
+    key = override_key(key)
     return key == "theseus.successor_layers" or key.startswith("theseus.successor.")
 
 
@@ -172,7 +173,7 @@ def untrained_table(shapes: Sequence[UntrainedShape], max_ms: float | None, marg
     """Every shape timed untrained, fastest first: its shape keys' values, the runtime that took it, its ms a call,
     and whether it is within the latency target (the timing's noise, ``margin``, allowed)."""
     return pd.DataFrame([
-        {**{key.lstrip("+~"): value for key, value in shape.shape.items()}, "runtime": shape.target,
+        {**{override_key(key): value for key, value in shape.shape.items()}, "runtime": shape.target,
          "ms a call": shape.ms,
          "within the target": "" if max_ms is None else "yes" if shape.ms <= max_ms * (1 + (margin or 0)) else "no"}
         for shape in sorted(shapes, key=lambda shape: shape.ms)
