@@ -512,3 +512,46 @@ def test_each_shape_is_timed_untrained_once_a_study_and_a_trial_over_the_target_
     with pytest.raises(SystemExit) as ended:
         search.sweep([])
     assert ended.value.code == 2 and "no shape of the search meets it; the fastest" in capsys.readouterr().err
+
+
+def test_a_trial_pruned_before_training_in_a_parallel_batch_leaves_each_other_trial_its_own_folder(tmp_path):
+    """Trials 2 to 4 asked at once, trial 3 of a shape slower than the pick: the launcher numbers a call's jobs on
+    from the first, so trial 4, launched beside trial 2, ran in folder 3, and the report put trial 3's reason on it."""
+    import optuna
+    from hydra.core.utils import JobReturn, JobStatus
+    from omegaconf import OmegaConf
+
+    from theseus_pl.app.search import sweeper
+    from theseus_pl.app.search.settings import SearchSettings
+
+    class Launcher:  # numbers its jobs as Hydra's launchers do: the call's first index, then on
+        def __init__(self) -> None:
+            self.folders: list[tuple[int, list[str]]] = []
+
+        def launch(self, overrides, initial_job_idx):
+            self.folders += [(initial_job_idx + i, job) for i, job in enumerate(overrides)]
+            return [JobReturn(overrides=job, status=JobStatus.FAILED, _return_value=RuntimeError("planted"))
+                    for job in overrides]  # fmt: skip
+
+    search = sweeper.Search.__new__(sweeper.Search)  # the launcher's part of a search, not Hydra's sweeper
+    search.settings = SearchSettings(trials=5, parallel=3, max_score_drop=1.0, references=False,
+                                     params={"theseus.successor_layers": "choice(3,4)"})  # fmt: skip
+    search.config = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}}, "data": {"kind": None}})
+    search.launcher, search.validate = Launcher(), lambda overrides: None
+    study = sweeper.open_study(search.settings, tmp_path)
+    space = {"theseus.successor_layers": optuna.distributions.CategoricalDistribution(["3", "4"])}
+    for number, score, ms, layers in ((0, 80.0, 10.0, 4), (1, 79.5, 6.0, 3)):  # 4 layers: slower than the pick
+        planted = TrialPoint(number=number, score=score, latency_ms=ms, throughput_ms=None, target="onnx_int8",
+                             settings={"theseus.successor_layers": str(layers)}, folder=str(tmp_path / str(number)),
+                             layers=layers, intermediate_size=None, fastest_ms=ms)  # fmt: skip
+        study.add_trial(optuna.trial.create_trial(
+            values=[planted.score, planted.latency_ms], params=dict(planted.settings), distributions=space,
+            user_attrs={sweeper.OUTCOME: "measured", sweeper.POINT: sweeper.point_dict(planted),
+                        sweeper.PREDECESSOR_SCORE: 80.2},
+        ))  # fmt: skip
+    for layers in ("3", "4", "3"):
+        study.enqueue_trial({"theseus.successor_layers": layers})
+    search.sweep([])
+    assert [(number, job[0]) for number, job in search.launcher.folders] == [
+        (2, "theseus.successor_layers=3"), (4, "theseus.successor_layers=3")
+    ]  # fmt: skip

@@ -119,12 +119,14 @@ class Search:
                 continue
             stop_below = self.settings.stop_below(predecessor_score(study)) if prunes else None
             pruning = [] if stop_below is None else [f"callbacks.stop_below.below={stop_below!r}"]
-            overrides = [[*space.overrides(trial.params), *pruning] for trial in batch]
-            self.validate(overrides)
-            launched = list(self.launcher.launch(overrides, initial_job_idx=batch[0].number))
-            for trial, job in zip(batch, launched, strict=True):
-                tell(study, trial, job, self.settings.batch_size)
-            returns += launched
+            overrides = {trial.number: [*space.overrides(trial.params), *pruning] for trial in batch}
+            self.validate(list(overrides.values()))
+            for numbered in consecutive(batch):  # the launcher numbers a call's jobs on from its first
+                launched = list(self.launcher.launch([overrides[trial.number] for trial in numbered],
+                                                     initial_job_idx=numbered[0].number))  # fmt: skip
+                for trial, job in zip(numbered, launched, strict=True):
+                    tell(study, trial, job, self.settings.batch_size)
+                returns += launched
         write_answer(study, self.settings, folder / SEARCH_FOLDER, self.references(study))
         return returns
 
@@ -166,6 +168,19 @@ class Search:
             return []
         cache_dir = Path(self.config.paths.cache_dir)
         return reference_points(run_kind_name(self.config), Path(points[0].folder), self.settings.batch_size, cache_dir)
+
+
+def consecutive(trials: Sequence[optuna.Trial]) -> list[list[optuna.Trial]]:
+    """The trials in runs of consecutive numbers: a launcher gives a call's jobs the numbers on from the first it is
+    given, and a trial's folder is its number (``<sweep dir>/<trial number>``), so a batch with a trial pruned before
+    training in its middle is launched in two calls (in one, the trial after it ran in the pruned one's folder)."""
+    runs: list[list[optuna.Trial]] = []
+    for trial in trials:
+        if runs and trial.number == runs[-1][-1].number + 1:
+            runs[-1].append(trial)
+        else:
+            runs.append([trial])
+    return runs
 
 
 def space_shapes(space: SearchSpace) -> list[dict[str, Any]]:
