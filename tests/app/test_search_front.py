@@ -268,11 +268,11 @@ def test_a_sentence_embedding_search_weighs_its_trials_on_sts_and_its_pick_card_
 
     study = optuna.create_study(directions=list(SearchSettings.DIRECTIONS))
     timed = {"pytorch_successor": 4.0, "onnx_fp32": 3.0, "onnx_int8": 1.0}
-    for number, (layers, int8_score) in enumerate([(3, 81.6), (2, 79.0)]):
+    for number, (layers, int8_score, shipped) in enumerate([(3, 81.6, "onnx_int8"), (2, 79.0, "onnx_fp32")]):
         folder = tmp_path / str(number)
         deployment = replace(
             read_run(V1_RESULTS, TaskModelResults).deployment,
-            target="onnx_int8",
+            target=shipped,  # as deploy.target=auto picks: within deploy.max_score_drop, 0.5 here
             latency_ms={"batch_1_own_lengths": {k: v * layers for k, v in timed.items()}},
             dev_score={"pytorch_successor": 81.8, "onnx_fp32": 81.8, "onnx_int8": int8_score},
         )
@@ -555,3 +555,40 @@ def test_a_trial_pruned_before_training_in_a_parallel_batch_leaves_each_other_tr
     assert [(number, job[0]) for number, job in search.launcher.folders] == [
         (2, "theseus.successor_layers=3"), (4, "theseus.successor_layers=3")
     ]  # fmt: skip
+
+
+def test_a_trial_is_weighed_by_the_model_its_run_ships_and_a_time_not_taken_fails_it_alone(tmp_path):
+    """Deploy picks on the mean over the batch sizes it timed; the search picked again at the serving batch alone and
+    put another runtime on the front and the pick's card than the record shipped. A time not taken (NaN, kept as
+    null) crashed the whole search with a TypeError, its trial left running."""
+    from dataclasses import replace
+
+    import optuna
+    from hydra.core.utils import JobReturn, JobStatus
+    from omegaconf import OmegaConf
+    from results_records import V1_RESULTS, a_run, plant
+
+    from theseus_pl.app.search.settings import SearchSettings
+    from theseus_pl.app.search.sweeper import OUTCOME, POINT, tell
+
+    study = optuna.create_study(directions=list(SearchSettings.DIRECTIONS))
+    serving = {"pytorch_successor": 10.0, "onnx_fp32": 6.0, "onnx_int8": 3.0, "openvino_int8": 3.3}
+    for number, (shipped, untimed) in enumerate([("openvino_int8", "onnx_fp32"), ("onnx_int8", "onnx_int8")]):
+        folder = tmp_path / str(number)
+        deployment = replace(
+            read_run(V1_RESULTS, TaskModelResults).deployment, target=shipped,
+            dev_score={"pytorch_successor": 79.6, "onnx_fp32": 79.6, "onnx_int8": 79.5, "openvino_int8": 79.4},
+            latency_ms={"batch_1_own_lengths": {**serving, untimed: None},
+                        "batch_32_own_lengths": {name: ms * 10 for name, ms in serving.items()}},
+        )  # fmt: skip
+        plant(folder, a_run(successor_dir=str(folder / "successor"), deployment=deployment))
+        job = JobReturn(status=JobStatus.COMPLETED, _return_value=None,
+                        hydra_cfg=OmegaConf.create({"hydra": {"runtime": {"output_dir": str(folder)}}}))  # fmt: skip
+        tell(study, study.ask(), job, batch_size=1)
+    weighed, failed = study.trials
+    assert weighed.values == [79.4, 3.3] and weighed.user_attrs[POINT]["target"] == "openvino_int8"
+    assert weighed.user_attrs[POINT]["throughput_ms"] == 33.0 and weighed.user_attrs[POINT]["fastest_ms"] == 3.0
+    assert failed.state == optuna.trial.TrialState.FAIL
+    assert failed.user_attrs[OUTCOME] == (
+        f"{tmp_path / '1'}: its shipped model (onnx_int8) has no time a call at batch 1 (batch_1_own_lengths)"
+    )

@@ -5,8 +5,9 @@ Launcher interfaces (``hydra-optuna-sweeper`` pins optuna below 3); Hydra's swee
 Each trial is a normal run of the pipeline in the sweep folder (``<sweep dir>/<trial number>``), deployed as the
 run's ``deploy`` group says; the search reads its ``results.json`` and weighs it on two objectives: the shipped
 model's dev score (maximised) and its p50 time a call at the serving batch size on the dev rows' own lengths
-(minimised). The runtime of each trial is the fastest of its deployed models at that batch size whose score stays
-within ``deploy.max_score_drop`` of its fp32 successor's (``deployment.targets.pick_target``). The study lives in
+(minimised). The runtime of each trial is the one its run ships (``deploy.target``, by default ``auto``: the fastest
+of its deployed models at the dev rows' own lengths whose score stays within ``deploy.max_score_drop`` of its fp32
+successor's), so that its record, its card and the front name one model. The study lives in
 ``<sweep dir>/study.db`` (or the storage URL given): a search killed part-way resumes there with the same
 ``hydra.sweep.dir``, reruns the trial it was in with the same values and stops at ``hydra.sweeper.trials``; a
 second call with more trials adds them. Every finished trial is written to ``<sweep dir>/search/``: the front
@@ -308,26 +309,36 @@ def measured(trial: optuna.Trial, job: JobReturn, batch_size: int) -> tuple[Tria
     row = f"batch_{batch_size}{OWN_LENGTHS}"
     if row not in deployment.latency_ms:
         raise TrialFailed(f"{folder} was not timed at batch {batch_size} on its own lengths ({row})")
-    choice = pick_target(AUTO, {row: deployment.latency_ms[row]}, deployment.dev_score,
-                         deployment.settings.max_score_drop)  # fmt: skip
-    score = (deployment.dev_score or {}).get(choice.target)
+    timed = {name: ms for name, ms in deployment.latency_ms[row].items() if name in TARGETS and _a_number(ms)}
+    target = deployment.target  # the model the run ships, as its record and card say
+    if target is None and timed:  # a record from before deploy chose one: the fastest here
+        target = pick_target(AUTO, {row: timed}, deployment.dev_score, deployment.settings.max_score_drop).target
+    if target not in timed:
+        raise TrialFailed(f"{folder}: its shipped model ({target}) has no time a call at batch {batch_size} ({row})")
+    score = (deployment.dev_score or {}).get(target)
     predecessor = run.predecessor_score
-    if score is None or not math.isfinite(score) or predecessor is None or not math.isfinite(predecessor):
+    if not (_a_number(score) and _a_number(predecessor)):
         raise TrialFailed(f"{folder}: its dev score, or its predecessor's, is not a number")
     other = [key for key in deployment.latency_ms if key.endswith(OWN_LENGTHS) and key != row]
+    throughput = deployment.latency_ms[other[-1]].get(target) if other else None
     point = TrialPoint(
         number=trial.number,
         score=score,
-        latency_ms=deployment.latency_ms[row][choice.target],
-        throughput_ms=deployment.latency_ms[other[-1]][choice.target] if other else None,
+        latency_ms=timed[target],
+        throughput_ms=throughput if _a_number(throughput) else None,
         settings=dict(trial.params),
-        target=choice.target,
+        target=target,
         folder=str(folder),
         layers=run.layers,
         intermediate_size=run.intermediate_size,
-        fastest_ms=min(ms for name, ms in deployment.latency_ms[row].items() if name in TARGETS),
+        fastest_ms=min(timed.values()),
     )
     return point, predecessor
+
+
+def _a_number(value: object) -> bool:
+    """A finite number: a record keeps a NaN (a time or score not taken) as null."""
+    return isinstance(value, int | float) and math.isfinite(value)
 
 
 def searchable_record(path: Path) -> SearchableRecord:
