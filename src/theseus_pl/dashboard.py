@@ -27,6 +27,9 @@ from urllib.parse import parse_qs, urlparse
 
 from theseus_pl.app.config.side_commands import command_parser
 
+VIEW_NAME = "theseus_pl"  # the workspace view's, without --name
+VIEW_ONLY = ("sweep", "group", "name")  # what picks a workspace view's runs and names it: --report reads none of them
+
 
 def main(argv: Sequence[str] | None = None) -> Any:
     """Build the workspace (or report), then save it, or print what saving would create; returns the object."""
@@ -37,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> Any:
     parser.add_argument(
         "--sweep", type=Path, metavar="SWEEP_DIR", help="a multirun folder: its group and the settings it varied"
     )
-    parser.add_argument("--name", default="theseus_pl", help="the workspace view's name")
+    parser.add_argument("--name", help=f"the workspace view's name (default: {VIEW_NAME})")
     parser.add_argument("--view-url", help="update this saved view (https://wandb.ai/E/P?nw=...) instead of adding one")
     parser.add_argument("--report", type=Path, metavar="SWEEP_DIR", help="write a report of this finished sweep")
     args = parser.parse_args(argv)
@@ -45,6 +48,10 @@ def main(argv: Sequence[str] | None = None) -> Any:
         parser.error(problem)
     if args.view_url is not None and args.report is not None:
         parser.error("--view-url updates a saved workspace view; --report writes a report. Give one of them.")
+    view_only = [f"--{name}" for name in VIEW_ONLY if getattr(args, name) is not None]
+    if args.report is not None and view_only:
+        parser.error(f"{', '.join(view_only)}: for a workspace view; --report writes a report of the runs under its "
+                     "SWEEP_DIR, plotted from their own W&B groups. Give one of them.")  # fmt: skip
     # The records' readers and W&B's workspace API (torch, through the kinds) once the command line is read: --help
     # and a refused option answer at once.
     from theseus_pl.app.report.tables import find_records, no_results
@@ -85,7 +92,8 @@ def main(argv: Sequence[str] | None = None) -> Any:
             parser.error(f"the runs under {args.sweep} logged to several W&B groups ({', '.join(groups)}): pick one "
                          "with --group.")  # fmt: skip
         group = args.group or next(iter(groups), None)
-        item = workspace(args.entity, args.project, args.name, group, swept_settings(runs) if runs else (), kinds)
+        name = VIEW_NAME if args.name is None else args.name
+        item = workspace(args.entity, args.project, name, group, swept_settings(runs) if runs else (), kinds)
 
     online = wandb_mode() == "online"
     if args.dry_run or not online:

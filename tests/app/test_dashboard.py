@@ -89,6 +89,27 @@ def test_a_sweep_without_w_and_b_runs_gets_a_report_of_tables_only(tmp_path):
     assert not [block for block in report.blocks if isinstance(block, wr.PanelGrid)]
 
 
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        (["--sweep", "{sweep}"], "--sweep"),
+        (["--group", "other"], "--group"),
+        (["--name", "mine"], "--name"),
+        (["--name", "theseus_pl", "--group", "sweep_2026"], "--group, --name"),  # the default's value spelled out too
+    ],
+)
+def test_the_options_that_pick_a_workspace_view_are_refused_with_report(given, named, tmp_path, capsys):
+    """--report plots the runs' own groups under its title: these were read for a workspace view only, and dropped."""
+    sweep = planted_sweep(tmp_path / "sweep_2026")
+    given = [value.format(sweep=sweep) for value in given]
+    with pytest.raises(SystemExit) as stopped:
+        dashboard.main(["--entity", "team", "--project", "proj", "--report", str(sweep), *given, "--dry-run"])
+    assert stopped.value.code == 2
+    assert f"error: {named}: for a workspace view; --report writes a report of the runs under its SWEEP_DIR" in (
+        capsys.readouterr().err
+    )
+
+
 def test_offline_the_command_says_what_it_would_create_and_saves_nothing(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setattr(dashboard, "save", lambda *_: pytest.fail("saved while offline"))
