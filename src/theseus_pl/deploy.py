@@ -165,6 +165,9 @@ def _unread_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -
             "OpenVINO deployed (--openvino; by default where its extra is installed and --target is auto), "
             "--quantize int8, and training rows (a run's folder, or --task for a checkpoint's)."
         )
+    if given(["max_score_drop"]) and args.target != AUTO:
+        problems.append(f"--max-score-drop: read by --target auto only (the fastest within that many dev points); "
+                        f"--target {args.target} names the model shipped.")  # fmt: skip
     if given(["glue_dir"]) and not args.task and not is_run_folder(args.folder):
         problems.append("--glue-dir: read for a checkpoint folder's dev rows, which --task names: give --task too.")
     unread = given(CHECKPOINT_ONLY) if is_run_folder(args.folder) else []

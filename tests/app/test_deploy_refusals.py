@@ -140,8 +140,11 @@ def test_a_model_whose_head_cannot_serve_the_task_is_refused_before_anything_is_
          "--task, --predecessor: for a checkpoint folder; {run} is a run's, whose record names its task and "
          "predecessor."),
         (["--llama-cpp", "true"], "--llama-cpp: read with --gguf only (a decoder LM's GGUF files)."),
+        (["--target", "onnx_int8", "--max-score-drop", "2"],
+         "--max-score-drop: read by --target auto only (the fastest within that many dev points); --target onnx_int8 "
+         "names the model shipped."),
     ],
-    ids=["onnx options with gguf", "checkpoint options on a run", "llama.cpp without gguf"],
+    ids=["onnx options with gguf", "checkpoint options on a run", "llama.cpp without gguf", "score drop of a target"],
 )  # fmt: skip
 @DRY_RUN
 def test_an_option_the_deployment_would_not_read_is_refused_not_dropped(tmp_path, options, why, dry_run):
