@@ -76,8 +76,9 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
                         help="tokens per row in the timing batches (0: each batch's longest row)")  # fmt: skip
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=list(DeploySettings.batch_sizes),
                         help="the batch sizes timed")  # fmt: skip
-    parser.add_argument("--own-lengths", action=argparse.BooleanOptionalAction, default=True,
-                        help="also time the dev rows at their own lengths (what auto chooses on)")  # fmt: skip
+    parser.add_argument("--own-lengths", action=argparse.BooleanOptionalAction,
+                        help="also time the dev rows at their own lengths (what auto chooses on; default: where there "
+                        "are dev rows)")  # fmt: skip
     parser.add_argument("--repeats", type=int, default=DeploySettings.repeats, help="timed calls per model and size")
     parser.add_argument("--threads", type=int, help="CPU threads for PyTorch and ONNX Runtime (default: torch's)")
     parser.add_argument(
@@ -115,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
         max_score_drop=args.max_score_drop,
         openvino="auto" if args.openvino is None else args.openvino,
         calibration_rows=args.calibration_rows,
-        own_lengths=args.own_lengths,
+        own_lengths=args.own_lengths is not False,
     ))  # fmt: skip
     try:
         deployer = run_deployer(args.folder) if is_run_folder(args.folder) else None  # a run deploys as its kind does
@@ -142,6 +143,7 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
 NOT_FOR_GGUF = ("quantize", "openvino", "calibration_rows", "task", "glue_dir", "predecessor", "sequence_length",
                 "batch_sizes", "own_lengths", "target", "max_score_drop")  # fmt: skip
 CHECKPOINT_ONLY = ("task", "predecessor")
+SWITCHES = ("openvino", "own_lengths")  # --X and --no-X; None where neither is given
 
 
 def _unread_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[str]:
@@ -150,7 +152,12 @@ def _unread_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -
     from theseus_pl.app.ship.deploy_folder import CONFIG, is_run_folder
 
     def given(names: Sequence[str]) -> list[str]:
-        return ["--" + name.replace("_", "-") for name in names if getattr(args, name) != parser.get_default(name)]
+        """Each of ``names`` given, as typed (a switch's False as its --no- form)."""
+        return [
+            f"--{'no-' if getattr(args, name) is False and name in SWITCHES else ''}{name.replace('_', '-')}"
+            for name in names
+            if getattr(args, name) != parser.get_default(name)
+        ]
 
     if args.gguf:
         unread = given(NOT_FOR_GGUF)
@@ -158,7 +165,8 @@ def _unread_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -
                 "files and reads --llama-cpp, --repeats and --threads."] if unread else []  # fmt: skip
     problems = [] if not given(["llama_cpp"]) else ["--llama-cpp: read with --gguf only (a decoder LM's GGUF files)."]
     openvino = openvino_by_default(args.target) if args.openvino is None else args.openvino
-    calibrated = openvino and args.quantize == "int8" and (args.task or is_run_folder(args.folder))
+    dev_rows = bool(args.task) or is_run_folder(args.folder)  # a checkpoint folder's come from --task
+    calibrated = openvino and args.quantize == "int8" and dev_rows
     if given(["calibration_rows"]) and not calibrated:
         problems.append(
             "--calibration-rows: read only where OpenVINO's int8 model is calibrated (on these training rows): "
@@ -168,8 +176,11 @@ def _unread_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -
     if given(["max_score_drop"]) and args.target != AUTO:
         problems.append(f"--max-score-drop: read by --target auto only (the fastest within that many dev points); "
                         f"--target {args.target} names the model shipped.")  # fmt: skip
-    if given(["glue_dir"]) and not args.task and not is_run_folder(args.folder):
+    if given(["glue_dir"]) and not dev_rows:
         problems.append("--glue-dir: read for a checkpoint folder's dev rows, which --task names: give --task too.")
+    if args.own_lengths is True and not dev_rows:  # --no-own-lengths asks what is done: no own-lengths timing
+        problems.append("--own-lengths: read where there are dev rows to time at their own lengths; a checkpoint "
+                        "folder's come from --task: give --task too.")  # fmt: skip
     unread = given(CHECKPOINT_ONLY) if is_run_folder(args.folder) else []
     if unread and not (args.folder / CONFIG).is_file():  # no record names them: its successor deploys with them
         options = " ".join(f"{option} {getattr(args, option[2:])}" for option in unread)

@@ -115,6 +115,20 @@ def test_a_model_without_its_tokenizer_is_refused_before_anything_is_exported(tm
 
 
 @DRY_RUN
+def test_own_lengths_on_a_checkpoint_without_task_is_refused_naming_the_flag(tmp_path, tiny_tokenizer, dry_run):
+    """Without --task a checkpoint has no dev rows to time at their own lengths: --own-lengths was taken, never read
+    (--no-own-lengths asks for what is done)."""
+    model = tmp_path / "model"
+    tiny_model("bert", num_hidden_layers=2, num_labels=2).save_pretrained(model)
+    tiny_tokenizer.save_pretrained(model)
+    assert refusal([str(model), "--own-lengths", *dry_run]) == (
+        "--own-lengths: read where there are dev rows to time at their own lengths; a checkpoint folder's come from "
+        "--task: give --task too."
+    )
+    assert not (model / "onnx").exists()
+
+
+@DRY_RUN
 def test_a_model_whose_head_cannot_serve_the_task_is_refused_before_anything_is_exported(
     tmp_path, tiny_tokenizer, glue_dir, dry_run
 ):
