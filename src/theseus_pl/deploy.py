@@ -176,6 +176,10 @@ def _unread_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -
     if given(["max_score_drop"]) and args.target != AUTO:
         problems.append(f"--max-score-drop: read by --target auto only (the fastest within that many dev points); "
                         f"--target {args.target} names the model shipped.")  # fmt: skip
+    elif given(["max_score_drop"]) and not dev_rows:
+        problems.append("--max-score-drop: read where auto picks by dev score; without dev rows it picks among the "
+                        "models checked against PyTorch's logits. A checkpoint folder's come from --task: give --task "
+                        "too.")  # fmt: skip
     if given(["glue_dir"]) and not dev_rows:
         problems.append("--glue-dir: read for a checkpoint folder's dev rows, which --task names: give --task too.")
     if args.own_lengths is True and not dev_rows:  # --no-own-lengths asks what is done: no own-lengths timing

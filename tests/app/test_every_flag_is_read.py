@@ -38,7 +38,7 @@ DEPLOY_VALUES: dict[str, tuple[list[str], list[str]]] = {
     "--repeats": ([], ["3"]),
     "--threads": ([], ["{threads}"]),  # other than torch's own count, the default
     "--target": ([], ["onnx_int8"]),
-    "--max-score-drop": ([], ["2.5"]),
+    "--max-score-drop": (TASK, ["2.5"]),  # auto picks by dev score: without dev rows it is refused
     "--gguf": ([], ["f16"]),
     "--llama-cpp": ([], ["true"]),
 }

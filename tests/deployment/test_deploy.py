@@ -409,6 +409,24 @@ def test_a_dry_run_prints_what_it_would_export_time_and_write_and_exports_nothin
     assert "on the RTE dev set" in printed and f"beside the predecessor {predecessor}" in printed
     assert "batch sizes 1, 8 (128 tokens a row), 20 calls each, on 2 threads" in printed
     assert f"write the deployment block to {successor / 'onnx' / 'deployment.json'}" in printed
+    assert "ship the target auto (the fastest within 0.5 points of the fp32 successor)" in printed
+
+
+def test_a_dry_run_without_dev_rows_says_auto_picks_as_the_deployment_does(tmp_path, tiny_tokenizer, capsys):
+    """It said "the fastest within 0.5 points" where the deployment, with no dev score, picks among the models checked
+    against PyTorch's logits; --max-score-drop, which it then does not read, is refused."""
+    successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
+    assert main([str(successor), "--dry-run"]) is None
+    assert capsys.readouterr().out.splitlines()[-2] == (
+        "ship the target auto (the fastest of the models checked against PyTorch's logits; no dev data to score the "
+        "others by)"
+    )
+    with pytest.raises(SystemExit) as refused:
+        main([str(successor), "--max-score-drop", "2", "--dry-run"])
+    assert str(refused.value) == (
+        "--max-score-drop: read where auto picks by dev score; without dev rows it picks among the models checked "
+        "against PyTorch's logits. A checkpoint folder's come from --task: give --task too."
+    )
 
 
 @DRY_RUN

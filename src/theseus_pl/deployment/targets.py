@@ -27,8 +27,17 @@ def points_in_words(drop: float) -> str:
     return f"{drop:g} point{'' if drop == 1 else 's'}"
 
 
-def auto_in_words(max_score_drop: float) -> str:
-    """What ``deploy.target=auto`` ships, in the words a plan gives it."""
+# What auto picks among without dev scores (pick_target's rule, and a plan's words for it), and why.
+UNSCORED = "of the models checked against PyTorch's logits"
+UNSCORED_WHY = "no dev data to score the others by"
+
+
+def auto_in_words(max_score_drop: float, scored: bool = True) -> str:
+    """What ``deploy.target=auto`` ships, in the words a plan gives it: as :func:`pick_target` picks, by dev score
+    where there are dev rows to score on (``scored``), else among the models checked against PyTorch's logits
+    (``max_score_drop`` unread)."""
+    if not scored:
+        return f"the fastest {UNSCORED}; {UNSCORED_WHY}"
     return f"the fastest within {points_in_words(max_score_drop)} of the fp32 successor"
 
 
@@ -78,7 +87,7 @@ def pick_target(
     timed = [name for name in TARGETS if all(name in row for row in latency_ms.values())]
     if dev_score is None:
         kept = [name for name in timed if name in CHECKED_WITHOUT_DEV_DATA]
-        fits = "of the models checked against PyTorch's logits (no dev data to score the others by)"
+        fits = f"{UNSCORED} ({UNSCORED_WHY})"
     else:
         floor = _score(dev_score, REFERENCE) - max_score_drop
         kept = [name for name in timed if reaches(_score(dev_score, name), floor)]

@@ -163,7 +163,7 @@ def planned_deployment(
     own_lengths = settings.own_lengths and has_training_rows  # dev rows to time at their own lengths
     own = f"; again at the dev rows' own lengths ({OWN_LENGTHS_IN_WORDS})" if own_lengths else ""
     beside = f", beside the predecessor {predecessor_dir}" if predecessor_dir else ""
-    auto = f" ({auto_in_words(settings.max_score_drop)})"
+    auto = f" ({auto_in_words(settings.max_score_drop, scored=has_training_rows)})"  # dev rows to score on
     return [
         f"export {successor_dir}: {', '.join(map(str, exports))} (an earlier deployment's files in "
         "onnx/ and openvino/ removed first, others kept)"
