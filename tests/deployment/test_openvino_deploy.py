@@ -167,6 +167,17 @@ def test_a_dry_run_lists_the_openvino_files_it_would_write(tmp_path, tiny_tokeni
     assert not (successor / "openvino").exists()
 
 
+def test_a_dry_run_says_how_many_training_rows_int8_is_calibrated_on(tmp_path, tiny_tokenizer, glue_dir, capsys):
+    """It said the 300 asked where the training split has 24: the deployment calibrates on the 24 (its record says)."""
+    successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
+    task = ["--openvino", "--task", "RTE", "--glue-dir", str(glue_dir), "--dry-run"]
+    main([str(successor), *task])
+    all_rows = "; OpenVINO's int8 calibrated on 24 training rows (a fixed draw, never dev rows; all there are, of the "
+    assert all_rows + "300 asked)\n" in capsys.readouterr().out
+    main([str(successor), *task, "--calibration-rows", "5"])
+    assert "; OpenVINO's int8 calibrated on 5 training rows (a fixed draw, never dev rows)\n" in capsys.readouterr().out
+
+
 def test_the_card_names_every_target():
     assert set(TARGETS) <= set(deployment_table.DEPLOYED_MODELS)
 

@@ -47,11 +47,14 @@ def openvino_files(successor_dir: Path, quantize: str | None, names: Mapping[str
     return files
 
 
-def calibration_in_words(files: Mapping[str, Path], rows: int, what: str = "training rows") -> str:
-    """A dry run's words for the int8 model's calibration where ``files`` name one (else none): what
-    ``deploy.calibration_rows`` changes."""
+def calibration_in_words(
+    files: Mapping[str, Path], rows: int, what: str = "training rows", asked: int | None = None
+) -> str:
+    """A dry run's words for the int8 model's calibration where ``files`` name one (else none): on ``rows`` (what
+    ``deploy.calibration_rows`` changes), all there are where that is fewer than the ``asked``."""
+    fewer = f"; all there are, of the {asked} asked" if asked is not None and rows < asked else ""
     return (
-        f"; OpenVINO's int8 calibrated on {rows} {what} (a fixed draw, never dev rows)"
+        f"; OpenVINO's int8 calibrated on {rows} {what} (a fixed draw, never dev rows{fewer})"
         if "openvino_int8" in files
         else ""
     )

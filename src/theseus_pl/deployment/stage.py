@@ -171,13 +171,19 @@ def planned_openvino_files(successor_dir: Path, settings: DeploySettings, has_tr
     return files
 
 
+def calibration_count(datamodule: TextTaskDataModule, count: int) -> int:
+    """How many training rows OpenVINO's int8 model is calibrated on: ``count`` (``deploy.calibration_rows``), or
+    every one where the training split has fewer (the deployment draws them; its dry run says how many)."""
+    return min(count, len(datamodule.split("train")))
+
+
 def calibration_rows(
     datamodule: TextTaskDataModule, tokenizer: PreTrainedTokenizerBase, count: int
 ) -> list[dict[str, torch.Tensor]]:
-    """``count`` training rows (never dev rows), the same draw on every deployment of a run, each its own batch at
-    its own length, as a served sentence comes."""
+    """``count`` training rows (never dev rows; :func:`calibration_count` of them), the same draw on every
+    deployment of a run, each its own batch at its own length, as a served sentence comes."""
     split = datamodule.split("train")
-    drawn = split.shuffle(seed=datamodule.seed).select(range(min(count, len(split))))
+    drawn = split.shuffle(seed=datamodule.seed).select(range(calibration_count(datamodule, count)))
     return [padded_batch([_model_inputs(row, tokenizer)], tokenizer, 1, None) for row in drawn]
 
 

@@ -32,6 +32,7 @@ from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxrunti
 from theseus_pl.deployment.openvino_export import calibration_in_words, require_openvino
 from theseus_pl.deployment.record import Deployment, DeploySettings
 from theseus_pl.deployment.stage import (
+    calibration_count,
     check_sequence_classifier,
     check_tokenizer,
     deploy,
@@ -151,14 +152,17 @@ def planned_deployment(
         check_sequence_classifier(predecessor_dir, settings.sequence_length)
     if settings.openvino:
         require_openvino()
-    if run_folder:  # the dev rows it is checked on: a source the deployment cannot read is refused now
-        run_dev_data(folder, glue_dir)
+    datamodule = None  # the dev rows it is checked on: a source the deployment cannot read is refused now
+    if run_folder:
+        datamodule = run_dev_data(folder, glue_dir)
     elif task is not None:
-        task_dev_data(task, folder, glue_dir)
-    has_training_rows = run_folder or task is not None
+        datamodule = task_dev_data(task, folder, glue_dir)
+    has_training_rows = datamodule is not None
     openvino = planned_openvino_files(successor_dir, settings, has_training_rows)
     exports = [*onnx_files(successor_dir, settings.quantize).values(), *openvino.values()]
-    calibration = calibration_in_words(openvino, settings.calibration_rows)
+    asked = settings.calibration_rows
+    rows = calibration_count(datamodule, asked) if datamodule is not None and "openvino_int8" in openvino else asked
+    calibration = calibration_in_words(openvino, rows, asked=asked)
     length = f"{settings.sequence_length} tokens a row" if settings.sequence_length else "each batch's longest row"
     own_lengths = settings.own_lengths and has_training_rows  # dev rows to time at their own lengths
     own = f"; again at the dev rows' own lengths ({OWN_LENGTHS_IN_WORDS})" if own_lengths else ""
