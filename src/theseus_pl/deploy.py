@@ -42,13 +42,13 @@ import contextlib
 import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from theseus_pl.app.config.side_commands import command_parser, refuse
 from theseus_pl.deployment.gguf_types import GGUF_TYPES
-from theseus_pl.deployment.record import Deployment, DeploySettings, openvino_by_default
+from theseus_pl.deployment.record import Deployment, DeploySettings, SettingWords, openvino_by_default
 from theseus_pl.deployment.targets import AUTO, TARGETS
 
 # What deploys (torch, transformers, ONNX Runtime) is imported once the command line is read: --help and a refused
@@ -106,18 +106,18 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
     unread = _unread_options(args, parser)
     if args.gguf:
         return _deploy_gguf(args, unread)
-    settings = _checked(args.folder, unread, lambda: DeploySettings(
-        quantize=None if args.quantize == "none" else args.quantize,
-        sequence_length=args.sequence_length or None,
-        batch_sizes=tuple(args.batch_sizes),
-        repeats=args.repeats,
-        threads=args.threads,
-        target=args.target,
-        max_score_drop=args.max_score_drop,
-        openvino="auto" if args.openvino is None else args.openvino,
-        calibration_rows=args.calibration_rows,
-        own_lengths=args.own_lengths is not False,
-    ))  # fmt: skip
+    settings = _checked(args, unread, {
+        "quantize": None if args.quantize == "none" else args.quantize,
+        "sequence_length": args.sequence_length or None,
+        "batch_sizes": tuple(args.batch_sizes),
+        "repeats": args.repeats,
+        "threads": args.threads,
+        "target": args.target,
+        "max_score_drop": args.max_score_drop,
+        "openvino": "auto" if args.openvino is None else args.openvino,
+        "calibration_rows": args.calibration_rows,
+        "own_lengths": args.own_lengths is not False,
+    })  # fmt: skip
     try:
         deployer = run_deployer(args.folder) if is_run_folder(args.folder) else None  # a run deploys as its kind does
         if args.dry_run:
@@ -206,8 +206,8 @@ def _deploy_gguf(args: argparse.Namespace, unread: list[str]) -> list[dict[str, 
     from theseus_pl.deployment.gguf_export import GGUFExportError
 
     llama_cpp = {"true": True, "false": False}.get(args.llama_cpp, args.llama_cpp)
-    settings = _checked(args.folder, unread, lambda: DeploySettings(gguf=tuple(args.gguf), llama_cpp=llama_cpp,
-                                                           repeats=args.repeats, threads=args.threads))  # fmt: skip
+    settings = _checked(args, unread, {"gguf": tuple(args.gguf), "llama_cpp": llama_cpp, "repeats": args.repeats,
+                                       "threads": args.threads})  # fmt: skip
     try:
         if args.dry_run:
             plan = planned_language_model_deployment(args.folder, settings)
@@ -221,23 +221,60 @@ def _deploy_gguf(args: argparse.Namespace, unread: list[str]) -> list[dict[str, 
     return rows
 
 
-def _checked(folder: Path, unread: list[str], settings: Callable[[], DeploySettings]) -> DeploySettings:
+def _checked(args: argparse.Namespace, unread: list[str], settings: dict[str, Any]) -> DeploySettings:
     """The command's settings, or its refusal naming every problem at once: a folder that is not there, each option
-    given that this deployment would not read (``unread``), and each option out of range."""
+    given that this deployment would not read (``unread``), and each option out of range, named as typed."""
     from theseus_pl.app.ship.deploy_folder import not_a_model_problem
 
+    folder = args.folder
     problems = [] if folder.is_dir() else [f"{folder} is not a folder: give a finished run's folder or a checkpoint's."]
     if folder.is_dir() and (problem := not_a_model_problem(folder)):
         problems.append(problem)
     problems += unread
-    built = None
-    try:
-        built = settings()
-    except ValueError as error:
-        problems.append(str(error))
-    if problems or built is None:
+    problems += DeploySettings.problems(settings, FlagWords(args)).values()
+    if problems:
         refuse("\n".join(problems))
-    return built
+    return DeploySettings(**settings)
+
+
+# How a flag's value differs from its setting's (deploy.sequence_length=null is --sequence-length 0), where it does.
+FLAG_VALUES = {
+    "sequence_length": "0 (each batch's longest row) or at least 2 tokens",
+    "batch_sizes": "batch sizes, each at least 1, e.g. 1 32",
+    "threads": "at least 1 (without it: torch's number of threads)",
+    "gguf": f"distinct GGUF types, e.g. f16 q8_0, from {', '.join(GGUF_TYPES)}",
+}
+
+
+class FlagWords(SettingWords):
+    """The deploy settings' problems named as the command line gave them: each setting by its flag (deploy.<field>
+    is --<field>, its underscores as hyphens) and the value typed."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+
+    def typed(self, name: str) -> str | None:
+        """The flag of setting ``name`` with its value as typed (a switch by its form); None where it was not given
+        and has no default (a default is valid: what another setting needs is a flag given to drop)."""
+        value, flag = getattr(self.args, name), "--" + name.replace("_", "-")
+        if value is None:
+            return None
+        if isinstance(value, bool):
+            return flag if value else f"--no-{flag[2:]}"
+        return f"{flag} {' '.join(map(str, value)) if isinstance(value, list) else value}"
+
+    def refused(self, name: str, value: Any) -> str:
+        return self.typed(name) or super().refused(name, value)
+
+    def expected(self, name: str) -> str:
+        return FLAG_VALUES.get(name, super().expected(name))
+
+    def given(self, name: str, value: Any) -> str:
+        return self.typed(name) or f"--{name.replace('_', '-')} {value}"
+
+    def fix(self, needs: Sequence[tuple[str, Any]]) -> str:
+        return " and ".join(f"drop {typed}" if (typed := self.typed(name)) else f"give --{name.replace('_', '-')} "
+                            f"{value}" for name, value in needs)  # fmt: skip
 
 
 def _stdout_kept_for_json() -> contextlib.AbstractContextManager[Any]:

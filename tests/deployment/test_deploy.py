@@ -26,6 +26,7 @@ from theseus_pl.core.timing import p50_milliseconds
 from theseus_pl.deploy import main
 from theseus_pl.deployment import onnx_deployment, onnx_export
 from theseus_pl.deployment import stage as deploy_module
+from theseus_pl.deployment.gguf_types import GGUF_TYPES
 from theseus_pl.deployment.onnx_export import (
     DeploymentError,
     export_onnx,
@@ -391,7 +392,26 @@ def test_a_folder_that_is_not_there_is_named_with_every_bad_option_at_once(tmp_p
         main([str(tmp_path / "nowhere"), "--threads", "0", *gguf])
     assert capsys.readouterr().err.splitlines() == [
         f"error: {tmp_path / 'nowhere'} is not a folder: give a finished run's folder or a checkpoint's.",
-        "deploy.threads=0 must be null or at least 1.",
+        "--threads 0 must be at least 1 (without it: torch's number of threads).",
+    ]
+
+
+@DRY_RUN
+def test_a_bad_option_is_named_by_its_flag_as_typed_not_by_its_setting(tmp_path, tiny_tokenizer, dry_run, capsys):
+    """The command said "deploy.sequence_length=1 must be null or ...", a key of a run's config, where the flag
+    takes 0 for each batch's longest row."""
+    successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
+    capsys.readouterr()  # what saving it printed
+    with pytest.raises(SystemExit):
+        main([str(successor), "--sequence-length", "1", "--batch-sizes", "1", "0", *dry_run])
+    assert capsys.readouterr().err.splitlines() == [
+        "error: --sequence-length 1 must be 0 (each batch's longest row) or at least 2 tokens.",
+        "--batch-sizes 1 0 must be batch sizes, each at least 1, e.g. 1 32.",
+    ]
+    with pytest.raises(SystemExit):
+        main([str(successor), "--gguf", "f16", "f16", *dry_run])
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: --gguf f16 f16 must be distinct GGUF types, e.g. f16 q8_0, from {', '.join(GGUF_TYPES)}."
     ]
 
 
@@ -484,8 +504,9 @@ def test_bad_deploy_settings_are_refused_by_the_command():
 @DRY_RUN
 def test_bad_deploy_options_are_refused_by_a_dry_run_too(tmp_path, tiny_tokenizer, dry_run):
     successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
-    with pytest.raises(SystemExit, match=r"deploy.target=onnx_int8 needs the int8 model"):
+    with pytest.raises(SystemExit) as refused:
         main([str(successor), "--quantize", "none", "--target", "onnx_int8", *dry_run])
+    assert str(refused.value) == "--target onnx_int8 needs the int8 model: drop --quantize none."
 
 
 def test_a_dry_run_names_the_missing_deploy_extra(tmp_path, tiny_tokenizer, monkeypatch):

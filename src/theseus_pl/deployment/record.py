@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from theseus_pl.core.settings import (
@@ -39,6 +39,27 @@ def openvino_by_default(target: str) -> bool:
     """What ``deploy.openvino=auto`` settles to: OpenVINO deployed where ``target`` names one of its models, or is
     auto and the extra is installed (so that auto's pick weighs OpenVINO's models beside ONNX Runtime's)."""
     return target.startswith("openvino") or (target == AUTO and not missing_openvino_packages())
+
+
+class SettingWords:
+    """How a problem with the deploy settings names them: as a run's config sets them (``deploy.<field>=<value>``).
+    The deploy command names its flags instead (``theseus_pl.deploy.FlagWords``)."""
+
+    def refused(self, name: str, value: Any) -> str:
+        """A value its rule refuses, before "must be ..."."""
+        return f"deploy.{name}={value!r}"
+
+    def expected(self, name: str) -> str:
+        """What a valid value is, after "must be"."""
+        return DeploySettings.RULES[name].expected
+
+    def given(self, name: str, value: Any) -> str:
+        """A valid value that needs another setting."""
+        return f"deploy.{name}={value}"
+
+    def fix(self, needs: Sequence[tuple[str, Any]]) -> str:
+        """What to set so that ``needs`` (the settings, with the values, another needs) hold."""
+        return f"set {' and '.join(f'deploy.{name}={str(value).lower()}' for name, value in needs)} too"
 
 
 @dataclass(frozen=True)
@@ -91,23 +112,41 @@ class DeploySettings:
     SWITCH: ClassVar[dict[str, Rule]] = {"onnx": Rule(boolean, "true or false")}  # the group's other key
 
     def __post_init__(self) -> None:
-        values = {key: list(value) if isinstance(value, tuple) else value for key, value in vars(self).items()}
-        problems = field_problems(values, self.RULES, "deploy.")
-        if self.openvino == "auto" and "openvino" not in problems and "target" not in problems:
+        problems = self.problems(vars(self))
+        if problems:
+            raise SettingsError(problems)
+        if self.openvino == "auto":
             object.__setattr__(self, "openvino", openvino_by_default(self.target))  # frozen: settled once, here
+
+    @classmethod
+    def problems(cls, values: Mapping[str, Any], words: SettingWords | None = None) -> dict[str, str]:
+        """Every problem with ``values`` (a field's rule refused, a target without the model it names), keyed by
+        field, each naming the settings as ``words`` do: a run's config's by default (``deploy.<field>=<value>``),
+        the command's flags where it asks them."""
+        words = words or SettingWords()
+        values = {**{each.name: each.default for each in fields(cls)}, **values}
+        values = {key: list(value) if isinstance(value, tuple) else value for key, value in values.items()}
+        problems = {
+            name: f"{words.refused(name, values[name])} must be {words.expected(name)}."
+            for name, rule in cls.RULES.items()
+            if not rule.valid(values[name])
+        }
+        if "openvino" in problems or "target" in problems:
+            return problems
+        target = values["target"]
+        openvino = openvino_by_default(target) if values["openvino"] == "auto" else values["openvino"]
         needs = [
-            setting
-            for setting, missing in (
-                ("deploy.openvino=true", self.target.startswith("openvino") and self.openvino is not True),
-                ("deploy.quantize=int8", self.target.endswith("int8") and self.quantize != "int8"),
+            (setting, value)
+            for setting, value, missing in (
+                ("openvino", True, target.startswith("openvino") and openvino is not True),
+                ("quantize", "int8", target.endswith("int8") and values["quantize"] != "int8"),
             )
             if missing
         ]
-        if needs and "target" not in problems:
-            model = {"onnx_int8": "int8", "openvino_int8": "OpenVINO int8"}.get(self.target, "OpenVINO")
-            problems["target"] = f"deploy.target={self.target} needs the {model} model: set {' and '.join(needs)} too."
-        if problems:
-            raise SettingsError(problems)
+        if needs:
+            model = {"onnx_int8": "int8", "openvino_int8": "OpenVINO int8"}.get(target, "OpenVINO")
+            problems["target"] = f"{words.given('target', target)} needs the {model} model: {words.fix(needs)}."
+        return problems
 
     def in_words(self) -> str:
         """What a run's deploy stage would make and ship, for ``--check``'s plan (OpenVINO as ``auto`` settled)."""
