@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from theseus_pl.app.config.side_commands import command_parser, refuse
+from theseus_pl.app.config.side_commands import command_parser, in_flags, refuse
 from theseus_pl.deployment.gguf_types import GGUF_TYPES
 from theseus_pl.deployment.record import Deployment, DeploySettings, SettingWords, openvino_by_default
 from theseus_pl.deployment.targets import AUTO, TARGETS
@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
             else:
                 block = deploy_model(args.folder, settings, args.task, args.glue_dir, args.predecessor)
     except (DeploymentError, ValueError, OSError, RuntimeError) as error:  # the data source's own message names it
-        refuse(str(error))
+        refuse(in_flags(str(error), ["--glue-dir"] if args.glue_dir is not None else []))  # else the run's setting
     print(json.dumps(deployment_dict(block), indent=2))
     return block
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from theseus_pl.app.config.side_commands import command_parser, count_of, refuse
+from theseus_pl.app.config.side_commands import command_parser, count_of, in_flags, refuse
 
 
 def main(argv: Sequence[str] | None = None) -> list[Path]:
@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> list[Path]:
             return planned
         written = predict_and_write(load_submission_model(model), datamodule, args.output)
     except (OSError, ValueError) as error:
-        refuse(str(error))
+        refuse(in_flags(str(error), ["--glue-dir"]))  # the hub's too: without --glue-dir, the flag to give
     for path in written:
         print(f"wrote {path}")
     return written

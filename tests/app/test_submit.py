@@ -191,3 +191,15 @@ def test_a_missing_test_file_is_refused(model_dir, tmp_path, dry_run):
     with pytest.raises(SystemExit, match=r"Missing .*RTE/test\.tsv"):
         run(model_dir(2), "RTE", tmp_path, *dry_run)
     assert not (tmp_path / "submission").exists()
+
+
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["submit", "dry run"])
+def test_a_glue_dir_that_is_not_a_folder_is_refused_naming_the_flag(model_dir, tmp_path, capsys, dry_run):
+    """It said "data.glue_dir=... is not a folder", a key of a run's config, for the --glue-dir typed."""
+    nowhere = tmp_path / "nope"
+    with pytest.raises(SystemExit):
+        main([model_dir(2), "--task", "RTE", "--glue-dir", str(nowhere), "--output", str(tmp_path / "out"), *dry_run])
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"error: --glue-dir {nowhere} is not a folder. Expected the classic GLUE layout: "
+        f"{nowhere}/RTE/{{train,dev,test}}.tsv"
+    )

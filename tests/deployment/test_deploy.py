@@ -382,6 +382,9 @@ def test_dev_rows_that_cannot_be_read_are_refused_in_one_line_before_any_export(
         main([str(successor), "--task", "RTE", "--glue-dir", str(tmp_path / "glue"), *dry_run])
     with pytest.raises(SystemExit, match=r"^Unknown task 'FOO'\. GLUE tasks: "):
         main([str(successor), "--task", "FOO", *dry_run])
+    with pytest.raises(SystemExit) as refused:  # it said data.glue_dir=..., a key of a run's config
+        main([str(successor), "--task", "RTE", "--glue-dir", str(tmp_path / "nope"), *dry_run])
+    assert str(refused.value).startswith(f"--glue-dir {tmp_path / 'nope'} is not a folder. Expected the classic GLUE")
     assert not (successor / "onnx").exists()
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NoReturn
 
@@ -64,6 +64,19 @@ def count_of(what: str) -> Callable[[str], int]:
         return int(text)
 
     return parse
+
+
+# The settings a lower layer's message names (as a run's config sets them) that a side command's flag sets, by flag.
+SETTING_FLAGS = {"data.glue_dir": "--glue-dir"}
+
+
+def in_flags(message: str, flags: Iterable[str]) -> str:
+    """``message`` with each setting of :data:`SETTING_FLAGS` whose flag is one of ``flags`` (those the command's
+    user sets it with) named by that flag: ``data.glue_dir=PATH`` as ``--glue-dir PATH``."""
+    for setting, flag in SETTING_FLAGS.items():
+        if flag in flags:
+            message = message.replace(f"{setting}=", f"{flag} ")
+    return message
 
 
 class CommandRefused(SystemExit):
