@@ -592,3 +592,29 @@ def test_a_trial_is_weighed_by_the_model_its_run_ships_and_a_time_not_taken_fail
     assert failed.user_attrs[OUTCOME] == (
         f"{tmp_path / '1'}: its shipped model (onnx_int8) has no time a call at batch 1 (batch_1_own_lengths)"
     )
+
+
+def test_a_search_joining_a_shared_study_leaves_another_machines_running_trial_to_it(tmp_path):
+    """Two searches on one storage (``hydra.sweeper.storage``, where machines share a study): the second closed the
+    first's running trial as cut short and asked its values again, and the first then crashed telling its outcome
+    (Optuna's UpdateFinishedTrialError). A search resumed in its own folder still reruns the trial it was in."""
+    import optuna
+    from hydra.core.utils import JobReturn, JobStatus
+
+    from theseus_pl.app.search.settings import SearchSettings
+    from theseus_pl.app.search.sweeper import SEARCHER, open_study, searcher_of, tell
+
+    settings = SearchSettings(storage=f"sqlite:///{tmp_path / 'shared.db'}")
+    space = {"optimizer.lr": optuna.distributions.FloatDistribution(1e-5, 1e-4)}
+    first = open_study(settings, tmp_path / "a")
+    running = first.ask(space)
+    running.set_user_attr(SEARCHER, searcher_of(tmp_path / "a"))  # as the search tags each trial it asks
+    second = open_study(settings, tmp_path / "b")
+    assert [trial.state.name for trial in second.trials] == ["RUNNING"]
+    tell(first, running, JobReturn(status=JobStatus.FAILED, _return_value=RuntimeError("planted")), batch_size=1)
+    assert [trial.state.name for trial in first.trials] == ["FAIL"]
+    cut_short = first.ask(space)
+    cut_short.set_user_attr(SEARCHER, searcher_of(tmp_path / "a"))
+    resumed = open_study(settings, tmp_path / "a")
+    assert [trial.state.name for trial in resumed.trials] == ["FAIL", "FAIL", "WAITING"]
+    assert resumed.ask(space).params == cut_short.params  # asked again first, with the same values

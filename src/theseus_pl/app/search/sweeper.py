@@ -29,6 +29,7 @@ import itertools
 import json
 import logging
 import math
+import socket
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -83,6 +84,7 @@ OUTCOME = "outcome"  # a trial's user attribute once its job ended: "measured", 
 POINT = "point"  # a measured trial's user attribute: what the front needs of it
 PREDECESSOR_SCORE = "predecessor_score"
 UNTRAINED = "untrained"  # the study's user attribute: the shapes timed untrained (hydra.sweeper.max_latency_ms)
+SEARCHER = "searcher"  # a trial's user attribute: the search that asked for it (searcher_of), in a shared study
 
 
 class Search:
@@ -105,6 +107,7 @@ class Search:
         OmegaConf.save(self.config, folder / "multirun.yaml")  # as the basic sweeper does: the report reads it
         space = search_space(self.settings.params, arguments)
         study = open_study(self.settings, folder)
+        searcher = searcher_of(folder)
         prunes = validates_on_dev_score(run_kind_name(self.config))  # else val/score is not on the floor's scale
         untrained = self.timed_shapes(study, space, folder) if self.settings.max_latency_ms is not None else []
         if self.settings.max_latency_ms is not None:
@@ -115,6 +118,8 @@ class Search:
         returns: list[JobReturn] = []
         while (left := self.settings.trials - len(counted(study))) > 0:
             asked = [study.ask(space.distributions) for _ in range(min(self.settings.parallel, left))]
+            for trial in asked:
+                trial.set_user_attr(SEARCHER, searcher)
             batch = [trial for trial in asked if not skipped_as_slower(study, trial, self.settings, untrained)]
             if not batch:
                 continue
@@ -201,9 +206,17 @@ def untrained_time(deployment: Deployment, shape: dict[str, Any], batch_size: in
     return UntrainedShape(shape, timed[target], target)
 
 
+def searcher_of(folder: Path) -> str:
+    """The search a trial belongs to, among those sharing a study (``hydra.sweeper.storage``): this machine and its
+    sweep folder, as a search resumed there has them again."""
+    return f"{socket.gethostname()}:{folder.resolve()}"
+
+
 def open_study(settings: SearchSettings, folder: Path) -> optuna.Study:
     """The sweep's study, made or loaded; a trial left running by a killed search is closed as failed and its values
-    asked again first, so that the rerun does not count it."""
+    asked again first, so that the rerun does not count it. Only this search's own: another machine's running trial in
+    a shared study (``hydra.sweeper.storage``) is its to tell, and closing it ended that search with Optuna's error.
+    In the sweep folder's own study, a trial asked before searches said whose it is is taken for this one's."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the run's own lines say what each trial does
     study = optuna.create_study(
         study_name=settings.study_name,
@@ -211,8 +224,9 @@ def open_study(settings: SearchSettings, folder: Path) -> optuna.Study:
         directions=list(SearchSettings.DIRECTIONS),
         load_if_exists=True,
     )
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
-        if trial.state == TrialState.RUNNING:
+    ours = {searcher_of(folder), *([None] if settings.storage is None else [])}
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if trial.user_attrs.get(SEARCHER) in ours:
             study.tell(trial.number, state=TrialState.FAIL)
             study.enqueue_trial(trial.params)
             log.warning("Trial %d was cut short by an earlier search: it runs again", trial.number)
