@@ -100,6 +100,17 @@ def test_the_lm_table_gives_each_method_and_depth_its_perplexity_over_seeds_besi
     assert legend == ["lm_theseus", "predecessor (30 layers)", "shortgpt"]
 
 
+def test_a_seed_without_a_perplexity_leaves_its_rows_spread_empty_rather_than_the_other_seeds(tmp_path):
+    """A third seed that scored nothing (a NaN, null in its record): pandas skipped it, and the row gave the two
+    others' median, min and max beside seeds 1 2 3, as the task-model tables never do."""
+    plant_lm_protocol(tmp_path / "runs")
+    plant_lm_run(tmp_path / "runs" / "theseus15_3", "lm_theseus", 15, float("nan"), 3, 61_440)
+    table = language_model_table(language_model_frame(language_model_runs(tmp_path / "runs")))
+    theseus15 = table.iloc[2]
+    assert theseus15["seeds"] == "1 2 3" and theseus15[["median", "min", "max"]].isna().all()
+    assert (table.iloc[1]["median"], table.iloc[1]["seeds"]) == (29.5, "1 2")  # the other rows as they were
+
+
 def test_the_plot_of_one_depth_ticks_whole_layers(tmp_path):
     for seed in (1, 2):
         plant_lm_run(tmp_path / f"s{seed}", "shortgpt", 15, 300.0, seed, 0)

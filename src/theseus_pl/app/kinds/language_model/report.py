@@ -18,6 +18,7 @@ import pandas as pd
 
 from theseus_pl.app.kinds.language_model.record import LanguageModelResults
 from theseus_pl.app.report.files import PREDECESSOR, write_markdown_and_csv
+from theseus_pl.app.report.over_seeds import spread_over_seeds
 from theseus_pl.core.timing import BUSY_CORES
 
 # The columns of the other held-out text (data.other_text), where the runs scored one: medians over seeds.
@@ -39,19 +40,20 @@ def language_model_frame(runs: list[LanguageModelResults]) -> pd.DataFrame:
 
 
 def language_model_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per method, kept layers and token budget, the median, min and max held-out perplexity over seeds, and the
-    medians of KL, agreement, decode speed-up and minutes a run; the predecessor first. Rows sorted by kept layers,
-    then method, then tokens."""
+    """Per method, kept layers and token budget, the median, min and max held-out perplexity over seeds (none where a
+    seed has none), and the medians of KL, agreement, decode speed-up and minutes a run; the predecessor first. Rows
+    sorted by kept layers, then method, then tokens."""
     optional = {"speed.decode_speedup": float("nan"), "wall_seconds": float("nan"), "successor.kl": float("nan"),
                 "peak_memory.cpu_mb": float("nan"), "peak_memory.gpu_mb": float("nan")}  # fmt: skip
     frame = frame.assign(**{column: value for column, value in optional.items() if column not in frame})
     if "speed.other_cores" in frame:  # a speed timed on a busy machine is not the model's
         frame.loc[frame["speed.other_cores"] > BUSY_CORES, "speed.decode_speedup"] = float("nan")
     groups = frame.groupby(["method", "successor.layers", "data.train_tokens"], sort=False)
+    spread = spread_over_seeds(groups["successor.perplexity"])  # none where a seed has none
     table = pd.DataFrame({
-        "median": groups["successor.perplexity"].median(),
-        "min": groups["successor.perplexity"].min(),
-        "max": groups["successor.perplexity"].max(),
+        "median": spread["median"],
+        "min": spread["min"],
+        "max": spread["max"],
         "KL": groups["successor.kl"].median(),
         "agreement %": groups["successor.agreement"].median() * 100,
         "tokens trained": groups["data.train_tokens"].median().astype(int),

@@ -19,6 +19,7 @@ from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.kinds.task_model.record import TaskModelResults
 from theseus_pl.app.kinds.task_model.shape_table import shape_table
 from theseus_pl.app.report.files import PREDECESSOR, write_markdown_and_csv
+from theseus_pl.app.report.over_seeds import spread_over_seeds
 from theseus_pl.app.report.tables import REPORT, find_records, no_results, settings_by_key
 from theseus_pl.app.results.envelope import by_kind
 from theseus_pl.app.results.registry import ReportPart, parts
@@ -80,8 +81,7 @@ def best_settings(runs: list[TaskModelResults], rows: str = "method") -> pd.Data
     median whatever their seeds (a point of three seeds, one unscored, beside one scored at two left the cell empty)."""
     frame = run_frame(runs, rows)
     points = frame.groupby(["row", "task", "point"], sort=False)
-    stats = points["score"].agg(["median", "min", "max", "count", "size"])
-    stats[["median", "min", "max"]] = stats[["median", "min", "max"]].where(stats.pop("count") == stats.pop("size"))
+    stats = spread_over_seeds(points["score"])
     stats["seed_count"] = points["seed"].nunique()
     stats["seeds"] = points["seed"].agg(lambda seeds: " ".join(sorted(set(seeds))))
     stats["settings"] = points["settings"].first()

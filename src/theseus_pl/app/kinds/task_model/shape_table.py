@@ -12,6 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from theseus_pl.app.kinds.task_model.record import TaskModelResults
+from theseus_pl.app.report.over_seeds import spread_over_seeds
 
 SHAPE = ["layers", "FFN width", "hidden size", "neurons kept"]
 
@@ -36,14 +37,12 @@ def shape_table(runs: list[TaskModelResults]) -> pd.DataFrame:
     })  # fmt: skip
     if len(frame[SHAPE].drop_duplicates()) < 2:
         return pd.DataFrame()
-    table = frame.groupby(["task", "method", *SHAPE], sort=False, dropna=False).agg(**{
+    groups = frame.groupby(["task", "method", *SHAPE], sort=False, dropna=False)
+    table = groups.agg(**{
         "layer params (M)": ("layer params (M)", "first"), "params (M)": ("params (M)", "first"),
-        "median": ("score", "median"), "min": ("score", "min"), "max": ("score", "max"),
+    }).join(spread_over_seeds(groups["score"])).join(groups.agg(**{
         "seeds": ("seed", lambda seeds: " ".join(sorted(seeds))), "speed-up": ("speed-up", "median"),
-        "scored": ("score", "count"), "runs": ("score", "size"),
-    })  # fmt: skip
-    every_seed_scored = table.pop("scored") == table.pop("runs")  # else no spread, rather than a flattering one
-    table[["median", "min", "max"]] = table[["median", "min", "max"]].where(every_seed_scored)
+    }))  # fmt: skip
     table["speed-up"] = table["speed-up"].map(lambda speedup: "" if pd.isna(speedup) else f"{speedup:.2f}x")
     return table.reset_index().sort_values(["task", "method", "layers", "FFN width", "neurons kept"], key=_widest_first)
 
