@@ -618,3 +618,32 @@ def test_a_search_joining_a_shared_study_leaves_another_machines_running_trial_t
     resumed = open_study(settings, tmp_path / "a")
     assert [trial.state.name for trial in resumed.trials] == ["FAIL", "FAIL", "WAITING"]
     assert resumed.ask(space).params == cut_short.params  # asked again first, with the same values
+
+
+def test_the_trial_a_stopped_search_was_in_is_reported_as_ended_not_as_waiting_for_results(tmp_path, capsys):
+    """Resumed, the search closes the trial it was in and runs its values again in a new trial and folder; the old
+    folder (Hydra's record, no results.json) was listed among the jobs with no results yet, though it never gets any."""
+    import optuna
+
+    from theseus_pl.app.report.tables import find_records, report_command
+    from theseus_pl.app.search.settings import SearchSettings
+    from theseus_pl.app.search.sweeper import OUTCOME, POINT, PREDECESSOR_SCORE, open_study, point_dict, write_answer
+
+    settings = SearchSettings(references=False)
+    space = {"optimizer.lr": optuna.distributions.FloatDistribution(1e-5, 1e-4)}
+    killed = open_study(settings, tmp_path).ask(space)  # its job started in folder 0, then the search was stopped
+    (tmp_path / "0" / ".hydra").mkdir(parents=True)
+    (tmp_path / "0" / ".hydra" / "overrides.yaml").write_text(f"- optimizer.lr={killed.params['optimizer.lr']}\n")
+    study = open_study(settings, tmp_path)
+    rerun = study.ask(space)
+    (planted,) = _planted_runs([point(rerun.number, 79.5, 5.0)], tmp_path)
+    attributes = {OUTCOME: "measured", POINT: point_dict(planted), PREDECESSOR_SCORE: 80.0}
+    for name, value in attributes.items():
+        rerun.set_user_attr(name, value)
+    study.tell(rerun, [79.5, 5.0])
+    write_answer(study, settings, tmp_path / "search")
+    assert find_records([tmp_path])[1] == []
+    report_command([tmp_path], "method", tmp_path / "report", True, pytest.fail)
+    assert f"{tmp_path / '0'}: cut short as its search was stopped: its values run again in a later trial" in (
+        capsys.readouterr().out
+    )

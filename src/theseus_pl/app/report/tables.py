@@ -65,12 +65,13 @@ def ended_by_search(job: Path) -> str | None:
 
 
 def _ended_in(answer: Path) -> dict[str, str]:
-    """The trials a search's answer says it ended without a point (failed, pruned), by number, each with why."""
+    """The trials a search's answer says it ended without a point (failed, pruned, cut short and run again), by
+    number, each with why."""
     try:
         written = json.loads(answer.read_text())
     except (OSError, ValueError):  # no search here, or its answer is being written
         return {}
-    return {**written.get("failed", {}), **written.get("pruned", {})}
+    return {**written.get("failed", {}), **written.get("pruned", {}), **written.get("cut_short", {})}
 
 
 def _jobs_without_results(folders: Sequence[Path]) -> list[Path]:

@@ -84,6 +84,9 @@ OUTCOME = "outcome"  # a trial's user attribute once its job ended: "measured", 
 POINT = "point"  # a measured trial's user attribute: what the front needs of it
 PREDECESSOR_SCORE = "predecessor_score"
 UNTRAINED = "untrained"  # the study's user attribute: the shapes timed untrained (hydra.sweeper.max_latency_ms)
+# The study's user attribute: the trials a stopped search was in, by number, each closed and run again (no outcome:
+# the trials counted are those run to one), so that its folder is reported as ended, not as waiting for results.
+CUT_SHORT = "cut_short"
 SEARCHER = "searcher"  # a trial's user attribute: the search that asked for it (searcher_of), in a shared study
 
 
@@ -225,11 +228,15 @@ def open_study(settings: SearchSettings, folder: Path) -> optuna.Study:
         load_if_exists=True,
     )
     ours = {searcher_of(folder), *([None] if settings.storage is None else [])}
+    cut_short = dict(study.user_attrs.get(CUT_SHORT, {}))
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         if trial.user_attrs.get(SEARCHER) in ours:
             study.tell(trial.number, state=TrialState.FAIL)
             study.enqueue_trial(trial.params)
+            cut_short[str(trial.number)] = "cut short as its search was stopped: its values run again in a later trial"
             log.warning("Trial %d was cut short by an earlier search: it runs again", trial.number)
+    if cut_short != study.user_attrs.get(CUT_SHORT, {}):
+        study.set_user_attr(CUT_SHORT, cut_short)
     # Seeded by how far the study got, so that a resumed search does not draw its first trials' values again.
     study.sampler = optuna.samplers.TPESampler(seed=settings.seed + len(study.trials))
     return study
@@ -399,6 +406,7 @@ def write_answer(
         "trials": len(counted(study)),
         "failed": {str(trial.number): trial.user_attrs[OUTCOME] for trial in failed},
         "pruned": {str(trial.number): trial.user_attrs[OUTCOME] for trial in pruned},
+        "cut_short": study.user_attrs.get(CUT_SHORT, {}),  # not counted: run again
         "front": [point_dict(point) for point in pareto_front(points)],
         "pick": point_dict(pick) if pick is not None else None,
         "references": [reference._asdict() for reference in references],
