@@ -10,11 +10,13 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from results_records import a_run, an_embedding_run, plant
 
 from theseus_pl.app.kinds.task_model.record import ModelShape
 from theseus_pl.app.kinds.task_model.report import score_by_rate
+from theseus_pl.app.report.files import markdown_table
 from theseus_pl.app.results.envelope import WandbLink
 from theseus_pl.report import main
 
@@ -152,3 +154,12 @@ def test_score_against_rate_is_the_median_of_each_rates_runs_and_leaves_out_a_ru
     plant(tmp_path / "runs" / "rte" / "constant_unscored", runs[3])
     main([str(tmp_path / "runs"), "--output", str(tmp_path / "out")])
     assert (tmp_path / "out" / "score_vs_rate.png").stat().st_size > 0
+
+
+def test_a_number_under_a_hundredth_keeps_two_significant_digits_where_two_decimals_would_write_zero():
+    """A static embedding model's 0.004 ms a call, beside the trials' on a search's front, was written as 0.00."""
+    table = pd.DataFrame({"model": ["model2vec", "trial 3", "none", "exact"],
+                          "ms a call": [0.0042, 12.345, float("nan"), 0.0]})  # fmt: skip
+    assert markdown_table(table).splitlines()[2:] == [
+        "| model2vec | 0.0042 |", "| trial 3 | 12.35 |", "| none |  |", "| exact | 0.00 |"
+    ]  # fmt: skip

@@ -29,7 +29,8 @@ def remove_stale_files(output: Path, written: list[Path]) -> list[Path]:
 
 def write_markdown_and_csv(table: pd.DataFrame, output: Path, stem: str) -> list[Path]:
     """``<stem>.md`` (a Markdown table) and ``<stem>.csv`` (as the csv module writes it) with the same header and
-    cells: numbers to two decimals, missing values empty, anything else as text."""
+    cells: numbers to two decimals (under 0.01, two significant digits), missing values empty, anything else as
+    text."""
     (output / f"{stem}.md").write_text(markdown_table(table))
     table.map(_cell).to_csv(output / f"{stem}.csv", index=False, lineterminator="\r\n")
     return [output / f"{stem}.md", output / f"{stem}.csv"]
@@ -43,4 +44,8 @@ def markdown_table(table: pd.DataFrame) -> str:
 
 
 def _cell(value: Any) -> str:
-    return "" if pd.isna(value) else f"{value:.2f}" if isinstance(value, float) else str(value)
+    """Two decimals; a number under 0.01 to two significant digits, which two decimals would write as 0.00 (a static
+    embedding model's 0.004 ms a call beside the trials', a KL of 0.003)."""
+    if not isinstance(value, float) or pd.isna(value):
+        return "" if pd.isna(value) else str(value)
+    return f"{value:.2g}" if 0 < abs(value) < 0.01 else f"{value:.2f}"
