@@ -647,3 +647,16 @@ def test_the_trial_a_stopped_search_was_in_is_reported_as_ended_not_as_waiting_f
     assert f"{tmp_path / '0'}: cut short as its search was stopped: its values run again in a later trial" in (
         capsys.readouterr().out
     )
+
+
+def test_a_plain_override_of_a_searched_key_fixes_it_however_hydra_spells_it():
+    """``++theseus.successor_layers=2`` (Hydra's force-add) was matched as spelled: the depth was searched all the same,
+    and each trial's drawn depth, after the fixed one, won."""
+    from theseus_pl.app.search.space import search_space
+
+    params = {"theseus.successor_layers": "choice(2,3)", "optimizer.lr": "interval(1e-4,1e-3)"}
+    for spelled in ("theseus.successor_layers=2", "++theseus.successor_layers=2"):
+        space = search_space(params, [spelled])
+        assert list(space.distributions) == ["optimizer.lr"] and space.fixed == [spelled]
+    added = search_space({"+theseus.successor.width": "choice(8,16)"}, ["theseus.successor.width=4,8"])
+    assert list(added.distributions) == ["theseus.successor.width"]  # the command line's sweep, as it spells it

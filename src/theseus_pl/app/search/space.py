@@ -2,8 +2,8 @@
 distributions: ``choice(2,3,4)`` or ``2,3,4`` and ``range(2,5)`` are categorical, ``interval(1e-5,1e-3)`` a float
 range, ``tag(log,interval(...))`` one drawn on a log scale. The keys come from ``hydra.sweeper.params`` and from the
 command line's sweep overrides (the command line's last override of a key winning); a plain override of a searched
-key fixes it (``method=theseus``: the method is not searched), and the command line's plain overrides are passed to
-every trial as they are."""
+key fixes it (``method=theseus`` or ``++method=theseus``: the method is not searched), and the command line's plain
+overrides are passed to every trial as they are."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from typing import Any
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution
+
+from theseus_pl.app.config.command_line import override_key
 
 GRAMMAR = "choice(a,b), a,b, range(2,5), interval(1e-5,1e-3) or tag(log,interval(1e-5,1e-3))"
 
@@ -45,13 +47,16 @@ def search_space(params: Mapping[str, Any], command_line: Sequence[str]) -> Sear
     parser = OverridesParser.create()
     declared = parser.parse_overrides([f"{key}={value}" for key, value in params.items()])
     given = parser.parse_overrides(list(command_line))
-    swept = {override.get_key_element(): override for override in declared}
+    # By the key each names, Hydra's + or ++ aside: ++theseus.successor_layers=2 fixes the searched depth (matched as
+    # spelled, the search drew it anyway, and the drawn value, after the fixed one, won)
+    swept = {override_key(override.get_key_element()): override for override in declared}
     fixed: dict[str, Override] = {}
     for override in given:  # the last of a key's overrides wins, as in Hydra
-        key = override.get_key_element()
+        key = override_key(override.get_key_element())
         (swept if override.is_sweep_override() else fixed)[key] = override
         (fixed if override.is_sweep_override() else swept).pop(key, None)
-    return SearchSpace({key: _distribution(o) for key, o in swept.items()}, [o.input_line for o in fixed.values()])
+    return SearchSpace({o.get_key_element(): _distribution(o) for o in swept.values()},
+                       [o.input_line for o in fixed.values()])  # fmt: skip
 
 
 def _distribution(override: Override) -> BaseDistribution:
