@@ -202,6 +202,30 @@ def test_onnx_logits_off_by_more_than_the_tolerance_are_refused_and_the_files_re
     assert not (successor / "onnx").exists() and (successor / "model.safetensors").is_file()
 
 
+def test_onnx_logits_that_are_not_numbers_are_refused_not_recorded_as_exact(tmp_path, tiny_tokenizer, monkeypatch):
+    """max(0.0, nan) is 0.0: NaN logits passed the check, the export shipped, its record said within 0.0 of PyTorch."""
+    successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
+    nan = float("nan")
+    monkeypatch.setattr(deploy_module, "session_logits", lambda session, batch: session_logits(session, batch) * nan)
+    with pytest.raises(DeploymentError, match=r"beyond the tolerance 0\.0001: onnx_fp32 by up to nan;"):
+        deploy_model(successor, QUICK)
+    assert not (successor / "onnx").exists() and (successor / "model.safetensors").is_file()
+
+
+def test_a_deployment_stopped_after_its_export_leaves_none_of_its_files(tmp_path, tiny_tokenizer, monkeypatch):
+    """Ctrl-C in the minutes of timing (or the quantiser, or NNCF's calibration, failing) left the exported files,
+    unchecked or untimed, with no record of them: publish uploaded them under a card that said nothing of them."""
+    successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
+
+    def interrupted(*_, **__):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(onnx_deployment, "timed_latency", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        deploy_model(successor, QUICK)
+    assert not (successor / "onnx").exists() and (successor / "model.safetensors").is_file()
+
+
 def test_check_says_what_the_runs_deploy_stage_would_make_and_ship(tiny_base, glue_dir, tmp_path):
     overrides = [*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "check_steps=0"]
     lines = plan(compose_config(*overrides, "deploy.onnx=true", "deploy.quantize=int8"))

@@ -114,13 +114,24 @@ class ExportedModel:
 def deployed(part: ExportedModel, successor_dir: Path, settings: DeploySettings, predecessor_dir: Path | None,
              started: float) -> Deployment:  # fmt: skip
     """Export, check, quantise, score and time the successor in ``successor_dir`` as ``part`` says; the
-    ``deployment`` block. An export whose outputs differ from PyTorch's by more than :data:`TOLERANCE` is refused
-    and the exported folders removed, so nothing unchecked is left to ship."""
+    ``deployment`` block. An export whose outputs differ from PyTorch's by more than :data:`TOLERANCE` (or are not
+    numbers) is refused; whatever ends the deployment before its block (that refusal, the quantiser, NNCF's
+    calibration, Ctrl-C in the minutes of timing) removes the files it wrote: they were left without a record, and
+    publish uploaded them under a card that says nothing of them."""
+    clear_deployment_files(successor_dir, part.ir_names)
+    try:
+        return _deployed(part, successor_dir, settings, predecessor_dir, started)
+    except BaseException:
+        clear_deployment_files(successor_dir, part.ir_names)
+        raise
+
+
+def _deployed(part: ExportedModel, successor_dir: Path, settings: DeploySettings, predecessor_dir: Path | None,
+              started: float) -> Deployment:  # fmt: skip
     threads = settings.threads or torch.get_num_threads()
     torch.set_num_threads(threads)
     files = onnx_files(successor_dir, settings.quantize)
     ir_files = part.ir_files(successor_dir, settings)
-    clear_deployment_files(successor_dir, part.ir_names)
     log.info("Exporting %s to %s", part.exported, files["onnx_fp32"])
     example = part.example()
     export_onnx(part.module(), example, files["onnx_fp32"], part.output)
@@ -139,8 +150,7 @@ def deployed(part: ExportedModel, successor_dir: Path, settings: DeploySettings,
     log.info("Checking the exported models against PyTorch on %s", part.checking)
     checked = part.check(sessions, compiled)
     refused = {name: value for name, value in checked.differences.items() if not value <= TOLERANCE}
-    if refused:
-        clear_deployment_files(successor_dir, part.ir_names)
+    if refused:  # its files removed by deployed
         raise DeploymentError(
             f"{part.compared} differ from PyTorch's beyond the tolerance "
             f"{TOLERANCE:g}: {', '.join(f'{name} by up to {value:.2e}' for name, value in refused.items())}; "

@@ -12,6 +12,7 @@ import copy
 import functools
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -296,7 +297,9 @@ def _compare(
             logits = {"pytorch_successor": successor(**_without_labels(batch)).logits}
             logits.update({name: scorer(batch) for name, scorer in scorers.items()})
             for name, largest in differences.items():
-                differences[name] = max(largest, float((logits[name] - logits["pytorch_successor"]).abs().max()))
+                difference = float((logits[name] - logits["pytorch_successor"]).abs().max())
+                # NaN ranks above every number: max(0.0, nan) is 0.0, and NaN logits passed the check as exact
+                differences[name] = max(largest, difference, key=lambda value: (math.isnan(value), value))
             for name, metric in metrics.items():
                 metric.update(logits[name], batch["labels"], eval_index=index)
     scores = {name: metric.compute()["score"] for name, metric in metrics.items()} or None
