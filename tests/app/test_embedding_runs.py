@@ -87,6 +87,13 @@ def test_the_predecessors_score_is_computed_once_into_the_cache(sentence_files, 
                                            f"paths.output_dir={tmp_path / 'again'}")))  # fmt: skip
     assert len(scored) == 3  # the predecessor once, each run's successor once
     assert again.predecessor.sts == first.predecessor.sts and (tmp_path / "cache" / "sentence_sts").is_dir()
+    # The same weights pooled otherwise are another model: keyed by its weights alone, it was given the first's score
+    other = shutil.copytree(sentence_files[0], tmp_path / "cls_pooled")
+    pooling = json.loads((other / "1_Pooling" / "config.json").read_text())
+    (other / "1_Pooling" / "config.json").write_text(json.dumps({**pooling, "pooling_mode": "cls"}))
+    overrides = _overrides(sentence_files, tmp_path, "method=embedding_truncation", f"model.base={other}")
+    pooled = run(compose_config(*overrides, f"paths.output_dir={tmp_path / 'cls'}"))
+    assert len(scored) == 5 and pooled.predecessor.sts != first.predecessor.sts
 
 
 def test_check_names_the_kind_the_loss_and_the_sentences_and_times_the_training(sentence_files, tmp_path):

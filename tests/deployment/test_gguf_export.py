@@ -112,3 +112,20 @@ def test_an_export_that_cannot_be_made_is_refused_in_words(tmp_path):
     tiny_decoder("qwen2").save_pretrained(qwen)
     with pytest.raises(GGUFExportError, match="not 'qwen2'"):
         export_gguf(qwen, tmp_path / "qwen.gguf", "f16")
+
+
+def test_the_predecessors_gguf_file_is_cached_by_its_folders_contents_not_its_name(tmp_path):
+    """Sharded weights were keyed by the folder's name: two predecessors in folders of one name shared one file, and
+    the second's llama.cpp speed-ups and perplexity were taken against the first."""
+    from theseus_pl.deployment.gguf_stage import _predecessor_gguf
+
+    tokenizer = tiny_bpe_tokenizer()
+    files = []
+    for where, layers in (("a", 4), ("b", 2)):
+        folder = tmp_path / where / "predecessor"
+        tiny_decoder("llama", vocab_size=len(tokenizer), num_hidden_layers=layers).save_pretrained(
+            folder, max_shard_size="20KB"
+        )
+        tokenizer.save_pretrained(folder)
+        files.append(_predecessor_gguf(folder, "f16", None, tmp_path / "cache"))
+    assert [gguf.GGUFReader(file).fields["llama.block_count"].contents() for file in files] == [4, 2]

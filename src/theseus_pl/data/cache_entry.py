@@ -34,6 +34,15 @@ def content_digest(path: Path) -> str:
         return f"{path.stat().st_size}:{hashlib.file_digest(handle, 'sha256').hexdigest()}"
 
 
+def folder_contents(folder: Path) -> list[str]:
+    """Every file below ``folder`` by its name and :func:`content_digest`: what a cache key holds of a model folder,
+    its weights, config, tokenizer and a sentence model's pooling alike (a key of the weights alone was shared by two
+    models that pool or normalise apart, or whose weights are sharded), wherever the folder lies."""
+    folder = folder.expanduser().resolve()
+    files = sorted(path for path in folder.rglob("*") if path.is_file())
+    return [f"{path.relative_to(folder)}:{content_digest(path)}" for path in files]
+
+
 def bytes_digest(content: bytes) -> str:
     """:func:`content_digest` of a file already read (the same string)."""
     return f"{len(content)}:{hashlib.sha256(content).hexdigest()}"

@@ -10,6 +10,7 @@ rows go into ``results.json`` (``gguf``) and the model card.
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from dataclasses import asdict
@@ -20,7 +21,7 @@ import torch
 from transformers import PreTrainedModel
 
 from theseus_pl.core.timing import was_busy
-from theseus_pl.data.cache_entry import content_digest, load_or_build
+from theseus_pl.data.cache_entry import bytes_digest, folder_contents, load_or_build
 from theseus_pl.deployment.gguf_export import AGREEMENT_FLOORS, export_gguf, gguf_logit_check
 from theseus_pl.deployment.llama_cpp_runtime import llama_cpp_perplexity, llama_cpp_speed
 
@@ -83,9 +84,10 @@ def _in_llama_cpp(
 
 
 def _predecessor_gguf(predecessor_dir: Path, kind: str, tokenizer_gguf: Path | None, cache_dir: Path) -> Path:
-    """The predecessor written at ``kind`` for the timing's ratios, once per weights and type (cached)."""
-    weights = sorted(predecessor_dir.glob("*.safetensors"))
-    key = content_digest(weights[0]).replace(":", "-")[:40] if len(weights) == 1 else predecessor_dir.name
+    """The predecessor written at ``kind`` for the timing's ratios, once per model folder's contents and type
+    (cached; keyed by the folder's name where its weights were not one file, two predecessors in folders of one name
+    shared one file)."""
+    key = bytes_digest(json.dumps(folder_contents(predecessor_dir)).encode()).partition(":")[2][:24]
 
     def load(folder: Path) -> Path:
         if not (folder / "model.gguf").is_file():

@@ -25,7 +25,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, Pretrai
 
 from theseus_pl.app.predecessors.resumable_training import train_resumably, work_folder
 from theseus_pl.core.io import is_sequence_classifier
-from theseus_pl.data.cache_entry import content_digest, load_or_build
+from theseus_pl.data.cache_entry import folder_contents, load_or_build
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.tasks import TaskSpec, head_label_problem
 from theseus_pl.lightning.callbacks import BestCheckpoint, DivergedError
@@ -133,11 +133,7 @@ def cache_key(base: str, datamodule: TextTaskDataModule, finetune: dict[str, Any
 
 def model_fingerprint(name: str) -> str | list[str]:
     """A hub id as it is; a local folder by its files' names and contents (wherever it lies, however copied)."""
-    if not looks_like_path(name):
-        return name
-    folder = Path(name).expanduser().resolve()
-    files = sorted(path for path in folder.rglob("*") if path.is_file())
-    return [f"{p.relative_to(folder)}:{content_digest(p)}" for p in files]
+    return folder_contents(Path(name)) if looks_like_path(name) else name
 
 
 def prepare_predecessor(

@@ -43,6 +43,7 @@ from theseus_pl.app.kinds.embedding_model.record import (
 )
 from theseus_pl.app.methods.method import Method, MethodInputs
 from theseus_pl.app.methods.schedules import successor_finetuning_steps
+from theseus_pl.app.predecessors.classifier import model_fingerprint
 from theseus_pl.app.results.envelope import Hardware, WandbLink, budget_settings
 from theseus_pl.app.run.kind import RunKind
 from theseus_pl.app.run.stages import each_process, empty_successor_folder, hub_id, load_best_checkpoint, rows_per_step
@@ -51,7 +52,7 @@ from theseus_pl.app.tracking.wandb_run import save_files
 from theseus_pl.core.families import find_layer_stack
 from theseus_pl.core.replacing import successor_source_layers
 from theseus_pl.core.sentence_objective import SentenceObjective
-from theseus_pl.data.cache_entry import content_digest, load_or_build
+from theseus_pl.data.cache_entry import load_or_build
 from theseus_pl.data.sentence_pairs import Pairs, SentencePairDataModule, glue_pairs, held_out_pairs
 from theseus_pl.data.sentences import SentenceDataModule, corpus_sentences, glue_sentences, held_out_split
 from theseus_pl.data.sources import GlueDirSource, HubSource, Source
@@ -150,10 +151,11 @@ class EmbeddingModelRun(RunKind[EmbeddingModelResults]):
 
     def _teacher_vectors(self, teacher: SentenceObjective, split: str) -> torch.Tensor:
         """The predecessor's sentence vectors of ``split``'s sentences, as the student sees them (the same tokens,
-        cut at ``data.max_length``), made once into the cache."""
+        cut at ``data.max_length``), made once into the cache, keyed by every file of the predecessor's folder (its
+        pooling and normalisation too)."""
         datamodule = self.datamodule
         key = hashlib.sha256("\n".join([
-            _model_fingerprint(self.predecessor_dir), tokenizer_fingerprint(datamodule.tokenizer),
+            json.dumps(model_fingerprint(self.predecessor_dir)), tokenizer_fingerprint(datamodule.tokenizer),
             str(datamodule.max_length), *datamodule.texts[split],
         ]).encode()).hexdigest()[:24]  # fmt: skip
         path = self.cache_dir / "sentence_vectors" / key
@@ -172,12 +174,13 @@ class EmbeddingModelRun(RunKind[EmbeddingModelResults]):
 
     def _predecessor_sts(self) -> float:
         """The predecessor's STS-B dev score, computed once into the cache (a base-size model's takes ~40 s on two
-        cores): the same weights, tokenizer, length and pairs give the same score in every run of a sweep."""
+        cores): the same model folder, tokenizer, length and pairs give the same score in every run of a sweep."""
         from theseus_pl.core.embeddings import sts_spearman
 
         model, pairs = self.predecessor, self.sts_pairs
         key = hashlib.sha256("\n".join([
-            _model_fingerprint(self.predecessor_dir), tokenizer_fingerprint(model.tokenizer), str(model.max_seq_length),
+            json.dumps(model_fingerprint(self.predecessor_dir)), tokenizer_fingerprint(model.tokenizer),
+            str(model.max_seq_length),
             *pairs["sentence1"], *pairs["sentence2"], *map(str, pairs["label"]),
         ]).encode()).hexdigest()[:24]  # fmt: skip
 
@@ -409,10 +412,3 @@ def _side(
         dir=directory, layers=encoder.config.num_hidden_layers, params=sum(p.numel() for p in model.parameters()),
         dimensions=model.get_embedding_dimension(), sts=sts, mse=mse, cosine=cosine,
     )  # fmt: skip
-
-
-def _model_fingerprint(folder: str) -> str:
-    """The predecessor's weights by content (a copy elsewhere keeps its cached vectors), or its hub id."""
-    path = Path(folder)
-    weights = sorted(path.rglob("*.safetensors")) + sorted(path.rglob("*.bin")) if path.is_dir() else []
-    return ",".join(content_digest(file) for file in weights) or folder
