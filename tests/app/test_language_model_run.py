@@ -748,8 +748,14 @@ def test_a_finished_lm_run_is_shipped_as_gguf_from_the_command_line(tiny_bpe_lm,
     assert row["type"] == "q8_0" and (run_dir / "successor" / row["file"]).is_file()
     assert read_run(run_dir / "results.json").gguf == [row]
     assert "| `gguf/model.q8_0.gguf` | q8_0 |" in (run_dir / "successor" / "README.md").read_text()
+    mine = run_dir / "successor" / "gguf" / "model.q4_k_m.gguf"  # made by llama-quantize: it was deleted
+    mine.write_bytes(b"a k-quant of the user's")
+    deploy_main([str(run_dir), "--gguf", "f16", "--llama-cpp", "false", "--dry-run"])
+    plan = capsys.readouterr().out
+    assert f"remove an earlier deployment's {run_dir / 'successor' / 'gguf' / 'model.q8_0.gguf'}\n" in plan
     deploy_main([str(run_dir), "--gguf", "f16", "--llama-cpp", "false"])  # publish uploads the folder: f16 alone
-    assert [path.name for path in (run_dir / "successor" / "gguf").iterdir()] == ["model.f16.gguf"]
+    assert sorted(path.name for path in mine.parent.iterdir()) == ["model.f16.gguf", mine.name]
+    mine.unlink()
 
     def failing_export(*_):
         raise RuntimeError("the converter broke")
@@ -761,9 +767,9 @@ def test_a_finished_lm_run_is_shipped_as_gguf_from_the_command_line(tiny_bpe_lm,
     assert failed.gguf is None and failed.failed_steps == {"gguf": "RuntimeError: the converter broke"}
     assert "model.f16.gguf" not in (run_dir / "successor" / "README.md").read_text()
     monkeypatch.undo()
-    with pytest.raises(SystemExit, match=r"deploy\.gguf=\['q3_k'\] must be a list of distinct GGUF types"):
-        deploy_main([str(run_dir), "--gguf", "q3_k"])
-    with pytest.raises(SystemExit, match=r"deploy\.gguf=\['f16', 'q8_0', 'f16'\] must be a list of distinct GGUF"):
+    with pytest.raises(SystemExit, match=r"^--gguf q3_k must be distinct GGUF types, e\.g\. f16 q8_0, from f32, "):
+        deploy_main([str(run_dir), "--gguf", "q3_k"])  # named as typed, not as the run's setting
+    with pytest.raises(SystemExit, match=r"^--gguf f16 q8_0 f16 must be distinct GGUF types"):
         deploy_main([str(run_dir), "--gguf", "f16", "q8_0", "f16"])  # f16 written twice, listed twice in the record
     # a folder missing what the run wrote: FileNotFoundError's and OSError's tracebacks, now one line each
     (run_dir / "successor" / "config.json").rename(run_dir / "successor" / "config.json.away")

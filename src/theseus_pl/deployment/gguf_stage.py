@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from transformers import PreTrainedModel
 from theseus_pl.core.timing import was_busy
 from theseus_pl.data.cache_entry import bytes_digest, folder_contents, load_or_build
 from theseus_pl.deployment.gguf_export import AGREEMENT_FLOORS, export_gguf, gguf_logit_check
+from theseus_pl.deployment.gguf_types import GGUF_TYPES
 from theseus_pl.deployment.llama_cpp_runtime import llama_cpp_perplexity, llama_cpp_speed
 
 log = logging.getLogger(__name__)
@@ -44,9 +44,11 @@ def deploy_gguf(
     ``windows``: held-out token ids (rows x length), the first row also the timing's prefill and its first 16 tokens
     the decode prompt. ``timing``: ``repeats``, ``new_tokens``, ``threads``, or None for no llama.cpp timing.
 
-    ``gguf/`` is emptied first: it then holds the files the rows name, and none an earlier deployment of other types
-    left (``publish`` uploads the folder)."""
-    shutil.rmtree(successor_dir / "gguf", ignore_errors=True)
+    An earlier deployment's files are removed first (:func:`gguf_deployment_files`): ``gguf/`` then holds the files
+    the rows name and none of other types (``publish`` uploads the folder), and any file of the user's own, such as a
+    k-quant ``llama-quantize`` made from ``model.f16.gguf``, as it was (the folder was emptied)."""
+    for path in gguf_deployment_files(successor_dir):
+        path.unlink()
     with torch.no_grad():
         reference = successor.float().eval()(windows).logits  # once, for every file
     rows = []
@@ -69,6 +71,11 @@ def deploy_gguf(
         rows.append({"type": kind, "file": str(path.relative_to(successor_dir)), "mib": path.stat().st_size / 2**20,
                      **asdict(check), "agreement_floor": floor, "llama_cpp": in_llama_cpp})  # fmt: skip
     return rows
+
+
+def gguf_deployment_files(successor_dir: Path) -> list[Path]:
+    """The files in ``successor/gguf/`` a GGUF deployment writes: ``model.<type>.gguf`` of each type it makes."""
+    return [path for kind in GGUF_TYPES if (path := successor_dir / "gguf" / f"model.{kind}.gguf").is_file()]
 
 
 def _in_llama_cpp(

@@ -24,7 +24,7 @@ from theseus_pl.app.results.registry import kind_named
 from theseus_pl.app.ship.deploy_folder import check_not_a_runs_successor, recorded_deployment
 from theseus_pl.core.decoders import load_causal_lm
 from theseus_pl.data.language_model import LanguageModelingDataModule, collate_windows
-from theseus_pl.deployment.gguf_stage import deploy_gguf
+from theseus_pl.deployment.gguf_stage import deploy_gguf, gguf_deployment_files
 from theseus_pl.deployment.llama_cpp_runtime import llama_cpp_problem
 from theseus_pl.deployment.record import DeploySettings
 
@@ -92,7 +92,9 @@ def planned_language_model_deployment(run_dir: Path, deploy: DeploySettings) -> 
     """``--dry-run --gguf``: the checks :func:`deploy_language_model_run` makes first, then what it would write."""
     results, _, successor_dir = _checked_language_model_run(run_dir, deploy)
     timed = timed_in_llama_cpp(deploy)
+    earlier = gguf_deployment_files(successor_dir)
     return [
+        *([f"remove an earlier deployment's {', '.join(str(path) for path in earlier)}"] if earlier else []),
         *(f"write {successor_dir / 'gguf' / f'model.{kind}.gguf'}" for kind in deploy.gguf),
         f"check each against the PyTorch successor on the run's first {GGUF_CHECK_WINDOWS} held-out windows",
         f"time each in llama.cpp against {results.predecessor.dir} at the same type, {deploy.repeats} rounds"
