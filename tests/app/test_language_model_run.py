@@ -723,6 +723,19 @@ def test_gguf_files_that_cannot_be_made_or_timed_are_refused_before_any_compute(
     (problem,) = unknown_type.value.problems
     assert problem.startswith("deploy.gguf=['q3_k'] must be a list of distinct GGUF types, e.g. [f16,q8_0], from f32")
 
+    scaled = tmp_path / "scaled_rope"  # Llama 3.1's RoPE, which the writer would give llama.cpp unscaled
+    rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": 16}  # fmt: skip
+    tiny_decoder("llama", vocab_size=300, rope_parameters=rope).save_pretrained(scaled)
+    tiny_bpe_tokenizer().save_pretrained(scaled)
+    with pytest.raises(RunRefused) as scaled_rope:
+        run(compose_config(*_overrides((scaled, tiny_bpe_lm[1]), tmp_path / "d", "deploy.gguf=[f16]",
+                                       "deploy.llama_cpp=false")))  # fmt: skip
+    (problem,) = scaled_rope.value.problems
+    assert problem == (f"deploy.gguf=[f16]: {scaled}: its RoPE is scaled (llama3), which this GGUF writer does not "
+                       "write (llama.cpp would run it unscaled): llama.cpp's convert_hf_to_gguf.py writes its "
+                       "frequency factors.")  # fmt: skip
+
     monkeypatch.setattr(language_model_checks, "llama_cpp_problem", lambda: "llama-cpp-python is not installed")
     qwen = tmp_path / "qwen"
     tiny_decoder("qwen2", vocab_size=300).save_pretrained(qwen)

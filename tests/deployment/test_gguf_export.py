@@ -129,3 +129,23 @@ def test_the_predecessors_gguf_file_is_cached_by_its_folders_contents_not_its_na
         tokenizer.save_pretrained(folder)
         files.append(_predecessor_gguf(folder, "f16", None, tmp_path / "cache"))
     assert [gguf.GGUFReader(file).fields["llama.block_count"].contents() for file in files] == [4, 2]
+
+
+def test_a_head_width_of_its_own_is_written_and_a_scaled_rope_is_refused(tmp_path):
+    """Without llama.cpp's key and value lengths, a Llama whose head_dim is not hidden/heads wrote a file llama.cpp
+    refused to load; a scaled RoPE (Llama 3.1's llama3) was written as plain RoPE, its logits off in llama.cpp while
+    transformers' read-back, scaling it, agreed."""
+    tokenizer = tiny_bpe_tokenizer()
+    wide = tmp_path / "wide_heads"
+    tiny_decoder("llama", vocab_size=len(tokenizer), head_dim=16).save_pretrained(wide)
+    tokenizer.save_pretrained(wide)
+    fields = gguf.GGUFReader(export_gguf(wide, wide / "model.gguf", "f32")).fields
+    assert fields["llama.attention.key_length"].contents() == fields["llama.attention.value_length"].contents() == 16
+    scaled = tmp_path / "scaled_rope"
+    rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": 16}  # fmt: skip
+    tiny_decoder("llama", vocab_size=len(tokenizer), rope_parameters=rope).save_pretrained(scaled)
+    tokenizer.save_pretrained(scaled)
+    with pytest.raises(GGUFExportError, match=r"its RoPE is scaled \(llama3\), which this GGUF writer does not write"):
+        export_gguf(scaled, scaled / "model.gguf", "f32")
+    assert not (scaled / "model.gguf").exists()

@@ -53,6 +53,20 @@ def gguf_problems(model_type: str, types: list[str]) -> list[str]:
     return problems
 
 
+def rope_problem(config: PretrainedConfig) -> str | None:
+    """Why the model's rotary embedding cannot be written: the writer gives llama.cpp plain RoPE (its dimension and
+    base), and a scaled one (Llama 3.1's ``llama3``, YaRN, ...) would run unscaled there, its logits off while
+    transformers, reading the file back, scales it as its config says; None for plain RoPE."""
+    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    scaling = rope.get("rope_type") or rope.get("type") or "default"
+    if scaling == "default":
+        return None
+    return (
+        f"its RoPE is scaled ({scaling}), which this GGUF writer does not write (llama.cpp would run it unscaled): "
+        "llama.cpp's convert_hf_to_gguf.py writes its frequency factors."
+    )
+
+
 def tokenizer_problem(model_dir: Path) -> str | None:
     """Why the tokenizer saved in ``model_dir`` cannot travel in a GGUF file (gguf's readers take byte-level BPE
     ones); None when it can."""
@@ -75,7 +89,7 @@ def export_gguf(model_dir: Path, path: Path, kind: str, tokenizer_gguf: Path | N
     import gguf
 
     config = AutoConfig.from_pretrained(model_dir)
-    if problems := gguf_problems(config.model_type, [kind]):
+    if problems := [*gguf_problems(config.model_type, [kind]), *filter(None, [rope_problem(config)])]:
         raise GGUFExportError(" ".join(problems))
     arch = getattr(gguf.MODEL_ARCH, ARCHITECTURES[config.model_type])
     qtype = getattr(gguf.GGMLQuantizationType, GGUF_TYPES[kind])
@@ -141,6 +155,9 @@ def _write_hyperparameters(writer: object, config: PretrainedConfig, name: str, 
     writer.add_feed_forward_length(config.intermediate_size)
     writer.add_head_count(config.num_attention_heads)
     writer.add_head_count_kv(config.num_key_value_heads)
+    if head_dim != config.hidden_size // config.num_attention_heads:  # else llama.cpp derives it, and without these
+        writer.add_key_length(head_dim)  # keys refused to load the file
+        writer.add_value_length(head_dim)
     writer.add_rope_dimension_count(head_dim)
     writer.add_rope_freq_base(float(rope.get("rope_theta", getattr(config, "rope_theta", 10_000.0))))
     writer.add_layer_norm_rms_eps(config.rms_norm_eps)

@@ -28,7 +28,7 @@ from theseus_pl.core.settings import whole_number
 from theseus_pl.data.harness_tasks import LOCAL_TASKS, local_task_folder
 from theseus_pl.data.language_model import window_problem
 from theseus_pl.data.text_corpus import text_source
-from theseus_pl.deployment.gguf_export import gguf_problems, tokenizer_problem
+from theseus_pl.deployment.gguf_export import gguf_problems, rope_problem, tokenizer_problem
 from theseus_pl.deployment.gguf_types import GGUF_TYPES
 from theseus_pl.deployment.llama_cpp_runtime import llama_cpp_problem
 from theseus_pl.lightning.language_model_harness import harness_problems
@@ -140,6 +140,8 @@ def gguf_deploy_problems(cfg: DictConfig, model_type: str, predecessor_dir: str)
     local = not from_gguf and Path(predecessor_dir).is_dir()
     if not problems and local and (problem := tokenizer_problem(Path(predecessor_dir))):
         problems.append(f"deploy.gguf=[{','.join(types)}]: {problem}")
+    if not problems and local and (problem := rope_problem(AutoConfig.from_pretrained(predecessor_dir))):
+        problems.append(f"deploy.gguf=[{','.join(types)}]: {predecessor_dir}: {problem}")
     if cfg.deploy.get("llama_cpp") is True and (problem := llama_cpp_problem()):
         problems.append(f"deploy.llama_cpp=true: {problem}")
     return problems
