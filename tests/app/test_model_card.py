@@ -229,3 +229,15 @@ def test_an_embedding_card_leaves_out_a_busy_timing_and_says_what_it_does_not_kn
     assert "It was not trained: its layers are the teacher's as they were." in card.text
     assert "| STS-B dev Spearman (x100) | 82.00 | n/a |" in card.text and "% of the teacher's" not in card.text
     assert 'SentenceTransformer("org/minilm-3")' in card.text  # published: loads from its repo
+
+
+def test_an_embedding_card_of_a_pytorch_successor_named_by_deploy_target_does_not_call_it_the_fastest():
+    """``--target pytorch_successor``: the card said it "was the fastest here", beside timings where ONNX ran faster."""
+    from theseus_pl.deployment.targets import pick_target
+
+    deployment = read_run(V1_RESULTS, TaskModelResults).deployment
+    choice = pick_target("pytorch_successor", deployment.latency_ms, deployment.dev_score, 0.5)
+    named = replace(deployment, target=choice.target, target_reason=choice.reason)
+    card = str(model_card(replace(an_embedding_run(), deployment=named)))
+    assert "The PyTorch successor is the model to ship here: load it as above." in card
+    assert "fastest here" not in card

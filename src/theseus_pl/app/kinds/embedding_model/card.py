@@ -161,7 +161,7 @@ def _how_to_run(deployment: Deployment, repo_id: str | None) -> str:
     which needs no Optimum (whose ONNX and OpenVINO packages pin transformers below 5 and 5.6)."""
     target = deployment.target or ""
     if target == "pytorch_successor":
-        return "The PyTorch successor was the fastest here: load it as above.\n"
+        return "The PyTorch successor is the model to ship here: load it as above.\n"  # named, or the fastest
     model = quoted(repo_id, "<this folder>")
     if target.startswith("openvino") and deployment.openvino:
         int8 = target == "openvino_int8" and deployment.openvino_int8
