@@ -1,11 +1,13 @@
 import pytest
 from datasets import Dataset
+from decoder_models import tiny_bpe_tokenizer
 from glue_files import make_glue_dir
+from transformers import AutoTokenizer
 
 from theseus_pl.data.datamodule import TextTaskDataModule, sample_rows
 from theseus_pl.data.sources import GlueDirSource
 from theseus_pl.data.tasks import glue_task
-from theseus_pl.data.tokenized import tokenized_split
+from theseus_pl.data.tokenized import tokenized_split, tokenizer_fingerprint
 
 pytestmark = pytest.mark.quick
 
@@ -124,3 +126,20 @@ def test_a_dev_split_of_one_class_is_warned_about_once(glue_dir, tiny_tokenizer,
     two_classes.load = lambda split: datamodule.load("train")  # the train file holds both classes
     two_classes.setup("validate")
     assert "holds only the class" not in caplog.text
+
+
+def test_a_tokenizer_of_the_same_vocabulary_with_another_end_of_text_or_truncation_side_is_another_tokenizer(
+    tmp_path,
+):
+    """Keyed by the backend's definition alone, a decoder whose tokenizer had the same vocabulary but another
+    end-of-text token got the other's cached windows (their separator between documents), and a tokenizer truncating
+    on the left the other's rows."""
+    tokenizer = tiny_bpe_tokenizer()
+    tokenizer.save_pretrained(tmp_path / "saved")
+    assert tokenizer_fingerprint(AutoTokenizer.from_pretrained(tmp_path / "saved")) == tokenizer_fingerprint(tokenizer)
+    other_end = tiny_bpe_tokenizer()
+    other_end.eos_token = other_end.convert_ids_to_tokens(3)
+    left = tiny_bpe_tokenizer()
+    left.truncation_side = "left"
+    fingerprints = {tokenizer_fingerprint(each) for each in (tokenizer, other_end, left)}
+    assert len(fingerprints) == 3

@@ -24,15 +24,25 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("THESEUS_PL_CACHE", Path.home() / ".cache" / "theseus_pl")) / "tokenized"
 
 
+# What the tokenizer's own config (tokenizer_config.json) sets beside its backend's definition: two tokenizers of one
+# vocabulary whose end-of-text token differs (SmolLM2's <|endoftext|>, its Instruct model's <|im_end|>) put another
+# token between a decoder's documents, and one truncating on the left keeps other tokens.
+TOKENIZER_SETTINGS = (
+    "bos_token", "eos_token", "pad_token", "sep_token", "cls_token", "truncation_side", "padding_side",
+)  # fmt: skip
+
+
 def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
-    """A hash of the tokenizer's whole definition (vocabulary, normaliser, special tokens), not of its name."""
+    """A hash of the tokenizer's whole definition (vocabulary, normaliser, special tokens and which is which, the
+    sides it truncates and pads), not of its name."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
         # Truncation and padding are per-call state that the tokenizer keeps from its last use: not identity.
         definition = {k: v for k, v in json.loads(backend.to_str()).items() if k not in {"truncation", "padding"}}
     else:
         definition = tokenizer.get_vocab()
-    definition = json.dumps(definition, sort_keys=True)
+    settings = {name: str(getattr(tokenizer, name, None)) for name in TOKENIZER_SETTINGS}
+    definition = json.dumps([definition, settings], sort_keys=True)
     return hashlib.sha256(f"{type(tokenizer).__name__}:{definition}".encode()).hexdigest()[:16]
 
 
