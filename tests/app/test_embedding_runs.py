@@ -129,16 +129,21 @@ def test_a_named_corpus_adds_its_sentences_to_the_glue_ones_and_the_plan_says_so
 
 
 def test_held_out_and_dev_sentences_are_never_trained_on(sentence_files, tmp_path):
-    """Not even a dev sentence that a training split holds too (the real STS-B train and dev share 249 of them)."""
+    """Not even a dev sentence that a training split holds too (the real STS-B train and dev share 249 of them), nor
+    one the dev file writes with a space at its end (training sentences are stripped: it was trained on)."""
     from theseus_pl.app.checks.settings import checked_settings
     from theseus_pl.app.run.pipeline import run_kind
 
     glue = tmp_path / "glue"
     shutil.copytree(sentence_files[1], glue)
+    lines = (glue / "STS-B" / "dev.tsv").read_text().splitlines()
+    fields = lines[1].split("\t")
+    lines[1] = "\t".join([*fields[:7], fields[7] + " ", *fields[8:]])  # sentence1 of the first pair
+    (glue / "STS-B" / "dev.tsv").write_text("\n".join(lines) + "\n")
     dev = GlueDirSource(glue).read(glue_task("STS-B"), "validation")
-    scored = {*dev["sentence1"], *dev["sentence2"]}
+    scored = {sentence.strip() for sentence in (*dev["sentence1"], *dev["sentence2"])}
     with (glue / "CoLA" / "train.tsv").open("a", encoding="utf-8") as cola:
-        cola.write(f"src\t1\t\t{dev['sentence1'][0]}\n")  # a dev sentence among the training text
+        cola.write(f"src\t1\t\t{dev['sentence1'][0].strip()}\n")  # a dev sentence among the training text
     cfg = compose_config(*_overrides(sentence_files, tmp_path, f"data.glue_dir={glue}"))
     kind = run_kind(cfg, checked_settings(cfg))
     kind.check()

@@ -374,8 +374,9 @@ def training_sentences(data: DictConfig, sts_pairs: Dataset) -> list[str]:
 
 
 def _scored_sentences(sts_pairs: Dataset) -> set[str]:
-    """Every sentence of the STS-B dev pairs a run is scored on: never training text."""
-    return {*sts_pairs["sentence1"], *sts_pairs["sentence2"]}
+    """Every sentence of the STS-B dev pairs a run is scored on: never training text. Stripped, as the training
+    sentences are (a dev sentence written with a space at its end was kept out of nothing)."""
+    return {sentence.strip() for sentence in (*sts_pairs["sentence1"], *sts_pairs["sentence2"])}
 
 
 def sts_dev_pairs(data: DictConfig) -> Dataset:
