@@ -225,12 +225,20 @@ def test_a_validation_interval_longer_than_an_epoch_of_sentences_is_refused_befo
 
 
 def test_an_interrupted_embedding_run_resumes_and_ends_as_an_uninterrupted_one(sentence_files, tmp_path):
-    overrides = _overrides(sentence_files, tmp_path, "benchmark.repeats=0")  # validates every 2 of 6 steps
-    killed = ["+callbacks.fail._target_=raise_at_step.RaiseAtStep", "+callbacks.fail.step=5"]
+    glue = shutil.copytree(sentence_files[1], tmp_path / "glue")
+    overrides = _overrides(sentence_files, tmp_path, "benchmark.repeats=0", f"data.glue_dir={glue}")  # validates
+    killed = ["+callbacks.fail._target_=raise_at_step.RaiseAtStep", "+callbacks.fail.step=5"]  # every 2 of 6 steps
     with pytest.raises(RuntimeError, match="planned failure at step 5"):
         run(compose_config(*overrides, *killed))
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
     assert torch.load(last, map_location="cpu", weights_only=False)["global_step"] == 4
+    # Training text edited since: it resumed, its held-out sentences drawn anew from sentences it had trained on
+    cola = glue / "CoLA" / "train.tsv"
+    as_it_was = cola.read_text()
+    cola.write_text(as_it_was + "".join(f"src\t1\t\tthe cat sat on mat number {i}\n" for i in range(15)))
+    with pytest.raises(RunRefused, match=r"last\.ckpt \(step 4\) was trained on other data than this command's"):
+        run(compose_config(*overrides))
+    cola.write_text(as_it_was)
     resumed = run(compose_config(*overrides))
     assert resumed.resumed_from == str(last) and resumed.steps == 6
     whole = run(compose_config(*overrides, f"paths.output_dir={tmp_path / 'whole'}"))

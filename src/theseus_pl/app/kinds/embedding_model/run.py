@@ -15,6 +15,7 @@ batch 1 and 32.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -148,6 +149,16 @@ class EmbeddingModelRun(RunKind[EmbeddingModelResults]):
         teacher = SentenceObjective(embedding_encoder(self.predecessor), self.head).eval()
         for split in ("train", "validation"):
             self.datamodule.set_targets(split, self._teacher_vectors(teacher, split))
+
+    def data_fingerprint(self) -> tuple[str, str] | None:
+        # the sentences (or pairs) trained on and held out, whatever files or corpora they came from: edited since a
+        # run was cut short, its resume would score and pick its best checkpoint on sentences it trained on
+        if self.on_pairs:
+            texts = [json.dumps(dataclasses.asdict(pairs)) for pairs in (self.train_pairs, self.held_out_pairs)]
+        else:
+            texts = ["\n".join(self.train_sentences), "\n".join(self.held_out)]
+        digest = hashlib.sha256("\0".join(texts).encode()).hexdigest()[:24]
+        return digest, _describe(self.cfg.data, self.source)
 
     def _teacher_vectors(self, teacher: SentenceObjective, split: str) -> torch.Tensor:
         """The predecessor's sentence vectors of ``split``'s sentences, as the student sees them (the same tokens,
