@@ -161,6 +161,13 @@ def test_a_run_names_every_problem_before_any_compute(tiny_lm, tmp_path):
     with pytest.raises(RunRefused) as refused:
         run(cfg)
     assert refused.value.problems == [f"data.other_text.files: no .txt file in {tmp_path / 'notes'}."]
+    # one of the training files as the other text: only the same source as a whole was refused, and the other text,
+    # recorded as never trained on, was scored partly on documents trained on
+    one = tiny_lm[1] / "03.txt"
+    with pytest.raises(RunRefused) as refused:
+        run(compose_config(*_overrides(tiny_lm, tmp_path, f"data.other_text.files=[{one}]")))
+    (problem,) = refused.value.problems
+    assert problem.startswith(f"data.other_text (1 text file(s) from {one}) holds 1 document(s) of the training text")
     unbracketed = [o for o in _overrides(tiny_lm, tmp_path) if not o.startswith("data.files=")]
     cfg = compose_config(*unbracketed, f"data.files={tmp_path / 'notes'}")
     with pytest.raises(RunRefused) as refused:

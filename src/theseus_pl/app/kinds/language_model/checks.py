@@ -27,7 +27,7 @@ from theseus_pl.core.memory import checkpointing_problem
 from theseus_pl.core.settings import whole_number
 from theseus_pl.data.harness_tasks import LOCAL_TASKS, local_task_folder
 from theseus_pl.data.language_model import window_problem
-from theseus_pl.data.text_corpus import text_source
+from theseus_pl.data.text_corpus import HubText, text_source
 from theseus_pl.deployment.gguf_export import gguf_problems, rope_problem, tokenizer_problem
 from theseus_pl.deployment.gguf_types import GGUF_TYPES
 from theseus_pl.deployment.llama_cpp_runtime import llama_cpp_problem
@@ -87,7 +87,8 @@ def language_model_problems(
 
 def _text_problems(data: DictConfig) -> list[str]:
     """The training text and the other held-out text name texts that exist, and not the same one (compared by their
-    fingerprints: the same files' contents, the same hub dataset, configuration, split and column, the same corpus)."""
+    fingerprints: the same files' contents, the same hub dataset, configuration, split and column, the same corpus),
+    nor, where both are local, texts sharing a document (one of the training files named as the other text)."""
     try:
         training = text_source(data)
         other = text_source(data.other_text, "data.other_text") if data.get("other_text") else None
@@ -97,12 +98,16 @@ def _text_problems(data: DictConfig) -> list[str]:
         return [str(error)]
     if training is None:
         return ["data: name the text to train on: data.files, data.hub_dataset or data.corpus."]
+    fix = ("it must come from another source to say anything the held-out split does not; name another (e.g. "
+           "data.other_text.corpus=guardian_headlines) or data.other_text.corpus=null to score none.")  # fmt: skip
     if other is not None and fingerprints[0] == fingerprints[1]:
-        return [
-            f"data.other_text is the training text ({training.describe()}): it must come from another source to "
-            "say anything the held-out split does not; name another (e.g. data.other_text.corpus=guardian_headlines) "
-            "or data.other_text.corpus=null to score none."
-        ]
+        return [f"data.other_text is the training text ({training.describe()}): {fix}"]
+    if other is not None and not isinstance(training, HubText) and not isinstance(other, HubText):  # read here
+        trained = set(training.documents())
+        shared = sum(document in trained for document in other.documents())
+        if shared:  # one of the training files, a folder of them, copies of its documents
+            return [f"data.other_text ({other.describe()}) holds {shared} document(s) of the training text "
+                    f"({training.describe()}): {fix}"]  # fmt: skip
     return []
 
 
