@@ -83,7 +83,11 @@ class RecordingHub:
             raise self.error
         folder = Path(options["folder_path"])
         present = [path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file()]
-        for name in filter_repo_objects(present, allow_patterns=options["allow_patterns"]):  # as upload_folder picks
+        sent = list(filter_repo_objects(present, allow_patterns=options["allow_patterns"]))  # as upload_folder picks
+        for name in filter_repo_objects(list(self.uploaded), allow_patterns=options["delete_patterns"]):
+            if name not in sent:  # as upload_folder deletes: the repo's files matching them that this commit lacks
+                del self.uploaded[name]
+        for name in sent:
             self.uploaded[name] = (folder / name).read_bytes()
 
 
@@ -150,6 +154,10 @@ def test_publishing_creates_the_repo_and_uploads_the_successor_folder_alone(a_co
     assert f'pipeline("text-classification", model="{REPO}")' in card
     assert f'onnxruntime.InferenceSession(hf_hub_download("{REPO}", "onnx/model_int8.onnx"))' in card
     assert capsys.readouterr().out.endswith(f"Published 7 files of {successor} to {url}\n")
+    # Published again after a redeploy without its int8 model: the repo kept the old file, which no card named
+    (successor / "onnx" / "model_int8.onnx").unlink()
+    main([str(a_copy), "--repo-id", REPO, "--token", "hf_test"], api=hub)
+    assert set(hub.uploaded) == SUCCESSOR_FILES - {"onnx/model_int8.onnx"}
 
 
 def as_the_hub_serves_it(hub: RecordingHub, repo_id: str, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -50,8 +50,20 @@ class HubApi(Protocol):
     def create_repo(self, repo_id: str, *, private: bool, exist_ok: bool, repo_type: str) -> str: ...
 
     def upload_folder(
-        self, *, repo_id: str, folder_path: Path, repo_type: str, allow_patterns: list[str], commit_message: str
+        self,
+        *,
+        repo_id: str,
+        folder_path: Path,
+        repo_type: str,
+        allow_patterns: list[str],
+        delete_patterns: list[str],
+        commit_message: str,
     ) -> object: ...
+
+
+# The repo's files a deployment makes (its ONNX, OpenVINO and GGUF folders) that this upload does not hold, removed in
+# its commit: a repo published before a redeploy with fewer models kept the old files, which the card no longer named.
+DEPLOYMENT_FOLDERS = ("onnx/*", "openvino/*", "gguf/*")
 
 
 @dataclass(frozen=True)
@@ -168,6 +180,7 @@ def publish(upload: Upload, api: HubApi) -> str:
             folder_path=upload.folder,
             repo_type="model",
             allow_patterns=list(upload.files),
+            delete_patterns=list(DEPLOYMENT_FOLDERS),
             commit_message=upload.commit_message,
         )
     except (OSError, TransportError) as error:  # the hub's HTTP errors are OSErrors; offline mode a ConnectionError
@@ -185,7 +198,8 @@ def describe(upload: Upload) -> str:
     for name, size in upload.files.items():
         note = " (the model card, rewritten from results.json)" if name == CARD else ""
         lines.append(f"  {size:>{width},}  {name}{note}")
-    lines.append(f"{len(upload.files)} files, {sum(upload.files.values()):,} bytes. The model card's metadata:")
+    lines.append(f"{len(upload.files)} files, {sum(upload.files.values()):,} bytes; an existing repo's files in onnx/, "
+                 "openvino/ or gguf/ that are none of them are removed. The model card's metadata:")  # fmt: skip
     lines.append(f"---\n{upload.card.data.to_yaml()}\n---")
     return "\n".join(lines)
 
