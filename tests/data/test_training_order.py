@@ -1,6 +1,6 @@
 import pytest
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, DistributedSampler
 
 from theseus_pl.data.training_order import LengthGroupedSampler, ShuffledSampler
 
@@ -53,3 +53,28 @@ def test_an_epoch_is_fixed_by_seed_and_epoch_and_a_resumed_pass_continues_it():
         sampler.start_at(epoch=1, rows_done=40)
         assert list(sampler) == epochs[1][40:]
         assert list(sampler) == epochs[2]
+
+
+def test_under_ddp_each_process_takes_the_share_lightnings_sampler_gave_it_and_resumes_it_mid_epoch(monkeypatch):
+    """Wrapped in Lightning's distributed sampler, a resumed epoch's shorter order was indexed past its end (an
+    IndexError on every process), and each process skipped its own rows of the whole order, not every process's."""
+    import torch.distributed as dist
+    from lightning.fabric.utilities.distributed import DistributedSamplerWrapper
+
+    from theseus_pl.data.training_order import ResumableDataModule
+
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 2)
+    for rank in (0, 1):
+        monkeypatch.setattr(dist, "get_rank", lambda rank=rank: rank)
+        whole = ShuffledSampler(11, seed=3)  # 11 rows: padded to 12, 6 a process
+        monkeypatch.setattr(dist, "is_initialized", lambda: False)
+        lightnings = DistributedSamplerWrapper(ShuffledSampler(11, seed=3), num_replicas=2, rank=rank, shuffle=False)
+        monkeypatch.setattr(dist, "is_initialized", lambda: True)
+        share = list(whole)
+        assert isinstance(whole, DistributedSampler) and len(whole) == 6  # left unwrapped by Lightning
+        assert share == list(lightnings) and len(share) == 6
+        data = ResumableDataModule()
+        data.batch_size = 2
+        data.load_state_dict({"train_batches_done": 2})  # two batches of this process's share done
+        assert list(data.resume_order(ShuffledSampler(11, seed=3))) == share[4:]

@@ -6,8 +6,10 @@ only through the loader's ``load_state_dict``, which it skips when ``configure_o
 ``trainer.estimated_stepping_batches`` (Lightning issue 20550; ours does). So these samplers shuffle epoch ``e``
 with a generator seeded ``seed + e`` (as PyTorch's ``DistributedSampler`` does) and can be told to begin at any row
 of any epoch (:meth:`EpochSeededSampler.start_at`); :class:`ResumableDataModule` keeps the count in checkpoints and
-tells its sampler. Both samplers yield row indices: a ``DataLoader`` with ``batch_size``
-cuts them into the batches, and under DDP Lightning can still wrap them in its distributed sampler.
+tells its sampler. Both samplers yield row indices: a ``DataLoader`` with ``batch_size`` cuts them into the batches.
+Under DDP each process's sampler yields its own share of the epoch, the rows Lightning's distributed sampler would
+give it (the epoch padded to a multiple of the processes, every process's n-th row), and so is a ``DistributedSampler``,
+which Lightning leaves as it is: wrapped, a resumed epoch's shorter order crashed its wrapper (an IndexError).
 """
 
 from __future__ import annotations
@@ -17,33 +19,41 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
-from torch.utils.data import DataLoader, Sampler
+import torch.distributed as dist
+from torch.utils.data import DataLoader, DistributedSampler
 
 
-class EpochSeededSampler(Sampler[int]):
-    """Each pass is the next epoch, unless Lightning's ``set_epoch`` names it; ``start_at`` skips into one."""
+class EpochSeededSampler(DistributedSampler):
+    """Each pass is the next epoch, unless Lightning's ``set_epoch`` names it; ``start_at`` skips into one. Under DDP
+    (a process group started), this process's share of it (``num_samples`` rows)."""
 
     def __init__(self, num_rows: int, seed: int) -> None:
+        started = dist.is_available() and dist.is_initialized()
+        processes, rank = (dist.get_world_size(), dist.get_rank()) if started else (1, 0)
+        super().__init__(range(num_rows), num_replicas=processes, rank=rank, shuffle=False)  # num_samples, total_size
         self.num_rows = num_rows
         self.seed = seed
         self.epoch = 0
         self._skip = 0
 
     def __len__(self) -> int:
-        return self.num_rows
+        return self.num_samples
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
     def start_at(self, epoch: int, rows_done: int) -> None:
-        """Make the next pass epoch ``epoch`` without its first ``rows_done`` rows."""
+        """Make the next pass epoch ``epoch`` without the first ``rows_done`` rows of this process's share."""
         self.epoch, self._skip = epoch, rows_done
 
     def __iter__(self) -> Iterator[int]:
         generator = torch.Generator().manual_seed(self.seed + self.epoch)
         skip, self._skip = self._skip, 0
         self.epoch += 1
-        yield from self.order(generator)[skip:].tolist()
+        order = self.order(generator).tolist()
+        if self.total_size > self.num_rows:  # padded with its first rows, as DistributedSampler pads
+            order += (order * -(-self.total_size // self.num_rows))[: self.total_size - self.num_rows]
+        yield from order[self.rank + skip * self.num_replicas :: self.num_replicas]
 
     def order(self, generator: torch.Generator) -> torch.Tensor:
         """One epoch's row indices."""
@@ -93,13 +103,13 @@ class ResumableDataModule(pl.LightningDataModule):
         self._resume_batches = 0
 
     def batches_per_epoch(self, rows: int) -> int:
-        """Training batches in an epoch of ``rows`` rows (the last one may be short)."""
+        """Training batches in an epoch of ``rows`` rows, a process's (the last one may be short)."""
         return -(-rows // self.batch_size)
 
     def resume_order(self, order: EpochSeededSampler) -> EpochSeededSampler:
         """``order`` told where the interrupted run stopped (once: later loaders start at their epoch's start)."""
         done, self._resume_batches = self._resume_batches, 0
-        per_epoch = self.batches_per_epoch(order.num_rows)
+        per_epoch = self.batches_per_epoch(order.num_samples)  # this process's batches (each process's as many)
         order.start_at(done // per_epoch, done % per_epoch * self.batch_size)
         return order
 
