@@ -126,10 +126,9 @@ class DeploySettings:
         words = words or SettingWords()
         values = {**{each.name: each.default for each in fields(cls)}, **values}
         values = {key: list(value) if isinstance(value, tuple) else value for key, value in values.items()}
-        problems = {
+        problems = {  # the fields the rules refuse, each named as ``words`` name it
             name: f"{words.refused(name, values[name])} must be {words.expected(name)}."
-            for name, rule in cls.RULES.items()
-            if not rule.valid(values[name])
+            for name in field_problems(values, cls.RULES)
         }
         if "openvino" in problems or "target" in problems:
             return problems
