@@ -76,7 +76,7 @@ from theseus_pl.app.search.settings import SearchSettings
 from theseus_pl.app.search.space import SearchSpace, search_space
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.deployment.record import Deployment
-from theseus_pl.deployment.targets import AUTO, OWN_LENGTHS, TARGETS, pick_target, points_in_words, reaches
+from theseus_pl.deployment.targets import OWN_LENGTHS, TARGETS, points_in_words, reaches
 from theseus_pl.lightning.callbacks import StoppedBelowScore
 
 log = logging.getLogger(__name__)
@@ -332,8 +332,6 @@ def measured(trial: optuna.Trial, job: JobReturn, batch_size: int) -> tuple[Tria
         raise TrialFailed(f"{folder} was not timed at batch {batch_size} on its own lengths ({row})")
     timed = {name: ms for name, ms in deployment.latency_ms[row].items() if name in TARGETS and _a_number(ms)}
     target = deployment.target  # the model the run ships, as its record and card say
-    if target is None and timed:  # a record from before deploy chose one: the fastest here
-        target = pick_target(AUTO, {row: timed}, deployment.dev_score, deployment.settings.max_score_drop).target
     if target not in timed:
         raise TrialFailed(f"{folder}: its shipped model ({target}) has no time a call at batch {batch_size} ({row})")
     score = (deployment.dev_score or {}).get(target)
