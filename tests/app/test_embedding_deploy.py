@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.backend.utils import backend_should_export
 
-from theseus_pl.app.kinds.embedding_model.run import sts_dev_pairs, training_text
+from theseus_pl.app.kinds.embedding_model.run import sts_dev_pairs, training_sentences, training_text
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.run.pipeline import run, untrained_deployment
 from theseus_pl.deploy import main
@@ -40,7 +40,7 @@ def embedding_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "run"
 
 
-def test_the_dry_run_says_what_it_would_write_and_writes_nothing(embedding_run, capsys):
+def test_the_dry_run_says_what_it_would_write_and_writes_nothing(embedding_run, capsys, tmp_path):
     assert main([str(embedding_run), "--dry-run"]) is None
     printed = capsys.readouterr().out
     assert (
@@ -53,7 +53,17 @@ def test_the_dry_run_says_what_it_would_write_and_writes_nothing(embedding_run, 
         f"{embedding_run / 'successor/openvino/openvino_model_qint8_quantized.xml'} (an earlier deployment's files in "
         "onnx/ and openvino/ removed first, others kept; sentence-transformers' backend='onnx' and 'openvino' looks "
         "there)"
-    ) in capsys.readouterr().out
+    ) in (printed := capsys.readouterr().out)
+    # int8 calibrated on every training sentence, fewer than the 300 asked, as the deployment would
+    data = OmegaConf.load(embedding_run / ".hydra" / "config.yaml").data
+    sentences = len(training_sentences(data, sts_dev_pairs(data)))
+    assert 0 < sentences < 300
+    assert f"calibrated on {sentences} training sentences (a fixed draw, never dev rows; all there are, of the 300" in (
+        printed
+    )
+    # and the dev pairs read where --glue-dir says, refused there before anything is done
+    with pytest.raises(SystemExit, match=f"--glue-dir {tmp_path / 'moved'} is not a folder"):
+        main([str(embedding_run), "--dry-run", "--glue-dir", str(tmp_path / "moved")])
     assert not (embedding_run / "successor" / "onnx").exists()
     assert not (embedding_run / "successor" / "openvino").exists()
 

@@ -44,7 +44,7 @@ def _deploy(folder: Path, settings: DeploySettings, glue_dir: str | None) -> Dep
 def _planned(folder: Path, settings: DeploySettings, glue_dir: str | None) -> list[str]:
     from theseus_pl.app.kinds.embedding_model.shipping import planned_embedding_deployment
 
-    return planned_embedding_deployment(folder, settings)
+    return planned_embedding_deployment(folder, settings, glue_dir)
 
 
 def _static_reference(trial_folder: Path, batch_size: int, cache_dir: Path) -> list[Any]:

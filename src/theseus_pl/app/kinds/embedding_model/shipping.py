@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 
 import torch
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from theseus_pl.app.config.resolvers import register_resolvers
 from theseus_pl.app.kinds.embedding_model.record import EmbeddingModelResults
@@ -31,13 +31,10 @@ def deploy_embedding_run(run_dir: Path, settings: DeploySettings, glue_dir: str 
     from theseus_pl.core.embeddings import load_embedding_model
     from theseus_pl.deployment.embedding_stage import StsPairs, deploy_embedding_model
 
-    register_resolvers()
-    cfg = OmegaConf.load(run_dir / CONFIG)
-    if glue_dir is not None:
-        cfg.data.glue_dir = glue_dir
-    rows = sts_dev_pairs(cfg.data)
+    data = _run_data(run_dir, glue_dir)
+    rows = sts_dev_pairs(data)
     pairs = StsPairs(rows["sentence1"], rows["sentence2"], rows["label"])
-    calibration = training_sentences(cfg.data, rows) if settings.openvino else []
+    calibration = training_sentences(data, rows) if settings.openvino else []
     predecessor_dir = Path(results.predecessor.dir)
     predecessor = load_embedding_model(predecessor_dir) if predecessor_dir.is_dir() else None
     if predecessor is None:
@@ -51,16 +48,21 @@ def deploy_embedding_run(run_dir: Path, settings: DeploySettings, glue_dir: str 
     )  # fmt: skip
 
 
-def planned_embedding_deployment(run_dir: Path, settings: DeploySettings) -> list[str]:
-    """The dry run of :func:`deploy_embedding_run`: its checks before any export, then what it would do."""
+def planned_embedding_deployment(run_dir: Path, settings: DeploySettings, glue_dir: str | None = None) -> list[str]:
+    """The dry run of :func:`deploy_embedding_run`: its checks before any export (the dev pairs it scores on read,
+    from ``glue_dir`` as the deployment would), then what it would do."""
     results = _checked(run_dir, settings)
+    data = _run_data(run_dir, glue_dir)
+    pairs = sts_dev_pairs(data)
     successor_dir, predecessor_dir = run_dir / "successor", Path(results.predecessor.dir)
     from theseus_pl.deployment.embedding_stage import planned_ir_files
     from theseus_pl.deployment.openvino_export import calibration_in_words
 
     openvino = planned_ir_files(successor_dir, settings, True)
     files = onnx_files(successor_dir, settings.quantize) | openvino
-    calibration = calibration_in_words(openvino, settings.calibration_rows, "training sentences")
+    asked = settings.calibration_rows
+    rows = min(asked, len(training_sentences(data, pairs))) if "openvino_int8" in openvino else asked  # all, if fewer
+    calibration = calibration_in_words(openvino, rows, "training sentences", asked=asked)
     beside = f", beside the predecessor {predecessor_dir}" if predecessor_dir.is_dir() else ""
     length = f"{settings.sequence_length} tokens a row" if settings.sequence_length else "each batch's longest row"
     own = f"; again at the dev rows' own lengths ({OWN_LENGTHS_IN_WORDS})" if settings.own_lengths else ""
@@ -71,12 +73,21 @@ def planned_embedding_deployment(run_dir: Path, settings: DeploySettings) -> lis
         f"deployment's files in onnx/ and openvino/ removed first, others kept; sentence-transformers' {backends} "
         f"looks there){calibration}",
         f"check the exported fp32 sentence vectors against PyTorch's and score each model on the run's "
-        f"{results.data.sts_pairs:,} STS-B dev pairs",
+        f"{len(pairs):,} STS-B dev pairs",
         f"time it at batch sizes {', '.join(map(str, settings.batch_sizes))} ({length}), {settings.repeats} calls "
         f"each, on {settings.threads or torch.get_num_threads()} threads{beside}{own}",
         f"ship the target {settings.target}{auto if settings.target == AUTO else ''}",
         f"write the deployment block to {run_dir / 'results.json'}, {successor_dir / 'README.md'}",
     ]
+
+
+def _run_data(run_dir: Path, glue_dir: str | None) -> DictConfig:
+    """The data settings the run read, its GLUE folder moved to ``glue_dir`` where one is given."""
+    register_resolvers()
+    data = OmegaConf.load(run_dir / CONFIG).data
+    if glue_dir is not None:
+        data.glue_dir = glue_dir
+    return data
 
 
 def _checked(run_dir: Path, settings: DeploySettings) -> EmbeddingModelResults:
