@@ -12,7 +12,8 @@ Reads every ``results.json`` below the folders and writes, into ``--output``:
 - ``runs.md`` and ``runs.csv``: every run — task, method, scores, its folder and, when it had one, its W&B
   run's name and URL — so a cell of the table leads to the runs behind it.
 - ``shapes.md`` and ``shapes.csv``, when the runs' successors differ in shape: the depth-against-width table
-  (``shape_table``), each shape's parameters, score spread over seeds and measured speed-up.
+  (``shape_table``), each shape at its best grid point: its parameters, score spread over seeds and measured
+  speed-up.
 - ``budget.md`` and ``budget.csv``, when a task ran at more than one step budget (``trainer.max_steps``, e.g.
   ``+sweep=budget``): per task, row and budget, the best grid point's median, min and max over seeds; and
   ``budget_<task>.png``, each row's median score against optimizer steps with its min-max band.

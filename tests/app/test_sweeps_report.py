@@ -342,9 +342,10 @@ def test_the_protocol_sweep_runs_every_method_on_a_tiny_model(tiny_base, glue_di
     assert set(report["table"]) == {"predecessor", *methods} and report["warnings"] == []
 
 
-def shaped_run(folder: Path, layers: int, width: int, score: float, seed: int, importance: str = "magnitude") -> None:
+def shaped_run(folder: Path, layers: int, width: int, score: float, seed: int, importance: str = "magnitude",
+               lr: float = 1e-4) -> None:  # fmt: skip
     record = a_run("SST-2", "theseus_curriculum", 85.0, score, speedup=2.0 + layers / 10 + seed / 100,
-                   settings={"seed": seed, "theseus.successor.importance": importance},
+                   settings={"seed": seed, "theseus.successor.importance": importance, "optimizer.lr": lr},
                    params=ParamCounts(predecessor=22_000_000, successor=11_000_000 + layers * width * 1000,
                                       successor_layers=layers * width * 1000))  # fmt: skip
     predecessor = replace(record.predecessor, shape=ModelShape(layers=6, hidden_size=384, intermediate_size=1536))
@@ -357,7 +358,7 @@ def test_the_depth_width_table_gives_each_shape_its_parameters_spread_and_speedu
         shaped_run(tmp_path / f"deep{seed}", 2, 1536, 80.0 + seed, seed)
         shaped_run(tmp_path / f"wide{seed}", 4, 384, 78.0 + 2 * seed, seed)
         shaped_run(tmp_path / f"random{seed}", 4, 384, 70.0 + seed, seed, importance="random")
-    main([str(tmp_path), "--output", str(tmp_path / "out")])
+    assert main([str(tmp_path), "--output", str(tmp_path / "out")])["warnings"] == []  # each row one point's seeds
     with (tmp_path / "out" / "shapes.csv").open(newline="") as handle:
         rows = [(r["layers"], r["FFN width"], r["neurons kept"], r["layer params (M)"], r["params (M)"], r["median"],
                  r["min"], r["max"], r["seeds"], r["speed-up"]) for r in csv.DictReader(handle)]  # fmt: skip
@@ -365,6 +366,21 @@ def test_the_depth_width_table_gives_each_shape_its_parameters_spread_and_speedu
         ("2", "1536", "", "3.07", "14.07", "82.00", "81.00", "83.00", "1 2 3", "2.22x"),  # whole layers: no choice
         ("4", "384", "magnitude", "1.54", "12.54", "82.00", "80.00", "84.00", "1 2 3", "2.42x"),
         ("4", "384", "random", "1.54", "12.54", "72.00", "71.00", "73.00", "1 2 3", "2.42x"),
+    ]
+
+
+def test_a_shape_run_at_two_grid_points_is_given_at_its_best_one_as_the_protocols_table_is(tmp_path):
+    for seed in (1, 2, 3):  # the 2-layer shape at two learning rates, three seeds each
+        shaped_run(tmp_path / f"deep_a{seed}", 2, 1536, 80.0 + seed, seed, lr=1e-4)
+        shaped_run(tmp_path / f"deep_b{seed}", 2, 1536, 84.0 + seed, seed, lr=3e-4)
+        shaped_run(tmp_path / f"wide{seed}", 4, 384, 78.0 + seed, seed)
+    main([str(tmp_path), "--output", str(tmp_path / "out")])
+    with (tmp_path / "out" / "shapes.csv").open(newline="") as handle:
+        rows = [(r["layers"], r["median"], r["min"], r["max"], r["seeds"], r["grid point"])
+                for r in csv.DictReader(handle)]  # fmt: skip
+    assert rows == [
+        ("2", "86.00", "85.00", "87.00", "1 2 3", "optimizer.lr=0.0003"),  # not both points pooled: 83.5, 1 1 2 2 3 3
+        ("4", "80.00", "79.00", "81.00", "1 2 3", ""),
     ]
 
 

@@ -1,9 +1,11 @@
-"""A grid point's spread over its seeds, as every report table gives it."""
+"""A grid point's spread over its seeds, as every report table gives it, and the best grid point of a table's cell."""
 
 from __future__ import annotations
 
 import pandas as pd
 from pandas.core.groupby import SeriesGroupBy
+
+from theseus_pl.app.report.tables import settings_by_key
 
 
 def spread_over_seeds(values: SeriesGroupBy) -> pd.DataFrame:
@@ -11,3 +13,30 @@ def spread_over_seeds(values: SeriesGroupBy) -> pd.DataFrame:
     record: a run that scored nothing): pandas skips it, and the other seeds' figures would read as every seed's."""
     stats = values.agg(["median", "min", "max", "count", "size"])
     return stats[["median", "min", "max"]].where(stats["count"] == stats["size"])
+
+
+def best_points(frame: pd.DataFrame, cells: list[str]) -> pd.DataFrame:
+    """Per cell (each distinct value of the ``cells`` columns of ``frame``, a line a run with its ``score``, ``seed``,
+    ``settings`` but the seed and those as JSON, ``point``), the grid point with the best median over seeds (the
+    first of equals): the cell, its ``point``, ``median``, ``min`` and ``max``, ``seeds``, ``settings`` and, as
+    ``grid point``, the settings that set it apart from the cell's other points (a setting the point lacks is left
+    out). A seed without a score (null in ``results.json``) leaves its point without a median, min and max rather
+    than flattering it: such a point is chosen only where every point is one. A point run at fewer seeds than another
+    of its cell (a grid explored at one seed beside a point run at three) is chosen only where none has more: one
+    lucky seed is no median. A scored point is chosen before one without a median whatever their seeds (a point of
+    three seeds, one unscored, beside one scored at two left the cell empty)."""
+    points = frame.groupby([*cells, "point"], sort=False, dropna=False)
+    stats = spread_over_seeds(points["score"])
+    stats["seed_count"] = points["seed"].nunique()
+    stats["seeds"] = points["seed"].agg(lambda seeds: " ".join(sorted(set(seeds))))
+    stats["settings"] = points["settings"].first()
+    stats["scored"] = stats["median"].notna()
+    ranked = stats.sort_values(["scored", "seed_count", "median"], ascending=False, kind="stable", na_position="last")
+    best = ranked.reset_index().drop_duplicates(cells)
+    varied = settings_by_key(frame["settings"]).groupby([frame[cell] for cell in cells], dropna=False).nunique() > 1
+    varied_in_cell = varied.loc[pd.MultiIndex.from_frame(best[cells])].to_dict("records")
+    best["grid point"] = [
+        " ".join(f"{key}={settings[key]}" for key in sorted(settings) if varies[key])
+        for settings, varies in zip(best["settings"], varied_in_cell, strict=True)
+    ]
+    return best

@@ -19,8 +19,8 @@ from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.kinds.task_model.record import TaskModelResults
 from theseus_pl.app.kinds.task_model.shape_table import shape_table
 from theseus_pl.app.report.files import PREDECESSOR, write_markdown_and_csv
-from theseus_pl.app.report.over_seeds import spread_over_seeds
-from theseus_pl.app.report.tables import REPORT, find_records, no_results, settings_by_key
+from theseus_pl.app.report.over_seeds import best_points
+from theseus_pl.app.report.tables import REPORT, find_records, no_results
 from theseus_pl.app.results.envelope import by_kind
 from theseus_pl.app.results.registry import ReportPart, parts
 
@@ -72,28 +72,10 @@ def run_frame(runs: list[TaskModelResults], rows: str = "method") -> pd.DataFram
 
 
 def best_settings(runs: list[TaskModelResults], rows: str = "method") -> pd.DataFrame:
-    """Per task and row, the grid point with the best median over seeds (the first of equals): its ``median``,
-    ``min`` and ``max``, its ``seeds`` and, as ``grid point``, the settings that set it apart from the cell's other
-    points (a setting the point lacks is left out). A seed without a score (null in ``results.json``) leaves its point
-    without a median, min and max rather than flattering it: such a point is chosen only where every point is one.
-    A point run at fewer seeds than another of its cell (a grid explored at one seed beside a point run at three) is
-    chosen only where none has more: one lucky seed is no median. A scored point is chosen before one without a
-    median whatever their seeds (a point of three seeds, one unscored, beside one scored at two left the cell empty)."""
-    frame = run_frame(runs, rows)
-    points = frame.groupby(["row", "task", "point"], sort=False)
-    stats = spread_over_seeds(points["score"])
-    stats["seed_count"] = points["seed"].nunique()
-    stats["seeds"] = points["seed"].agg(lambda seeds: " ".join(sorted(set(seeds))))
-    stats["settings"] = points["settings"].first()
-    stats["scored"] = stats["median"].notna()
-    ranked = stats.sort_values(["scored", "seed_count", "median"], ascending=False, kind="stable", na_position="last")
-    best = ranked.reset_index().drop_duplicates(["row", "task"])
-    varied = settings_by_key(frame["settings"]).groupby([frame["row"], frame["task"]]).nunique() > 1
-    varied_in_cell = varied.loc[pd.MultiIndex.from_frame(best[["row", "task"]])].to_dict("records")
-    best["grid point"] = [
-        " ".join(f"{key}={settings[key]}" for key in sorted(settings) if varies[key])
-        for settings, varies in zip(best["settings"], varied_in_cell, strict=True)
-    ]
+    """Per task and row, the grid point with the best median over seeds (:func:`best_points`, which says how
+    unscored seeds and points run at fewer seeds are weighed): its ``median``, ``min`` and ``max``, its ``seeds`` and,
+    as ``grid point``, the settings that set it apart from the cell's other points."""
+    best = best_points(run_frame(runs, rows), ["row", "task"])
     return best.sort_values(["task", "row"])[["task", "row", "median", "min", "max", "seeds", "grid point"]]
 
 

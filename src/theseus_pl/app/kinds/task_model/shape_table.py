@@ -1,27 +1,32 @@
 """The depth-against-width table: runs whose successors differ in shape, side by side.
 
 One row per task, method and successor shape (layers, feed-forward width, hidden width and, for a narrowed
-feed-forward network, which neurons it kept), with the parameters of the successor's layers and of the whole
-model, the dev score's median, min and max over seeds (none where a seed has no score), and the median measured
-inference speed-up. Written by ``theseus_pl.app.report.tables`` when the runs it reads have more than one
-successor shape (``sweep/depth_width``).
+feed-forward network, which neurons it kept) at the shape's best grid point, as the protocol's table chooses a cell's:
+the parameters of the successor's layers and of the whole model, the dev score's median, min and max over the point's
+seeds (none where a seed has no score), the settings that set the point apart, and the median measured inference
+speed-up. Written by ``theseus_pl.app.report.tables`` when the runs it reads have more than one successor shape
+(``sweep/depth_width``).
 """
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from theseus_pl.app.kinds.task_model.record import TaskModelResults
-from theseus_pl.app.report.over_seeds import spread_over_seeds
+from theseus_pl.app.report.over_seeds import best_points
 
 SHAPE = ["layers", "FFN width", "hidden size", "neurons kept"]
 
 
 def shape_table(runs: list[TaskModelResults]) -> pd.DataFrame:
-    """One row per task, method and successor shape, with its parameters, score spread and speed-up; empty when
-    every run's successor has the same shape (there is nothing to compare). Runs written before successors had
-    shapes are left out."""
+    """One row per task, method and successor shape, at its best grid point (:func:`best_points`, as the protocol's
+    table chooses a cell's), with its parameters, score spread over that point's seeds, the settings that set the
+    point apart from the shape's others (``grid point``) and its speed-up; empty when every run's successor has the
+    same shape (there is nothing to compare). Runs written before successors had shapes are left out."""
     shaped = [run for run in runs if run.successor.shape is not None and run.predecessor.shape is not None]
+    settings = [{key: value for key, value in run.settings.items() if key != "seed"} for run in shaped]
     frame = pd.DataFrame({
         "task": [run.task for run in shaped],
         "method": [run.method for run in shaped],
@@ -34,17 +39,20 @@ def shape_table(runs: list[TaskModelResults]) -> pd.DataFrame:
         "score": pd.array([run.successor.score for run in shaped], dtype=float),
         "seed": [str(run.settings.get("seed", "")) for run in shaped],
         "speed-up": pd.array([run.speedup for run in shaped], dtype=float),
+        "settings": settings,
+        "point": [json.dumps(point, sort_keys=True) for point in settings],
     })  # fmt: skip
     if len(frame[SHAPE].drop_duplicates()) < 2:
         return pd.DataFrame()
-    groups = frame.groupby(["task", "method", *SHAPE], sort=False, dropna=False)
-    table = groups.agg(**{
+    cells = ["task", "method", *SHAPE]
+    points = frame.groupby([*cells, "point"], sort=False, dropna=False).agg(**{
         "layer params (M)": ("layer params (M)", "first"), "params (M)": ("params (M)", "first"),
-    }).join(spread_over_seeds(groups["score"])).join(groups.agg(**{
-        "seeds": ("seed", lambda seeds: " ".join(sorted(seeds))), "speed-up": ("speed-up", "median"),
-    }))  # fmt: skip
+        "speed-up": ("speed-up", "median"),
+    })  # fmt: skip
+    table = best_points(frame, cells).join(points, on=[*cells, "point"])
     table["speed-up"] = table["speed-up"].map(lambda speedup: "" if pd.isna(speedup) else f"{speedup:.2f}x")
-    return table.reset_index().sort_values(["task", "method", "layers", "FFN width", "neurons kept"], key=_widest_first)
+    columns = [*cells, "layer params (M)", "params (M)", "median", "min", "max", "seeds", "grid point", "speed-up"]
+    return table[columns].sort_values(["task", "method", "layers", "FFN width", "neurons kept"], key=_widest_first)
 
 
 def _widest_first(column: pd.Series) -> pd.Series:
