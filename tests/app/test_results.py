@@ -257,3 +257,10 @@ def test_the_records_the_writer_writes_read_back_whatever_their_values(tmp_path)
     )
     with pytest.raises(ResultsError, match=r"holds a value of the wrong shape"):
         read_run(_edited(tmp_path, V1_RESULTS, "deployment.settings.batch_sizes", 4))
+
+
+def test_a_perplexity_written_as_null_reads_back_into_a_headline_that_says_n_a(tmp_path):
+    """A diverged LM's inf perplexity is written as null; the headline of its record (report --dry-run) raised
+    TypeError formatting the None."""
+    record = read_run(_edited(tmp_path, V2_LANGUAGE_MODEL, "successor.perplexity", None))
+    assert "-> n/a (successor)" in record.headline()

@@ -212,6 +212,18 @@ def test_onnx_logits_that_are_not_numbers_are_refused_not_recorded_as_exact(tmp_
     assert not (successor / "onnx").exists() and (successor / "model.safetensors").is_file()
 
 
+def test_a_successor_whose_weights_are_not_finite_is_refused_before_its_export(tmp_path, tiny_tokenizer):
+    """A diverged run's NaN weights reached ONNX Runtime's int8 quantiser, which failed with a bare AssertionError."""
+    successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
+    model = tiny_model("bert", num_hidden_layers=2, num_labels=2)
+    with torch.no_grad():
+        model.classifier.weight[0, 0] = float("nan")
+    model.save_pretrained(successor)
+    with pytest.raises(DeploymentError, match=r"not all finite: 1 of its \d+ parameters .*\(classifier\.weight\)"):
+        deploy_model(successor, QUICK)
+    assert not (successor / "onnx").exists() and (successor / "model.safetensors").is_file()
+
+
 def test_a_deployment_stopped_after_its_export_leaves_none_of_its_files(tmp_path, tiny_tokenizer, monkeypatch):
     """Ctrl-C in the minutes of timing (or the quantiser, or NNCF's calibration, failing) left the exported files,
     unchecked or untimed, with no record of them: publish uploaded them under a card that said nothing of them."""

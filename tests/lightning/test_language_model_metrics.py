@@ -40,6 +40,16 @@ def test_perplexity_is_token_weighted_as_the_models_own_loss():
     assert "kl" not in values
 
 
+def test_a_perplexity_past_the_largest_float_is_inf_not_an_overflow():
+    """A diverged model's huge logits: exp of a mean nll above 709.78 raised OverflowError, and validation crashed."""
+    logits = torch.zeros(1, 3, 4)
+    logits[..., 3] = 1e4  # all the mass on token 3, never the next one: an nll of 1e4 a token
+    metrics = LanguageModelMetrics()
+    metrics.update(logits, torch.tensor([[0, 1, 2]]))
+    values = metrics.compute()
+    assert values["nll"] == pytest.approx(1e4) and values["perplexity"] == math.inf
+
+
 def test_kl_and_agreement_against_the_reference_model():
     model, reference = tiny_decoder("llama", seed=0), tiny_decoder("llama", seed=1)
     batch = _windows(0, padded=3)

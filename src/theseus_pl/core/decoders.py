@@ -16,6 +16,7 @@ predecessor and successor layers unchanged.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -94,3 +95,13 @@ def new_token_room(config: PretrainedConfig, prompt_tokens: int, wanted: int) ->
     token past them is an IndexError; rotary models only degrade there (transformers warns)."""
     limit = getattr(config, "max_position_embeddings", None)
     return wanted if not limit else max(0, min(wanted, limit - prompt_tokens))
+
+
+def perplexity_of(nll: float) -> float:
+    """The perplexity of a mean negative log-likelihood ``nll`` (nats a token): ``exp(nll)``, and ``inf`` past the
+    largest float (``nll`` above about 709.78, a diverged model's huge logits), where ``math.exp`` raised
+    OverflowError and the validation or the deployment computing it crashed. The one rule for every perplexity."""
+    try:
+        return math.exp(nll)
+    except OverflowError:
+        return math.inf

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
 
+from theseus_pl.core.decoders import perplexity_of
 from theseus_pl.deployment.gguf_reading import read_gguf_model
 from theseus_pl.deployment.gguf_types import GGUF_TYPES
 
@@ -228,6 +229,7 @@ def gguf_logit_check(reference: torch.Tensor, path: Path, windows: torch.Tensor)
 
 
 def _perplexity(logits: torch.Tensor, windows: torch.Tensor) -> float:
-    """exp of the mean next-token cross-entropy over the windows."""
+    """exp of the mean next-token cross-entropy over the windows (:func:`perplexity_of`: in float64, as the training's
+    and llama.cpp's, not float32's, whose exp is ``inf`` from 88.7)."""
     loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), windows[:, 1:].reshape(-1))
-    return float(torch.exp(loss))
+    return perplexity_of(float(loss))

@@ -11,7 +11,6 @@ products read, which transformers' read-back of the file (its weights dequantise
 from __future__ import annotations
 
 import importlib.util
-import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import numpy as np
 import torch
 from torch.nn.functional import cross_entropy
 
+from theseus_pl.core.decoders import perplexity_of
 from theseus_pl.core.timing import interleaved_seconds, token_speeds
 
 EXTRA = 'pip install "theseus_pl[llama-cpp]"'  # builds llama.cpp from source: a C++ compiler and about 6 minutes
@@ -70,7 +70,7 @@ def llama_cpp_perplexity(path: Path, windows: torch.Tensor, threads: int | None 
             losses.append(cross_entropy(logits, torch.tensor(window[1:]), reduction="none"))
     finally:
         model.close()
-    return math.exp(float(torch.cat(losses).mean()))
+    return perplexity_of(float(torch.cat(losses).mean()))
 
 
 def _load(path: Path, context: int, threads: int | None, logits_all: bool = False) -> Any:

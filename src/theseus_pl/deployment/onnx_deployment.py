@@ -114,8 +114,9 @@ class ExportedModel:
 def deployed(part: ExportedModel, successor_dir: Path, settings: DeploySettings, predecessor_dir: Path | None,
              started: float) -> Deployment:  # fmt: skip
     """Export, check, quantise, score and time the successor in ``successor_dir`` as ``part`` says; the
-    ``deployment`` block. An export whose outputs differ from PyTorch's by more than :data:`TOLERANCE` (or are not
-    numbers) is refused; whatever ends the deployment before its block (that refusal, the quantiser, NNCF's
+    ``deployment`` block. A successor with a weight that is not finite is refused before its export
+    (:func:`refuse_non_finite_weights`), an export whose outputs differ from PyTorch's by more than :data:`TOLERANCE`
+    (or are not numbers) after it; whatever ends the deployment before its block (that refusal, the quantiser, NNCF's
     calibration, Ctrl-C in the minutes of timing) removes the files it wrote: they were left without a record, and
     publish uploaded them under a card that says nothing of them."""
     clear_deployment_files(successor_dir, part.ir_names)
@@ -132,9 +133,11 @@ def _deployed(part: ExportedModel, successor_dir: Path, settings: DeploySettings
     torch.set_num_threads(threads)
     files = onnx_files(successor_dir, settings.quantize)
     ir_files = part.ir_files(successor_dir, settings)
+    module = part.module()
+    refuse_non_finite_weights(module, part.exported)
     log.info("Exporting %s to %s", part.exported, files["onnx_fp32"])
     example = part.example()
-    export_onnx(part.module(), example, files["onnx_fp32"], part.output)
+    export_onnx(module, example, files["onnx_fp32"], part.output)
     cpu = part.cpu
     # From the unfused graph, made of ONNX's standard operators (fuse_for_ort adds ONNX Runtime's own); int8 only
     # where there are training rows to calibrate on (the part's ir_files).
@@ -176,6 +179,22 @@ def _deployed(part: ExportedModel, successor_dir: Path, settings: DeploySettings
         dev_score=checked.scores, versions=deployment_versions(openvino=bool(ir_files)), fusions=fusions,
         **openvino_fields(successor_dir, ir_files, calibrated),
     )  # fmt: skip
+
+
+def refuse_non_finite_weights(module: torch.nn.Module, exported: str) -> None:
+    """Refuse, before any export, a module with a weight that is not finite (a diverged run's NaN): its exports'
+    outputs would be NaN, refused by the check only after the export and the quantisation, and ONNX Runtime's int8
+    quantiser failed on it first with a bare ``AssertionError: scale issue`` (its int8 scale from a NaN range)."""
+    weights = dict(module.named_parameters())
+    non_finite = [name for name, weight in weights.items() if not weight.isfinite().all()]
+    if non_finite:
+        more = ", ..." if len(non_finite) > 1 else ""
+        raise DeploymentError(
+            f"{exported[0].upper()}{exported[1:]}'s weights are not all finite: {len(non_finite)} of its "
+            f"{len(weights)} parameters hold NaN or infinity ({non_finite[0]}{more}), as a diverged training leaves "
+            "them. Its exports would output NaN and ONNX Runtime's int8 quantiser fails on them: nothing was "
+            "exported. The PyTorch successor is kept."
+        )
 
 
 def onnx_deployment(

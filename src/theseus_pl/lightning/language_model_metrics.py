@@ -3,7 +3,8 @@
 Every count is per predicted token (token-weighted, not averaged per window), so a padded last window weighs as
 little as it holds: position ``t``'s logits predict the label at ``t + 1``; labels of -100 (padding) are skipped.
 
-- ``perplexity``: ``exp`` of the mean negative log-likelihood of the held-out tokens (``nll``, in nats).
+- ``perplexity``: ``exp`` of the mean negative log-likelihood of the held-out tokens (``nll``, in nats); ``inf``
+  where that overflows (:func:`~theseus_pl.core.decoders.perplexity_of`).
 - ``kl``: the mean over tokens of KL(predecessor ‖ model), in nats: how much of the predecessor's next-token
   distribution the compressed model loses.
 - ``agreement``: the share of tokens where the model's most likely next token is the predecessor's.
@@ -14,12 +15,11 @@ perplexity and nll are reported. Sums are kept as metric states, so DDP ranks ad
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torchmetrics import Metric
 
+from theseus_pl.core.decoders import perplexity_of
 from theseus_pl.data.language_model import IGNORED
 
 
@@ -59,7 +59,7 @@ class LanguageModelMetrics(Metric):
         if self.tokens == 0:
             raise ValueError("No held-out token was predicted: the held-out windows are empty or all padding.")
         nll = float(self.nll_sum / self.tokens)
-        values = {"perplexity": math.exp(nll), "nll": nll}
+        values = {"perplexity": perplexity_of(nll), "nll": nll}
         if self.compared > 0:
             values["kl"] = float(self.kl_sum / self.compared)
             values["agreement"] = float(self.agreeing / self.compared)

@@ -139,16 +139,21 @@ class LanguageModelResults(RunRecord):
         return f"decoder LM, {self.successor.layers}-layer successor"
 
     def headline(self) -> str:
-        successor = self.successor
+        """The run in one line; a figure the file holds as null (a perplexity that was inf or NaN: results.json
+        writes a number that is not finite as null) as n/a: formatting the None it reads back as raised TypeError and
+        ended ``report --dry-run``, which lists each run by it."""
+        predecessor, successor = self.predecessor, self.successor
+        agreement = None if successor.agreement is None else 100 * successor.agreement
         return (
-            f"{self.method}: held-out perplexity {self.predecessor.perplexity:.2f} (predecessor) -> "
-            f"{successor.perplexity:.2f} (successor), KL {successor.kl:.3f}, "
-            f"agreement {100 * successor.agreement:.1f}%, "
-            f"{self.predecessor.layers} -> {successor.layers} layers"
+            f"{self.method}: held-out perplexity {_shown(predecessor.perplexity, '.2f')} (predecessor) -> "
+            f"{_shown(successor.perplexity, '.2f')} (successor), KL {_shown(successor.kl, '.3f')}, "
+            f"agreement {_shown(agreement, '.1f', '%')}, "
+            f"{predecessor.layers} -> {successor.layers} layers"
             + (
-                f"; on {self.data.other_source}: perplexity {self.predecessor.other_text['perplexity']:.2f} -> "
-                f"{successor.other_text['perplexity']:.2f}, KL {successor.other_text['kl']:.3f}"
-                if successor.other_text and self.predecessor.other_text
+                f"; on {self.data.other_source}: perplexity {_shown(predecessor.other_text['perplexity'], '.2f')} "
+                f"-> {_shown(successor.other_text['perplexity'], '.2f')}, "
+                f"KL {_shown(successor.other_text['kl'], '.3f')}"
+                if successor.other_text and predecessor.other_text
                 else ""
             )
         )
@@ -180,3 +185,7 @@ def _side(read: Keys) -> LanguageModelSide:
     if zero_shot is not None and side.lm_eval is None:
         side.lm_eval = {"sst2_local": {"acc": zero_shot}}
     return side
+
+
+def _shown(value: float | None, spec: str, unit: str = "") -> str:
+    return "n/a" if value is None else f"{value:{spec}}{unit}"
