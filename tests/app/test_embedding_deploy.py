@@ -47,6 +47,8 @@ def test_the_dry_run_says_what_it_would_write_and_writes_nothing(embedding_run, 
         f"export the encoder of {embedding_run / 'successor'}: {embedding_run / 'successor/onnx/model.onnx'}" in printed
     )
     assert "score each model on the run's 12 STS-B dev pairs" in printed
+    assert main([str(embedding_run), "--dry-run", "--threads", "1"]) is None
+    assert "20 calls each, on 1 thread, beside the predecessor" in capsys.readouterr().out
     assert main([str(embedding_run), "--openvino", "--dry-run"]) is None
     assert (
         f"{embedding_run / 'successor/openvino/openvino_model.xml'}, "

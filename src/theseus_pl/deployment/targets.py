@@ -7,6 +7,11 @@ import math
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from theseus_pl.deployment.record import DeploySettings
 
 ENCODERS = "ONNX and int8 deployment are built for encoder runs"  # what a refusal of another kind's run says
 AUTO = "auto"
@@ -60,6 +65,18 @@ OWN_LENGTHS_IN_WORDS = (
     f"batch 1: {SINGLE_ROWS} rows one at a time, unpadded; larger: {OWN_LENGTH_BATCHES} batches of length-sorted "
     "rows, each padded to its longest; the time a batch"
 )
+
+
+def timing_in_words(settings: DeploySettings, threads: int, predecessor: Path | None, own_lengths: bool) -> str:
+    """A dry run's words for the timing, every kind's: the batch sizes at their length, the calls, the ``threads``,
+    beside the ``predecessor`` where it is timed too, and again at the dev rows' own lengths where ``own_lengths``."""
+    length = f"{settings.sequence_length} tokens a row" if settings.sequence_length else "each batch's longest row"
+    beside = f", beside the predecessor {predecessor}" if predecessor else ""
+    own = f"; again at the dev rows' own lengths ({OWN_LENGTHS_IN_WORDS})" if own_lengths else ""
+    return (
+        f"time it at batch sizes {', '.join(map(str, settings.batch_sizes))} ({length}), {settings.repeats} calls "
+        f"each, on {threads} thread{'s' if threads != 1 else ''}{beside}{own}"
+    )
 
 
 def chosen_on(latency_ms: Mapping[str, Mapping[str, float]]) -> dict[str, Mapping[str, float]]:

@@ -19,7 +19,7 @@ from theseus_pl.app.ship.deploy_folder import CONFIG, deployable_record, recorde
 from theseus_pl.deployment.onnx_deployment import onnx_files
 from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxruntime
 from theseus_pl.deployment.record import Deployment, DeploySettings
-from theseus_pl.deployment.targets import AUTO, OWN_LENGTHS_IN_WORDS, auto_in_words
+from theseus_pl.deployment.targets import AUTO, auto_in_words, timing_in_words
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +63,8 @@ def planned_embedding_deployment(run_dir: Path, settings: DeploySettings, glue_d
     asked = settings.calibration_rows
     rows = min(asked, len(training_sentences(data, pairs))) if "openvino_int8" in openvino else asked  # all, if fewer
     calibration = calibration_in_words(openvino, rows, "training sentences", asked=asked)
-    beside = f", beside the predecessor {predecessor_dir}" if predecessor_dir.is_dir() else ""
-    length = f"{settings.sequence_length} tokens a row" if settings.sequence_length else "each batch's longest row"
-    own = f"; again at the dev rows' own lengths ({OWN_LENGTHS_IN_WORDS})" if settings.own_lengths else ""
+    beside = predecessor_dir if predecessor_dir.is_dir() else None
+    timing = timing_in_words(settings, settings.threads or torch.get_num_threads(), beside, settings.own_lengths)
     auto = f" ({auto_in_words(settings.max_score_drop)}, in STS-B points)"
     backends = "backend='onnx' and 'openvino'" if settings.openvino else "backend='onnx'"
     return [
@@ -74,8 +73,7 @@ def planned_embedding_deployment(run_dir: Path, settings: DeploySettings, glue_d
         f"looks there){calibration}",
         f"check the exported fp32 sentence vectors against PyTorch's and score each model on the run's "
         f"{len(pairs):,} STS-B dev pairs",
-        f"time it at batch sizes {', '.join(map(str, settings.batch_sizes))} ({length}), {settings.repeats} calls "
-        f"each, on {settings.threads or torch.get_num_threads()} threads{beside}{own}",
+        timing,
         f"ship the target {settings.target}{auto if settings.target == AUTO else ''}",
         f"write the deployment block to {run_dir / 'results.json'}, {successor_dir / 'README.md'}",
     ]

@@ -39,7 +39,7 @@ from theseus_pl.deployment.stage import (
     load_sequence_classifier,
     planned_openvino_files,
 )
-from theseus_pl.deployment.targets import AUTO, OWN_LENGTHS_IN_WORDS, auto_in_words
+from theseus_pl.deployment.targets import AUTO, auto_in_words, timing_in_words
 
 log = logging.getLogger(__name__)
 
@@ -163,18 +163,15 @@ def planned_deployment(
     asked = settings.calibration_rows
     rows = calibration_count(datamodule, asked) if datamodule is not None and "openvino_int8" in openvino else asked
     calibration = calibration_in_words(openvino, rows, asked=asked)
-    length = f"{settings.sequence_length} tokens a row" if settings.sequence_length else "each batch's longest row"
     own_lengths = settings.own_lengths and has_training_rows  # dev rows to time at their own lengths
-    own = f"; again at the dev rows' own lengths ({OWN_LENGTHS_IN_WORDS})" if own_lengths else ""
-    beside = f", beside the predecessor {predecessor_dir}" if predecessor_dir else ""
+    timing = timing_in_words(settings, settings.threads or torch.get_num_threads(), predecessor_dir, own_lengths)
     auto = f" ({auto_in_words(settings.max_score_drop, scored=has_training_rows)})"  # dev rows to score on
     return [
         f"export {successor_dir}: {', '.join(map(str, exports))} (an earlier deployment's files in "
         "onnx/ and openvino/ removed first, others kept)"
         f"{calibration}",
         f"check the exported fp32 logits against PyTorch's on {checked_on}",
-        f"time it at batch sizes {', '.join(map(str, settings.batch_sizes))} ({length}), {settings.repeats} calls "
-        f"each, on {settings.threads or torch.get_num_threads()} threads{beside}{own}",
+        timing,
         f"ship the target {settings.target}{auto if settings.target == AUTO else ''}",
         f"write the deployment block to {', '.join(map(str, records))}",
     ]
