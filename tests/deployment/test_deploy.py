@@ -12,7 +12,7 @@ from app_runs import compose_config, setting_problems, tiny_run_overrides
 from conftest import tiny_inputs, tiny_model
 from huggingface_hub import ModelCard
 from omegaconf import OmegaConf
-from results_records import a_run, plant, plant_new_kind
+from results_records import V2_LANGUAGE_MODEL, a_run, plant, plant_new_kind
 from transformers import BertModel
 
 from theseus_pl.app.kinds.task_model.record import TaskModelResults
@@ -342,8 +342,7 @@ DRY_RUN = pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["deploy",
 
 @DRY_RUN
 def test_a_folder_with_no_successor_or_no_config_is_refused(tmp_path, tiny_tokenizer, dry_run):
-    (tmp_path / "run").mkdir()
-    (tmp_path / "run" / "results.json").write_text("{}")
+    plant(tmp_path / "run", a_run())
     with pytest.raises(SystemExit, match=r"has no successor/ folder: it is not a finished theseus_pl run"):
         main([str(tmp_path / "run"), *dry_run])
     saved_classifier(tmp_path / "run" / "successor", tiny_tokenizer)
@@ -384,6 +383,18 @@ def test_a_run_without_its_config_deploys_its_successor_with_task_as_its_refusal
         "model card are left as they are."
     )
     assert caplog.messages.count(warning) == 2  # the dry run's, and the deployment's
+
+
+def test_a_decoder_lm_run_without_its_config_is_told_how_it_ships_not_to_deploy_its_successor_with_task(tmp_path):
+    """Its config was looked for first, so it was told a classifier's fix ("deploy its successor/ with --task"); a
+    decoder LM never deploys to ONNX, config or none: its refusal says how it ships (--gguf)."""
+    run_dir = tmp_path / "run"
+    (run_dir / "successor").mkdir(parents=True)
+    shutil.copy(V2_LANGUAGE_MODEL, run_dir / "results.json")
+    with pytest.raises(SystemExit) as refused:
+        main([str(run_dir)])
+    assert str(refused.value).startswith(f"{run_dir} is a decoder-LM run: its successor is the causal-LM folder")
+    assert str(refused.value).endswith("--gguf f16 q8_0.") and "--task" not in str(refused.value)
 
 
 @DRY_RUN
