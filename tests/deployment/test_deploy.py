@@ -2,7 +2,9 @@
 
 import json
 import logging
+import math
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import onnx
@@ -12,7 +14,7 @@ from app_runs import compose_config, setting_problems, tiny_run_overrides
 from conftest import tiny_inputs, tiny_model
 from huggingface_hub import ModelCard
 from omegaconf import OmegaConf
-from results_records import V2_LANGUAGE_MODEL, a_run, plant, plant_new_kind
+from results_records import V1_RESULTS, V2_LANGUAGE_MODEL, a_run, plant, plant_new_kind
 from transformers import BertModel
 
 from theseus_pl.app.kinds.task_model.record import TaskModelResults
@@ -178,6 +180,24 @@ def test_the_command_prints_its_json_block_alone_whatever_a_library_prints_while
     printed = capsys.readouterr()
     assert json.loads(printed.out) == deployment_dict(block)  # `| jq` reads it
     assert "Running in WANDB offline mode" in printed.err
+
+
+def test_a_number_that_is_not_finite_prints_as_null_as_results_json_holds_it(tmp_path, capsys, monkeypatch):
+    """The command printed ``json.dumps``' NaN and Infinity (a NaN dev score, a diverged LM's inf perplexity),
+    which ``| jq`` and every strict JSON reader refuse, where ``results.json`` holds null."""
+    block = replace(read_run(V1_RESULTS, TaskModelResults).deployment, dev_score={"onnx_int8": math.nan})
+    rows = [{"type": "q8_0", "file": "gguf/model.q8_0.gguf", "perplexity": math.inf}]
+    monkeypatch.setattr("theseus_pl.app.kinds.task_model.shipping.deploy_model", lambda *args: block)
+    monkeypatch.setattr("theseus_pl.app.kinds.language_model.shipping.deploy_language_model_run", lambda *args: rows)
+    (tmp_path / "model").mkdir()
+
+    def strictly(constant: str) -> None:
+        raise AssertionError(f"{constant} printed: not JSON")
+
+    assert main([str(tmp_path / "model")]) == block
+    assert json.loads(capsys.readouterr().out, parse_constant=strictly)["dev_score"] == {"onnx_int8": None}
+    assert main([str(tmp_path / "model"), "--gguf", "q8_0"]) == rows
+    assert json.loads(capsys.readouterr().out, parse_constant=strictly)[0]["perplexity"] is None
 
 
 def test_a_cpu_without_bf16_instructions_times_no_bf16_copy_unless_the_target_names_it(
