@@ -21,6 +21,7 @@ from theseus_pl.app.config.command_line import (
     VERBOSE_FLAG,
     check_group_options,
     check_launcher_plugin,
+    is_multirun,
     output_dir_as_run_dir,
     override_key,
     refuse_home_shorthand,
@@ -31,7 +32,6 @@ from theseus_pl.app.config.resolvers import register_resolvers, resolution_probl
 from theseus_pl.app.config.run_folder import made_by_this_command, record_resuming_command
 
 log = logging.getLogger("theseus_pl")
-MULTIRUN_FLAGS = {"-m", "--multirun"}
 CHECK_FLAG = "--check"
 check_only = False  # set by --check: main() prints the run's plan instead of running it
 
@@ -134,7 +134,7 @@ def cli() -> None:
         sys.argv.remove(VERBOSE_FLAG)
         os.environ.update(THESEUS_PL_VERBOSE="1", HYDRA_FULL_ERROR="1")
     problems = refuse_home_shorthand(arguments) + check_group_options(arguments) + check_launcher_plugin(arguments)
-    problems += run_folder_problems(arguments, multirun=bool(MULTIRUN_FLAGS & set(arguments)))
+    problems += run_folder_problems(arguments, multirun=is_multirun(arguments))
     if not problems:  # Hydra's own refusals of what it composes, where the group options are there
         problems = composition_problems(arguments)
     if problems:
@@ -147,7 +147,7 @@ def cli() -> None:
         sys.argv.remove(CHECK_FLAG)
         arguments.remove(CHECK_FLAG)
         sys.argv += _writing_nothing(arguments)
-    if MULTIRUN_FLAGS & set(arguments):
+    if is_multirun(arguments):  # -m, or hydra.mode=MULTIRUN
         from theseus_pl.app.checks.multirun import multirun_jobs, multirun_refusals  # torch, Lightning: multirun only
         from theseus_pl.app.run.pipeline import refusal_problems
         from theseus_pl.app.search.checks import search_refusals

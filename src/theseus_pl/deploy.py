@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import sys
 from collections.abc import Sequence
@@ -100,6 +99,7 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     from theseus_pl.app.kinds.task_model.shipping import deploy_model, planned_deployment
     from theseus_pl.app.results.deployment_block import deployment_dict
+    from theseus_pl.app.results.envelope import strict_json
     from theseus_pl.app.ship.deploy_folder import is_run_folder, run_deployer
     from theseus_pl.deployment.onnx_export import DeploymentError
 
@@ -135,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
                 block = deploy_model(args.folder, settings, args.task, args.glue_dir, args.predecessor)
     except (DeploymentError, ValueError, OSError, RuntimeError) as error:  # the data source's own message names it
         refuse(in_flags(str(error), ["--glue-dir"] if args.glue_dir is not None else []))  # else the run's setting
-    print(json.dumps(deployment_dict(block), indent=2))
+    print(strict_json(deployment_dict(block)))  # as results.json holds it: an inf or NaN as null
     return block
 
 
@@ -203,6 +203,7 @@ def _deploy_gguf(args: argparse.Namespace, unread: list[str]) -> list[dict[str, 
         deploy_language_model_run,
         planned_language_model_deployment,
     )
+    from theseus_pl.app.results.envelope import strict_json
     from theseus_pl.deployment.gguf_export import GGUFExportError
 
     llama_cpp = {"true": True, "false": False}.get(args.llama_cpp, args.llama_cpp)
@@ -217,7 +218,7 @@ def _deploy_gguf(args: argparse.Namespace, unread: list[str]) -> list[dict[str, 
             rows = deploy_language_model_run(args.folder, settings)
     except (GGUFExportError, ValueError, OSError, RuntimeError) as error:  # the data source's own message names it
         refuse(str(error))
-    print(json.dumps(rows, indent=2))
+    print(strict_json(rows))  # as results.json holds them: an inf perplexity as null
     return rows
 
 

@@ -274,11 +274,14 @@ def test_a_run_folder_given_as_paths_output_dir_is_hydras_run_folder(tiny_base, 
         (["-m", "paths.output_dir=out", "seed=1,2"], "paths.output_dir=out: a multirun's jobs each run in a folder "
          "of their own, in the sweep's folder: choose that with hydra.sweep.dir=out (each job's name in it: "
          "hydra.sweep.subdir)."),
+        (["hydra.mode=MULTIRUN", "paths.output_dir=out", "seed=1,2"], "paths.output_dir=out: a multirun's jobs each "
+         "run in a folder of their own, in the sweep's folder: choose that with hydra.sweep.dir=out (each job's name "
+         "in it: hydra.sweep.subdir)."),
         (["paths.output_dir=out", "hydra.run.dir=elsewhere"], "paths.output_dir=out and hydra.run.dir=elsewhere name "
          "two run folders: Hydra's record (.hydra/) and the log would go to one, the results and the successor to the "
          "other. Give one: hydra.run.dir=out."),
     ],
-    ids=["multirun", "two folders"],
+    ids=["multirun", "hydra.mode=MULTIRUN", "two folders"],
 )  # fmt: skip
 def test_paths_output_dir_that_cannot_be_the_runs_one_folder_is_refused_before_hydra(
     arguments, problem, tmp_path, monkeypatch, capsys

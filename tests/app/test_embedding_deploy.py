@@ -5,6 +5,7 @@ model card whose snippets run."""
 
 import json
 import logging
+import shutil
 import sys
 from pathlib import Path
 
@@ -68,6 +69,23 @@ def test_the_dry_run_says_what_it_would_write_and_writes_nothing(embedding_run, 
         main([str(embedding_run), "--dry-run", "--glue-dir", str(tmp_path / "moved")])
     assert not (embedding_run / "successor" / "onnx").exists()
     assert not (embedding_run / "successor" / "openvino").exists()
+
+
+def test_a_run_without_its_config_is_told_to_put_it_back_not_to_deploy_its_successor_with_task(embedding_run, tmp_path):
+    """It was told a classifier's fix, "deploy its successor/ with --task", which refuses a sentence-embedding
+    successor (no classifier): its STS-B dev pairs are its config's, so the config goes back."""
+    run_dir = shutil.copytree(embedding_run, tmp_path / "run")
+    shutil.rmtree(run_dir / ".hydra")
+    record = (run_dir / "results.json").read_bytes()
+    for dry_run in [[], ["--dry-run"]]:
+        with pytest.raises(SystemExit) as refused:
+            main([str(run_dir), *dry_run])
+        assert str(refused.value) == (
+            f"{run_dir} has no .hydra/config.yaml, so its dev set is unknown: put the run's .hydra/config.yaml back "
+            "and deploy its folder again: a sentence-embedding successor deploys from its run's folder only, whose "
+            "config names the STS-B dev pairs and training sentences."
+        )
+    assert (run_dir / "results.json").read_bytes() == record
 
 
 def test_the_encoder_ships_checked_scored_and_timed_and_the_cards_snippet_runs(embedding_run):

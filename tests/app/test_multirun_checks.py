@@ -4,9 +4,11 @@ would be refused."""
 import os
 import sys
 
+import pytest
 from app_runs import tiny_run_overrides
 from command_runs import run_command
 
+from theseus_pl.__main__ import cli
 from theseus_pl.app.checks import multirun
 from theseus_pl.app.checks.multirun import multirun_jobs, multirun_refusals
 from theseus_pl.app.checks.settings import checked_settings
@@ -24,6 +26,22 @@ def test_a_sweep_with_one_bad_job_is_refused_before_any_job_runs_naming_that_job
     refusal = lines.index("The sweep cannot start (no job was run); these jobs would be refused:")
     assert lines[refusal + 1 :] == ["- job 1 (optimizer.lr=0): optimizer.lr=0 must be a number above 0, e.g. 2e-5."]
     assert list(work.iterdir()) == []  # no multirun folder, no job started
+
+
+def test_hydra_mode_multirun_without_m_is_checked_as_the_multirun_hydra_runs(tmp_path, monkeypatch, capsys):
+    """Hydra runs a multirun for ``hydra.mode=MULTIRUN`` as for ``-m``; only the flag was looked for, so its jobs
+    started unchecked, each refused in its turn."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["theseus_pl", "hydra.mode=MULTIRUN", "+experiment=demo", "seed=1,2",
+                                      "optimizer.lr=0"])  # fmt: skip
+    with pytest.raises(SystemExit) as exited:
+        cli()
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "The sweep cannot start (no job was run); these jobs would be refused:",
+        "- every job: optimizer.lr=0 must be a number above 0, e.g. 2e-5.",
+    ]
+    assert not list(tmp_path.iterdir())  # no multirun folder, no job started
 
 
 def test_the_jobs_are_the_sweeps_combinations_from_the_command_line_and_the_sweep_config():

@@ -2,7 +2,9 @@
 
 import json
 import logging
+import math
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import onnx
@@ -12,7 +14,7 @@ from app_runs import compose_config, setting_problems, tiny_run_overrides
 from conftest import tiny_inputs, tiny_model
 from huggingface_hub import ModelCard
 from omegaconf import OmegaConf
-from results_records import a_run, plant, plant_new_kind
+from results_records import V1_RESULTS, V2_LANGUAGE_MODEL, a_run, plant, plant_new_kind
 from transformers import BertModel
 
 from theseus_pl.app.kinds.task_model.record import TaskModelResults
@@ -180,6 +182,24 @@ def test_the_command_prints_its_json_block_alone_whatever_a_library_prints_while
     assert "Running in WANDB offline mode" in printed.err
 
 
+def test_a_number_that_is_not_finite_prints_as_null_as_results_json_holds_it(tmp_path, capsys, monkeypatch):
+    """The command printed ``json.dumps``' NaN and Infinity (a NaN dev score, a diverged LM's inf perplexity),
+    which ``| jq`` and every strict JSON reader refuse, where ``results.json`` holds null."""
+    block = replace(read_run(V1_RESULTS, TaskModelResults).deployment, dev_score={"onnx_int8": math.nan})
+    rows = [{"type": "q8_0", "file": "gguf/model.q8_0.gguf", "perplexity": math.inf}]
+    monkeypatch.setattr("theseus_pl.app.kinds.task_model.shipping.deploy_model", lambda *args: block)
+    monkeypatch.setattr("theseus_pl.app.kinds.language_model.shipping.deploy_language_model_run", lambda *args: rows)
+    (tmp_path / "model").mkdir()
+
+    def strictly(constant: str) -> None:
+        raise AssertionError(f"{constant} printed: not JSON")
+
+    assert main([str(tmp_path / "model")]) == block
+    assert json.loads(capsys.readouterr().out, parse_constant=strictly)["dev_score"] == {"onnx_int8": None}
+    assert main([str(tmp_path / "model"), "--gguf", "q8_0"]) == rows
+    assert json.loads(capsys.readouterr().out, parse_constant=strictly)[0]["perplexity"] is None
+
+
 def test_a_cpu_without_bf16_instructions_times_no_bf16_copy_unless_the_target_names_it(
     tmp_path, tiny_tokenizer, monkeypatch
 ):
@@ -342,8 +362,7 @@ DRY_RUN = pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["deploy",
 
 @DRY_RUN
 def test_a_folder_with_no_successor_or_no_config_is_refused(tmp_path, tiny_tokenizer, dry_run):
-    (tmp_path / "run").mkdir()
-    (tmp_path / "run" / "results.json").write_text("{}")
+    plant(tmp_path / "run", a_run())
     with pytest.raises(SystemExit, match=r"has no successor/ folder: it is not a finished theseus_pl run"):
         main([str(tmp_path / "run"), *dry_run])
     saved_classifier(tmp_path / "run" / "successor", tiny_tokenizer)
@@ -384,6 +403,18 @@ def test_a_run_without_its_config_deploys_its_successor_with_task_as_its_refusal
         "model card are left as they are."
     )
     assert caplog.messages.count(warning) == 2  # the dry run's, and the deployment's
+
+
+def test_a_decoder_lm_run_without_its_config_is_told_how_it_ships_not_to_deploy_its_successor_with_task(tmp_path):
+    """Its config was looked for first, so it was told a classifier's fix ("deploy its successor/ with --task"); a
+    decoder LM never deploys to ONNX, config or none: its refusal says how it ships (--gguf)."""
+    run_dir = tmp_path / "run"
+    (run_dir / "successor").mkdir(parents=True)
+    shutil.copy(V2_LANGUAGE_MODEL, run_dir / "results.json")
+    with pytest.raises(SystemExit) as refused:
+        main([str(run_dir)])
+    assert str(refused.value).startswith(f"{run_dir} is a decoder-LM run: its successor is the causal-LM folder")
+    assert str(refused.value).endswith("--gguf f16 q8_0.") and "--task" not in str(refused.value)
 
 
 @DRY_RUN

@@ -20,6 +20,10 @@ from pathlib import Path
 
 VERBOSE_FLAG = "--verbose"  # every log line, warning and progress bar, and a full traceback on errors
 OUTPUT_DIR, RUN_DIR = "paths.output_dir", "hydra.run.dir"  # the run's folder as the app reads it, and as Hydra makes it
+MULTIRUN_FLAGS = ("-m", "--multirun")
+# hydra.mode=MULTIRUN, which makes Hydra run a multirun without -m, as Hydra reads its enum RunMode: the member's name,
+# its qualified name or its value.
+MODE, MULTIRUN_MODES = "hydra.mode", ("MULTIRUN", "RunMode.MULTIRUN", "2")
 
 # What each launcher needs installed: its plugin's package and the modules it imports (the [cluster] extra).
 SUBMITIT = ("hydra-submitit-launcher", ("hydra_plugins.hydra_submitit_launcher", "submitit"))
@@ -71,6 +75,16 @@ def refuse_home_shorthand(arguments: list[str]) -> list[str]:
                 "(your shell expands $HOME) or give the full path."
             )
     return problems
+
+
+def is_multirun(arguments: list[str]) -> bool:
+    """Whether Hydra runs the command line as a multirun: ``-m`` (``--multirun``), or the last ``hydra.mode`` given
+    naming MULTIRUN (Hydra's own way of asking for one; ``-m`` wins over ``hydra.mode=RUN``). Only the flags were
+    looked for, so ``hydra.mode=MULTIRUN`` passed ``paths.output_dir`` to every job and skipped the jobs' checks."""
+    mode = _given(arguments, MODE)
+    return any(argument in MULTIRUN_FLAGS for argument in arguments) or (
+        mode is not None and mode.strip("'\"") in MULTIRUN_MODES
+    )
 
 
 def run_folder_problems(arguments: list[str], multirun: bool) -> list[str]:

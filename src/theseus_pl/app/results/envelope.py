@@ -213,11 +213,18 @@ def write_results(path: Path, record: RunRecord) -> Path:
 
 
 def write_json(path: Path, content: dict[str, Any]) -> Path:
-    """``content`` as JSON, atomically, non-finite numbers as null."""
+    """``content`` as JSON (:func:`strict_json`), atomically."""
     staged = path.with_name(f".{path.name}.tmp")
-    staged.write_text(json.dumps(_finite(content), indent=2, allow_nan=False) + "\n")
+    staged.write_text(strict_json(content) + "\n")
     os.replace(staged, path)
     return path
+
+
+def strict_json(content: Any) -> str:
+    """``content`` as JSON text that every JSON reader takes, indented, its non-finite numbers (an inf perplexity, a
+    NaN correlation of constant predictions) as null: what a file holds and a command prints alike (``json.dumps``
+    writes them ``Infinity`` and ``NaN``, which ``jq`` and strict readers refuse)."""
+    return json.dumps(_finite(content), indent=2, allow_nan=False)
 
 
 def plain(value: Any) -> Any:

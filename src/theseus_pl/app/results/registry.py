@@ -87,6 +87,9 @@ class Kind(Generic[R]):
     deployer: Deployer | None = None  # None: deploy refuses its runs, saying how they ship (shipped_as)
     shipped_as: str = ""  # how its successor ships instead of deploy's ONNX ({successor}: the run's successor/)
     without_gguf: str = ""  # what deploy --gguf's refusal of its runs adds: how its successor ships instead
+    # What deploy's refusal of its run's folder without .hydra/config.yaml (its dev set unknown) says to do instead;
+    # empty: put that config back. A task model's successor deploys alone with --task; another kind's may not.
+    without_config: str = ""
     # What it refuses of a method's options (config, method, Theseus settings -> problems): theseus_pl.app.checks'
     # classes, above this wing (hence Any); None: nothing beyond the rules every run shares.
     method_problems: Callable[[Any, Any, Any], list[str]] | None = None

@@ -7,12 +7,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from theseus_pl.app.config.run_folder import RECORD_SUBDIR
 from theseus_pl.app.results.envelope import RunRecord, write_results
 from theseus_pl.app.results.reading import read_run
-from theseus_pl.app.results.registry import Deployer, kind_named
+from theseus_pl.app.results.registry import Deployer, Kind, kind_named
 from theseus_pl.app.ship.model_card import write_model_card
 from theseus_pl.deployment.onnx_export import DeploymentError
 from theseus_pl.deployment.targets import ENCODERS
@@ -20,6 +20,8 @@ from theseus_pl.deployment.targets import ENCODERS
 log = logging.getLogger(__name__)
 
 CONFIG = ".hydra/config.yaml"  # the run's composed config: its data group names the dev set
+# What a run's folder without its config is told to do, where its kind registers no words of its own (without_config).
+PUT_CONFIG_BACK = f"put the run's {CONFIG} back (Hydra wrote it as the run began) and deploy its folder again."
 
 
 def deployment_record(model_dir: Path) -> Path:
@@ -57,8 +59,9 @@ def check_not_a_runs_successor(folder: Path, options: str = "", deploys_alone: b
     it gives instead carries ``options``, the deployment's own (``--gguf f16``): without them it is refused again.
 
     A run's folder without its config (:data:`CONFIG`) does not deploy: its dev set is unknown, and its refusal says
-    to deploy its ``successor/`` with ``--task``. Where ``deploys_alone`` (a checkpoint's deployment, which ``--task``
-    gives dev rows), that successor deploys as a checkpoint, its block in ``onnx/deployment.json``, and a warning says
+    what to do in its kind's words (a task model's: deploy its ``successor/`` with ``--task``). Where
+    ``deploys_alone`` (a checkpoint's deployment, which ``--task`` gives dev rows), that successor deploys as a
+    checkpoint, its block in ``onnx/deployment.json``, and a warning says
     that the run's ``results.json`` and card are left as they are; sent back to the run's folder, it was refused
     there again."""
     run_dir = folder.resolve().parent
@@ -78,28 +81,43 @@ def check_not_a_runs_successor(folder: Path, options: str = "", deploys_alone: b
 
 
 def deployable_record(run_dir: Path) -> RunRecord:
-    """The record of a finished run (of any kind) whose folder holds all a deployment reads, or why it is not one."""
+    """The record of a finished run (of any kind) whose folder holds all a deployment reads, or why it is not one:
+    a folder without its config is told what to do in its kind's words (``without_config``), as what works differs
+    (a task model's successor deploys alone with ``--task``; a sentence-embedding one, no classifier, does not)."""
+    results = _finished_record(run_dir)
+    _check_config(run_dir, kind_named(results.kind))
+    return results
+
+
+def _check_config(run_dir: Path, kind: Kind[Any] | None) -> None:
+    """Refuse a run's folder without its config, saying what to do in its kind's words (or :data:`PUT_CONFIG_BACK`)."""
+    if not (run_dir / CONFIG).is_file():
+        instead = (kind.without_config if kind is not None else "") or PUT_CONFIG_BACK
+        raise DeploymentError(f"{run_dir} has no {CONFIG}, so its dev set is unknown: {instead}")
+
+
+def _finished_record(run_dir: Path) -> RunRecord:
+    """The record of the finished run in ``run_dir``, whose config may be missing, or why it is not a finished run."""
     results_path, successor_dir = run_dir / "results.json", run_dir / "successor"
     if not successor_dir.is_dir():
         raise DeploymentError(f"{run_dir} has no successor/ folder: it is not a finished theseus_pl run.")
     if not results_path.is_file():
         raise DeploymentError(f"{run_dir} has no results.json: the run did not finish; deploy its successor/ alone.")
-    if not (run_dir / CONFIG).is_file():
-        raise DeploymentError(
-            f"{run_dir} has no {CONFIG}, so its dev set is unknown: deploy its successor/ with --task."
-        )
     return read_run(results_path)
 
 
 def run_deployer(run_dir: Path) -> Deployer:
     """How the finished run in ``run_dir`` deploys, as its kind registered it; a kind that does not deploy to ONNX is
-    refused in one line saying how its successor ships instead (its kind's ``shipped_as``)."""
-    results = deployable_record(run_dir)
+    refused in one line saying how its successor ships instead (its kind's ``shipped_as``), before its config is
+    looked for: a decoder LM's folder without one was told to deploy its successor with ``--task``, a classifier's
+    fix for a model that is none."""
+    results = _finished_record(run_dir)
     kind = kind_named(results.kind)
     if kind is None or kind.deployer is None:
         shipped_as = kind.shipped_as if kind is not None else ""
         why = shipped_as.format(successor=run_dir / "successor") or f"a run of kind {results.kind!r}: {ENCODERS}."
         raise DeploymentError(f"{run_dir} is {why}")
+    _check_config(run_dir, kind)
     return kind.deployer
 
 

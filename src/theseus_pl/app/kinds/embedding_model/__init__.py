@@ -80,6 +80,8 @@ KIND = Kind(
     deployer=Deployer(deploy=_deploy, plan=_planned),
     search_references=_static_reference,
     without_gguf="; its successor is a sentence-transformers folder already",
+    without_config="put the run's .hydra/config.yaml back and deploy its folder again: a sentence-embedding "
+    "successor deploys from its run's folder only, whose config names the STS-B dev pairs and training sentences.",
     search_option="fastest_embedding",
     described="sentence-embedding models",
     methods_hint="on a sentence-embedding model use embedding_theseus, embedding_mse (embedding_fine_tuning on "

@@ -60,6 +60,7 @@ KIND = Kind(
     unknown_rows=unknown_rows,
     deployer=Deployer(deploy=_deploy, plan=_planned),
     without_gguf="; deploy it to ONNX without --gguf",
+    without_config="deploy its successor/ with --task.",
     search_option="fastest_within",
     described="encoder task models (classifiers and regressors)",
     methods_hint="on a classification or regression task use an encoder method such as theseus, fine_tuning or kd "
