@@ -149,7 +149,7 @@ SWITCHES = ("openvino", "own_lengths")  # --X and --no-X; None where neither is 
 def _unread_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[str]:
     """Each option given that this deployment would not read, as a problem: dropped in silence, it deployed something
     other than what the command line said."""
-    from theseus_pl.app.ship.deploy_folder import CONFIG, is_run_folder
+    from theseus_pl.app.ship.deploy_folder import CONFIG, is_run_folder, successor_deploys_alone
 
     def given(names: Sequence[str]) -> list[str]:
         """Each of ``names`` given, as typed (a switch's False as its --no- form)."""
@@ -186,14 +186,15 @@ def _unread_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         problems.append("--own-lengths: read where there are dev rows to time at their own lengths; a checkpoint "
                         "folder's come from --task: give --task too.")  # fmt: skip
     unread = given(CHECKPOINT_ONLY) if is_run_folder(args.folder) else []
-    if unread and not (args.folder / CONFIG).is_file():  # no record names them: its successor deploys with them
+    if unread and (args.folder / CONFIG).is_file():
+        problems.append(f"{', '.join(unread)}: for a checkpoint folder; {args.folder} is a run's, whose record names "
+                        "its task and predecessor.")  # fmt: skip
+    elif unread and successor_deploys_alone(args.folder):  # no record names them: its successor deploys with them
         options = " ".join(f"{option} {getattr(args, option[2:])}" for option in unread)
         problems.append(f"{', '.join(unread)}: for a checkpoint folder; {args.folder} is a run's, without its record "
                         f"({CONFIG}): deploy its successor with them (python -m theseus_pl.deploy "
                         f"{args.folder / 'successor'} {options}).")  # fmt: skip
-    elif unread:
-        problems.append(f"{', '.join(unread)}: for a checkpoint folder; {args.folder} is a run's, whose record names "
-                        "its task and predecessor.")  # fmt: skip
+    # else a run's successor that is no classifier, without its record: the folder's refusal says what deploys it
     return problems
 
 

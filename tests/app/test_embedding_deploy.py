@@ -85,7 +85,14 @@ def test_a_run_without_its_config_is_told_to_put_it_back_not_to_deploy_its_succe
             "and deploy its folder again: a sentence-embedding successor deploys from its run's folder only, whose "
             "config names the STS-B dev pairs and training sentences."
         )
-    assert (run_dir / "results.json").read_bytes() == record
+    # and so are its successor given alone (no classifier: it does not deploy as a checkpoint with --task) and the
+    # folder given --task, which a task model's folder is told to give its successor
+    successor, task = str(run_dir / "successor"), ["--task", "STS-B"]
+    for command in ([successor], [successor, *task], [str(run_dir), *task]):
+        with pytest.raises(SystemExit) as refused:
+            main([*command, "--dry-run"])
+        assert str(refused.value).startswith(f"{run_dir} has no .hydra/config.yaml, so its dev set is unknown: put")
+    assert (run_dir / "results.json").read_bytes() == record and not (run_dir / "successor" / "onnx").exists()
 
 
 def test_the_encoder_ships_checked_scored_and_timed_and_the_cards_snippet_runs(embedding_run):

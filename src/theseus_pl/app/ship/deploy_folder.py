@@ -9,11 +9,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from transformers import AutoConfig
+
 from theseus_pl.app.config.run_folder import RECORD_SUBDIR
 from theseus_pl.app.results.envelope import RunRecord, write_results
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.registry import Deployer, Kind, kind_named
 from theseus_pl.app.ship.model_card import write_model_card
+from theseus_pl.core.io import is_sequence_classifier
 from theseus_pl.deployment.onnx_export import DeploymentError
 from theseus_pl.deployment.targets import ENCODERS
 
@@ -68,6 +71,8 @@ def check_not_a_runs_successor(folder: Path, options: str = "", deploys_alone: b
     if folder.resolve().name != "successor" or not (run_dir / "results.json").is_file():
         return
     if deploys_alone and not (run_dir / CONFIG).is_file():
+        if not successor_deploys_alone(run_dir):  # a sentence-embedding successor: told what does, in its kind's words
+            deployable_record(run_dir)
         log.warning(
             "%s is the successor of the run in %s, which has no %s: it deploys as a checkpoint, its block written "
             "to %s; the run's results.json and model card are left as they are.",
@@ -87,6 +92,13 @@ def deployable_record(run_dir: Path) -> RunRecord:
     results = _finished_record(run_dir)
     _check_config(run_dir, kind_named(results.kind))
     return results
+
+
+def successor_deploys_alone(run_dir: Path) -> bool:
+    """Whether the run's ``successor/`` deploys as a checkpoint folder, which ``--task`` gives dev rows: a sequence
+    classifier (a task model's) does; a sentence-embedding or decoder LM's successor is none."""
+    config = run_dir / "successor" / "config.json"
+    return config.is_file() and is_sequence_classifier(AutoConfig.from_pretrained(config.parent))
 
 
 def _check_config(run_dir: Path, kind: Kind[Any] | None) -> None:
