@@ -410,6 +410,10 @@ def test_a_reference_model_sits_on_the_front_beside_the_trials_never_the_pick_an
         "model2vec static (256 dims) scores 70.00, within the floor, at 0.020 ms a call: faster than any trial that "
         "reaches it. Ship it rather than a compressed successor" in caplog.text
     )
+    # a reference that scored no number (constant vectors' correlation) is null in search.json, as in every record
+    write_answer(study, SearchSettings(max_score_drop=1.0), tmp_path / "search", [static._replace(score=math.nan)])
+    strict = json.loads((tmp_path / "search" / "search.json").read_text(), parse_constant=pytest.fail)
+    assert strict["references"] == [{"label": static.label, "score": None, "latency_ms": 0.02}]
 
 
 def test_a_latency_target_keeps_the_pick_under_it_and_refuses_a_space_whose_every_shape_is_over_it():

@@ -26,7 +26,6 @@ sentence-embedding search's model2vec static model), never the pick.
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import math
 import socket
@@ -46,7 +45,7 @@ from theseus_pl.app.checks.refused import RunRefused
 from theseus_pl.app.config.resolvers import run_kind_name
 from theseus_pl.app.config.run_folder import SEARCH_ANSWER, SEARCH_FOLDER
 from theseus_pl.app.report.files import write_markdown_and_csv
-from theseus_pl.app.results.envelope import write_results
+from theseus_pl.app.results.envelope import write_json, write_results
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.app.results.search_finding import (
     FrontPoint,
@@ -409,7 +408,7 @@ def write_answer(
         "pick": point_dict(pick) if pick is not None else None,
         "references": [reference._asdict() for reference in references],
     }
-    (output / SEARCH_ANSWER).write_text(json.dumps(answer, indent=2) + "\n")
+    write_json(output / SEARCH_ANSWER, answer)  # strict JSON: a score that is no number (a NaN reference's) as null
     front = [FrontPoint(point.number, label(point), point.score, point.latency_ms) for point in pareto_front(points)]
     finding = None if pick is None else SearchFinding(
         study.study_name, pick.number, len(counted(study)), settings.batch_size, predecessor, settings.max_score_drop,
