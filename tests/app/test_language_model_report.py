@@ -312,3 +312,17 @@ def test_a_row_pooling_runs_of_different_settings_as_seeds_is_warned_of(tmp_path
         "lm_theseus (15 layers, 61440 tokens) pools runs of different settings as its seeds: optimizer.lr 0.0001, "
         "0.0003. Report each setting's runs apart."
     ]
+
+
+@pytest.mark.parametrize("second", [[1, 2], [1, 3]], ids=["the same list", "another list"])
+def test_a_list_valued_setting_is_compared_as_its_json_text(tmp_path, second):
+    """pandas cannot count lists: a list-valued setting ended the report in ``TypeError: unhashable type: 'list'``,
+    even where every run held the same list."""
+    for seed, layers_kept in ((1, [1, 2]), (2, second)):
+        plant_lm_run(tmp_path / f"theseus_{seed}", "lm_theseus", 15, 30.0 + seed, seed, 61_440,
+                     settings={"theseus.kept": layers_kept})  # fmt: skip
+    warnings = language_model_warnings(language_model_frame(language_model_runs(tmp_path)))
+    assert warnings == ([] if second == [1, 2] else [
+        "lm_theseus (15 layers, 61440 tokens) pools runs of different settings as its seeds: theseus.kept [1, 2], "
+        "[1, 3]. Report each setting's runs apart."
+    ])  # fmt: skip

@@ -131,6 +131,16 @@ def test_sentence_embedding_runs_get_a_table_of_their_own_a_line_per_run_without
     assert "| embedding_truncation |" in printed and "5 finished runs;" in printed
 
 
+def test_a_dry_run_lists_a_sentence_embedding_run_whose_sts_score_was_written_as_null(tmp_path, capsys):
+    """A constant model's NaN Spearman is written as null: its headline, by which the dry run lists each run, raised
+    TypeError formatting the None."""
+    plant(tmp_path / "runs" / "constant", an_embedding_run(successor_sts=float("nan")))
+    main([str(tmp_path / "runs"), "--output", str(tmp_path / "out"), "--dry-run"])
+    assert f"{tmp_path / 'runs' / 'constant'}: embedding_theseus: STS-B dev 82.00 (predecessor) -> n/a (successor)" in (
+        capsys.readouterr().out
+    )
+
+
 def test_a_run_named_with_its_parent_folder_is_reported_once(tmp_path, capsys):
     """It was two rows of runs.md and two seeds of a median."""
     plant(tmp_path / "sweep" / "s1", a_run("RTE", "kd", 80.0, 70.0, seed=1))

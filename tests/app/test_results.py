@@ -4,7 +4,7 @@ import json
 from dataclasses import replace
 
 import pytest
-from results_records import V1_RESULTS, V2_LANGUAGE_MODEL, V2_RESULTS, a_run
+from results_records import V1_RESULTS, V2_LANGUAGE_MODEL, V2_RESULTS, a_run, an_embedding_run
 
 from theseus_pl.app.kinds.language_model.record import LanguageModelResults
 from theseus_pl.app.kinds.task_model.record import ModelShape, TaskModelResults
@@ -264,3 +264,23 @@ def test_a_perplexity_written_as_null_reads_back_into_a_headline_that_says_n_a(t
     TypeError formatting the None."""
     record = read_run(_edited(tmp_path, V2_LANGUAGE_MODEL, "successor.perplexity", None))
     assert "-> n/a (successor)" in record.headline()
+
+
+@pytest.mark.parametrize("kind", ["embedding, read back", "embedding, in the run", "task model", "language model"])
+def test_a_score_that_is_no_number_is_n_a_in_every_kinds_headline(kind):
+    """A constant model's NaN correlation (an LM's inf perplexity) is NaN in the run that scored it, whose last log line
+    is its headline, and None once written as null and read back (report --dry-run): the embedding headline raised
+    TypeError on the None, and every kind wrote the NaN as nan."""
+    nan = float("nan")
+    language_model = read_run(V2_LANGUAGE_MODEL)
+    record, says = {
+        "embedding, read back": (an_embedding_run(successor_sts=None), "-> n/a (successor)"),
+        "embedding, in the run": (an_embedding_run(successor_sts=nan), "-> n/a (successor)"),
+        "task model": (a_run(successor_score=nan, speedup=nan), "successor n/a (n/a retained)"),
+        "language model": (
+            replace(language_model, successor=replace(language_model.successor, perplexity=nan)),
+            "-> n/a (successor)",
+        ),
+    }[kind]
+    headline = record.headline()
+    assert says in headline and "nan" not in headline

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import math
-
 from theseus_pl.app.results.envelope import Hardware
+from theseus_pl.app.results.number_text import shown
 from theseus_pl.app.results.search_finding import SearchFinding
 from theseus_pl.deployment.targets import points_in_words
 
@@ -14,13 +13,10 @@ def quoted(repo_id: str | None, placeholder: str) -> str:
     return f'"{repo_id or placeholder}"'
 
 
-def known(value: float | None) -> bool:
-    """A number to show: not missing, and finite (the card is written before results.json turns NaN into null)."""
-    return value is not None and math.isfinite(value)
-
-
 def number(value: float | None, digits: int) -> str:
-    return f"{value:.{digits}f}" if known(value) else "n/a"
+    """``value`` to ``digits`` decimals, or n/a (:func:`~theseus_pl.app.results.number_text.shown`: the card is
+    written before results.json turns a NaN into null)."""
+    return shown(value, f".{digits}f")
 
 
 def timed_on_a_busy_machine(what: str, cores: float) -> str:

@@ -10,7 +10,8 @@ from pathlib import Path
 from huggingface_hub import ModelCard, ModelCardData
 
 from theseus_pl.app.kinds.embedding_model.record import EmbeddingModelResults
-from theseus_pl.app.ship.card_text import found_by_search, known, number, quoted, timed_on_a_busy_machine
+from theseus_pl.app.results.number_text import shown
+from theseus_pl.app.ship.card_text import found_by_search, number, quoted, timed_on_a_busy_machine
 from theseus_pl.app.ship.deployment_table import (
     busy_sentences,
     int8_sentence,
@@ -106,7 +107,7 @@ print(model.similarity(embeddings, embeddings))
 
 def _small(value: float | None) -> str:
     """A mean squared error per dimension: small (1e-4 for vectors of cosine 0.98), so in scientific notation."""
-    return f"{value:.2e}" if known(value) else "n/a"
+    return shown(value, ".2e")
 
 
 def _speed(results: EmbeddingModelResults) -> str:

@@ -7,7 +7,6 @@ teacher, and sentences per second.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any, ClassVar
 from theseus_pl.app.config.kinds import EMBEDDING_MODEL
 from theseus_pl.app.results.deployment_block import deployment_from
 from theseus_pl.app.results.envelope import Hardware, Keys, RunRecord, WandbLink, envelope_fields, trusted
+from theseus_pl.app.results.number_text import known, shown
 from theseus_pl.app.results.search_finding import SearchedRun, SearchFinding, read_search_finding
 from theseus_pl.core.memory_record import PeakMemory
 from theseus_pl.deployment.record import LEFT_OUT_AT_DEFAULT, Deployment
@@ -94,10 +94,10 @@ class EmbeddingModelResults(RunRecord):
 
     @property
     def retained(self) -> float | None:
-        """The successor's STS-B score as a percentage of the predecessor's; None where either is missing (a constant
-        model's correlation is NaN, written as null) or the predecessor's is 0."""
+        """The successor's STS-B score as a percentage of the predecessor's; None where either is missing or not
+        finite (a constant model's correlation is NaN, written as null) or the predecessor's is 0."""
         before, after = self.predecessor.sts, self.successor.sts
-        if before is None or after is None or math.isnan(before) or math.isnan(after) or before == 0:
+        if not (known(before) and known(after)) or before == 0:
             return None
         return 100 * after / before
 
@@ -126,11 +126,15 @@ class EmbeddingModelResults(RunRecord):
         return f"sentence embeddings, {self.successor.layers}-layer successor"
 
     def headline(self) -> str:
+        """The run in one line; a score the file holds as null (a constant model's NaN correlation, written so) as
+        n/a: formatting the None it reads back as raised TypeError, ending ``report --dry-run``, which lists each run
+        by it, and the run's own last log line."""
         successor = self.successor
-        cosine = f", cosine to the predecessor's vectors {successor.cosine:.3f}" if successor.cosine is not None else ""
-        kept = f", {self.retained:.1f}% kept" if self.retained is not None else ""
+        cosine = f", cosine to the predecessor's vectors {successor.cosine:.3f}" if known(successor.cosine) else ""
+        kept = f", {self.retained:.1f}% kept" if known(self.retained) else ""
         return (
-            f"{self.method}: STS-B dev {self.predecessor.sts:.2f} (predecessor) -> {successor.sts:.2f} (successor"
+            f"{self.method}: STS-B dev {shown(self.predecessor.sts, '.2f')} (predecessor) -> "
+            f"{shown(successor.sts, '.2f')} (successor"
             f"{kept}){cosine}, {self.predecessor.layers} -> {successor.layers} layers"
         )
 

@@ -17,6 +17,7 @@ import pandas as pd
 
 from theseus_pl.app.kinds.embedding_model.record import EmbeddingModelResults
 from theseus_pl.app.report.files import write_markdown_and_csv
+from theseus_pl.app.results.number_text import known
 
 STEM = "embedding_table"  # embedding_table.md and embedding_table.csv
 TEACHER_VECTORS, LABELLED_PAIRS = "teacher's vectors", "labelled pairs"  # a run's "trained on"
@@ -36,8 +37,8 @@ def embedding_model_table(runs: list[EmbeddingModelResults]) -> pd.DataFrame:
             "kept": " ".join(map(str, run.kept_layers or [])),
             "STS-B predecessor": _number(before), "STS-B successor": _number(after),
             "retained %": _number(run.retained),
-            "cosine": f"{successor.cosine:.4f}" if _known(successor.cosine) else "",
-            "MSE": f"{successor.mse:.2e}" if _known(successor.mse) else "",
+            "cosine": f"{successor.cosine:.4f}" if known(successor.cosine) else "",
+            "MSE": f"{successor.mse:.2e}" if known(successor.mse) else "",
             **{f"batch-{size} speed-up": speed.get(f"batch{size}_speedup", float("nan")) for size in _sizes(runs)},
             "trained on": TEACHER_VECTORS if run.data.train_pairs is None else LABELLED_PAIRS,
             "folder": str(run.folder or ""),
@@ -54,7 +55,7 @@ def embedding_model_warnings(runs: list[EmbeddingModelResults]) -> list[str]:
     """What makes the lines incomparable or a figure missing: different predecessors (or STS-B pairs), speed timed on
     a busy machine."""
     warnings = []
-    if len({(round(run.predecessor.sts, 6), run.data.sts_pairs) for run in runs if _known(run.predecessor.sts)}) > 1:
+    if len({(round(run.predecessor.sts, 6), run.data.sts_pairs) for run in runs if known(run.predecessor.sts)}) > 1:
         warnings.append(
             "The sentence-embedding runs' predecessors scored differently on STS-B dev: their successors compare only "
             "with their own predecessor (give every run the same model and data)."
@@ -79,10 +80,6 @@ def _sizes(runs: list[EmbeddingModelResults]) -> list[int]:
     return sorted(int(key.removeprefix("batch").removesuffix("_speedup")) for key in keys)
 
 
-def _known(value: float | None) -> bool:
-    return value is not None and not pd.isna(value)
-
-
 def _number(value: float | None) -> float:
     """A score as a number, a missing one (null in the file) as NaN: an empty cell."""
-    return float(value) if _known(value) else float("nan")
+    return float(value) if known(value) else float("nan")

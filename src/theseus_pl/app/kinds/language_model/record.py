@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from theseus_pl.app.config.kinds import LANGUAGE_MODEL
 from theseus_pl.app.results.envelope import Hardware, Keys, RunRecord, WandbLink, envelope_fields, trusted
+from theseus_pl.app.results.number_text import shown
 from theseus_pl.core.memory_record import PeakMemory
 from theseus_pl.core.timing import was_busy
 from theseus_pl.deployment.record import LEFT_OUT_AT_DEFAULT
@@ -145,14 +146,14 @@ class LanguageModelResults(RunRecord):
         predecessor, successor = self.predecessor, self.successor
         agreement = None if successor.agreement is None else 100 * successor.agreement
         return (
-            f"{self.method}: held-out perplexity {_shown(predecessor.perplexity, '.2f')} (predecessor) -> "
-            f"{_shown(successor.perplexity, '.2f')} (successor), KL {_shown(successor.kl, '.3f')}, "
-            f"agreement {_shown(agreement, '.1f', '%')}, "
+            f"{self.method}: held-out perplexity {shown(predecessor.perplexity, '.2f')} (predecessor) -> "
+            f"{shown(successor.perplexity, '.2f')} (successor), KL {shown(successor.kl, '.3f')}, "
+            f"agreement {shown(agreement, '.1f', '%')}, "
             f"{predecessor.layers} -> {successor.layers} layers"
             + (
-                f"; on {self.data.other_source}: perplexity {_shown(predecessor.other_text['perplexity'], '.2f')} "
-                f"-> {_shown(successor.other_text['perplexity'], '.2f')}, "
-                f"KL {_shown(successor.other_text['kl'], '.3f')}"
+                f"; on {self.data.other_source}: perplexity {shown(predecessor.other_text['perplexity'], '.2f')} "
+                f"-> {shown(successor.other_text['perplexity'], '.2f')}, "
+                f"KL {shown(successor.other_text['kl'], '.3f')}"
                 if successor.other_text and predecessor.other_text
                 else ""
             )
@@ -185,7 +186,3 @@ def _side(read: Keys) -> LanguageModelSide:
     if zero_shot is not None and side.lm_eval is None:
         side.lm_eval = {"sst2_local": {"acc": zero_shot}}
     return side
-
-
-def _shown(value: float | None, spec: str, unit: str = "") -> str:
-    return "n/a" if value is None else f"{value:{spec}}{unit}"

@@ -11,6 +11,7 @@ ran at more than one token budget, a second picture draws each method's score ag
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import pandas as pd
 from theseus_pl.app.kinds.language_model.record import LanguageModelResults
 from theseus_pl.app.report.files import PREDECESSOR, write_markdown_and_csv
 from theseus_pl.app.report.over_seeds import spread_over_seeds
+from theseus_pl.app.report.tables import settings_by_key
 from theseus_pl.core.timing import BUSY_CORES
 
 # The columns of the other held-out text (data.other_text), where the runs scored one: medians over seeds.
@@ -168,16 +170,22 @@ TRAINING_ONLY = ("settings.optimizer.", "settings.trainer.", "settings.method.",
 def _pooled_settings(frame: pd.DataFrame) -> list[str]:
     """A warning for each row of :func:`language_model_table` whose runs differ in a setting other than the seed, or in
     their replacement schedule (``-m optimizer.lr=1e-4,3e-4 seed=1,2``): its median, min and max are then over two
-    grid points, not over seeds."""
+    grid points, not over seeds. The values compare as the task-model report's do, as JSON text
+    (:func:`~theseus_pl.app.report.tables.settings_by_key`): a list-valued setting is no value pandas can count, and
+    ended the report in a TypeError; a setting a run lacks reads as null."""
     settings = [column for column in frame if column.startswith("settings.") and column != "settings.seed"]
     settings += ["schedule"] if "schedule" in frame else []
     warnings = []
     for (method, layers, tokens), runs in frame.groupby(["method", "successor.layers", "data.train_tokens"]):
         read = [column for column in settings if tokens or not column.startswith(TRAINING_ONLY)]
+        by_key = settings_by_key(
+            {column: value for column, value in run.items() if not (isinstance(value, float) and math.isnan(value))}
+            for run in runs[read].to_dict("records")
+        )  # a setting a run lacks is NaN in the frame: left out, it reads as null
         varied = [
-            f"{column.removeprefix('settings.')} {', '.join(sorted(map(str, runs[column].unique())))}"
-            for column in read
-            if runs[column].nunique(dropna=False) > 1
+            f"{column.removeprefix('settings.')} {', '.join(sorted(by_key[column].unique()))}"
+            for column in by_key
+            if by_key[column].nunique() > 1
         ]
         if varied:
             warnings.append(

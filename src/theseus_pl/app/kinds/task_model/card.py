@@ -11,7 +11,8 @@ from __future__ import annotations
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from theseus_pl.app.kinds.task_model.record import TaskModelResults
-from theseus_pl.app.ship.card_text import found_by_search, known, number, quoted, timed_on_a_busy_machine
+from theseus_pl.app.results.number_text import known
+from theseus_pl.app.ship.card_text import found_by_search, number, quoted, timed_on_a_busy_machine
 from theseus_pl.app.ship.deployment_table import (
     busy_sentences,
     int8_sentence,

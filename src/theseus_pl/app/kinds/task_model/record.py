@@ -10,7 +10,6 @@ field's default.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from theseus_pl.app.results.envelope import (
     WandbLink,
     envelope_fields,
 )
+from theseus_pl.app.results.number_text import known, shown
 from theseus_pl.app.results.search_finding import SearchedRun, SearchFinding, read_search_finding
 from theseus_pl.core.memory_record import PeakMemory
 from theseus_pl.deployment.record import LEFT_OUT_AT_DEFAULT, Deployment
@@ -173,10 +173,13 @@ class TaskModelResults(RunRecord):
         return f"{self.task}: {self.layers.successor}-layer successor"
 
     def headline(self) -> str:
-        retained = "n/a" if self.retained is None else f"{100 * self.retained:.1f}%"
-        speedup = "n/a" if self.speedup is None else f"{self.speedup:.2f}x"
+        """The run in one line; a figure that is missing or not finite (a NaN correlation in the process that scored
+        it, null once written) as n/a."""
+        retained = shown(None if self.retained is None else 100 * self.retained, ".1f", "%")
+        speedup = shown(self.speedup, ".2f", "x")
         return (
-            f"{self.task}: predecessor {_score(self.predecessor.score)}, successor {_score(self.successor.score)} "
+            f"{self.task}: predecessor {shown(self.predecessor.score, '.2f')}, "
+            f"successor {shown(self.successor.score, '.2f')} "
             f"({retained} retained), {self.layers.predecessor} -> {self.layers.successor} layers"
             f"{self.widths_clause()}, {speedup} faster"
         )
@@ -256,14 +259,10 @@ class TaskModelResults(RunRecord):
 WIDTH_NAMES = {"hidden_size": "hidden size", "intermediate_size": "feed-forward width"}
 
 
-def _score(score: float | None) -> str:
-    return "n/a" if score is None else f"{score:.2f}"
-
-
 def _retained(predecessor_score: float | None, successor_score: float | None) -> tuple[float | None, str | None]:
     """Successor score over predecessor score, or None with the reason where that ratio means nothing."""
     scores = (predecessor_score, successor_score)
-    if any(score is None or not math.isfinite(score) for score in scores):  # None: NaN as the file stores it
+    if not all(known(score) for score in scores):  # None: NaN as the file stores it
         return None, "a score is not a number (e.g. a correlation of constant predictions)"
     if predecessor_score <= 0:
         return None, f"the predecessor's score is {predecessor_score:g}: a share of it means nothing"
