@@ -163,6 +163,24 @@ def test_rows_no_run_has_and_an_output_that_is_a_file_are_refused_before_anythin
     assert by_start["table"]["kd bottom"] == {"RTE": 70.0} and len(by_start["table"]) == 3
 
 
+@pytest.mark.parametrize("rows", ["base_model", "folder"])
+def test_rows_naming_a_field_no_run_has_a_value_for_is_refused(tmp_path, rows, capsys):
+    """A results field every run holds as null (base_model) or that results.json never holds (folder) passed as a
+    field name: every method went into one row named "None", its cell one best point among methods."""
+    plant(tmp_path / "runs" / "kd", a_run("RTE", "kd", 80.0, 70.0))
+    plant(tmp_path / "runs" / "ft", a_run("RTE", "fine_tuning", 80.0, 60.0))
+    with pytest.raises(SystemExit) as refused:
+        main([str(tmp_path / "runs"), "--rows", f"method,{rows}", "--output", str(tmp_path / "out"), "--dry-run"])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"python -m theseus_pl.report: error: --rows names {rows!r}, which none of these runs has a value for (all "
+        "would share one row, None): the settings these runs vary are optimizer.lr, seed."
+    )
+    plant(tmp_path / "runs" / "hub", a_run("RTE", "kd", 80.0, 75.0, base_model="org/bert"))  # one run has a value
+    by_base = main([str(tmp_path / "runs"), "--rows", "base_model", "--output", str(tmp_path / "by_base")])
+    assert by_base["table"] == {"predecessor": {"RTE": 80.0}, "org/bert": {"RTE": 75.0}, "None": {"RTE": 65.0}}
+
+
 def test_a_half_finished_sweep_names_what_is_missing(tmp_path, capsys):
     fake_run(tmp_path / "0", "RTE", "theseus_curriculum", 70.0)
     (tmp_path / "1" / ".hydra").mkdir(parents=True)
