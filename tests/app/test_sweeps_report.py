@@ -15,7 +15,7 @@ import yaml
 from app_runs import compose_config, tiny_run_overrides
 from command_runs import run_command
 from hydra import compose, initialize_config_module
-from results_records import V1_RESULTS, a_run, plant, plant_new_kind
+from results_records import V1_RESULTS, V2_LANGUAGE_MODEL, a_run, an_embedding_run, plant, plant_new_kind
 from test_app import EXPERIMENTS
 from transformers import AutoConfig
 from transformers.models.bert.modeling_bert import BertLayer
@@ -179,6 +179,26 @@ def test_rows_naming_a_field_no_run_has_a_value_for_is_refused(tmp_path, rows, c
     plant(tmp_path / "runs" / "hub", a_run("RTE", "kd", 80.0, 75.0, base_model="org/bert"))  # one run has a value
     by_base = main([str(tmp_path / "runs"), "--rows", "base_model", "--output", str(tmp_path / "by_base")])
     assert by_base["table"] == {"predecessor": {"RTE": 80.0}, "org/bert": {"RTE": 75.0}, "None": {"RTE": 65.0}}
+
+
+def test_rows_over_runs_of_no_kind_whose_tables_read_it_is_refused(tmp_path, capsys):
+    """Over decoder-LM and sentence-embedding runs alone, whose tables take no --rows, it changed nothing, and the dry
+    run said "a row for each seed"."""
+    runs, out = tmp_path / "runs", str(tmp_path / "out")
+    plant(runs / "embedding", an_embedding_run())
+    plant(runs / "lm", read_run(V2_LANGUAGE_MODEL))
+    with pytest.raises(SystemExit) as refused:
+        main([str(runs), "--rows", "seed", "--output", out, "--dry-run"])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "python -m theseus_pl.report: error: --rows: read only by the tables of runs of kind 'task_model'; these runs "
+        "are of kind 'embedding_model', 'language_model', whose tables take no --rows: leave it out."
+    )
+    assert main([str(runs), "--rows", "method", "--output", out, "--dry-run"])["table"] == {}  # the default, given
+    plant(runs / "task", a_run())  # a run whose tables read it: read as before
+    assert main([str(runs), "--rows", "seed", "--output", out, "--dry-run"])["table"] == {
+        "predecessor": {"RTE": 80.0}, "1": {"RTE": 70.0}
+    }  # fmt: skip
 
 
 def test_a_half_finished_sweep_names_what_is_missing(tmp_path, capsys):
