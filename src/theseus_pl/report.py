@@ -44,8 +44,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     dry_run = "list the runs found and the files the report would write into --output; write nothing there"
     parser = command_parser("report", __doc__, dry_run)
     parser.add_argument("folders", nargs="+", type=Path, metavar="RUN_DIR", help="run or multirun folders")
-    rows_help = "results field or setting per row, e.g. theseus.init; several joined by commas: method,theseus.init"
-    parser.add_argument("--rows", default="method", help=rows_help)
+    rows_help = (
+        "the task models' tables' rows: a results field or setting, e.g. theseus.init; several joined by commas: "
+        "method,theseus.init"
+    )
+    parser.add_argument("--rows", default="method", help=rows_help)  # tables.DEFAULT_ROWS (its pandas: not for --help)
     parser.add_argument("--output", type=Path, default=Path("report"), help="the folder the tables and plots go into")
     args = parser.parse_args(argv)
     # The records' readers and pandas (torch, through the kinds) once the command line is read: --help answers at once.

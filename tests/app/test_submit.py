@@ -156,6 +156,17 @@ def test_a_run_folder_is_refused_for_a_task_other_than_its_own(model_dir, tmp_pa
     assert refusal(str(run_folder), "QNLI", tmp_path, capsys) == expected
 
 
+def test_a_runs_successor_given_alone_is_refused_for_a_task_other_than_its_runs(model_dir, tmp_path, capsys):
+    """Its config.json made it a checkpoint like any other, checked by its head alone, which fits QNLI as RTE."""
+    run_folder = tmp_path / "run"
+    shutil.copytree(model_dir(2), run_folder / "successor")
+    plant(run_folder, a_run("RTE"))
+    successor = run_folder / "successor"
+    expected = f"{successor} is the successor of a run on RTE, not QNLI: submit it with --task RTE."
+    assert refusal(str(successor), "QNLI", tmp_path, capsys, "--dry-run") == expected
+    assert [path.name for path in run(str(successor), "RTE", tmp_path, "--dry-run")] == ["RTE.tsv"]
+
+
 def test_a_run_on_own_data_is_refused_without_advising_a_task_that_is_refused_too(model_dir, tmp_path, capsys):
     run_folder = tmp_path / "run"  # it advised "--task reviews", which --task then refused: no GLUE task has that name
     shutil.copytree(model_dir(2), run_folder / "successor")

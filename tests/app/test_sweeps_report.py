@@ -15,7 +15,7 @@ import yaml
 from app_runs import compose_config, tiny_run_overrides
 from command_runs import run_command
 from hydra import compose, initialize_config_module
-from results_records import V1_RESULTS, a_run, plant, plant_new_kind
+from results_records import V1_RESULTS, V2_LANGUAGE_MODEL, a_run, an_embedding_run, plant, plant_new_kind
 from test_app import EXPERIMENTS
 from transformers import AutoConfig
 from transformers.models.bert.modeling_bert import BertLayer
@@ -161,6 +161,44 @@ def test_rows_no_run_has_and_an_output_that_is_a_file_are_refused_before_anythin
     # a setting some runs lack is a row key still: a row for the runs that have it, one for those without
     by_start = main([str(tmp_path / "runs"), "--rows", "method,theseus.init", "--output", str(tmp_path / "by_start")])
     assert by_start["table"]["kd bottom"] == {"RTE": 70.0} and len(by_start["table"]) == 3
+
+
+@pytest.mark.parametrize("rows", ["base_model", "folder"])
+def test_rows_naming_a_field_no_run_has_a_value_for_is_refused(tmp_path, rows, capsys):
+    """A results field every run holds as null (base_model) or that results.json never holds (folder) passed as a
+    field name: every method went into one row named "None", its cell one best point among methods."""
+    plant(tmp_path / "runs" / "kd", a_run("RTE", "kd", 80.0, 70.0))
+    plant(tmp_path / "runs" / "ft", a_run("RTE", "fine_tuning", 80.0, 60.0))
+    with pytest.raises(SystemExit) as refused:
+        main([str(tmp_path / "runs"), "--rows", f"method,{rows}", "--output", str(tmp_path / "out"), "--dry-run"])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"python -m theseus_pl.report: error: --rows names {rows!r}, which none of these runs has a value for (all "
+        "would share one row, None): the settings these runs vary are optimizer.lr, seed."
+    )
+    plant(tmp_path / "runs" / "hub", a_run("RTE", "kd", 80.0, 75.0, base_model="org/bert"))  # one run has a value
+    by_base = main([str(tmp_path / "runs"), "--rows", "base_model", "--output", str(tmp_path / "by_base")])
+    assert by_base["table"] == {"predecessor": {"RTE": 80.0}, "org/bert": {"RTE": 75.0}, "None": {"RTE": 65.0}}
+
+
+def test_rows_over_runs_of_no_kind_whose_tables_read_it_is_refused(tmp_path, capsys):
+    """Over decoder-LM and sentence-embedding runs alone, whose tables take no --rows, it changed nothing, and the dry
+    run said "a row for each seed"."""
+    runs, out = tmp_path / "runs", str(tmp_path / "out")
+    plant(runs / "embedding", an_embedding_run())
+    plant(runs / "lm", read_run(V2_LANGUAGE_MODEL))
+    with pytest.raises(SystemExit) as refused:
+        main([str(runs), "--rows", "seed", "--output", out, "--dry-run"])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "python -m theseus_pl.report: error: --rows: read only by the tables of runs of kind 'task_model'; these runs "
+        "are of kind 'embedding_model', 'language_model', whose tables take no --rows: leave it out."
+    )
+    assert main([str(runs), "--rows", "method", "--output", out, "--dry-run"])["table"] == {}  # the default, given
+    plant(runs / "task", a_run())  # a run whose tables read it: read as before
+    assert main([str(runs), "--rows", "seed", "--output", out, "--dry-run"])["table"] == {
+        "predecessor": {"RTE": 80.0}, "1": {"RTE": 70.0}
+    }  # fmt: skip
 
 
 def test_a_half_finished_sweep_names_what_is_missing(tmp_path, capsys):
@@ -343,8 +381,10 @@ def test_the_protocol_sweep_runs_every_method_on_a_tiny_model(tiny_base, glue_di
 
 
 def shaped_run(folder: Path, layers: int, width: int, score: float, seed: int, importance: str = "magnitude",
-               lr: float = 1e-4) -> None:  # fmt: skip
-    record = a_run("SST-2", "theseus_curriculum", 85.0, score, speedup=2.0 + layers / 10 + seed / 100,
+               lr: float = 1e-4, busy: bool = False) -> None:  # fmt: skip
+    """``busy``: its speed-up timed while other processes kept the machine busy, so left out (null)."""
+    speedup = {"speedup": None, "speedup_busy_cores": 1.5} if busy else {"speedup": 2.0 + layers / 10 + seed / 100}
+    record = a_run("SST-2", "theseus_curriculum", 85.0, score, **speedup,
                    settings={"seed": seed, "theseus.successor.importance": importance, "optimizer.lr": lr},
                    params=ParamCounts(predecessor=22_000_000, successor=11_000_000 + layers * width * 1000,
                                       successor_layers=layers * width * 1000))  # fmt: skip
@@ -367,6 +407,17 @@ def test_the_depth_width_table_gives_each_shape_its_parameters_spread_and_speedu
         ("4", "384", "magnitude", "1.54", "12.54", "82.00", "80.00", "84.00", "1 2 3", "2.42x"),
         ("4", "384", "random", "1.54", "12.54", "72.00", "71.00", "73.00", "1 2 3", "2.42x"),
     ]
+
+
+def test_a_shapes_speedup_is_left_empty_where_a_seed_of_its_point_has_none_as_its_score_spread_is(tmp_path):
+    """The seeds timed on a quiet machine gave the shape's speed-up (2.23x beside seeds 1 2 3), as if all had."""
+    for seed in (1, 2, 3):
+        shaped_run(tmp_path / f"deep{seed}", 2, 1536, 80.0 + seed, seed, busy=seed < 3)
+        shaped_run(tmp_path / f"wide{seed}", 4, 384, 78.0 + seed, seed)
+    main([str(tmp_path), "--output", str(tmp_path / "out")])
+    with (tmp_path / "out" / "shapes.csv").open(newline="") as handle:
+        rows = [(r["layers"], r["seeds"], r["speed-up"]) for r in csv.DictReader(handle)]
+    assert rows == [("2", "1 2 3", ""), ("4", "1 2 3", "2.42x")]
 
 
 def test_a_shape_run_at_two_grid_points_is_given_at_its_best_one_as_the_protocols_table_is(tmp_path):

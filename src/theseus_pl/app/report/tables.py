@@ -24,6 +24,7 @@ from theseus_pl.app.results.registry import parts
 
 log = logging.getLogger(__name__)
 REPORT = "python -m theseus_pl.report"
+DEFAULT_ROWS = "method"  # --rows' default (theseus_pl.report), accepted whatever kinds the runs are of
 
 
 def find_records(folders: Sequence[Path]) -> tuple[list[RunRecord], list[str]]:
@@ -122,8 +123,17 @@ def _is_wandb_copy(results: Path) -> bool:
 
 def unknown_rows(records: Sequence[RunRecord], rows: str) -> str | None:
     """Why ``--rows`` names something the runs it groups lack, as the kind whose tables group them by it says (the
-    first such kind's answer); None where each kind that checks finds every name in its runs."""
-    for kind, check in parts("unknown_rows").items():
+    first such kind's answer); None where each kind that checks finds every name in its runs. A kind's tables read
+    ``--rows`` where it registers ``unknown_rows``: a ``--rows`` other than the default over runs of no such kind (a
+    report of decoder LMs alone) is refused, as it would change nothing while the dry run promised a row for each."""
+    checks = parts("unknown_rows")
+    if rows != DEFAULT_ROWS and checks and not any(record.kind in checks for record in records):
+        found = ", ".join(repr(kind) for kind in dict.fromkeys(record.kind for record in records))
+        return (
+            f"--rows: read only by the tables of runs of kind {', '.join(map(repr, checks))}; these runs are of kind "
+            f"{found}, whose tables take no --rows: leave it out."
+        )
+    for kind, check in checks.items():
         runs = [record for record in records if record.kind == kind]
         if runs and (problem := check(runs, rows)):
             return problem

@@ -98,7 +98,8 @@ class Kind(Generic[R]):
     # Which methods compress it, for the refusal of a method that does not ("on ... use ...").
     methods_hint: str = ""
     # Why report's --rows names something its runs lack (its runs, --rows -> the problem, or None): a kind whose
-    # tables group runs by --rows; None: its tables take no --rows, and every name is accepted.
+    # tables group runs by --rows; None: its tables take no --rows, and a --rows but the default over its runs and
+    # other such kinds' alone is refused (the report's tables.unknown_rows).
     unknown_rows: Callable[[list[R], str], str | None] | None = None
     # Models a search of its runs puts on its front beside the trials, never a trial nor the pick (a measured trial's
     # run folder, the serving batch size, the cache folder -> search_finding.ReferencePoint's): a sentence-embedding

@@ -33,8 +33,9 @@ def prediction_strings(task: TaskSpec, logits: torch.Tensor) -> list[str]:
 def submission_model(name: str, task: TaskSpec) -> str:
     """The checkpoint ``name`` gives (a finished run's folder gives its ``successor/``), checked to predict ``task``
     before anything is loaded or predicted; a ValueError listing every problem otherwise: no such folder (or, offline,
-    no such hub model), a run folder whose record names another task, no sequence classifier (a causal LM or a bare
-    encoder would predict from a random head), a head of other labels, no tokenizer beside it."""
+    no such hub model), a run folder or a run's ``successor/`` whose run's record names another task, no sequence
+    classifier (a causal LM or a bare encoder would predict from a random head), a head of other labels, no tokenizer
+    beside it."""
     folder = Path(name).expanduser()
     if folder.is_dir() and not (folder / "config.json").is_file():
         if problem := not_a_model_problem(folder):
@@ -43,15 +44,29 @@ def submission_model(name: str, task: TaskSpec) -> str:
             raise ValueError(f"{name} holds no config.json: it is not a Hugging Face checkpoint folder.")
         if not (folder / "results.json").is_file() or not (folder / "successor").is_dir():
             raise ValueError(f"{name} is a run folder whose run has not finished (no results.json and successor/).")
-        trained_on = getattr(read_run(folder / "results.json"), "task", task.name)
-        if trained_on not in GLUE_TASKS:  # its own data: no --task names it (--task takes GLUE's names)
-            raise ValueError(
-                f"{name} is a run on your own data ({trained_on}), not a GLUE task: the GLUE server scores only "
-                "models trained on a GLUE task's training set; deploy it instead (python -m theseus_pl.deploy)."
-            )
-        if trained_on != task.name:  # RTE and QNLI share their labels: the head alone does not tell them apart
-            raise ValueError(f"{name} is a run on {trained_on}, not {task.name}: submit it with --task {trained_on}.")
-        return submission_model(str(folder / "successor"), task)
+        _check_trained_on(folder, task, f"{name} is a run")
+        return _checkpoint(str(folder / "successor"), task)
+    if folder.is_dir() and folder.name == "successor" and (folder.parent / "results.json").is_file():
+        _check_trained_on(folder.parent, task, f"{name} is the successor of a run")
+    return _checkpoint(name, task)
+
+
+def _check_trained_on(run_folder: Path, task: TaskSpec, what: str) -> None:
+    """A ValueError where the finished run in ``run_folder`` trained on another task than ``task`` (``what``: how the
+    refusal names the folder given): RTE and QNLI share their labels, so its head alone does not tell them apart."""
+    trained_on = getattr(read_run(run_folder / "results.json"), "task", task.name)
+    if trained_on not in GLUE_TASKS:  # its own data: no --task names it (--task takes GLUE's names)
+        raise ValueError(
+            f"{what} on your own data ({trained_on}), not a GLUE task: the GLUE server scores only models trained on "
+            "a GLUE task's training set; deploy it instead (python -m theseus_pl.deploy)."
+        )
+    if trained_on != task.name:
+        raise ValueError(f"{what} on {trained_on}, not {task.name}: submit it with --task {trained_on}.")
+
+
+def _checkpoint(name: str, task: TaskSpec) -> str:
+    """The checkpoint ``name`` (a folder or a hub id), checked to predict ``task`` as :func:`submission_model` says."""
+    folder = Path(name).expanduser()
     if looks_like_path(name) and not folder.exists():
         raise ValueError(f"{name}: no such folder.")
     try:

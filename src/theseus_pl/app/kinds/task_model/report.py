@@ -38,11 +38,14 @@ def find_runs(folders: Sequence[Path]) -> tuple[list[TaskModelResults], list[str
 def _row_key(run: TaskModelResults, rows: str) -> str:
     """The run's row: the value of ``rows``, a results field or setting, or of each of several joined by commas
     (``method,theseus.init``: ``fine_tuning every_other``)."""
-    values = []
-    for name in rows.split(","):
-        value = run.lookup(name)
-        values.append(run.settings.get(name) if value is None else value)
-    return " ".join(map(str, values))
+    return " ".join(str(_row_value(run, name)) for name in rows.split(","))
+
+
+def _row_value(run: TaskModelResults, name: str) -> Any:
+    """The value of one ``--rows`` name for the run: its results field (a dotted path), else its setting; None where
+    it has neither."""
+    value = run.lookup(name)
+    return run.settings.get(name) if value is None else value
 
 
 def step_budget(settings: dict[str, Any]) -> str:
@@ -253,16 +256,23 @@ def score_by_rate(runs: list[TaskModelResults]) -> dict[str, list[tuple[float, f
 
 
 def unknown_rows(runs: list[TaskModelResults], rows: str) -> str | None:
-    """Why ``--rows`` names something no task-model run has (None when each name is a results field or a setting of
-    one): a misspelt name would put every run in one row called "None", and choose one best point among methods."""
-    field_names = {item.name for item in dataclasses.fields(TaskModelResults)}
+    """Why ``--rows`` names something that gives no task-model run a value, as the table reads it (:func:`_row_value`);
+    None when each name gives at least one run one. A misspelt name, or a results field every run holds as null
+    (``base_model``) or never records (``folder``), would put every run in one row called "None", and choose one best
+    point among methods."""
+    field_names = sorted(item.name for item in dataclasses.fields(TaskModelResults))
     for name in rows.split(","):
-        if name in field_names or any(name in run.settings or run.lookup(name) is not None for run in runs):
+        if any(_row_value(run, name) is not None for run in runs):
             continue
         settings = sorted({key for run in runs for key in run.settings})
-        near = difflib.get_close_matches(name, [*settings, *sorted(field_names)], n=1)
+        valued = [other for other in [*settings, *field_names]
+                  if other != name and any(_row_value(run, other) is not None for run in runs)]  # fmt: skip
+        near = difflib.get_close_matches(name, valued, n=1)
         hint = f"did you mean {near[0]}?" if near else f"the settings these runs vary are {', '.join(settings)}."
-        return f"--rows names {name!r}, which is no results field or setting of these runs: {hint}"
+        known = name.split(".")[0] in field_names or any(name in run.settings for run in runs)  # null in each
+        what = "none of these runs has a value for (all would share one row, None)" if known else \
+            "is no results field or setting of these runs"  # fmt: skip
+        return f"--rows names {name!r}, which {what}: {hint}"
     return None
 
 

@@ -4,8 +4,9 @@ One row per task, method and successor shape (layers, feed-forward width, hidden
 feed-forward network, which neurons it kept) at the shape's best grid point, as the protocol's table chooses a cell's:
 the parameters of the successor's layers and of the whole model, the dev score's median, min and max over the point's
 seeds (none where a seed has no score), the settings that set the point apart, and the median measured inference
-speed-up. Written by ``theseus_pl.app.report.tables`` when the runs it reads have more than one successor shape
-(``sweep/depth_width``).
+speed-up (none where a seed has none, as one timed on a busy machine leaves it: the other seeds' would read as every
+seed's, beside the seeds the score is over). Written by ``theseus_pl.app.report.tables`` when the runs it reads have
+more than one successor shape (``sweep/depth_width``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 import pandas as pd
 
 from theseus_pl.app.kinds.task_model.record import TaskModelResults
-from theseus_pl.app.report.over_seeds import best_points
+from theseus_pl.app.report.over_seeds import best_points, spread_over_seeds
 
 SHAPE = ["layers", "FFN width", "hidden size", "neurons kept"]
 
@@ -23,8 +24,9 @@ SHAPE = ["layers", "FFN width", "hidden size", "neurons kept"]
 def shape_table(runs: list[TaskModelResults]) -> pd.DataFrame:
     """One row per task, method and successor shape, at its best grid point (:func:`best_points`, as the protocol's
     table chooses a cell's), with its parameters, score spread over that point's seeds, the settings that set the
-    point apart from the shape's others (``grid point``) and its speed-up; empty when every run's successor has the
-    same shape (there is nothing to compare). Runs written before successors had shapes are left out."""
+    point apart from the shape's others (``grid point``) and its speed-up's median over those seeds
+    (:func:`spread_over_seeds`: none where a seed has none); empty when every run's successor has the same shape
+    (there is nothing to compare). Runs written before successors had shapes are left out."""
     shaped = [run for run in runs if run.successor.shape is not None and run.predecessor.shape is not None]
     settings = [{key: value for key, value in run.settings.items() if key != "seed"} for run in shaped]
     frame = pd.DataFrame({
@@ -45,10 +47,9 @@ def shape_table(runs: list[TaskModelResults]) -> pd.DataFrame:
     if len(frame[SHAPE].drop_duplicates()) < 2:
         return pd.DataFrame()
     cells = ["task", "method", *SHAPE]
-    points = frame.groupby([*cells, "point"], sort=False, dropna=False).agg(**{
-        "layer params (M)": ("layer params (M)", "first"), "params (M)": ("params (M)", "first"),
-        "speed-up": ("speed-up", "median"),
-    })  # fmt: skip
+    groups = frame.groupby([*cells, "point"], sort=False, dropna=False)
+    points = groups.agg(**{"layer params (M)": ("layer params (M)", "first"), "params (M)": ("params (M)", "first")})
+    points["speed-up"] = spread_over_seeds(groups["speed-up"])["median"]  # none where a seed's was left out
     table = best_points(frame, cells).join(points, on=[*cells, "point"])
     table["speed-up"] = table["speed-up"].map(lambda speedup: "" if pd.isna(speedup) else f"{speedup:.2f}x")
     columns = [*cells, "layer params (M)", "params (M)", "median", "min", "max", "seeds", "grid point", "speed-up"]
