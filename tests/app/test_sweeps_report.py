@@ -111,6 +111,16 @@ def test_the_predecessor_counts_once_a_seed_however_many_runs_of_that_seed_share
     assert main([str(tmp_path), "--output", str(tmp_path / "out")])["table"]["predecessor"] == {"RTE": 82.0}
 
 
+def test_the_predecessor_is_left_empty_where_a_seeds_predecessor_has_no_score_as_a_successors_cell_is(tmp_path):
+    """Seeds null, 80 and 82 gave 81.00, the median of two of three, beside a successor's cell left empty."""
+    for seed, predecessor in enumerate([None, 80.0, 82.0], start=1):
+        plant(tmp_path / f"rte{seed}", a_run("RTE", "kd", predecessor, 70.0, settings={"seed": seed}))
+        plant(tmp_path / f"cola{seed}", a_run("CoLA", "kd", 50.0, None if seed == 1 else 40.0, settings={"seed": seed}))
+    report = main([str(tmp_path), "--output", str(tmp_path / "out")])
+    assert report["table"] == {"predecessor": {"CoLA": 50.0}, "kd": {"RTE": 70.0}}
+    assert "| predecessor | 50.00 |  |  |" in (tmp_path / "out" / "table.md").read_text().splitlines()
+
+
 def test_a_report_over_a_version_1_and_a_version_2_run_gives_one_table(tmp_path):
     (tmp_path / "old").mkdir()
     shutil.copy(V1_RESULTS, tmp_path / "old" / "results.json")  # as theseus_pl wrote it before schema_version

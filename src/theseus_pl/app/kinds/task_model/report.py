@@ -19,7 +19,7 @@ from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.kinds.task_model.record import TaskModelResults
 from theseus_pl.app.kinds.task_model.shape_table import shape_table
 from theseus_pl.app.report.files import PREDECESSOR, write_markdown_and_csv
-from theseus_pl.app.report.over_seeds import best_points
+from theseus_pl.app.report.over_seeds import best_points, spread_over_seeds
 from theseus_pl.app.report.tables import REPORT, find_records, no_results
 from theseus_pl.app.results.envelope import by_kind
 from theseus_pl.app.results.registry import ReportPart, parts
@@ -82,11 +82,13 @@ def best_settings(runs: list[TaskModelResults], rows: str = "method") -> pd.Data
 def build_table(runs: list[TaskModelResults], rows: str = "method") -> tuple[list[str], dict[str, dict[str, float]]]:
     """Tasks (columns) and ``{row: {task: score}}``, rows in the order of the runs, the predecessor first (the median
     of its scores, each predecessor once: the runs of a seed share one, and eight runs of one seed beside one run of
-    each other seed must not make it the median): each cell a best setting's median, none where that has none."""
+    each other seed must not make it the median; none where a seed's predecessor has no score, as a successor's cell
+    is none where a seed has none, by the same :func:`spread_over_seeds`: the others' median would read as every
+    seed's): each cell a best setting's median, none where that has none."""
     frame = run_frame(runs, rows)
     cells = best_settings(runs, rows).pivot(index="row", columns="task", values="median")
-    predecessors = frame.drop_duplicates(["task", "seed", "predecessor"])
-    predecessor = predecessors.groupby("task")["predecessor"].median().rename(PREDECESSOR).to_frame().T
+    predecessors = frame.drop_duplicates(["task", "seed", "predecessor"]).groupby("task")["predecessor"]
+    predecessor = spread_over_seeds(predecessors)["median"].rename(PREDECESSOR).to_frame().T
     table = pd.concat([predecessor, cells.reindex(index=frame["row"].unique(), columns=predecessor.columns)])
     return list(table.columns), {row: line.dropna().to_dict() for row, line in table.iterrows()}
 
