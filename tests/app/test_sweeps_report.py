@@ -22,7 +22,7 @@ from transformers.models.bert.modeling_bert import BertLayer
 
 from theseus_pl.app.config.resolvers import package_path
 from theseus_pl.app.kinds.task_model.record import ModelShape, ParamCounts, TaskModelResults
-from theseus_pl.app.kinds.task_model.report import budget_table, build_table, find_runs
+from theseus_pl.app.kinds.task_model.report import budget_table, build_table, find_runs, protocol_warnings
 from theseus_pl.app.results.envelope import WandbLink, write_results
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.report import main
@@ -308,6 +308,45 @@ def test_the_report_warns_of_unequal_step_budgets_and_missing_seeds(tmp_path, ca
         "SST-2: kd lacks seed 3, which other methods ran.",
     ]
     assert "Warning: SST-2: kd lacks seed 3" in capsys.readouterr().out
+
+
+def on_predecessor(run: TaskModelResults, folder: str, score: float) -> TaskModelResults:
+    return replace(run, predecessor=replace(run.predecessor, dir=folder, score=score))
+
+
+def test_the_report_warns_where_a_tasks_runs_compressed_different_predecessors_and_not_for_each_seeds_own():
+    """Theseus on one model and KD on another gave a predecessor row of 85.00 and compared them without a word."""
+    runs = [
+        on_predecessor(a_run(method=method, settings={"seed": seed, "model": model}), f"{cache}/RTE-{key}{seed}", score)
+        for seed in (1, 2)
+        for method, model, cache, key, score in (
+            ("theseus_curriculum", "bert-base-uncased", "/a/predecessors", "aaaa", 80.0),
+            ("kd", "roberta-large", "/b/predecessors", "bbbb", 90.0),
+        )
+    ]
+    assert build_table(runs)[1]["predecessor"] == {"RTE": 85.0}
+    assert protocol_warnings(runs) == [
+        "RTE: the runs compressed different predecessors, so their scores do not compare and the predecessor row "
+        "pools them: at seed 1 /a/predecessors/RTE-aaaa1 scoring 80.00 (theseus_curriculum), "
+        "/b/predecessors/RTE-bbbb1 scoring 90.00 (kd), and at seed 2 too; models bert-base-uncased "
+        "(theseus_curriculum), roberta-large (kd). Report each predecessor's runs apart, or give every run the same "
+        "model and fine-tuning."
+    ]
+    # Each seed fine-tuned its own predecessor, the same cache entry for every method, one in another machine's cache.
+    shared = [
+        on_predecessor(a_run(method=method, settings={"seed": seed}), f"{cache}/RTE-aaaa{seed}", 80.0 + seed)
+        for seed in (1, 2)
+        for method, cache in (("theseus_curriculum", "/a/predecessors"), ("kd", "/b/predecessors"))
+    ]
+    assert protocol_warnings(shared) == []
+    disjoint = [  # as a record written before the model setting names it
+        replace(run, base_model="bert-base-uncased" if run.settings["seed"] == 1 else "bert-large-uncased")
+        for run in shared
+    ]
+    assert protocol_warnings(disjoint)[0].endswith(
+        "pools them: models bert-base-uncased (theseus_curriculum, kd), bert-large-uncased (theseus_curriculum, "
+        "kd). Report each predecessor's runs apart, or give every run the same model and fine-tuning."
+    )
 
 
 def test_runs_trained_for_different_epochs_are_different_budgets_and_stay_off_the_step_curves(tmp_path):

@@ -10,7 +10,7 @@ import difflib
 import json
 import statistics
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import pandas as pd
@@ -56,8 +56,9 @@ def step_budget(settings: dict[str, Any]) -> str:
 
 def run_frame(runs: list[TaskModelResults], rows: str = "method") -> pd.DataFrame:
     """One line per run, what the tables are computed from: its table row (the ``--rows`` value, as text), task, seed,
-    step budget (:func:`step_budget`), scores, its settings but the seed, and those as JSON (``point``: the grid point
-    it ran)."""
+    step budget (:func:`step_budget`), scores, its predecessor's checkpoint (:func:`predecessor_checkpoint`) and
+    folder, the model it names (its ``model`` setting, the predecessor or base named; an older record's
+    ``base_model``), its settings but the seed, and those as JSON (``point``: the grid point it ran)."""
     settings = [{key: value for key, value in run.settings.items() if key != "seed"} for run in runs]
     return pd.DataFrame({
         "row": [_row_key(run, rows) for run in runs],
@@ -66,9 +67,20 @@ def run_frame(runs: list[TaskModelResults], rows: str = "method") -> pd.DataFram
         "budget": [step_budget(run.settings) for run in runs],
         "score": pd.array([run.successor.score for run in runs], dtype=float),
         "predecessor": pd.array([run.predecessor.score for run in runs], dtype=float),
+        "checkpoint": [predecessor_checkpoint(run) for run in runs],
+        "predecessor dir": [run.predecessor.dir for run in runs],
+        "model": [run.settings.get("model") or run.base_model for run in runs],
         "settings": settings,
         "point": [json.dumps(point, sort_keys=True) for point in settings],
     })  # fmt: skip
+
+
+def predecessor_checkpoint(run: TaskModelResults) -> str:
+    """What tells the run's predecessor from another: a cached one by its cache entry's name, the key of everything
+    that made it (base model, data, fine-tuning settings, seed), wherever that cache lay (runs gathered from two
+    machines' caches); a given one by its path or hub id as given."""
+    cached = run.predecessor.origin in ("cache", "fine-tuned")
+    return PurePath(run.predecessor.dir).name if cached else run.predecessor.dir
 
 
 def best_settings(runs: list[TaskModelResults], rows: str = "method") -> pd.DataFrame:
@@ -101,11 +113,11 @@ def table_frame(tasks: list[str], table: dict[str, dict[str, float]]) -> pd.Data
 
 
 def protocol_warnings(runs: list[TaskModelResults], rows: str = "method") -> list[str]:
-    """What makes a comparison between rows unfair: different step budgets, or seeds one row lacks."""
-    cells = (
-        run_frame(runs, rows)
-        .groupby(["task", "row"])
-        .agg(steps=("budget", lambda steps: ", ".join(sorted(set(steps)))), seeds=("seed", frozenset))
+    """What makes a comparison between rows unfair: different step budgets, different predecessors
+    (:func:`predecessors_apart`), or seeds one row lacks."""
+    frame = run_frame(runs, rows)
+    cells = frame.groupby(["task", "row"]).agg(
+        steps=("budget", lambda steps: ", ".join(sorted(set(steps)))), seeds=("seed", frozenset)
     )
     warnings = []
     for task, task_cells in cells.groupby(level="task"):
@@ -114,12 +126,48 @@ def protocol_warnings(runs: list[TaskModelResults], rows: str = "method") -> lis
             warnings.append(
                 f"{task}: the {rows}s had different step budgets (trainer.max_steps, trainer.max_epochs): {named}."
             )
+        if apart := predecessors_apart(frame[frame["task"] == task]):
+            warnings.append(
+                f"{task}: the runs compressed different predecessors, so their scores do not compare and the "
+                f"predecessor row pools them: {apart}. Report each predecessor's runs apart, or give every run the "
+                "same model and fine-tuning."
+            )
         every = frozenset().union(*task_cells["seeds"])
         for (_, row), seeds in task_cells["seeds"].items():
             if seeds != every:
                 lacking = ", ".join(sorted(every - seeds))
                 warnings.append(f"{task}: {row} lacks seed {lacking}, which other {rows}s ran.")
     return warnings
+
+
+def predecessors_apart(task_runs: pd.DataFrame) -> str:
+    """How one task's runs (:func:`run_frame`'s lines) differ in their predecessor, in words; empty where they share
+    one. Seeds rightly differ (the seed is in a fine-tuned predecessor's cache key), so the runs of each seed are
+    compared: one checkpoint (:func:`predecessor_checkpoint`) and one score, as the score is shown (a checkpoint
+    scored otherwise was scored on other dev rows, or retrained under its key in another cache, and the predecessor
+    row counts it twice). Across seeds the checkpoints differ by design, so there the model the runs name (the
+    ``model`` setting: the predecessor or base, by path or hub id; ``base_model`` in a record written before the
+    setting, where that model is on the hub) tells two apart."""
+
+    def by_rows(lines: pd.DataFrame, named: str) -> list[str]:
+        return [
+            f"{name} ({', '.join(dict.fromkeys(of_name['row']))})" for name, of_name in lines.groupby(named, sort=False)
+        ]
+
+    scored = task_runs["predecessor"].map(lambda score: "nothing" if pd.isna(score) else f"{score:.2f}")
+    shown = task_runs.assign(
+        named=task_runs["predecessor dir"] + " scoring " + scored, key=task_runs["checkpoint"] + " " + scored
+    )
+    seeds = {seed: by_rows(lines, "named") for seed, lines in shown.groupby("seed") if lines["key"].nunique() > 1}
+    apart = []
+    if seeds:
+        (first, named), others = next(iter(seeds.items())), list(seeds)[1:]
+        apart.append(
+            f"at seed {first} {', '.join(named)}" + (f", and at seed {', '.join(others)} too" if others else "")
+        )
+    if shown["model"].nunique() > 1:  # nunique counts no missing one
+        apart.append(f"models {', '.join(by_rows(shown.dropna(subset='model'), 'model'))}")
+    return "; ".join(apart)
 
 
 def write_tables(tasks: list[str], table: dict[str, dict[str, float]], rows: str, output: Path) -> list[Path]:
