@@ -310,6 +310,31 @@ def test_the_report_warns_of_unequal_step_budgets_and_missing_seeds(tmp_path, ca
     assert "Warning: SST-2: kd lacks seed 3" in capsys.readouterr().out
 
 
+def test_the_seed_warnings_check_the_point_each_cell_gives_and_name_a_seed_it_ran_twice():
+    """KD explored three learning rates at one seed each beside Theseus at one over three seeds: its cell gave one
+    seed's score without a warning, as the cell's runs spanned every seed. Two runs of a seed at one point (copied
+    folders) were counted twice in its median while its seeds named the seed once."""
+    at = [(1, 2e-5, 70.0), (2, 2e-5, 71.0), (3, 2e-5, 72.0)]
+    runs = [a_run(method="theseus_curriculum", successor_score=score, settings={"optimizer.lr": lr, "seed": seed})
+            for seed, lr, score in at]  # fmt: skip
+    runs += [a_run(method="kd", successor_score=score, settings={"optimizer.lr": lr, "seed": seed})
+             for seed, lr, score in ((1, 1e-5, 60.0), (2, 2e-5, 75.0), (3, 3e-5, 65.0))]  # fmt: skip
+    assert build_table(runs)[1]["kd"] == {"RTE": 75.0}
+    assert protocol_warnings(runs) == [
+        "RTE: kd at its grid point optimizer.lr=2e-05 lacks seed 1, 3, which other methods ran."
+    ]
+    theseus = [replace(run, folder=Path(f"/runs/theseus_{run.settings['seed']}")) for run in runs[:3]]
+    copies = [replace(run, folder=Path(f"/runs/copy_{run.settings['seed']}")) for run in theseus[:2]]
+    kd = [replace(run, settings={**run.settings, "optimizer.lr": 2e-5}) for run in runs[3:]]  # read from no folder
+    assert protocol_warnings([*theseus, *copies, *kd, kd[1]]) == [
+        "RTE: kd ran seed 2 twice: its median, min and max count a seed more than once where its seeds name it once "
+        "(copied folders, or a swept setting the record does not keep). Keep one run of each seed.",
+        "RTE: theseus_curriculum ran seed 1 twice (/runs/theseus_1, /runs/copy_1); seed 2 twice (/runs/theseus_2, "
+        "/runs/copy_2): its median, min and max count a seed more than once where its seeds name it once (copied "
+        "folders, or a swept setting the record does not keep). Keep one run of each seed.",
+    ]
+
+
 def on_predecessor(run: TaskModelResults, folder: str, score: float) -> TaskModelResults:
     return replace(run, predecessor=replace(run.predecessor, dir=folder, score=score))
 
@@ -394,7 +419,8 @@ def test_the_protocol_sweep_runs_every_method_on_a_tiny_model(tiny_base, glue_di
 def shaped_run(folder: Path, layers: int, width: int, score: float, seed: int, importance: str = "magnitude",
                lr: float = 1e-4) -> None:  # fmt: skip
     record = a_run("SST-2", "theseus_curriculum", 85.0, score, speedup=2.0 + layers / 10 + seed / 100,
-                   settings={"seed": seed, "theseus.successor.importance": importance, "optimizer.lr": lr},
+                   settings={"seed": seed, "theseus.successor.importance": importance, "optimizer.lr": lr,
+                             "theseus.successor_layers": layers, "theseus.successor.intermediate_size": width},
                    params=ParamCounts(predecessor=22_000_000, successor=11_000_000 + layers * width * 1000,
                                       successor_layers=layers * width * 1000))  # fmt: skip
     predecessor = replace(record.predecessor, shape=ModelShape(layers=6, hidden_size=384, intermediate_size=1536))

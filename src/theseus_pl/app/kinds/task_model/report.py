@@ -58,7 +58,8 @@ def run_frame(runs: list[TaskModelResults], rows: str = "method") -> pd.DataFram
     """One line per run, what the tables are computed from: its table row (the ``--rows`` value, as text), task, seed,
     step budget (:func:`step_budget`), scores, its predecessor's checkpoint (:func:`predecessor_checkpoint`) and
     folder, the model it names (its ``model`` setting, the predecessor or base named; an older record's
-    ``base_model``), its settings but the seed, and those as JSON (``point``: the grid point it ran)."""
+    ``base_model``), its own folder (empty where it was read from none), its settings but the seed, and those as
+    JSON (``point``: the grid point it ran)."""
     settings = [{key: value for key, value in run.settings.items() if key != "seed"} for run in runs]
     return pd.DataFrame({
         "row": [_row_key(run, rows) for run in runs],
@@ -70,6 +71,7 @@ def run_frame(runs: list[TaskModelResults], rows: str = "method") -> pd.DataFram
         "checkpoint": [predecessor_checkpoint(run) for run in runs],
         "predecessor dir": [run.predecessor.dir for run in runs],
         "model": [run.settings.get("model") or run.base_model for run in runs],
+        "folder": [str(run.folder or "") for run in runs],
         "settings": settings,
         "point": [json.dumps(point, sort_keys=True) for point in settings],
     })  # fmt: skip
@@ -84,11 +86,17 @@ def predecessor_checkpoint(run: TaskModelResults) -> str:
 
 
 def best_settings(runs: list[TaskModelResults], rows: str = "method") -> pd.DataFrame:
-    """Per task and row, the grid point with the best median over seeds (:func:`best_points`, which says how
-    unscored seeds and points run at fewer seeds are weighed): its ``median``, ``min`` and ``max``, its ``seeds`` and,
-    as ``grid point``, the settings that set it apart from the cell's other points."""
-    best = best_points(run_frame(runs, rows), ["row", "task"])
-    return best.sort_values(["task", "row"])[["task", "row", "median", "min", "max", "seeds", "grid point"]]
+    """Per task and row, the grid point with the best median over seeds (:func:`chosen_points`): its ``median``,
+    ``min`` and ``max``, its ``seeds`` and, as ``grid point``, the settings that set it apart from the cell's other
+    points."""
+    return chosen_points(run_frame(runs, rows))[["task", "row", "median", "min", "max", "seeds", "grid point"]]
+
+
+def chosen_points(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per task and row of :func:`run_frame`'s ``frame``, the grid point its cell gives (:func:`best_points`, which
+    says how unscored seeds and points run at fewer seeds are weighed), sorted by task and row: what the table and
+    the best settings show and what :func:`protocol_warnings` checks, chosen in one place."""
+    return best_points(frame, ["row", "task"]).sort_values(["task", "row"])
 
 
 def build_table(runs: list[TaskModelResults], rows: str = "method") -> tuple[list[str], dict[str, dict[str, float]]]:
@@ -114,11 +122,10 @@ def table_frame(tasks: list[str], table: dict[str, dict[str, float]]) -> pd.Data
 
 def protocol_warnings(runs: list[TaskModelResults], rows: str = "method") -> list[str]:
     """What makes a comparison between rows unfair: different step budgets, different predecessors
-    (:func:`predecessors_apart`), or seeds one row lacks."""
+    (:func:`predecessors_apart`), or a cell's chosen point not holding each seed once (:func:`seed_warnings`)."""
     frame = run_frame(runs, rows)
-    cells = frame.groupby(["task", "row"]).agg(
-        steps=("budget", lambda steps: ", ".join(sorted(set(steps)))), seeds=("seed", frozenset)
-    )
+    cells = frame.groupby(["task", "row"]).agg(steps=("budget", lambda steps: ", ".join(sorted(set(steps)))))
+    chosen = chosen_points(frame)
     warnings = []
     for task, task_cells in cells.groupby(level="task"):
         if task_cells["steps"].nunique() > 1:
@@ -132,12 +139,40 @@ def protocol_warnings(runs: list[TaskModelResults], rows: str = "method") -> lis
                 f"predecessor row pools them: {apart}. Report each predecessor's runs apart, or give every run the "
                 "same model and fine-tuning."
             )
-        every = frozenset().union(*task_cells["seeds"])
-        for (_, row), seeds in task_cells["seeds"].items():
-            if seeds != every:
-                lacking = ", ".join(sorted(every - seeds))
-                warnings.append(f"{task}: {row} lacks seed {lacking}, which other {rows}s ran.")
+        warnings += seed_warnings(chosen[chosen["task"] == task], rows)
     return warnings
+
+
+def seed_warnings(task_points: pd.DataFrame, rows: str) -> list[str]:
+    """Where one task's chosen points (:func:`chosen_points`) are no medians over the same seeds: a point lacking a
+    seed another row's point holds (a grid explored at one seed a point, beside a row run at three seeds: that cell
+    is one seed's score), and a point holding two runs of one seed (``repeated``, their folders named), which its
+    median counts twice. The points the cells give are checked, not every run of a cell: a cell whose runs span
+    every seed may still give a point run at one, and a cell whose runs lack a seed may give a point as complete as
+    the other rows'."""
+    every = frozenset().union(*task_points["seed set"])
+    warnings = []
+    for point in task_points.to_dict("records"):
+        cell = f"{point['task']}: {point['row']}" + (
+            f" at its grid point {point['grid point']}" if point["grid point"] else ""
+        )
+        if lacking := every - point["seed set"]:
+            warnings.append(f"{cell} lacks seed {', '.join(sorted(lacking))}, which other {rows}s ran.")
+        if repeated := point["repeated"]:
+            counted = "; ".join(
+                f"seed {seed} {_times(len(folders))}"
+                + (f" ({', '.join(named)})" if (named := [f for f in folders if f]) else "")
+                for seed, folders in repeated.items()
+            )
+            warnings.append(
+                f"{cell} ran {counted}: its median, min and max count a seed more than once where its seeds name it "
+                "once (copied folders, or a swept setting the record does not keep). Keep one run of each seed."
+            )
+    return warnings
+
+
+def _times(count: int) -> str:
+    return "twice" if count == 2 else f"{count} times"
 
 
 def predecessors_apart(task_runs: pd.DataFrame) -> str:
