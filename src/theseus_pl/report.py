@@ -8,7 +8,8 @@ Reads every ``results.json`` below the folders and writes, into ``--output``:
   the macro average over tasks. A cell is the best dev score over the settings a sweep varied, each setting first
   reduced to its median over seeds (as the paper reports). The predecessor gets a row of its own.
 - ``best_settings.md`` and ``best_settings.csv``: for each cell, the grid point chosen, its median, min and max
-  over seeds and the seeds. A warning is printed when rows had different step budgets or one lacks a seed.
+  over seeds and the seeds. A warning is printed when rows had different step budgets or predecessors, or a
+  cell's grid point lacks a seed another row's holds or holds two runs of one.
 - ``runs.md`` and ``runs.csv``: every run — task, method, scores, its folder and, when it had one, its W&B
   run's name and URL — so a cell of the table leads to the runs behind it.
 - ``shapes.md`` and ``shapes.csv``, when the runs' successors differ in shape: the depth-against-width table

@@ -22,7 +22,7 @@ from transformers.models.bert.modeling_bert import BertLayer
 
 from theseus_pl.app.config.resolvers import package_path
 from theseus_pl.app.kinds.task_model.record import ModelShape, ParamCounts, TaskModelResults
-from theseus_pl.app.kinds.task_model.report import budget_table, build_table, find_runs
+from theseus_pl.app.kinds.task_model.report import budget_table, build_table, find_runs, protocol_warnings
 from theseus_pl.app.results.envelope import WandbLink, write_results
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.report import main
@@ -109,6 +109,16 @@ def test_the_predecessor_counts_once_a_seed_however_many_runs_of_that_seed_share
         for run in range(1 if seed < 3 else 5):  # seed 3 explored a grid: five runs, one predecessor
             plant(tmp_path / f"s{seed}r{run}", a_run("RTE", "kd", predecessor, 70.0, settings={"seed": seed}))
     assert main([str(tmp_path), "--output", str(tmp_path / "out")])["table"]["predecessor"] == {"RTE": 82.0}
+
+
+def test_the_predecessor_is_left_empty_where_a_seeds_predecessor_has_no_score_as_a_successors_cell_is(tmp_path):
+    """Seeds null, 80 and 82 gave 81.00, the median of two of three, beside a successor's cell left empty."""
+    for seed, predecessor in enumerate([None, 80.0, 82.0], start=1):
+        plant(tmp_path / f"rte{seed}", a_run("RTE", "kd", predecessor, 70.0, settings={"seed": seed}))
+        plant(tmp_path / f"cola{seed}", a_run("CoLA", "kd", 50.0, None if seed == 1 else 40.0, settings={"seed": seed}))
+    report = main([str(tmp_path), "--output", str(tmp_path / "out")])
+    assert report["table"] == {"predecessor": {"CoLA": 50.0}, "kd": {"RTE": 70.0}}
+    assert "| predecessor | 50.00 |  |  |" in (tmp_path / "out" / "table.md").read_text().splitlines()
 
 
 def test_a_report_over_a_version_1_and_a_version_2_run_gives_one_table(tmp_path):
@@ -338,6 +348,70 @@ def test_the_report_warns_of_unequal_step_budgets_and_missing_seeds(tmp_path, ca
     assert "Warning: SST-2: kd lacks seed 3" in capsys.readouterr().out
 
 
+def test_the_seed_warnings_check_the_point_each_cell_gives_and_name_a_seed_it_ran_twice():
+    """KD explored three learning rates at one seed each beside Theseus at one over three seeds: its cell gave one
+    seed's score without a warning, as the cell's runs spanned every seed. Two runs of a seed at one point (copied
+    folders) were counted twice in its median while its seeds named the seed once."""
+    at = [(1, 2e-5, 70.0), (2, 2e-5, 71.0), (3, 2e-5, 72.0)]
+    runs = [a_run(method="theseus_curriculum", successor_score=score, settings={"optimizer.lr": lr, "seed": seed})
+            for seed, lr, score in at]  # fmt: skip
+    runs += [a_run(method="kd", successor_score=score, settings={"optimizer.lr": lr, "seed": seed})
+             for seed, lr, score in ((1, 1e-5, 60.0), (2, 2e-5, 75.0), (3, 3e-5, 65.0))]  # fmt: skip
+    assert build_table(runs)[1]["kd"] == {"RTE": 75.0}
+    assert protocol_warnings(runs) == [
+        "RTE: kd at its grid point optimizer.lr=2e-05 lacks seed 1, 3, which other methods ran."
+    ]
+    theseus = [replace(run, folder=Path(f"/runs/theseus_{run.settings['seed']}")) for run in runs[:3]]
+    copies = [replace(run, folder=Path(f"/runs/copy_{run.settings['seed']}")) for run in theseus[:2]]
+    kd = [replace(run, settings={**run.settings, "optimizer.lr": 2e-5}) for run in runs[3:]]  # read from no folder
+    assert protocol_warnings([*theseus, *copies, *kd, kd[1]]) == [
+        "RTE: kd ran seed 2 twice: its median, min and max count a seed more than once where its seeds name it once "
+        "(copied folders, or a swept setting the record does not keep). Keep one run of each seed.",
+        "RTE: theseus_curriculum ran seed 1 twice (/runs/theseus_1, /runs/copy_1); seed 2 twice (/runs/theseus_2, "
+        "/runs/copy_2): its median, min and max count a seed more than once where its seeds name it once (copied "
+        "folders, or a swept setting the record does not keep). Keep one run of each seed.",
+    ]
+
+
+def on_predecessor(run: TaskModelResults, folder: str, score: float) -> TaskModelResults:
+    return replace(run, predecessor=replace(run.predecessor, dir=folder, score=score))
+
+
+def test_the_report_warns_where_a_tasks_runs_compressed_different_predecessors_and_not_for_each_seeds_own():
+    """Theseus on one model and KD on another gave a predecessor row of 85.00 and compared them without a word."""
+    runs = [
+        on_predecessor(a_run(method=method, settings={"seed": seed, "model": model}), f"{cache}/RTE-{key}{seed}", score)
+        for seed in (1, 2)
+        for method, model, cache, key, score in (
+            ("theseus_curriculum", "bert-base-uncased", "/a/predecessors", "aaaa", 80.0),
+            ("kd", "roberta-large", "/b/predecessors", "bbbb", 90.0),
+        )
+    ]
+    assert build_table(runs)[1]["predecessor"] == {"RTE": 85.0}
+    assert protocol_warnings(runs) == [
+        "RTE: the runs compressed different predecessors, so their scores do not compare and the predecessor row "
+        "pools them: at seed 1 /a/predecessors/RTE-aaaa1 scoring 80.00 (theseus_curriculum), "
+        "/b/predecessors/RTE-bbbb1 scoring 90.00 (kd), and at seed 2 too; models bert-base-uncased "
+        "(theseus_curriculum), roberta-large (kd). Report each predecessor's runs apart, or give every run the same "
+        "model and fine-tuning."
+    ]
+    # Each seed fine-tuned its own predecessor, the same cache entry for every method, one in another machine's cache.
+    shared = [
+        on_predecessor(a_run(method=method, settings={"seed": seed}), f"{cache}/RTE-aaaa{seed}", 80.0 + seed)
+        for seed in (1, 2)
+        for method, cache in (("theseus_curriculum", "/a/predecessors"), ("kd", "/b/predecessors"))
+    ]
+    assert protocol_warnings(shared) == []
+    disjoint = [  # as a record written before the model setting names it
+        replace(run, base_model="bert-base-uncased" if run.settings["seed"] == 1 else "bert-large-uncased")
+        for run in shared
+    ]
+    assert protocol_warnings(disjoint)[0].endswith(
+        "pools them: models bert-base-uncased (theseus_curriculum, kd), bert-large-uncased (theseus_curriculum, "
+        "kd). Report each predecessor's runs apart, or give every run the same model and fine-tuning."
+    )
+
+
 def test_runs_trained_for_different_epochs_are_different_budgets_and_stay_off_the_step_curves(tmp_path):
     # At trainer.max_steps=-1 the epochs are the budget: 3 and 5 epochs are not one budget of -1 steps.
     for seed in (1, 2, 3):
@@ -385,7 +459,8 @@ def shaped_run(folder: Path, layers: int, width: int, score: float, seed: int, i
     """``busy``: its speed-up timed while other processes kept the machine busy, so left out (null)."""
     speedup = {"speedup": None, "speedup_busy_cores": 1.5} if busy else {"speedup": 2.0 + layers / 10 + seed / 100}
     record = a_run("SST-2", "theseus_curriculum", 85.0, score, **speedup,
-                   settings={"seed": seed, "theseus.successor.importance": importance, "optimizer.lr": lr},
+                   settings={"seed": seed, "theseus.successor.importance": importance, "optimizer.lr": lr,
+                             "theseus.successor_layers": layers, "theseus.successor.intermediate_size": width},
                    params=ParamCounts(predecessor=22_000_000, successor=11_000_000 + layers * width * 1000,
                                       successor_layers=layers * width * 1000))  # fmt: skip
     predecessor = replace(record.predecessor, shape=ModelShape(layers=6, hidden_size=384, intermediate_size=1536))

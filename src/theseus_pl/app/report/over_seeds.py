@@ -24,11 +24,19 @@ def best_points(frame: pd.DataFrame, cells: list[str]) -> pd.DataFrame:
     than flattering it: such a point is chosen only where every point is one. A point run at fewer seeds than another
     of its cell (a grid explored at one seed beside a point run at three) is chosen only where none has more: one
     lucky seed is no median. A scored point is chosen before one without a median whatever their seeds (a point of
-    three seeds, one unscored, beside one scored at two left the cell empty)."""
+    three seeds, one unscored, beside one scored at two left the cell empty).
+
+    Each point comes with its seeds as a set too (``seed set``: what a report compares between its cells), and as
+    ``repeated`` each seed it holds more than one run of, with those runs' ``folder`` (where the frame has one; empty
+    text otherwise): copied folders, or a swept setting the runs' records do not keep, put two runs of a seed at one
+    point, and its median, min and max then count that seed twice while ``seeds`` names it once."""
     points = frame.groupby([*cells, "point"], sort=False, dropna=False)
     stats = spread_over_seeds(points["score"])
     stats["seed_count"] = points["seed"].nunique()
-    stats["seeds"] = points["seed"].agg(lambda seeds: " ".join(sorted(set(seeds))))
+    stats["seed set"] = points["seed"].agg(frozenset)
+    stats["seeds"] = stats["seed set"].map(lambda seeds: " ".join(sorted(seeds)))
+    folders = frame["folder"] if "folder" in frame else pd.Series("", index=frame.index)
+    stats["repeated"] = points["seed"].agg(lambda seeds: _repeated(seeds, folders))
     stats["settings"] = points["settings"].first()
     stats["scored"] = stats["median"].notna()
     ranked = stats.sort_values(["scored", "seed_count", "median"], ascending=False, kind="stable", na_position="last")
@@ -40,3 +48,9 @@ def best_points(frame: pd.DataFrame, cells: list[str]) -> pd.DataFrame:
         for settings, varies in zip(best["settings"], varied_in_cell, strict=True)
     ]
     return best
+
+
+def _repeated(seeds: pd.Series, folders: pd.Series) -> dict[str, list[str]]:
+    """Each of one point's seeds that more than one of its runs ran, with those runs' folders (by the frame's index)."""
+    counts = seeds.value_counts()
+    return {seed: list(folders[seeds.index[seeds == seed]]) for seed in sorted(counts[counts > 1].index)}

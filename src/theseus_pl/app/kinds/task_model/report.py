@@ -10,7 +10,7 @@ import difflib
 import json
 import statistics
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import pandas as pd
@@ -19,7 +19,7 @@ from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.kinds.task_model.record import TaskModelResults
 from theseus_pl.app.kinds.task_model.shape_table import shape_table
 from theseus_pl.app.report.files import PREDECESSOR, write_markdown_and_csv
-from theseus_pl.app.report.over_seeds import best_points
+from theseus_pl.app.report.over_seeds import best_points, spread_over_seeds
 from theseus_pl.app.report.tables import REPORT, find_records, no_results
 from theseus_pl.app.results.envelope import by_kind
 from theseus_pl.app.results.registry import ReportPart, parts
@@ -59,8 +59,10 @@ def step_budget(settings: dict[str, Any]) -> str:
 
 def run_frame(runs: list[TaskModelResults], rows: str = "method") -> pd.DataFrame:
     """One line per run, what the tables are computed from: its table row (the ``--rows`` value, as text), task, seed,
-    step budget (:func:`step_budget`), scores, its settings but the seed, and those as JSON (``point``: the grid point
-    it ran)."""
+    step budget (:func:`step_budget`), scores, its predecessor's checkpoint (:func:`predecessor_checkpoint`) and
+    folder, the model it names (its ``model`` setting, the predecessor or base named; an older record's
+    ``base_model``), its own folder (empty where it was read from none), its settings but the seed, and those as
+    JSON (``point``: the grid point it ran)."""
     settings = [{key: value for key, value in run.settings.items() if key != "seed"} for run in runs]
     return pd.DataFrame({
         "row": [_row_key(run, rows) for run in runs],
@@ -69,27 +71,47 @@ def run_frame(runs: list[TaskModelResults], rows: str = "method") -> pd.DataFram
         "budget": [step_budget(run.settings) for run in runs],
         "score": pd.array([run.successor.score for run in runs], dtype=float),
         "predecessor": pd.array([run.predecessor.score for run in runs], dtype=float),
+        "checkpoint": [predecessor_checkpoint(run) for run in runs],
+        "predecessor dir": [run.predecessor.dir for run in runs],
+        "model": [run.settings.get("model") or run.base_model for run in runs],
+        "folder": [str(run.folder or "") for run in runs],
         "settings": settings,
         "point": [json.dumps(point, sort_keys=True) for point in settings],
     })  # fmt: skip
 
 
+def predecessor_checkpoint(run: TaskModelResults) -> str:
+    """What tells the run's predecessor from another: a cached one by its cache entry's name, the key of everything
+    that made it (base model, data, fine-tuning settings, seed), wherever that cache lay (runs gathered from two
+    machines' caches); a given one by its path or hub id as given."""
+    cached = run.predecessor.origin in ("cache", "fine-tuned")
+    return PurePath(run.predecessor.dir).name if cached else run.predecessor.dir
+
+
 def best_settings(runs: list[TaskModelResults], rows: str = "method") -> pd.DataFrame:
-    """Per task and row, the grid point with the best median over seeds (:func:`best_points`, which says how
-    unscored seeds and points run at fewer seeds are weighed): its ``median``, ``min`` and ``max``, its ``seeds`` and,
-    as ``grid point``, the settings that set it apart from the cell's other points."""
-    best = best_points(run_frame(runs, rows), ["row", "task"])
-    return best.sort_values(["task", "row"])[["task", "row", "median", "min", "max", "seeds", "grid point"]]
+    """Per task and row, the grid point with the best median over seeds (:func:`chosen_points`): its ``median``,
+    ``min`` and ``max``, its ``seeds`` and, as ``grid point``, the settings that set it apart from the cell's other
+    points."""
+    return chosen_points(run_frame(runs, rows))[["task", "row", "median", "min", "max", "seeds", "grid point"]]
+
+
+def chosen_points(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per task and row of :func:`run_frame`'s ``frame``, the grid point its cell gives (:func:`best_points`, which
+    says how unscored seeds and points run at fewer seeds are weighed), sorted by task and row: what the table and
+    the best settings show and what :func:`protocol_warnings` checks, chosen in one place."""
+    return best_points(frame, ["row", "task"]).sort_values(["task", "row"])
 
 
 def build_table(runs: list[TaskModelResults], rows: str = "method") -> tuple[list[str], dict[str, dict[str, float]]]:
     """Tasks (columns) and ``{row: {task: score}}``, rows in the order of the runs, the predecessor first (the median
     of its scores, each predecessor once: the runs of a seed share one, and eight runs of one seed beside one run of
-    each other seed must not make it the median): each cell a best setting's median, none where that has none."""
+    each other seed must not make it the median; none where a seed's predecessor has no score, as a successor's cell
+    is none where a seed has none, by the same :func:`spread_over_seeds`: the others' median would read as every
+    seed's): each cell a best setting's median, none where that has none."""
     frame = run_frame(runs, rows)
     cells = best_settings(runs, rows).pivot(index="row", columns="task", values="median")
-    predecessors = frame.drop_duplicates(["task", "seed", "predecessor"])
-    predecessor = predecessors.groupby("task")["predecessor"].median().rename(PREDECESSOR).to_frame().T
+    predecessors = frame.drop_duplicates(["task", "seed", "predecessor"]).groupby("task")["predecessor"]
+    predecessor = spread_over_seeds(predecessors)["median"].rename(PREDECESSOR).to_frame().T
     table = pd.concat([predecessor, cells.reindex(index=frame["row"].unique(), columns=predecessor.columns)])
     return list(table.columns), {row: line.dropna().to_dict() for row, line in table.iterrows()}
 
@@ -102,12 +124,11 @@ def table_frame(tasks: list[str], table: dict[str, dict[str, float]]) -> pd.Data
 
 
 def protocol_warnings(runs: list[TaskModelResults], rows: str = "method") -> list[str]:
-    """What makes a comparison between rows unfair: different step budgets, or seeds one row lacks."""
-    cells = (
-        run_frame(runs, rows)
-        .groupby(["task", "row"])
-        .agg(steps=("budget", lambda steps: ", ".join(sorted(set(steps)))), seeds=("seed", frozenset))
-    )
+    """What makes a comparison between rows unfair: different step budgets, different predecessors
+    (:func:`predecessors_apart`), or a cell's chosen point not holding each seed once (:func:`seed_warnings`)."""
+    frame = run_frame(runs, rows)
+    cells = frame.groupby(["task", "row"]).agg(steps=("budget", lambda steps: ", ".join(sorted(set(steps)))))
+    chosen = chosen_points(frame)
     warnings = []
     for task, task_cells in cells.groupby(level="task"):
         if task_cells["steps"].nunique() > 1:
@@ -115,12 +136,76 @@ def protocol_warnings(runs: list[TaskModelResults], rows: str = "method") -> lis
             warnings.append(
                 f"{task}: the {rows}s had different step budgets (trainer.max_steps, trainer.max_epochs): {named}."
             )
-        every = frozenset().union(*task_cells["seeds"])
-        for (_, row), seeds in task_cells["seeds"].items():
-            if seeds != every:
-                lacking = ", ".join(sorted(every - seeds))
-                warnings.append(f"{task}: {row} lacks seed {lacking}, which other {rows}s ran.")
+        if apart := predecessors_apart(frame[frame["task"] == task]):
+            warnings.append(
+                f"{task}: the runs compressed different predecessors, so their scores do not compare and the "
+                f"predecessor row pools them: {apart}. Report each predecessor's runs apart, or give every run the "
+                "same model and fine-tuning."
+            )
+        warnings += seed_warnings(chosen[chosen["task"] == task], rows)
     return warnings
+
+
+def seed_warnings(task_points: pd.DataFrame, rows: str) -> list[str]:
+    """Where one task's chosen points (:func:`chosen_points`) are no medians over the same seeds: a point lacking a
+    seed another row's point holds (a grid explored at one seed a point, beside a row run at three seeds: that cell
+    is one seed's score), and a point holding two runs of one seed (``repeated``, their folders named), which its
+    median counts twice. The points the cells give are checked, not every run of a cell: a cell whose runs span
+    every seed may still give a point run at one, and a cell whose runs lack a seed may give a point as complete as
+    the other rows'."""
+    every = frozenset().union(*task_points["seed set"])
+    warnings = []
+    for point in task_points.to_dict("records"):
+        cell = f"{point['task']}: {point['row']}" + (
+            f" at its grid point {point['grid point']}" if point["grid point"] else ""
+        )
+        if lacking := every - point["seed set"]:
+            warnings.append(f"{cell} lacks seed {', '.join(sorted(lacking))}, which other {rows}s ran.")
+        if repeated := point["repeated"]:
+            counted = "; ".join(
+                f"seed {seed} {_times(len(folders))}"
+                + (f" ({', '.join(named)})" if (named := [f for f in folders if f]) else "")
+                for seed, folders in repeated.items()
+            )
+            warnings.append(
+                f"{cell} ran {counted}: its median, min and max count a seed more than once where its seeds name it "
+                "once (copied folders, or a swept setting the record does not keep). Keep one run of each seed."
+            )
+    return warnings
+
+
+def _times(count: int) -> str:
+    return "twice" if count == 2 else f"{count} times"
+
+
+def predecessors_apart(task_runs: pd.DataFrame) -> str:
+    """How one task's runs (:func:`run_frame`'s lines) differ in their predecessor, in words; empty where they share
+    one. Seeds rightly differ (the seed is in a fine-tuned predecessor's cache key), so the runs of each seed are
+    compared: one checkpoint (:func:`predecessor_checkpoint`) and one score, as the score is shown (a checkpoint
+    scored otherwise was scored on other dev rows, or retrained under its key in another cache, and the predecessor
+    row counts it twice). Across seeds the checkpoints differ by design, so there the model the runs name (the
+    ``model`` setting: the predecessor or base, by path or hub id; ``base_model`` in a record written before the
+    setting, where that model is on the hub) tells two apart."""
+
+    def by_rows(lines: pd.DataFrame, named: str) -> list[str]:
+        return [
+            f"{name} ({', '.join(dict.fromkeys(of_name['row']))})" for name, of_name in lines.groupby(named, sort=False)
+        ]
+
+    scored = task_runs["predecessor"].map(lambda score: "nothing" if pd.isna(score) else f"{score:.2f}")
+    shown = task_runs.assign(
+        named=task_runs["predecessor dir"] + " scoring " + scored, key=task_runs["checkpoint"] + " " + scored
+    )
+    seeds = {seed: by_rows(lines, "named") for seed, lines in shown.groupby("seed") if lines["key"].nunique() > 1}
+    apart = []
+    if seeds:
+        (first, named), others = next(iter(seeds.items())), list(seeds)[1:]
+        apart.append(
+            f"at seed {first} {', '.join(named)}" + (f", and at seed {', '.join(others)} too" if others else "")
+        )
+    if shown["model"].nunique() > 1:  # nunique counts no missing one
+        apart.append(f"models {', '.join(by_rows(shown.dropna(subset='model'), 'model'))}")
+    return "; ".join(apart)
 
 
 def write_tables(tasks: list[str], table: dict[str, dict[str, float]], rows: str, output: Path) -> list[Path]:
