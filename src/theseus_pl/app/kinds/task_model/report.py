@@ -124,15 +124,17 @@ def table_frame(tasks: list[str], table: dict[str, dict[str, float]]) -> pd.Data
 
 
 def protocol_warnings(runs: list[TaskModelResults], rows: str = "method") -> list[str]:
-    """What makes a comparison between rows unfair: different step budgets, different predecessors
-    (:func:`predecessors_apart`), or a cell's chosen point not holding each seed once (:func:`seed_warnings`)."""
+    """What makes a comparison between rows unfair: the points the cells give trained for different step budgets
+    (those compared, not every budget a cell ran: rows that each ran 600 and 1,800 steps may give one at 600 beside
+    another at 1,800), different predecessors (:func:`predecessors_apart`), or a cell's chosen point not holding each
+    seed once (:func:`seed_warnings`)."""
     frame = run_frame(runs, rows)
-    cells = frame.groupby(["task", "row"]).agg(steps=("budget", lambda steps: ", ".join(sorted(set(steps)))))
     chosen = chosen_points(frame)
+    chosen = chosen.assign(budget=[step_budget(settings) for settings in chosen["settings"]])
     warnings = []
-    for task, task_cells in cells.groupby(level="task"):
-        if task_cells["steps"].nunique() > 1:
-            named = "; ".join(f"{row} {steps}" for (_, row), steps in task_cells["steps"].items())
+    for task, task_points in chosen.groupby("task"):
+        if task_points["budget"].nunique() > 1:
+            named = "; ".join(f"{point.row} {point.budget}" for point in task_points.itertuples())
             warnings.append(
                 f"{task}: the {rows}s had different step budgets (trainer.max_steps, trainer.max_epochs): {named}."
             )
