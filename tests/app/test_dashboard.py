@@ -89,6 +89,19 @@ def test_a_sweep_without_w_and_b_runs_gets_a_report_of_tables_only(tmp_path):
     assert not [block for block in report.blocks if isinstance(block, wr.PanelGrid)]
 
 
+def test_the_sweep_report_says_what_the_local_report_warns_of_beside_its_tables(tmp_path):
+    """It carried the tables alone: rows the local report warns are no fair comparison read as one in W&B."""
+    sweep = tmp_path / "sweep"
+    plant(sweep / "0", a_run("RTE", "kd", 80.0, 70.0, settings={"seed": 1, "trainer.max_steps": 600}))
+    plant(sweep / "1", a_run("RTE", "theseus_curriculum", 80.0, 72.0, settings={"seed": 1, "trainer.max_steps": 750}))
+    report = sweep_report("team", "proj", sweep, find_runs([sweep])[0])
+    (warned,) = [block.text for block in report.blocks if isinstance(block, wr.MarkdownBlock)][2:]
+    assert warned == (
+        "- RTE: the methods had different step budgets (trainer.max_steps, trainer.max_epochs): kd 600; "
+        "theseus_curriculum 750."
+    )
+
+
 @pytest.mark.parametrize(
     ("given", "named"),
     [

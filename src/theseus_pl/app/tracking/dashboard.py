@@ -67,6 +67,8 @@ class Dashboard:
     ran_on: Callable[[list[Any]], list[str]]  # what its runs ran on, in words, for the report's first line
     tables: Callable[[list[Any]], list[Any]]  # the report's blocks of its tables, from its records
     plots: Callable[[Any], list[Any]]  # the report's blocks of its plots over the runset of the sweep's W&B group
+    # What makes its tables' rows incomparable, in the words python -m theseus_pl.report warns in (none: nothing)
+    warnings: Callable[[list[Any]], list[str]] = lambda runs: []
 
 
 def dashboard_parts(kinds: Iterable[str]) -> dict[str, Dashboard]:
@@ -121,7 +123,7 @@ def swept_settings(runs: Sequence[RunRecord]) -> list[str]:
 def sweep_report(entity: str, project: str, sweep: Path, runs: Sequence[RunRecord]) -> wr.Report:
     """The sweep's report: the tables ``python -m theseus_pl.report`` writes (the protocol's table and best settings
     for task-model runs, the LM table for decoder-LM runs, the embedding table for sentence-embedding runs, a search's
-    front) and,
+    front) with the warnings it prints beside them (a table without them read as a fair comparison) and,
     where the runs logged to W&B, the plots of their group: each kind's by its :class:`Dashboard`."""
     dashboards = parts("dashboard")
     parted = {kind: found for kind, found in by_kind(runs, dashboards, "the sweep's W&B report").items() if found}
@@ -134,6 +136,9 @@ def sweep_report(entity: str, project: str, sweep: Path, runs: Sequence[RunRecor
     ]  # fmt: skip
     for kind, part in shown.items():
         blocks += part.tables(parted[kind])
+    if warnings := [warning for kind, part in shown.items() for warning in part.warnings(parted[kind])]:
+        blocks += [wr.H2(text="What makes these rows incomparable (the warnings of python -m theseus_pl.report)"),
+                   wr.MarkdownBlock(text="\n".join(f"- {warning}" for warning in warnings))]  # fmt: skip
     front = search_front_table(runs)  # a search's sweep, of any kind it weighs: its front, from the pick's record
     if not front.empty:
         blocks += [wr.H2(text="The search's front: dev score against ms a call, fastest first"),

@@ -8,7 +8,7 @@ from typing import Any
 import wandb_workspaces.reports.v2 as wr
 import wandb_workspaces.workspaces as ws
 
-from theseus_pl.app.kinds.embedding_model.report import embedding_model_table
+from theseus_pl.app.kinds.embedding_model.report import embedding_model_table, embedding_model_warnings
 from theseus_pl.app.report.files import markdown_table
 from theseus_pl.app.tracking.dashboard import METHOD, Dashboard, by_method, replacing_panels
 
@@ -62,6 +62,7 @@ EMBEDDING_MODEL_DASHBOARD = Dashboard(
     columns=EMBEDDING_COLUMNS,
     ran_on=lambda runs: ["sentences (STS-B dev)"],
     tables=_embedding_model_tables,
+    warnings=embedding_model_warnings,
     plots=lambda runset: [wr.H2(text="Sentence embeddings"), wr.PanelGrid(runsets=[runset], panels=[
         *embedding_panels(), *replacing_panels()[:1], *embedding_tradeoff_panels()])],
 )  # fmt: skip

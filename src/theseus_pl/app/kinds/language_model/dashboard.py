@@ -8,7 +8,11 @@ from typing import Any
 import wandb_workspaces.reports.v2 as wr
 import wandb_workspaces.workspaces as ws
 
-from theseus_pl.app.kinds.language_model.report import language_model_frame, language_model_table
+from theseus_pl.app.kinds.language_model.report import (
+    language_model_frame,
+    language_model_table,
+    language_model_warnings,
+)
 from theseus_pl.app.report.files import markdown_table
 from theseus_pl.app.tracking.dashboard import METHOD, Dashboard, by_method, replacing_panels
 from theseus_pl.deployment.gguf_types import GGUF_TYPES
@@ -76,6 +80,7 @@ LANGUAGE_MODEL_DASHBOARD = Dashboard(
     columns=LM_COLUMNS,
     ran_on=lambda runs: ["language-model text"],
     tables=_language_model_tables,
+    warnings=lambda runs: language_model_warnings(language_model_frame(runs)),
     plots=lambda runset: [wr.H2(text="Decoder LMs"), wr.PanelGrid(runsets=[runset], panels=[
         *language_model_panels(), *replacing_panels()[:1], *language_model_tradeoff_panels()[:2]])],
 )  # fmt: skip

@@ -14,6 +14,7 @@ import wandb_workspaces.workspaces as ws
 from theseus_pl.app.kinds.task_model.report import (
     best_settings,
     build_table,
+    protocol_warnings,
     write_best_settings,
     write_tables,
 )
@@ -76,6 +77,7 @@ TASK_MODEL_DASHBOARD = Dashboard(
     columns=SUMMARY_COLUMNS,
     ran_on=lambda runs: sorted({run.task for run in runs}),
     tables=_task_model_tables,
+    warnings=protocol_warnings,
     plots=lambda runset: [
         wr.H2(text="Training"), wr.PanelGrid(runsets=[runset], panels=training_panels() + replacing_panels()),
         wr.H2(text="Score against speed-up"), wr.PanelGrid(runsets=[runset], panels=tradeoff_panels()[:2]),
