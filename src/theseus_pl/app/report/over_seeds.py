@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+from typing import Any
+
 import pandas as pd
 from pandas.core.groupby import SeriesGroupBy
 
 from theseus_pl.app.report.tables import settings_by_key
+from theseus_pl.app.results.envelope import RunRecord
 
 
 def spread_over_seeds(values: SeriesGroupBy) -> pd.DataFrame:
@@ -13,6 +18,18 @@ def spread_over_seeds(values: SeriesGroupBy) -> pd.DataFrame:
     record: a run that scored nothing): pandas skips it, and the other seeds' figures would read as every seed's."""
     stats = values.agg(["median", "min", "max", "count", "size"])
     return stats[["median", "min", "max"]].where(stats["count"] == stats["size"])
+
+
+def point_columns(runs: Sequence[RunRecord]) -> dict[str, list[Any]]:
+    """What :func:`best_points` reads of each run besides its score, as a frame's columns: its ``seed`` as text (the
+    record's own where its settings lack one), its ``settings`` but the seed, and those as JSON (``point``: the grid
+    point it ran)."""
+    settings = [{key: value for key, value in run.settings.items() if key != "seed"} for run in runs]
+    return {
+        "seed": [str(run.settings.get("seed", run.seed)) for run in runs],
+        "settings": settings,
+        "point": [json.dumps(point, sort_keys=True) for point in settings],
+    }
 
 
 def best_points(frame: pd.DataFrame, cells: list[str]) -> pd.DataFrame:
@@ -32,8 +49,8 @@ def best_points(frame: pd.DataFrame, cells: list[str]) -> pd.DataFrame:
     point, and its median, min and max then count that seed twice while ``seeds`` names it once."""
     points = frame.groupby([*cells, "point"], sort=False, dropna=False)
     stats = spread_over_seeds(points["score"])
-    stats["seed_count"] = points["seed"].nunique()
     stats["seed set"] = points["seed"].agg(frozenset)
+    stats["seed_count"] = stats["seed set"].map(len)
     stats["seeds"] = stats["seed set"].map(lambda seeds: " ".join(sorted(seeds)))
     folders = frame["folder"] if "folder" in frame else pd.Series("", index=frame.index)
     stats["repeated"] = points["seed"].agg(lambda seeds: _repeated(seeds, folders))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import difflib
-import json
 import statistics
 from collections.abc import Sequence
 from pathlib import Path, PurePath
@@ -19,7 +18,7 @@ from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.kinds.task_model.record import TaskModelResults
 from theseus_pl.app.kinds.task_model.shape_table import shape_table
 from theseus_pl.app.report.files import PREDECESSOR, write_markdown_and_csv
-from theseus_pl.app.report.over_seeds import best_points, spread_over_seeds
+from theseus_pl.app.report.over_seeds import best_points, point_columns, spread_over_seeds
 from theseus_pl.app.report.tables import REPORT, find_records, no_results
 from theseus_pl.app.results.envelope import by_kind
 from theseus_pl.app.results.registry import ReportPart, parts
@@ -63,11 +62,9 @@ def run_frame(runs: list[TaskModelResults], rows: str = "method") -> pd.DataFram
     folder, the model it names (its ``model`` setting, the predecessor or base named; an older record's
     ``base_model``), its own folder (empty where it was read from none), its settings but the seed, and those as
     JSON (``point``: the grid point it ran)."""
-    settings = [{key: value for key, value in run.settings.items() if key != "seed"} for run in runs]
     return pd.DataFrame({
         "row": [_row_key(run, rows) for run in runs],
         "task": [run.task for run in runs],
-        "seed": [str(run.settings.get("seed", run.seed)) for run in runs],
         "budget": [step_budget(run.settings) for run in runs],
         "score": pd.array([run.successor.score for run in runs], dtype=float),
         "predecessor": pd.array([run.predecessor.score for run in runs], dtype=float),
@@ -75,8 +72,7 @@ def run_frame(runs: list[TaskModelResults], rows: str = "method") -> pd.DataFram
         "predecessor dir": [run.predecessor.dir for run in runs],
         "model": [run.settings.get("model") or run.base_model for run in runs],
         "folder": [str(run.folder or "") for run in runs],
-        "settings": settings,
-        "point": [json.dumps(point, sort_keys=True) for point in settings],
+        **point_columns(runs),
     })  # fmt: skip
 
 

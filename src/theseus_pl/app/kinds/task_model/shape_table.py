@@ -11,12 +11,10 @@ more than one successor shape (``sweep/depth_width``).
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 
 from theseus_pl.app.kinds.task_model.record import TaskModelResults
-from theseus_pl.app.report.over_seeds import best_points, spread_over_seeds
+from theseus_pl.app.report.over_seeds import best_points, point_columns, spread_over_seeds
 
 SHAPE = ["layers", "FFN width", "hidden size", "neurons kept"]
 
@@ -28,7 +26,6 @@ def shape_table(runs: list[TaskModelResults]) -> pd.DataFrame:
     (:func:`spread_over_seeds`: none where a seed has none); empty when every run's successor has the same shape
     (there is nothing to compare). Runs written before successors had shapes are left out."""
     shaped = [run for run in runs if run.successor.shape is not None and run.predecessor.shape is not None]
-    settings = [{key: value for key, value in run.settings.items() if key != "seed"} for run in shaped]
     frame = pd.DataFrame({
         "task": [run.task for run in shaped],
         "method": [run.method for run in shaped],
@@ -39,10 +36,8 @@ def shape_table(runs: list[TaskModelResults]) -> pd.DataFrame:
         "layer params (M)": [_millions(run.params.successor_layers) for run in shaped],
         "params (M)": [_millions(run.params.successor) for run in shaped],
         "score": pd.array([run.successor.score for run in shaped], dtype=float),
-        "seed": [str(run.settings.get("seed", "")) for run in shaped],
         "speed-up": pd.array([run.speedup for run in shaped], dtype=float),
-        "settings": settings,
-        "point": [json.dumps(point, sort_keys=True) for point in settings],
+        **point_columns(shaped),
     })  # fmt: skip
     if len(frame[SHAPE].drop_duplicates()) < 2:
         return pd.DataFrame()
