@@ -255,9 +255,7 @@ def smollm2_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def each_onnx_export_once(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Each model exported once a pytest run (``tests/onnx_exported_once.py``), into a folder of the run's; named in
     the environment, which the command lines a test forks read (``command_zygote.py``)."""
-    folder = run_wide_folder(tmp_path_factory, "onnx-exports")
-    os.environ[RUN_FOLDER] = str(folder)
-    export_each_model_once(folder)
+    os.environ[RUN_FOLDER] = str(export_each_model_once(run_wide_folder(tmp_path_factory, "onnx-exports")))
 
 
 @pytest.fixture(scope="session")

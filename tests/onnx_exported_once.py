@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 RUN_FOLDER = "THESEUS_PL_TEST_ONNX_EXPORTS"  # the variable naming the test run's folder of exported files
+MEMO_FOLDER = "memo_folder"  # the attribute of the installed memo naming its folder
 torch_onnx_export = torch.onnx.export  # torch's own, as this module is imported (before the memo replaces it)
 PLAIN = (bool, int, float, str, type(None))
 # Where transformers loaded a model from (the model's and its config's): the graph does not hold it, and each test
@@ -137,7 +138,18 @@ def exported_once(export: Callable[..., Any], folder: Path) -> Callable[..., Any
     return export_once
 
 
-def export_each_model_once(folder: Path) -> None:
-    """From now on in this process, ``torch.onnx.export`` exports each key once into ``folder`` (made if missing)."""
+def export_each_model_once(folder: Path) -> Path:
+    """From now on in this process, ``torch.onnx.export`` exports each key once into ``folder`` (made if missing);
+    the folder the process's exports go to is returned.
+
+    Where this process has a memo already, its folder stays: a pytest run inside this one (pytester's, in
+    ``tests/data/test_real_data_gate.py``) imports ``conftest.py`` anew, and a memo of its own, into its own folder,
+    would have left every later export of this worker unseen by the other (10 models exported twice a run)."""
+    installed = getattr(torch.onnx.export, MEMO_FOLDER, None)
+    if installed is not None:
+        return installed
     folder.mkdir(parents=True, exist_ok=True)
-    torch.onnx.export = exported_once(torch_onnx_export, folder)
+    memo = exported_once(torch_onnx_export, folder)
+    setattr(memo, MEMO_FOLDER, folder)
+    torch.onnx.export = memo
+    return folder

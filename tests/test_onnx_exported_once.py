@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import tiny_inputs, tiny_model
-from onnx_exported_once import export_key, exported_once, torch_onnx_export
+from onnx_exported_once import MEMO_FOLDER, export_each_model_once, export_key, exported_once, torch_onnx_export
 from transformers import AutoModelForSequenceClassification
 from transformers.models.bert.modeling_bert import BertSelfOutput
 
@@ -147,3 +147,12 @@ def test_a_model_has_the_same_key_in_another_process():
         check=True,
     )
     assert run.stdout.split() == tiny_export_keys()
+
+
+def test_a_pytest_run_inside_this_one_leaves_the_processs_exports_in_the_runs_folder(tmp_path):
+    """pytester's runs (``tests/data/test_real_data_gate.py``) import ``conftest.py`` anew, which installs the memo
+    again: the worker's later exports must still go to the folder the other worker reads."""
+    memo = torch.onnx.export
+    folder = getattr(memo, MEMO_FOLDER)
+    assert export_each_model_once(tmp_path / "inner") == folder and folder.is_dir()
+    assert torch.onnx.export is memo and not (tmp_path / "inner").exists()
