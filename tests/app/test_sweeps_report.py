@@ -348,6 +348,17 @@ def test_the_report_warns_of_unequal_step_budgets_and_missing_seeds(tmp_path, ca
     assert "Warning: SST-2: kd lacks seed 3" in capsys.readouterr().out
 
 
+def test_seeds_are_listed_and_warned_of_in_number_order(tmp_path):
+    """Seeds 1, 2 and 10 read ``1 10 2`` in text order, which hides a gap (is seed 3 missing?)."""
+    for seed in (10, 2, 1):
+        planted_run(tmp_path / f"theseus{seed}", "theseus_curriculum", 80.0, seed, {})
+    planted_run(tmp_path / "kd1", "kd", 80.0, 1, {})
+    warnings = main([str(tmp_path), "--output", str(tmp_path / "out")])["warnings"]
+    assert warnings == ["SST-2: kd lacks seed 2, 10, which other methods ran."]
+    with (tmp_path / "out" / "best_settings.csv").open(newline="") as handle:
+        assert [row["seeds"] for row in csv.DictReader(handle)] == ["1", "1 2 10"]
+
+
 def test_the_seed_warnings_check_the_point_each_cell_gives_and_name_a_seed_it_ran_twice():
     """KD explored three learning rates at one seed each beside Theseus at one over three seeds: its cell gave one
     seed's score without a warning, as the cell's runs spanned every seed. Two runs of a seed at one point (copied

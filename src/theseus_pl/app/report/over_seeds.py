@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -18,6 +18,13 @@ def spread_over_seeds(values: SeriesGroupBy) -> pd.DataFrame:
     record: a run that scored nothing): pandas skips it, and the other seeds' figures would read as every seed's."""
     stats = values.agg(["median", "min", "max", "count", "size"])
     return stats[["median", "min", "max"]].where(stats["count"] == stats["size"])
+
+
+def in_seed_order(seeds: Iterable[Any]) -> list[str]:
+    """The seeds as text in number order (``1 2 10``, where text's order is ``1 10 2``); a seed that is no whole number
+    (a record's own label) after the numbers, in text order."""
+    texts = [str(seed) for seed in seeds]
+    return sorted(texts, key=lambda seed: (0, int(seed), "") if seed.lstrip("-").isdigit() else (1, 0, seed))
 
 
 def point_columns(runs: Sequence[RunRecord]) -> dict[str, list[Any]]:
@@ -51,7 +58,7 @@ def best_points(frame: pd.DataFrame, cells: list[str]) -> pd.DataFrame:
     stats = spread_over_seeds(points["score"])
     stats["seed set"] = points["seed"].agg(frozenset)
     stats["seed_count"] = stats["seed set"].map(len)
-    stats["seeds"] = stats["seed set"].map(lambda seeds: " ".join(sorted(seeds)))
+    stats["seeds"] = stats["seed set"].map(lambda seeds: " ".join(in_seed_order(seeds)))
     folders = frame["folder"] if "folder" in frame else pd.Series("", index=frame.index)
     stats["repeated"] = points["seed"].agg(lambda seeds: _repeated(seeds, folders))
     stats["settings"] = points["settings"].first()
@@ -70,4 +77,4 @@ def best_points(frame: pd.DataFrame, cells: list[str]) -> pd.DataFrame:
 def _repeated(seeds: pd.Series, folders: pd.Series) -> dict[str, list[str]]:
     """Each of one point's seeds that more than one of its runs ran, with those runs' folders (by the frame's index)."""
     counts = seeds.value_counts()
-    return {seed: list(folders[seeds.index[seeds == seed]]) for seed in sorted(counts[counts > 1].index)}
+    return {seed: list(folders[seeds.index[seeds == seed]]) for seed in in_seed_order(counts[counts > 1].index)}

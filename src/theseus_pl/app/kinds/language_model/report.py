@@ -19,7 +19,7 @@ import pandas as pd
 
 from theseus_pl.app.kinds.language_model.record import LanguageModelResults
 from theseus_pl.app.report.files import PREDECESSOR, write_markdown_and_csv
-from theseus_pl.app.report.over_seeds import spread_over_seeds
+from theseus_pl.app.report.over_seeds import in_seed_order, spread_over_seeds
 from theseus_pl.app.report.tables import settings_by_key
 from theseus_pl.core.timing import BUSY_CORES
 
@@ -63,7 +63,7 @@ def language_model_table(frame: pd.DataFrame) -> pd.DataFrame:
         "minutes a run": groups["wall_seconds"].median() / 60,
         "peak memory GiB": groups["peak_memory.cpu_mb"].median() / 1024,  # the process's resident set
         "peak GPU memory GiB": groups["peak_memory.gpu_mb"].median() / 1024,  # CUDA's allocated peak
-        "seeds": groups["seed"].agg(lambda seeds: " ".join(str(seed) for seed in sorted(seeds))),
+        "seeds": groups["seed"].agg(lambda seeds: " ".join(in_seed_order(seeds))),
     }).reset_index().drop(columns="data.train_tokens").rename(columns={"successor.layers": "layers"})  # fmt: skip
     predecessor = pd.DataFrame([{
         "method": PREDECESSOR, "layers": int(frame["predecessor.layers"].iloc[0]),

@@ -18,7 +18,7 @@ from theseus_pl.app.config.kinds import TASK_MODEL
 from theseus_pl.app.kinds.task_model.record import TaskModelResults
 from theseus_pl.app.kinds.task_model.shape_table import shape_table
 from theseus_pl.app.report.files import PREDECESSOR, write_markdown_and_csv
-from theseus_pl.app.report.over_seeds import best_points, point_columns, spread_over_seeds
+from theseus_pl.app.report.over_seeds import best_points, in_seed_order, point_columns, spread_over_seeds
 from theseus_pl.app.report.tables import REPORT, find_records, no_results
 from theseus_pl.app.results.envelope import by_kind
 from theseus_pl.app.results.registry import ReportPart, parts
@@ -158,7 +158,7 @@ def seed_warnings(task_points: pd.DataFrame, rows: str) -> list[str]:
             f" at its grid point {point['grid point']}" if point["grid point"] else ""
         )
         if lacking := every - point["seed set"]:
-            warnings.append(f"{cell} lacks seed {', '.join(sorted(lacking))}, which other {rows}s ran.")
+            warnings.append(f"{cell} lacks seed {', '.join(in_seed_order(lacking))}, which other {rows}s ran.")
         if repeated := point["repeated"]:
             counted = "; ".join(
                 f"seed {seed} {_times(len(folders))}"
