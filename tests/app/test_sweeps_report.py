@@ -170,7 +170,22 @@ def test_rows_no_run_has_and_an_output_that_is_a_file_are_refused_before_anythin
     )
     # a setting some runs lack is a row key still: a row for the runs that have it, one for those without
     by_start = main([str(tmp_path / "runs"), "--rows", "method,theseus.init", "--output", str(tmp_path / "by_start")])
-    assert by_start["table"]["kd bottom"] == {"RTE": 70.0} and len(by_start["table"]) == 3
+    assert by_start["table"] == {
+        "predecessor": {"RTE": 80.0}, "kd bottom": {"RTE": 70.0}, "fine_tuning no theseus.init": {"RTE": 60.0}
+    }  # fmt: skip
+
+
+def test_runs_without_a_rows_value_are_kept_apart_by_method():
+    """``--rows theseus.init`` gave every method lacking it one row "None", its cell one best point among methods."""
+    runs = [
+        a_run("RTE", "kd", 80.0, 70.0, settings={"theseus.init": "bottom", "seed": 1}),
+        a_run("RTE", "fine_tuning", 80.0, 60.0, settings={"seed": 1}),
+        a_run("RTE", "pkd", 80.0, 50.0, settings={"seed": 1}),
+    ]
+    assert build_table(runs, "theseus.init")[1] == {
+        "predecessor": {"RTE": 80.0}, "bottom": {"RTE": 70.0},
+        "no theseus.init (fine_tuning)": {"RTE": 60.0}, "no theseus.init (pkd)": {"RTE": 50.0},
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize("rows", ["base_model", "folder"])
@@ -183,12 +198,17 @@ def test_rows_naming_a_field_no_run_has_a_value_for_is_refused(tmp_path, rows, c
         main([str(tmp_path / "runs"), "--rows", f"method,{rows}", "--output", str(tmp_path / "out"), "--dry-run"])
     assert refused.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
-        f"python -m theseus_pl.report: error: --rows names {rows!r}, which none of these runs has a value for (all "
-        "would share one row, None): the settings these runs vary are optimizer.lr, seed."
+        f"python -m theseus_pl.report: error: --rows names {rows!r}, which none of these runs has a value for (its "
+        "rows would be the methods'): the settings these runs vary are optimizer.lr, seed."
     )
     plant(tmp_path / "runs" / "hub", a_run("RTE", "kd", 80.0, 75.0, base_model="org/bert"))  # one run has a value
     by_base = main([str(tmp_path / "runs"), "--rows", "base_model", "--output", str(tmp_path / "by_base")])
-    assert by_base["table"] == {"predecessor": {"RTE": 80.0}, "org/bert": {"RTE": 75.0}, "None": {"RTE": 65.0}}
+    assert by_base["table"] == {
+        "predecessor": {"RTE": 80.0},
+        "org/bert": {"RTE": 75.0},
+        "no base_model (kd)": {"RTE": 70.0},
+        "no base_model (fine_tuning)": {"RTE": 60.0},
+    }
 
 
 def test_rows_over_runs_of_no_kind_whose_tables_read_it_is_refused(tmp_path, capsys):

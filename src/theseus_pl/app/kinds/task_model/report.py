@@ -36,8 +36,13 @@ def find_runs(folders: Sequence[Path]) -> tuple[list[TaskModelResults], list[str
 
 def _row_key(run: TaskModelResults, rows: str) -> str:
     """The run's row: the value of ``rows``, a results field or setting, or of each of several joined by commas
-    (``method,theseus.init``: ``fine_tuning every_other``)."""
-    return " ".join(str(_row_value(run, name)) for name in rows.split(","))
+    (``method,theseus.init``: ``fine_tuning every_other``). A name the run has no value for reads ``no NAME``, and the
+    row then names the run's method where ``rows`` does not: the runs of every method lacking it (the baselines under
+    ``--rows replacement.rate``) shared one row, its cell one best point among methods."""
+    names = rows.split(",")
+    values = [_row_value(run, name) for name in names]
+    key = " ".join(f"no {name}" if value is None else str(value) for name, value in zip(names, values, strict=True))
+    return f"{key} ({run.method})" if None in values and "method" not in names else key
 
 
 def _row_value(run: TaskModelResults, name: str) -> Any:
@@ -341,8 +346,8 @@ def score_by_rate(runs: list[TaskModelResults]) -> dict[str, list[tuple[float, f
 def unknown_rows(runs: list[TaskModelResults], rows: str) -> str | None:
     """Why ``--rows`` names something that gives no task-model run a value, as the table reads it (:func:`_row_value`);
     None when each name gives at least one run one. A misspelt name, or a results field every run holds as null
-    (``base_model``) or never records (``folder``), would put every run in one row called "None", and choose one best
-    point among methods."""
+    (``base_model``) or never records (``folder``), would give each run its method's row (``no base_model (kd)``),
+    not what was asked."""
     field_names = sorted(item.name for item in dataclasses.fields(TaskModelResults))
     for name in rows.split(","):
         if any(_row_value(run, name) is not None for run in runs):
@@ -353,7 +358,7 @@ def unknown_rows(runs: list[TaskModelResults], rows: str) -> str | None:
         near = difflib.get_close_matches(name, valued, n=1)
         hint = f"did you mean {near[0]}?" if near else f"the settings these runs vary are {', '.join(settings)}."
         known = name.split(".")[0] in field_names or any(name in run.settings for run in runs)  # null in each
-        what = "none of these runs has a value for (all would share one row, None)" if known else \
+        what = "none of these runs has a value for (its rows would be the methods')" if known else \
             "is no results field or setting of these runs"  # fmt: skip
         return f"--rows names {name!r}, which {what}: {hint}"
     return None
