@@ -225,10 +225,12 @@ def test_rows_over_runs_of_no_kind_whose_tables_read_it_is_refused(tmp_path, cap
         "are of kind 'embedding_model', 'language_model', whose tables take no --rows: leave it out."
     )
     assert main([str(runs), "--rows", "method", "--output", out, "--dry-run"])["table"] == {}  # the default, given
+    assert re.search(f"The report would write [0-9]+ files into {re.escape(out)}:", capsys.readouterr().out)
     plant(runs / "task", a_run())  # a run whose tables read it: read as before
     assert main([str(runs), "--rows", "seed", "--output", out, "--dry-run"])["table"] == {
         "predecessor": {"RTE": 80.0}, "1": {"RTE": 70.0}
     }  # fmt: skip
+    assert ", a row for each seed:" in capsys.readouterr().out
 
 
 def test_a_half_finished_sweep_names_what_is_missing(tmp_path, capsys):

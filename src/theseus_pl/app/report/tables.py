@@ -211,7 +211,7 @@ def planned_report(records: list[RunRecord], rows: str, output: Path) -> dict[st
         planned = [output / path.relative_to(scratch) for path in report["written"]]
     print(f"{len(records)} finished runs:")
     print("\n".join(f"  {record.folder}: {record.headline()}" for record in records))
-    print(f"Dry run: nothing was written. The report would write {len(planned)} files into {output}, a row for each "
-          f"{rows}:")  # fmt: skip
+    by_rows = f", a row for each {rows}" if any(record.kind in parts("unknown_rows") for record in records) else ""
+    print(f"Dry run: nothing was written. The report would write {len(planned)} files into {output}{by_rows}:")
     print("\n".join(f"  {path}" for path in planned))
     return report | {"written": planned}
