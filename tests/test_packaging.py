@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from theseus_pl.app.ship.offline_pack import build_project_wheel
+
 ROOT = Path(__file__).parents[1]
 
 pytestmark = pytest.mark.slow
@@ -15,20 +17,40 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(folder)], check=True)
-    (built,) = folder.glob("theseus_pl-*.whl")
-    return built
+    """The wheel as the offline pack builds it (the one place this project's wheel is built)."""
+    return build_project_wheel(ROOT, tmp_path_factory.mktemp("wheel"))
 
 
-def test_wheel_holds_all_modules_and_configs(wheel):
-    names = set(zipfile.ZipFile(wheel).namelist())
+def test_wheel_holds_every_module_and_config_and_nothing_else(wheel):
+    names = {name for name in zipfile.ZipFile(wheel).namelist() if name.endswith((".py", ".yaml"))}
     package = ROOT / "src" / "theseus_pl"
     modules = {str(path.relative_to(package.parent)) for path in package.rglob("*.py")}
-    # The top-level conf/ is installed as the package theseus_pl.conf: Hydra loads it from there.
-    configs = {f"theseus_pl/conf/{path.relative_to(ROOT / 'conf')}" for path in (ROOT / "conf").rglob("*.yaml")}
+    # The top-level conf/ (src/theseus_pl/conf links to it) is installed as the package theseus_pl.conf: Hydra loads
+    # it from there.
+    configs = {f"theseus_pl/conf/{path.relative_to(ROOT / 'conf')}" for path in (ROOT / "conf").rglob("*")
+               if path.suffix in (".py", ".yaml")}  # fmt: skip
+    plugins = {str(path.relative_to(ROOT / "src")) for path in (ROOT / "src" / "hydra_plugins").rglob("*.py")}
     assert "theseus_pl/conf/__init__.py" in names
-    assert {*modules, *configs} <= names, sorted({*modules, *configs} - names)
+    assert names == {*modules, *configs, *plugins}, sorted(names ^ {*modules, *configs, *plugins})
+
+
+def test_the_wheel_ships_no_file_an_earlier_build_left_in_build(tmp_path):
+    """setuptools builds in the checkout's build/ and shipped what an earlier build left there: a module deleted from
+    src/ since still ran on the GPU node from the offline pack's wheel."""
+    project = tmp_path / "project"
+    (project / "src" / "tiny_package").mkdir(parents=True)
+    (project / "src" / "tiny_package" / "__init__.py").write_text("")
+    (project / "build" / "lib" / "tiny_package").mkdir(parents=True)
+    (project / "build" / "lib" / "tiny_package" / "deleted_since.py").write_text("")
+    (project / "README.md").write_text("A tiny package.")
+    (project / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=77"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "tiny_package"\nversion = "0.1"\nreadme = "README.md"\n'
+    )
+    built = build_project_wheel(project, tmp_path / "wheels")
+    assert built.parent == tmp_path / "wheels" and [path.name for path in built.parent.iterdir()] == [built.name]
+    assert [name for name in zipfile.ZipFile(built).namelist() if not name.startswith("tiny_package-0.1.dist-info/")] \
+        == ["tiny_package/__init__.py"]  # fmt: skip
 
 
 def test_the_installed_wheel_runs_the_app_outside_the_checkout(wheel, tmp_path):

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,7 +134,31 @@ def fetch_wheels(specs: Sequence[str], python: str, project_root: Path, destinat
         if subprocess.run(download, capture_output=True, check=False).returncode != 0:
             log.info("%s has no wheel for Python %s on the index: building one here", spec, python)
             _pip(pip, ["wheel", "--no-deps", "--wheel-dir", str(destination), spec], spec)
-    _pip(pip, ["wheel", "--no-deps", "--wheel-dir", str(destination), str(project_root)], "theseus_pl")
+    build_project_wheel(project_root, destination)
+
+
+# What setuptools reads to build this project's wheel: pyproject.toml names the README and the src/ layout.
+WHEEL_SOURCES = ("pyproject.toml", "README.md", "src")
+
+
+def build_project_wheel(project_root: Path, destination: Path) -> Path:
+    """The wheel of the project at ``project_root``, built into ``destination`` from a copy of its sources: setuptools
+    builds in the checkout's ``build/`` and ships whatever an earlier build left there (a module deleted from
+    ``src/`` since, which would then still run on the node)."""
+    destination.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=destination, prefix=".build-") as scratch:
+        source, built = Path(scratch) / "source", Path(scratch) / "wheel"
+        source.mkdir()
+        for name in WHEEL_SOURCES:
+            if (project_root / name).is_dir():  # symlinks followed: src/theseus_pl/conf is the top-level conf/
+                shutil.copytree(project_root / name, source / name,
+                                ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))  # fmt: skip
+            else:
+                shutil.copy2(project_root / name, source / name)
+        pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
+        _pip(pip, ["wheel", "--no-deps", "--wheel-dir", str(built), str(source)], f"the wheel of {project_root}")
+        (wheel,) = built.glob("*.whl")
+        return Path(shutil.move(wheel, destination / wheel.name))
 
 
 def _pip(pip: list[str], arguments: list[str], what: str) -> None:
