@@ -9,6 +9,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from command_runs import run_command, seed_machine_bf16
 from conftest import make_tiny_rte_glue_dir, save_tiny_base
 from safetensors.torch import load_file
 
+from theseus_pl.app.run import paper_grid
 from theseus_pl.app.run.paper_grid import MAX_STEPS, grid_named, multirun_commands
 from theseus_pl.app.ship.offline_pack import cut_into_pieces, half_precision_copy
 from theseus_pl.offline import main
@@ -84,6 +86,17 @@ def test_jobs_at_once_are_a_limit_over_every_multirun_side_by_side(tmp_path: Pat
     assert sum(shares(6).values()) == 6 and sum(shares(45).values()) == sum(shares(90).values()) == 45  # its 45 runs
     with pytest.raises(ValueError, match=r"^--jobs 5 is fewer than the 6 multiruns run side by side .* --jobs 6 or"):
         shares(5)
+
+
+def test_the_deadline_stops_every_multirun_and_kills_one_that_outlives_sigterm(tmp_path: Path, monkeypatch) -> None:
+    """A job that outlived SIGTERM (stuck in a CUDA call) was waited on without a bound: the node's whole lease."""
+    monkeypatch.setattr(paper_grid, "STOP_GRACE_S", 0.5)
+    stubborn, plain = str(tmp_path / "stubborn"), str(tmp_path / "plain")
+    started = time.monotonic()
+    statuses = paper_grid.run_side_by_side(
+        {stubborn: ["sh", "-c", "trap '' TERM; sleep 60"], plain: ["sleep", "60"]}, deadline_s=0.5
+    )
+    assert statuses == {stubborn: None, plain: None} and time.monotonic() - started < 20
 
 
 def test_the_baselines_can_start_from_one_layer_choice_or_none_and_theseus_gets_their_jobs(tmp_path: Path) -> None:

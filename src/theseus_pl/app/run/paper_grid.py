@@ -178,11 +178,29 @@ def run_side_by_side(commands: dict[str, list[str]], deadline_s: float | None) -
                 statuses[folder] = process.returncode
                 log.info("%s ended with status %d after %.0f s", folder, process.returncode, time.monotonic() - started)
         if deadline_s is not None and time.monotonic() - started > deadline_s:
-            for folder, process in processes.items():
-                if folder not in statuses:
-                    os.killpg(process.pid, signal.SIGTERM)  # the launcher's workers too
-                    process.wait()
-                    statuses[folder] = None
-                    log.warning("Stopped %s at the deadline (%.0f s)", folder, deadline_s)
-        time.sleep(1)
+            running = {folder: process for folder, process in processes.items() if folder not in statuses}
+            _stop(running)
+            statuses |= dict.fromkeys(running)
+            log.warning("Stopped %s at the deadline (%.0f s)", ", ".join(running), deadline_s)
+        if len(statuses) < len(processes):
+            time.sleep(1)
     return statuses
+
+
+STOP_GRACE_S = 30.0  # Lightning saves nothing on SIGTERM, so more would only eat into a node's lease
+
+
+def _stop(running: dict[str, subprocess.Popen]) -> None:
+    """Stop the multiruns at once, each with its launcher's workers (its process group): SIGTERM, then SIGKILL to any
+    still running after :data:`STOP_GRACE_S` (a job stuck in a CUDA call or a data loader's worker outlives SIGTERM,
+    and waiting on it held the node until its lease ran out)."""
+    for process in running.values():
+        os.killpg(process.pid, signal.SIGTERM)
+    grace_ends = time.monotonic() + STOP_GRACE_S
+    for folder, process in running.items():
+        try:
+            process.wait(timeout=max(0.0, grace_ends - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            log.warning("%s did not stop %.0f s after SIGTERM: killed", folder, STOP_GRACE_S)
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
