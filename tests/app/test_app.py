@@ -250,6 +250,8 @@ def test_the_command_line_writes_every_output_into_the_run_folder(tiny_base, glu
                  "successor/tokenizer.json", "csv/metrics.csv"):  # fmt: skip
         assert (folder / path).is_file(), path
     assert not (folder / "checkpoints").exists()  # deleted once the run has finished (checkpoint.keep=false)
+    # the successor says what it was trained on, copied away from its run too (submit and deploy read it)
+    assert json.loads((folder / "successor" / "config.json").read_text())["finetuning_task"] == "RTE"
 
 
 def test_a_run_folder_given_as_paths_output_dir_is_hydras_run_folder(tiny_base, glue_dir, tmp_path):

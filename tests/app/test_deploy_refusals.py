@@ -141,6 +141,12 @@ def test_a_model_whose_head_cannot_serve_the_task_is_refused_before_anything_is_
         f"{model} does not fit --task STS-B: its head predicts 2 labels ['LABEL_0', 'LABEL_1'], the data STS-B has "
         "one score (a regression)."
     )
+    # RTE's head fits QNLI's labels: the task its config names tells them apart
+    tiny_model("bert", num_hidden_layers=2, num_labels=2, finetuning_task="RTE").save_pretrained(model)
+    assert refusal([str(model), "--task", "QNLI", "--glue-dir", str(glue_dir), *dry_run]) == (
+        f"{model} does not fit --task QNLI: it was fine-tuned on RTE, not QNLI (its config.json's finetuning_task; "
+        "remove it if it is wrong)."
+    )
     assert not (model / "onnx").exists()
 
 

@@ -64,6 +64,13 @@ def test_model_problems_come_together(tiny_base, tiny_tokenizer, glue_dir, tmp_p
     assert problems[0].startswith("theseus.successor_layers=9 must be between 1 and the predecessor's 4 layers")
     assert problems[1].startswith("data.max_length=1000 is more than")
     assert problems[2].startswith(f"model.predecessor: {three_labels} does not fit RTE: its head predicts 3 labels")
+    qnli = tmp_path / "qnli_model"  # RTE's labels, another task's training
+    tiny_model("bert", num_labels=2, finetuning_task="qnli").save_pretrained(qnli)
+    tiny_tokenizer.save_pretrained(qnli)
+    assert refusal([*tiny_run_overrides(tiny_base, glue_dir, tmp_path), f"model.predecessor={qnli}"]) == [
+        f"model.predecessor: {qnli} does not fit RTE: it was fine-tuned on QNLI, not RTE (its config.json's "
+        "finetuning_task; remove it if it is wrong)."
+    ]
 
 
 def test_a_schedule_that_cannot_finish_is_refused_unless_allowed(tiny_base, glue_dir, tmp_path):

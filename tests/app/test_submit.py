@@ -1,5 +1,6 @@
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -165,6 +166,19 @@ def test_a_runs_successor_given_alone_is_refused_for_a_task_other_than_its_runs(
     expected = f"{successor} is the successor of a run on RTE, not QNLI: submit it with --task RTE."
     assert refusal(str(successor), "QNLI", tmp_path, capsys, "--dry-run") == expected
     assert [path.name for path in run(str(successor), "RTE", tmp_path, "--dry-run")] == ["RTE.tsv"]
+
+
+def test_a_successor_copied_away_from_its_run_is_refused_for_another_task_by_its_config(model_dir, tmp_path, capsys):
+    """Away from its run's record, a run's successor was checked by its head alone, which fits QNLI as RTE: its
+    config.json names the task it was trained on (``finetuning_task``, as transformers' GLUE example writes it)."""
+    copied = Path(model_dir(2))
+    config = json.loads((copied / "config.json").read_text())
+    (copied / "config.json").write_text(json.dumps({**config, "finetuning_task": "rte"}))
+    assert refusal(str(copied), "QNLI", tmp_path, capsys, "--dry-run") == (
+        f"{copied} does not fit QNLI: it was fine-tuned on RTE, not QNLI (its config.json's finetuning_task; remove it "
+        "if it is wrong); submit it with --task RTE."
+    )
+    assert [path.name for path in run(str(copied), "RTE", tmp_path, "--dry-run")] == ["RTE.tsv"]
 
 
 def test_a_run_on_own_data_is_refused_without_advising_a_task_that_is_refused_too(model_dir, tmp_path, capsys):

@@ -212,6 +212,25 @@ def head_label_problem(id2label: Mapping[int, str], task: TaskSpec) -> str | Non
     )
 
 
+def trained_on(config: object) -> str | None:
+    """The GLUE task a checkpoint's config says it was fine-tuned on: its ``finetuning_task`` (transformers 4's field,
+    which its GLUE example sets and version 5 keeps as an extra key; this project's runs write it), by the task's own
+    name; None where it names no GLUE task (a user's own data, a pipeline's tag, none)."""
+    named = getattr(config, "finetuning_task", None)
+    return glue_task(named).name if isinstance(named, str) and is_glue_task(named) else None
+
+
+def trained_on_problem(config: object, task: TaskSpec) -> str | None:
+    """Why a checkpoint whose config names the GLUE task it was fine-tuned on (:func:`trained_on`) cannot serve the
+    GLUE task ``task``: it names another. RTE's and QNLI's heads, or MNLI's and a 3-class entailment set's, have the
+    same labels, so :func:`head_label_problem` cannot tell them apart. None for a ``task`` of the user's own data."""
+    if (named := trained_on(config)) is None or named == task.name or not is_glue_task(task.name):
+        return None
+    return (
+        f"it was fine-tuned on {named}, not {task.name} (its config.json's finetuning_task; remove it if it is wrong)"
+    )
+
+
 # File stems that name a split, not a dataset: ``reviews/train.csv`` is the dataset "reviews".
 SPLIT_WORDS = ("train", "training", "dev", "validation", "valid", "val", "test", "data")
 

@@ -27,7 +27,7 @@ from theseus_pl.app.predecessors.resumable_training import train_resumably, work
 from theseus_pl.core.io import is_sequence_classifier
 from theseus_pl.data.cache_entry import folder_contents, load_or_build
 from theseus_pl.data.datamodule import TextTaskDataModule
-from theseus_pl.data.tasks import TaskSpec, head_label_problem
+from theseus_pl.data.tasks import TaskSpec, head_label_problem, trained_on_problem
 from theseus_pl.lightning.callbacks import BestCheckpoint, DivergedError
 from theseus_pl.lightning.evaluation import evaluate
 from theseus_pl.lightning.metrics import TaskMetrics
@@ -71,13 +71,14 @@ def check_fits_task(name: str, task: TaskSpec) -> None:
             f"{name} is a {', '.join(config.architectures)}, not a fine-tuned sequence classifier (config.json, "
             f"architectures). To fine-tune it into the predecessor first, give it as model.base={name}."
         )
-    problem = head_label_problem(config.id2label, task)
+    problem = head_label_problem(config.id2label, task) or trained_on_problem(config, task)
     if problem:
         raise ValueError(f"{name} does not fit {task.name}: {problem}.")
 
 
 def load_classifier(name: str, task: TaskSpec, new_head: bool = False) -> PreTrainedModel:
-    """A sequence classifier with the task's label count and names.
+    """A sequence classifier with the task's label count and names, its config naming the task (``finetuning_task``:
+    the successors made from it carry it, so a folder copied away from its run still says what it was trained on).
 
     ``new_head`` is for a pretrained base about to be fine-tuned: its head, if any, may have another size and is
     replaced. A fine-tuned predecessor must already fit the task.
@@ -89,13 +90,15 @@ def load_classifier(name: str, task: TaskSpec, new_head: bool = False) -> PreTra
     if new_head:  # transformers reports the new head (and a dropped old one) at length: expected here, so quiet
         transformers.logging.set_verbosity_error()
     try:
-        return AutoModelForSequenceClassification.from_pretrained(
+        model = AutoModelForSequenceClassification.from_pretrained(
             name, num_labels=task.num_labels, id2label=id2label, label2id={v: k for k, v in id2label.items()},
             ignore_mismatched_sizes=new_head, dtype=torch.float32,  # fp16/bf16 files too: fp32 weights train
             **padding_of(AutoConfig.from_pretrained(name)),
         )  # fmt: skip
     finally:
         transformers.logging.set_verbosity(verbosity)
+    model.config.finetuning_task = task.name  # transformers 5 keeps it as an extra key (no longer a field of its own)
+    return model
 
 
 def padding_of(config: PretrainedConfig) -> dict[str, int]:

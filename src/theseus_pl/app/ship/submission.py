@@ -15,7 +15,7 @@ from theseus_pl.app.ship.deploy_folder import is_run_folder, not_a_model_problem
 from theseus_pl.core.io import TOKENIZER_FILES, has_tokenizer, is_pickled, is_sequence_classifier, load_successor
 from theseus_pl.data.datamodule import TextTaskDataModule
 from theseus_pl.data.sources import GlueDirSource
-from theseus_pl.data.tasks import GLUE_TASKS, TaskSpec, head_label_problem
+from theseus_pl.data.tasks import GLUE_TASKS, TaskSpec, head_label_problem, trained_on, trained_on_problem
 from theseus_pl.lightning.callbacks import progress_bar
 from theseus_pl.lightning.modules import ClassifierModule
 
@@ -82,6 +82,8 @@ def _checkpoint(name: str, task: TaskSpec) -> str:
     problems = []
     if problem := head_label_problem(config.id2label, task):
         problems.append(f"{name} does not fit {task.name}: {problem}.")
+    elif problem := trained_on_problem(config, task):  # a run's successor copied away from its run, say
+        problems.append(f"{name} does not fit {task.name}: {problem}; submit it with --task {trained_on(config)}.")
     if folder.is_dir() and not has_tokenizer(folder):
         problems.append(
             f"{name} holds no tokenizer ({', '.join(TOKENIZER_FILES[:2])} or a vocabulary): save the model's tokenizer "

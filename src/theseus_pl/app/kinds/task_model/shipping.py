@@ -26,7 +26,7 @@ from theseus_pl.app.ship.deploy_folder import (
     run_deployer,
 )
 from theseus_pl.data.datamodule import TextTaskDataModule
-from theseus_pl.data.tasks import head_label_problem
+from theseus_pl.data.tasks import head_label_problem, trained_on_problem
 from theseus_pl.deployment.onnx_deployment import onnx_files
 from theseus_pl.deployment.onnx_export import DeploymentError, require_onnxruntime
 from theseus_pl.deployment.openvino_export import calibration_in_words, require_openvino
@@ -101,7 +101,8 @@ def task_dev_data(task: str, model_dir: Path, glue_dir: str | None) -> TextTaskD
     deployed with ``--task`` is scored on. A head that cannot serve the task is refused first (the export would fail
     on its shapes, or score other labels as the task's)."""
     datamodule = TextTaskDataModule(task, str(model_dir), glue_dir=glue_dir)
-    if problem := head_label_problem(AutoConfig.from_pretrained(model_dir).id2label, datamodule.task):
+    config = AutoConfig.from_pretrained(model_dir)
+    if problem := head_label_problem(config.id2label, datamodule.task) or trained_on_problem(config, datamodule.task):
         raise DeploymentError(f"{model_dir} does not fit --task {task}: {problem}.")
     datamodule.setup("validate")
     return datamodule
