@@ -42,11 +42,13 @@ def test_the_wheel_ships_no_file_an_earlier_build_left_in_build(tmp_path):
     (project / "src" / "tiny_package" / "__init__.py").write_text("")
     (project / "build" / "lib" / "tiny_package").mkdir(parents=True)
     (project / "build" / "lib" / "tiny_package" / "deleted_since.py").write_text("")
-    (project / "README.md").write_text("A tiny package.")
     (project / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["setuptools>=77"]\nbuild-backend = "setuptools.build_meta"\n'
         '[project]\nname = "tiny_package"\nversion = "0.1"\nreadme = "README.md"\n'
     )
+    with pytest.raises(ValueError, match=r"lacks README\.md: its wheel cannot be built from it\.$"):
+        build_project_wheel(project, tmp_path / "wheels")  # a traceback, after the model's weights were copied
+    (project / "README.md").write_text("A tiny package.")
     built = build_project_wheel(project, tmp_path / "wheels")
     assert built.parent == tmp_path / "wheels" and [path.name for path in built.parent.iterdir()] == [built.name]
     assert [name for name in zipfile.ZipFile(built).namelist() if not name.startswith("tiny_package-0.1.dist-info/")] \

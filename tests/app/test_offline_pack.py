@@ -88,15 +88,26 @@ def test_jobs_at_once_are_a_limit_over_every_multirun_side_by_side(tmp_path: Pat
         shares(5)
 
 
-def test_the_deadline_stops_every_multirun_and_kills_one_that_outlives_sigterm(tmp_path: Path, monkeypatch) -> None:
-    """A job that outlived SIGTERM (stuck in a CUDA call) was waited on without a bound: the node's whole lease."""
+def test_the_deadline_stops_every_multirun_and_kills_a_job_that_outlives_sigterm(tmp_path: Path, monkeypatch) -> None:
+    """A job that outlived SIGTERM (stuck in a CUDA call) went on holding the node: waited on without a bound while
+    its launcher lived, left running where the launcher died at SIGTERM."""
     monkeypatch.setattr(paper_grid, "STOP_GRACE_S", 0.5)
-    stubborn, plain = str(tmp_path / "stubborn"), str(tmp_path / "plain")
+    stubborn, orphaned, plain = (str(tmp_path / name) for name in ("stubborn", "orphaned", "plain"))
+    child = tmp_path / "child.pid"
     started = time.monotonic()
-    statuses = paper_grid.run_side_by_side(
-        {stubborn: ["sh", "-c", "trap '' TERM; sleep 60"], plain: ["sleep", "60"]}, deadline_s=0.5
-    )
-    assert statuses == {stubborn: None, plain: None} and time.monotonic() - started < 20
+    statuses = paper_grid.run_side_by_side({
+        stubborn: ["sh", "-c", "trap '' TERM; sleep 60"],
+        orphaned: ["sh", "-c", f"(trap '' TERM; exec sleep 60) & echo $! > {child}; wait"],  # the launcher dies
+        plain: ["sleep", "60"],
+    }, deadline_s=0.5)  # fmt: skip
+    assert statuses == {stubborn: None, orphaned: None, plain: None} and time.monotonic() - started < 20
+    stat, state, waited = Path(f"/proc/{int(child.read_text())}/stat"), "", time.monotonic()
+    while state not in ("gone", "Z") and time.monotonic() - waited < 5:  # SIGKILL takes effect soon, not at once
+        try:  # gone, or a zombie left for its new parent to reap
+            state = stat.read_text().rpartition(")")[2].split()[0]
+        except FileNotFoundError:
+            state = "gone"
+    assert state in ("gone", "Z")
 
 
 def test_the_baselines_can_start_from_one_layer_choice_or_none_and_theseus_gets_their_jobs(tmp_path: Path) -> None:

@@ -1,5 +1,7 @@
 """Whatever is wrong with a run is found before the Trainer starts, all of it, each problem naming file or option."""
 
+import json
+
 import lightning.pytorch as pl
 import pytest
 from app_runs import compose_config, tiny_run_overrides
@@ -7,7 +9,9 @@ from conftest import tiny_model
 from glue_files import write_tsv
 
 from theseus_pl.app.checks.refused import RunRefused
+from theseus_pl.app.predecessors.classifier import check_fits_task
 from theseus_pl.app.run.pipeline import refusal_problems, run
+from theseus_pl.data.tasks import glue_task
 
 pytestmark = pytest.mark.quick
 
@@ -71,6 +75,9 @@ def test_model_problems_come_together(tiny_base, tiny_tokenizer, glue_dir, tmp_p
         f"model.predecessor: {qnli} does not fit RTE: it was fine-tuned on QNLI, not RTE (its config.json's "
         "finetuning_task; remove it if it is wrong)."
     ]
+    # one this project fine-tuned from a QNLI base before configs named their task: its record says it is ours
+    (qnli / "predecessor.json").write_text(json.dumps({"base": "a-qnli-model", "dev_metrics": {}}))
+    check_fits_task(str(qnli), glue_task("RTE"))
 
 
 def test_a_schedule_that_cannot_finish_is_refused_unless_allowed(tiny_base, glue_dir, tmp_path):

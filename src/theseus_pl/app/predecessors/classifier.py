@@ -71,7 +71,10 @@ def check_fits_task(name: str, task: TaskSpec) -> None:
             f"{name} is a {', '.join(config.architectures)}, not a fine-tuned sequence classifier (config.json, "
             f"architectures). To fine-tune it into the predecessor first, give it as model.base={name}."
         )
-    problem = head_label_problem(config.id2label, task) or trained_on_problem(config, task)
+    # a predecessor this project fine-tuned (its record beside it) is keyed by its task; one cached before configs
+    # named theirs keeps its base's finetuning_task (a QNLI model given as model.base), not what it was trained on
+    ours = looks_like_path(name) and (Path(name).expanduser() / RECORD).is_file()
+    problem = head_label_problem(config.id2label, task) or (None if ours else trained_on_problem(config, task))
     if problem:
         raise ValueError(f"{name} does not fit {task.name}: {problem}.")
 

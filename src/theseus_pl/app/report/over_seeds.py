@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -24,7 +25,7 @@ def in_seed_order(seeds: Iterable[Any]) -> list[str]:
     """The seeds as text in number order (``1 2 10``, where text's order is ``1 10 2``); a seed that is no whole number
     (a record's own label) after the numbers, in text order."""
     texts = [str(seed) for seed in seeds]
-    return sorted(texts, key=lambda seed: (0, int(seed), "") if seed.lstrip("-").isdigit() else (1, 0, seed))
+    return sorted(texts, key=lambda seed: (0, int(seed), seed) if re.fullmatch("-?[0-9]+", seed) else (1, 0, seed))
 
 
 def point_columns(runs: Sequence[RunRecord]) -> dict[str, list[Any]]:

@@ -127,7 +127,7 @@ def unknown_rows(records: Sequence[RunRecord], rows: str) -> str | None:
     ``--rows`` where it registers ``unknown_rows``: a ``--rows`` other than the default over runs of no such kind (a
     report of decoder LMs alone) is refused, as it would change nothing while the dry run promised a row for each."""
     checks = parts("unknown_rows")
-    if rows != DEFAULT_ROWS and checks and not any(record.kind in checks for record in records):
+    if rows != DEFAULT_ROWS and checks and not reads_rows(records):
         found = ", ".join(repr(kind) for kind in dict.fromkeys(record.kind for record in records))
         return (
             f"--rows: read only by the tables of runs of kind {', '.join(map(repr, checks))}; these runs are of kind "
@@ -138,6 +138,12 @@ def unknown_rows(records: Sequence[RunRecord], rows: str) -> str | None:
         if runs and (problem := check(runs, rows)):
             return problem
     return None
+
+
+def reads_rows(records: Sequence[RunRecord]) -> bool:
+    """Whether the tables of any of these runs read ``--rows``: those of a kind registering ``unknown_rows``."""
+    readers = parts("unknown_rows")
+    return any(record.kind in readers for record in records)
 
 
 def varied_keys(settings: list[dict[str, Any]]) -> list[str]:
@@ -211,7 +217,7 @@ def planned_report(records: list[RunRecord], rows: str, output: Path) -> dict[st
         planned = [output / path.relative_to(scratch) for path in report["written"]]
     print(f"{len(records)} finished runs:")
     print("\n".join(f"  {record.folder}: {record.headline()}" for record in records))
-    by_rows = f", a row for each {rows}" if any(record.kind in parts("unknown_rows") for record in records) else ""
+    by_rows = f", a row for each {rows}" if reads_rows(records) else ""
     print(f"Dry run: nothing was written. The report would write {len(planned)} files into {output}{by_rows}:")
     print("\n".join(f"  {path}" for path in planned))
     return report | {"written": planned}

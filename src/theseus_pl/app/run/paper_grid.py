@@ -11,6 +11,7 @@ layers as the paper does and from every other layer, Sajjad et al.'s stronger st
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -191,16 +192,28 @@ STOP_GRACE_S = 30.0  # Lightning saves nothing on SIGTERM, so more would only ea
 
 
 def _stop(running: dict[str, subprocess.Popen]) -> None:
-    """Stop the multiruns at once, each with its launcher's workers (its process group): SIGTERM, then SIGKILL to any
-    still running after :data:`STOP_GRACE_S` (a job stuck in a CUDA call or a data loader's worker outlives SIGTERM,
-    and waiting on it held the node until its lease ran out)."""
+    """Stop the multiruns at once, each with its launcher's workers (its process group): SIGTERM, then SIGKILL to
+    what is left of each group after :data:`STOP_GRACE_S`. The launcher dies at SIGTERM while a job stuck in a CUDA
+    call or a data loader's worker may outlive it: waiting on the launcher alone left such a job holding the GPU."""
     for process in running.values():
         os.killpg(process.pid, signal.SIGTERM)
     grace_ends = time.monotonic() + STOP_GRACE_S
+    while time.monotonic() < grace_ends and any(_group_alive(process) for process in running.values()):
+        time.sleep(0.2)
     for folder, process in running.items():
-        try:
-            process.wait(timeout=max(0.0, grace_ends - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            log.warning("%s did not stop %.0f s after SIGTERM: killed", folder, STOP_GRACE_S)
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        if _group_alive(process):
+            with contextlib.suppress(ProcessLookupError):  # gone since
+                os.killpg(process.pid, signal.SIGKILL)
+            log.warning("%s: what still ran %.0f s after SIGTERM was killed", folder, STOP_GRACE_S)
+        process.wait()
+
+
+def _group_alive(process: subprocess.Popen) -> bool:
+    """Whether any process of ``process``'s group still runs (the launcher reaped first where it ended: an unreaped
+    one keeps its group)."""
+    process.poll()
+    try:
+        os.killpg(process.pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -122,23 +122,27 @@ def copy_glue_tasks(glue_dir: Path, tasks: Sequence[str], destination: Path) -> 
             shutil.copy2(file, destination / task / file.name)
 
 
+PIP = (sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet")
+
+
 def fetch_wheels(specs: Sequence[str], python: str, project_root: Path, destination: Path) -> None:
     """Wheels of ``specs`` for CPython ``python`` on x86-64 Linux, and of this project, into ``destination``. A
     package with no wheel on the index is built here (pure-Python source archives build for any Python 3)."""
     destination.mkdir(parents=True, exist_ok=True)
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
     platforms = [argument for platform in PLATFORMS for argument in ("--platform", platform)]
     for spec in specs:
-        download = [*pip, "download", "--no-deps", "--only-binary=:all:", "--python-version", python,
+        download = [*PIP, "download", "--no-deps", "--only-binary=:all:", "--python-version", python,
                     "--implementation", "cp", *platforms, "--dest", str(destination), spec]  # fmt: skip
         if subprocess.run(download, capture_output=True, check=False).returncode != 0:
             log.info("%s has no wheel for Python %s on the index: building one here", spec, python)
-            _pip(pip, ["wheel", "--no-deps", "--wheel-dir", str(destination), spec], spec)
+            _pip(["wheel", "--no-deps", "--wheel-dir", str(destination), spec], spec)
     build_project_wheel(project_root, destination)
 
 
-# What setuptools reads to build this project's wheel: pyproject.toml names the README and the src/ layout.
+# What setuptools reads to build this project's wheel: pyproject.toml names the README and the src/ layout; the
+# license files it takes by its default patterns go along where there are any.
 WHEEL_SOURCES = ("pyproject.toml", "README.md", "src")
+LICENSE_FILES = ("LICEN[CS]E*", "COPYING*", "NOTICE*", "AUTHORS*")
 
 
 def build_project_wheel(project_root: Path, destination: Path) -> Path:
@@ -149,20 +153,22 @@ def build_project_wheel(project_root: Path, destination: Path) -> Path:
     with tempfile.TemporaryDirectory(dir=destination, prefix=".build-") as scratch:
         source, built = Path(scratch) / "source", Path(scratch) / "wheel"
         source.mkdir()
-        for name in WHEEL_SOURCES:
+        if missing := [name for name in WHEEL_SOURCES if not (project_root / name).exists()]:
+            raise ValueError(f"{project_root} lacks {', '.join(missing)}: its wheel cannot be built from it.")
+        licenses = [path.name for pattern in LICENSE_FILES for path in project_root.glob(pattern) if path.is_file()]
+        for name in [*WHEEL_SOURCES, *licenses]:
             if (project_root / name).is_dir():  # symlinks followed: src/theseus_pl/conf is the top-level conf/
                 shutil.copytree(project_root / name, source / name,
                                 ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))  # fmt: skip
             else:
                 shutil.copy2(project_root / name, source / name)
-        pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
-        _pip(pip, ["wheel", "--no-deps", "--wheel-dir", str(built), str(source)], f"the wheel of {project_root}")
+        _pip(["wheel", "--no-deps", "--wheel-dir", str(built), str(source)], f"the wheel of {project_root}")
         (wheel,) = built.glob("*.whl")
         return Path(shutil.move(wheel, destination / wheel.name))
 
 
-def _pip(pip: list[str], arguments: list[str], what: str) -> None:
-    done = subprocess.run([*pip, *arguments], capture_output=True, text=True, check=False)
+def _pip(arguments: list[str], what: str) -> None:
+    done = subprocess.run([*PIP, *arguments], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise ValueError(f"pip could not fetch or build {what}: {last}")

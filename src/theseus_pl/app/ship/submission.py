@@ -54,14 +54,14 @@ def submission_model(name: str, task: TaskSpec) -> str:
 def _check_trained_on(run_folder: Path, task: TaskSpec, what: str) -> None:
     """A ValueError where the finished run in ``run_folder`` trained on another task than ``task`` (``what``: how the
     refusal names the folder given): RTE and QNLI share their labels, so its head alone does not tell them apart."""
-    trained_on = getattr(read_run(run_folder / "results.json"), "task", task.name)
-    if trained_on not in GLUE_TASKS:  # its own data: no --task names it (--task takes GLUE's names)
+    run_task = getattr(read_run(run_folder / "results.json"), "task", task.name)
+    if run_task not in GLUE_TASKS:  # its own data: no --task names it (--task takes GLUE's names)
         raise ValueError(
-            f"{what} on your own data ({trained_on}), not a GLUE task: the GLUE server scores only models trained on "
+            f"{what} on your own data ({run_task}), not a GLUE task: the GLUE server scores only models trained on "
             "a GLUE task's training set; deploy it instead (python -m theseus_pl.deploy)."
         )
-    if trained_on != task.name:
-        raise ValueError(f"{what} on {trained_on}, not {task.name}: submit it with --task {trained_on}.")
+    if run_task != task.name:
+        raise ValueError(f"{what} on {run_task}, not {task.name}: submit it with --task {run_task}.")
 
 
 def _checkpoint(name: str, task: TaskSpec) -> str:
