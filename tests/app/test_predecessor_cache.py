@@ -151,6 +151,7 @@ def test_a_cached_predecessor_brings_the_dev_metrics_measured_when_it_was_made(b
     first = run(compose_config(*base_overrides))
     folder = Path(first.predecessor.dir)
     made = json.loads((folder / "predecessor.json").read_text())
+    assert made["task"] == "RTE"  # what a cache folder given as model.predecessor is checked by
     cfg = compose_config(*base_overrides)
     datamodule = instantiate(cfg.data, tokenizer=cfg.model.base)
     now = evaluate(

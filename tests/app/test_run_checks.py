@@ -75,9 +75,14 @@ def test_model_problems_come_together(tiny_base, tiny_tokenizer, glue_dir, tmp_p
         f"model.predecessor: {qnli} does not fit RTE: it was fine-tuned on QNLI, not RTE (its config.json's "
         "finetuning_task; remove it if it is wrong)."
     ]
-    # one this project fine-tuned from a QNLI base before configs named their task: its record says it is ours
+    # one this project fine-tuned from a QNLI base before configs and records named their task: its config names
+    # the base's task, not its own
     (qnli / "predecessor.json").write_text(json.dumps({"base": "a-qnli-model", "dev_metrics": {}}))
     check_fits_task(str(qnli), glue_task("RTE"))
+    # one this project fine-tuned on QNLI since (a cache folder given as model.predecessor) is checked by its config
+    (qnli / "predecessor.json").write_text(json.dumps({"base": "a-bert", "task": "QNLI", "dev_metrics": {}}))
+    with pytest.raises(ValueError, match="it was fine-tuned on QNLI, not RTE"):
+        check_fits_task(str(qnli), glue_task("RTE"))
 
 
 def test_a_schedule_that_cannot_finish_is_refused_unless_allowed(tiny_base, glue_dir, tmp_path):

@@ -53,13 +53,19 @@ def looks_like_path(name: str) -> bool:
     return name.startswith((".", "/", "~")) or Path(name).expanduser().exists() or name.count("/") > 1
 
 
-def made_from(predecessor: str) -> str | None:
-    """The base a predecessor this tool fine-tuned was made from (its ``predecessor.json``); None for a hub id or a
-    folder made elsewhere, whose origin nothing here records."""
+def _record(predecessor: str) -> dict[str, Any] | None:
+    """How a predecessor this tool fine-tuned was made (its ``predecessor.json``); None for a hub id or a folder made
+    elsewhere, whose origin nothing here records."""
     try:
-        return json.loads((Path(predecessor).expanduser() / RECORD).read_text()).get("base")
-    except (OSError, ValueError, AttributeError):
+        record = json.loads((Path(predecessor).expanduser() / RECORD).read_text())
+    except (OSError, ValueError):
         return None
+    return record if isinstance(record, dict) else None
+
+
+def made_from(predecessor: str) -> str | None:
+    """The base a predecessor this tool fine-tuned was made from; None for one made elsewhere."""
+    return (_record(predecessor) or {}).get("base")
 
 
 def check_fits_task(name: str, task: TaskSpec) -> None:
@@ -71,10 +77,11 @@ def check_fits_task(name: str, task: TaskSpec) -> None:
             f"{name} is a {', '.join(config.architectures)}, not a fine-tuned sequence classifier (config.json, "
             f"architectures). To fine-tune it into the predecessor first, give it as model.base={name}."
         )
-    # a predecessor this project fine-tuned (its record beside it) is keyed by its task; one cached before configs
-    # named theirs keeps its base's finetuning_task (a QNLI model given as model.base), not what it was trained on
-    ours = looks_like_path(name) and (Path(name).expanduser() / RECORD).is_file()
-    problem = head_label_problem(config.id2label, task) or (None if ours else trained_on_problem(config, task))
+    # A predecessor this project cached before its record and config named its task keeps its base's
+    # finetuning_task (a QNLI model given as model.base), not what it was trained on: not checked by it.
+    record = _record(name) if looks_like_path(name) else None
+    named = record is None or "task" in record
+    problem = head_label_problem(config.id2label, task) or (trained_on_problem(config, task) if named else None)
     if problem:
         raise ValueError(f"{name} does not fit {task.name}: {problem}.")
 
@@ -233,7 +240,8 @@ def fine_tune(
     )  # fmt: skip
     best = torch.load(work / "best.ckpt", map_location="cpu", weights_only=True)["state_dict"]
     module.load_state_dict(best)
-    made = {"base": base, "finetune": finetune, "dev_metrics": evaluate(model, datamodule, trainer_settings)}
+    made = {"base": base, "task": datamodule.task.name, "finetune": finetune,
+            "dev_metrics": evaluate(model, datamodule, trainer_settings)}  # fmt: skip
     if resumed_at is not None:
         made["resumed_at_step"] = resumed_at
     model.save_pretrained(directory)

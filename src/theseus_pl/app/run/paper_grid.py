@@ -204,7 +204,7 @@ def _stop(running: dict[str, subprocess.Popen]) -> None:
         if _group_alive(process):
             with contextlib.suppress(ProcessLookupError):  # gone since
                 os.killpg(process.pid, signal.SIGKILL)
-            log.warning("%s: what still ran %.0f s after SIGTERM was killed", folder, STOP_GRACE_S)
+            log.warning("%s: what still ran %g s after SIGTERM was killed", folder, STOP_GRACE_S)
         process.wait()
 
 
