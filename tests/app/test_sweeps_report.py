@@ -313,7 +313,8 @@ def test_the_protocol_report_picks_each_methods_best_grid_point_by_median_and_sh
 
 
 def test_a_cell_over_runs_with_different_setting_keys_names_each_points_own_values(tmp_path):
-    # By successor depth, constant-rate and KD runs share a cell; only the constant-rate runs have replacement.p.
+    # By successor depth, constant-rate and KD runs share a cell; only the constant-rate runs have replacement.p. The
+    # cell's point names its method too.
     for task, constant, kd in (("SST-2", 82.0, 75.0), ("RTE", 60.0, 66.0)):
         settings = {"optimizer.lr": 1e-4, "replacement.p": 0.5, "seed": 1}
         plant(tmp_path / f"{task}_constant", a_run(task, "theseus_constant", 85.0, constant, settings=settings))
@@ -322,9 +323,24 @@ def test_a_cell_over_runs_with_different_setting_keys_names_each_points_own_valu
     with (tmp_path / "out" / "best_settings.csv").open(newline="") as handle:
         points = {row["task"]: (row["median"], row["grid point"]) for row in csv.DictReader(handle)}
     assert points == {
-        "SST-2": ("82.00", "optimizer.lr=0.0001 replacement.p=0.5"),
-        "RTE": ("66.00", "optimizer.lr=5e-05"),
+        "SST-2": ("82.00", "method=theseus_constant optimizer.lr=0.0001 replacement.p=0.5"),
+        "RTE": ("66.00", "method=kd optimizer.lr=5e-05"),
     }
+
+
+def test_two_methods_whose_records_keep_the_same_settings_are_two_points_of_a_cell_not_one(tmp_path):
+    # Curriculum and anti-curriculum replacing record the same settings (the schedule's kind is the method's): by
+    # successor depth they share a cell, whose point is the better method's median, not one over both methods' runs.
+    for method, first in (("theseus_curriculum", 70.0), ("theseus_anti_curriculum", 50.0)):
+        for seed in (1, 2, 3):
+            settings = {"replacement.b": 0.3, "optimizer.lr": 1e-4, "seed": seed}
+            plant(tmp_path / f"{method}_{seed}", a_run("RTE", method, 80.0, first + seed, settings=settings, seed=seed))
+    report = main([str(tmp_path), "--rows", "layers.successor", "--output", str(tmp_path / "out")])
+    assert report["table"]["3"] == {"RTE": 72.0} and report["warnings"] == []
+    with (tmp_path / "out" / "best_settings.csv").open(newline="") as handle:
+        (point,) = csv.DictReader(handle)
+    assert (point["min"], point["max"], point["seeds"]) == ("71.00", "73.00", "1 2 3")
+    assert point["grid point"] == "method=theseus_curriculum"
 
 
 def test_a_grid_point_with_a_seed_without_a_score_is_not_chosen_over_complete_points(tmp_path):

@@ -30,9 +30,11 @@ def in_seed_order(seeds: Iterable[Any]) -> list[str]:
 
 def point_columns(runs: Sequence[RunRecord]) -> dict[str, list[Any]]:
     """What :func:`best_points` reads of each run besides its score, as a frame's columns: its ``seed`` as text (the
-    record's own where its settings lack one), its ``settings`` but the seed, and those as JSON (``point``: the grid
-    point it ran)."""
-    settings = [{key: value for key, value in run.settings.items() if key != "seed"} for run in runs]
+    record's own where its settings lack one), its ``settings`` but the seed with its ``method``, and those as JSON
+    (``point``: the grid point it ran). Two methods whose records keep the same settings (curriculum and
+    anti-curriculum replacing: the schedule's kind is the method's) are two points, not one pooling their seeds,
+    wherever a cell holds both (``--rows theseus.init``)."""
+    settings = [{"method": run.method} | {key: v for key, v in run.settings.items() if key != "seed"} for run in runs]
     return {
         "seed": [str(run.settings.get("seed", run.seed)) for run in runs],
         "settings": settings,
