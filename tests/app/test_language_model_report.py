@@ -111,6 +111,21 @@ def test_a_seed_without_a_perplexity_leaves_its_rows_spread_empty_rather_than_th
     assert (table.iloc[1]["median"], table.iloc[1]["seeds"]) == (29.5, "1 2")  # the other rows as they were
 
 
+def test_a_predecessor_that_scored_nothing_in_every_run_leaves_its_cells_empty(tmp_path, capsys):
+    """Its perplexity was inf or NaN (null in each record): the report ended in a TypeError, rounding a column of
+    None, where one run in many with a number made it a column of numbers."""
+    for seed in (1, 2):
+        path = plant_lm_run(tmp_path / f"run{seed}", "lm_theseus", 15, 30.0 + seed, seed, 61_440)
+        record = json.loads(path.read_text())
+        record["predecessor"]["perplexity"] = None
+        path.write_text(json.dumps(record))
+    report = main([str(tmp_path), "--output", str(tmp_path / "out")])
+    assert "2 finished runs" in capsys.readouterr().out and (tmp_path / "out" / "lm_table.md").is_file()
+    table = language_model_table(language_model_frame(language_model_runs(tmp_path)))
+    assert table.iloc[0][["median", "min", "max"]].isna().all() and table.iloc[1]["median"] == 31.5
+    assert report["warnings"] == []
+
+
 def test_the_plot_of_one_depth_ticks_whole_layers(tmp_path):
     for seed in (1, 2):
         plant_lm_run(tmp_path / f"s{seed}", "shortgpt", 15, 300.0, seed, 0)

@@ -31,8 +31,11 @@ OTHER_TEXT = {"other-text perplexity": "other_text.perplexity", "other-text KL":
 
 def language_model_frame(runs: list[LanguageModelResults]) -> pd.DataFrame:
     """One line per run, the record's fields flattened (``successor.perplexity``, ``speed.decode_speedup``, …), and
-    its ``folder``."""
+    its ``folder``. A field every run holds as null (a perplexity that was inf or NaN, which ``results.json`` writes
+    as null) is a column of missing numbers: as None its median and rounding raised TypeError."""
     frame = pd.json_normalize([run.to_dict() for run in runs])
+    unset = [column for column in frame.columns if frame[column].isna().all()]
+    frame[unset] = frame[unset].astype(float)
     frame["folder"] = [str(run.folder or "") for run in runs]
     if "settings.method.alpha" in frame:  # a mixed loss (0 < method.alpha < 1) is a method of its own in the table
         alpha = frame["settings.method.alpha"]
