@@ -138,6 +138,12 @@ def test_a_run_folder_that_cannot_be_made_is_named_with_why(tmp_path):
     )
     assert folder_problem(tmp_path / "new" / "run", "hydra.run.dir") is None
     assert list(tmp_path.iterdir()) == [tmp_path / "a_file"]  # trying leaves nothing behind
+    (tmp_path / "outputs").symlink_to(tmp_path / "purged_scratch")  # a link whose target is gone
+    assert folder_problem(tmp_path / "outputs" / "run", "hydra.run.dir") == (
+        f"hydra.run.dir={tmp_path / 'outputs' / 'run'} cannot be made: {tmp_path / 'outputs'} is a link to "
+        f"{tmp_path / 'purged_scratch'}, which does not exist. Fix: make that folder, or hydra.run.dir=ANOTHER_FOLDER."
+    )
+    (tmp_path / "outputs").unlink()
     if not sys.platform.startswith("linux"):
         return
     # a folder nobody may write, root included (a read-only folder does not stop root): Linux's /sys

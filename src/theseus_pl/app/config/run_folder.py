@@ -16,6 +16,7 @@ overrides and its own settings into ``.hydra/`` before the app is called. Three 
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -68,9 +69,16 @@ def record_resuming_command(cfg: DictConfig, output_dir: Path) -> None:
 
 
 def folder_problem(folder: Path, key: str) -> str | None:
-    """Why ``folder`` (the value of ``key``) cannot be made, tried in its nearest existing parent; None if it can."""
+    """Why ``folder`` (the value of ``key``) cannot be made, tried in its nearest existing parent; None if it can. A
+    link on the way to a target that is gone (a scratch disk purged or unmounted behind ``outputs``) is named: the
+    parent above it could be written, and making the folder then failed in a traceback."""
     existing = folder.absolute()
     while not existing.exists() and existing != existing.parent:
+        if existing.is_symlink():
+            return (
+                f"{key}={folder} cannot be made: {existing} is a link to {os.readlink(existing)}, which does not "
+                f"exist. Fix: make that folder, or {key}=ANOTHER_FOLDER."
+            )
         existing = existing.parent
     if not existing.is_dir():
         return f"{key}={folder} cannot be made: {existing} is a file, not a folder. Fix: {key}=ANOTHER_FOLDER."
