@@ -242,12 +242,41 @@ def test_a_half_finished_sweep_names_what_is_missing(tmp_path, capsys):
     assert "1 jobs have no results yet" in capsys.readouterr().out
 
 
+def test_a_sweep_given_beside_its_own_job_counts_each_job_once(tmp_path, capsys):
+    fake_run(tmp_path / "sweep" / "0", "RTE", "theseus_curriculum", 70.0)
+    (tmp_path / "sweep" / "1" / ".hydra").mkdir(parents=True)
+    (tmp_path / "sweep" / "1" / ".hydra" / "overrides.yaml").write_text("- seed=2\n")
+    folders = [tmp_path / "sweep", tmp_path / "sweep" / "1", tmp_path / "sweep" / "0"]
+    report = main([*map(str, folders), "--output", str(tmp_path / "out")])
+    assert report["missing"] == [f"{tmp_path / 'sweep' / '1'} (seed=2)"] and report["table"]["theseus_curriculum"]
+    printed = capsys.readouterr().out
+    assert "1 finished runs" in printed and "1 jobs have no results yet" in printed
+
+
+def test_runs_gathered_by_links_are_reported_and_a_link_loop_ends(tmp_path):
+    fake_run(tmp_path / "sweep" / "0", "RTE", "kd", 65.0)
+    fake_run(tmp_path / "picked" / "mine", "RTE", "fine_tuning", 60.0)
+    (tmp_path / "picked" / "0").symlink_to(tmp_path / "sweep" / "0")  # ln -s
+    (tmp_path / "picked" / "mine" / "up").symlink_to(tmp_path / "picked")  # a loop
+    report = main([str(tmp_path / "picked"), "--output", str(tmp_path / "out")])
+    assert set(report["table"]) == {"predecessor", "kd", "fine_tuning"}
+
+
 @pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["report", "dry run"])
 def test_a_report_over_folders_without_results_says_so(tmp_path, dry_run, capsys):
     with pytest.raises(SystemExit) as refused:
         main([str(tmp_path), "--output", str(tmp_path / "out"), *dry_run])
     assert refused.value.code == 2
     assert re.search(r"error: No results\.json under .*give the folders of finished runs", capsys.readouterr().err)
+    for job in ("0", "1"):  # a sweep whose jobs are all running: the right folder, too soon
+        (tmp_path / job / ".hydra").mkdir(parents=True)
+    with pytest.raises(SystemExit):
+        main([str(tmp_path), "--output", str(tmp_path / "out"), *dry_run])
+    said = capsys.readouterr().err.splitlines()[-1]
+    assert said.endswith(
+        f"error: No run under {tmp_path} has finished yet: 2 jobs have no results.json ({tmp_path / '0'}, "
+        f"{tmp_path / '1'}); report them once one has."
+    )
     assert not (tmp_path / "out").exists()
 
 

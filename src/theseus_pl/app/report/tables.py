@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import logging
+import os
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -51,7 +52,7 @@ def ended_trials(folders: Sequence[Path]) -> list[str]:
     run (a job folder without results), and pruned before training (no folder at all, as its search's answer lists
     them). None will have results, and none is among :func:`find_records`' jobs that have none yet."""
     ended = [f"{job}: {why}" for job in _jobs_without_results(folders) if (why := ended_by_search(job)) is not None]
-    for answer in sorted({path for folder in folders for path in folder.rglob(f"{SEARCH_FOLDER}/{SEARCH_ANSWER}")}):
+    for answer in found_below(folders, Path(SEARCH_FOLDER) / SEARCH_ANSWER):
         sweep = answer.parent.parent
         ended += [f"{sweep / trial} (never trained): {why}" for trial, why in _ended_in(answer).items()
                   if not (sweep / trial).exists()]  # fmt: skip
@@ -77,18 +78,36 @@ def _ended_in(answer: Path) -> dict[str, str]:
 
 def _jobs_without_results(folders: Sequence[Path]) -> list[Path]:
     """The Hydra jobs below the folders (a folder with ``.hydra/``) that have no ``results.json``."""
-    jobs = (record.parent for folder in folders for record in sorted(folder.rglob(RECORD_SUBDIR)))
+    jobs = (record.parent for record in found_below(folders, Path(RECORD_SUBDIR)))
     return [job for job in jobs if not (job / "results.json").is_file()]
 
 
 def results_files(folders: Sequence[Path]) -> list[Path]:
     """Every ``results.json`` below the folders, of any kind of run, but the copies in W&B run folders."""
-    files = []
     for folder in folders:
         if not folder.is_dir():
             raise FileNotFoundError(f"{folder} is not a folder.")
-        files += [path for path in sorted(folder.rglob("results.json")) if not _is_wandb_copy(path)]
-    return list({path.resolve(): path for path in files}.values())  # a run named with its parent folder: once
+    return [path for path in found_below(folders, Path("results.json")) if not _is_wandb_copy(path)]
+
+
+def found_below(folders: Sequence[Path], relative: Path) -> list[Path]:
+    """``relative`` in each folder below the folders (themselves included) that holds it, the folders' in their order,
+    each's sorted: linked folders followed (runs gathered into one folder by ``ln -s``, which ``Path.rglob`` passed
+    over without a word), each folder once, however many of the folders given or links reach it (a sweep given beside
+    one of its jobs)."""
+    seen: set[str] = set()
+    found = []
+    for folder in folders:
+        below = []
+        for root, subfolders, _ in os.walk(folder, followlinks=True):
+            if (real := os.path.realpath(root)) in seen:  # reached before, or a link back up: not walked again
+                subfolders.clear()
+                continue
+            seen.add(real)
+            if (candidate := Path(root) / relative).exists():
+                below.append(candidate)
+        found += sorted(below)
+    return found
 
 
 FINISHED_RUNS = "the folders of finished runs (a run folder or a multirun folder such as multirun/2026-01-01_12-00-00)"
@@ -96,13 +115,19 @@ FINISHED_RUNS = "the folders of finished runs (a run folder or a multirun folder
 
 def no_results(folders: Sequence[Path], give: str = FINISHED_RUNS) -> FileNotFoundError:
     """The error for folders that yielded no run to report: "no results.json" is untrue where some were found and
-    skipped as unreadable, so that case names their count and points at the warnings."""
+    skipped as unreadable, so that case names their count and points at the warnings; and a sweep whose jobs are all
+    still running is the right folder, asked too soon, so that case names them."""
     where = ", ".join(map(str, folders))
     unreadable = sum(not _readable(path) for path in results_files(folders))
     if unreadable:
         return FileNotFoundError(
             f"No readable results.json under {where}: {unreadable} found could not be read (the warnings above say "
             f"why); give {give}."
+        )
+    if running := [job for job in _jobs_without_results(folders) if ended_by_search(job) is None]:
+        return FileNotFoundError(
+            f"No run under {where} has finished yet: {len(running)} jobs have no results.json "
+            f"({', '.join(map(str, running))}); report them once one has."
         )
     return FileNotFoundError(f"No results.json under {where}: give {give}.")
 
