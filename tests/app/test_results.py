@@ -109,6 +109,10 @@ def test_a_newer_schema_or_a_missing_key_is_refused_with_what_to_do(tmp_path):
     path.write_text(json.dumps({"schema_version": 4, **json.loads(V1_RESULTS.read_text())}))
     with pytest.raises(ResultsError, match=r"schema version 4; this theseus_pl reads versions 1 to 3: upgrade"):
         read_run(path, TaskModelResults)
+    for edited in ("3", 0, True):  # not asked to upgrade for a version that no release writes
+        path.write_text(json.dumps({**json.loads(V1_RESULTS.read_text()), "schema_version": edited}))
+        with pytest.raises(ResultsError, match=rf"has schema_version {edited!r}, which is no schema version \("):
+            read_run(path, TaskModelResults)
     for dropped in ("steps", "predecessor.score", "data.labels", "successor.shape.layers", "deployment.onnx"):
         data = json.loads(V1_RESULTS.read_text())
         *parents, key = dropped.split(".")

@@ -33,7 +33,12 @@ def read_run(path: Path, record_type: type[RunRecord] | None = None) -> RunRecor
     if not isinstance(data, dict):  # valid JSON of another shape: an AttributeError that stopped a whole report
         raise ResultsError(f"{path} holds a JSON {type(data).__name__}, not the object of keys a results.json holds.")
     version = data.get("schema_version", 1)
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:  # "3", 0: no version written here
+        raise ResultsError(
+            f"{path} has schema_version {version!r}, which is no schema version (a whole number from 1; this "
+            f"theseus_pl writes {SCHEMA_VERSION}): the file was edited, or not written by theseus_pl."
+        )
+    if version > SCHEMA_VERSION:
         raise ResultsError(
             f"{path} is results.json schema version {version}; this theseus_pl reads versions 1 to {SCHEMA_VERSION}: "
             "upgrade theseus_pl to read it."
