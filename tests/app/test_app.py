@@ -217,6 +217,10 @@ def test_a_finished_run_folder_is_left_untouched_unless_forced(tiny_base, glue_d
     old_files[1].parent.mkdir()
     for path in old_files:
         path.write_bytes(b"from the old run")
+    # a redo refused by its checks leaves the finished run as it was: its results, checkpoints and successor
+    with pytest.raises(RunRefused, match=r"theseus\.successor_layers=10 must be between 1"):
+        run(compose_config(*overrides, "resume=force", "theseus.successor_layers=10"))
+    assert read_run(folder / "results.json", TaskModelResults) == first and stale.exists()
     redone = run(compose_config(*overrides, "resume=force"))
     assert redone.resumed_from is None and redone.steps == 6
     assert not stale.exists() and not any(path.exists() for path in old_files)

@@ -196,11 +196,18 @@ def test_the_command_line_keeps_a_finished_runs_record_and_refuses_what_it_canno
         "settings, or hydra.run.dir=ANOTHER_FOLDER for a new run."
     )
     assert "seed=42 there, 7 here" in _app(*overrides, f"hydra.run.dir={folder}", "seed=7", "--check").stderr
+    # resume=force refused by its checks: the finished run's results and record stay (they went before the checks)
+    refused = _app(*overrides, f"hydra.run.dir={folder}", "resume=force", "theseus.successor_layers=10")
+    assert refused.returncode == 2 and (folder / "results.json").is_file()
     assert {path.name: path.read_bytes() for path in (folder / ".hydra").iterdir()} == record
     checked = _app(*overrides, f"hydra.run.dir={folder}", "--check")
     assert f"outputs: {folder} holds a finished run, which the run would leave as it is" in checked.stdout
     # The predecessor is in the cache now: only the method's training is timed.
     assert "time of training: about " in checked.stdout and "predecessor's fine-tuning" not in checked.stdout
+    # redone and finished: the record is the command that redid it
+    assert _app(*overrides, f"hydra.run.dir={folder}", "resume=force", "benchmark.repeats=2").returncode == 0
+    assert OmegaConf.load(folder / ".hydra" / "config.yaml").benchmark.repeats == 2
+    assert "resume=force" in OmegaConf.load(folder / ".hydra" / "overrides.yaml")
     # refused in one line, exit 2, no traceback, no folder: a run folder behind a file, and a Trainer key mistyped
     (tmp_path / "a_file").write_text("")
     behind = _app(*overrides, f"hydra.run.dir={tmp_path / 'a_file' / 'run'}")

@@ -47,20 +47,22 @@ def sweep_folder() -> Path | None:
 
 def record_subdir(output_dir: str, resume: bool | str) -> str | None:
     """``hydra.output_subdir``: where Hydra records the command that runs in ``output_dir``, or None (it records
-    nothing) where the folder holds a run the command will not redo: a finished one (``results.json``) unless
-    ``resume=force``, or an interrupted one that it resumes (``checkpoints/last.ckpt``), whose record stays the
-    command that started it: a resume repeats every setting that shapes training, or is refused."""
+    nothing) where the folder holds a run: a finished one (``results.json``), whose record stays its command's
+    unless ``resume=force`` redoes it and finishes (:func:`record_finishing_command`; a redo refused by its checks
+    left the refused command as the old results' record), or an interrupted one that it resumes
+    (``checkpoints/last.ckpt``), whose record stays the command that started it: a resume repeats every setting that
+    shapes training, or is refused."""
     folder = Path(output_dir)
-    finished = (folder / "results.json").is_file() and resume != "force"
+    finished = (folder / "results.json").is_file()
     resumed = last_checkpoint(folder).is_file() and resume is True
     return None if finished or resumed else RECORD_SUBDIR
 
 
-def record_resuming_command(cfg: DictConfig, output_dir: Path) -> None:
-    """Make the record in ``output_dir/.hydra/`` (its config and overrides) the command that resumed and finished the
-    run there. Hydra wrote nothing as it resumed (:func:`record_subdir`): the check had not yet passed. A resume
-    repeats every setting that shapes training, but the others may differ (``deploy.onnx=true``, the benchmark), and
-    the record said what the first command asked, not what the run did."""
+def record_finishing_command(cfg: DictConfig, output_dir: Path) -> None:
+    """Make the record in ``output_dir/.hydra/`` (its config and overrides) the command that resumed, or redid
+    (``resume=force``), and finished the run there. Hydra wrote nothing as it started (:func:`record_subdir`): the
+    checks had not yet passed. A resume repeats every setting that shapes training, but the others may differ
+    (``deploy.onnx=true``, the benchmark), and the record said what the first command asked, not what the run did."""
     folder = output_dir / RECORD_SUBDIR
     if not folder.is_dir():
         return

@@ -40,6 +40,7 @@ from theseus_pl.app.results.registry import parts
 from theseus_pl.app.run.kind import RunKind
 from theseus_pl.app.run.projection import projected_time
 from theseus_pl.app.run.stages import (
+    clear_finished_run,
     evaluation_settings,
     finished_record_in,
     optional_step,
@@ -78,6 +79,7 @@ def run(cfg: DictConfig) -> RunRecord | None:
         torch.set_num_threads(cfg.threads)
     pl.seed_everything(cfg.seed, workers=True)
     fingerprint = _prepared_data(kind, resumed)
+    clear_finished_run(output_dir, cfg.resume)  # every check passed: resume=force's old results go now
     output_dir.mkdir(parents=True, exist_ok=True)
     hardware = run_hardware(cfg.trainer, kind.cache_dir, output_dir)
     _check_precision(resumed, hardware)

@@ -66,16 +66,11 @@ def finished_record_in(output_dir: Path, cfg: DictConfig) -> RunRecord | None:
     """A finished run's results (its ``results.json``, of any kind), left untouched; None when this folder is to be
     trained (``cfg.resume`` permitting). A command of other training settings is refused (:class:`RunRefused`).
 
-    Only ``resume=force`` redoes a finished run in place: it removes the old results and checkpoints first, so
-    nothing of the old run is resumed or mistaken for the new one's.
+    Only ``resume=force`` redoes a finished run in place, once every check has passed
+    (:func:`clear_finished_run`).
     """
     results = output_dir / "results.json"
-    if not results.is_file():
-        return None
-    if cfg.resume == "force":
-        log.warning("resume=force: redoing the finished run in %s; its results and checkpoints go.", output_dir)
-        results.unlink()
-        shutil.rmtree(output_dir / "checkpoints", ignore_errors=True)
+    if not results.is_file() or cfg.resume == "force":
         return None
     try:
         record = read_run(results)
@@ -91,6 +86,20 @@ def finished_record_in(output_dir: Path, cfg: DictConfig) -> RunRecord | None:
         "or into another folder (hydra.run.dir=DIR).", output_dir,
     )  # fmt: skip
     return record
+
+
+def clear_finished_run(output_dir: Path, resume: bool | str) -> bool:
+    """For ``resume=force``, a finished run's results and checkpoints removed, so nothing of the old run is resumed or
+    mistaken for the new one's; whether there was one. Called once the new command has passed every check: a command
+    refused after the old results went left a folder with neither run's record (and the old successor deployable
+    as an unfinished run's)."""
+    results = output_dir / "results.json"
+    if resume != "force" or not results.is_file():
+        return False
+    log.warning("resume=force: redoing the finished run in %s; its results and checkpoints go.", output_dir)
+    results.unlink()
+    shutil.rmtree(output_dir / "checkpoints", ignore_errors=True)
+    return True
 
 
 def empty_successor_folder(output_dir: Path) -> Path:
