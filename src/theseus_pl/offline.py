@@ -117,6 +117,7 @@ def _pack(args: argparse.Namespace) -> None:
         glue_tasks_problem,
         pack_folder_problem,
     )
+    from theseus_pl.core.io import model_files_problem
 
     try:  # a task the node could not run is refused here, not there
         for task in args.tasks:
@@ -127,6 +128,8 @@ def _pack(args: argparse.Namespace) -> None:
     if problem := glue_tasks_problem(args.glue_dir, args.tasks) or pack_folder_problem(args.output):
         refuse(problem)
     model_dir, hub_id = _model_folder(args.model)
+    if problem := model_files_problem(model_dir):  # each job on the node would fail, or train on unknown tokens
+        refuse(f"--model {args.model}: {problem}")
     project_root = Path(__file__).resolve().parents[2]
     if not (project_root / "pyproject.toml").is_file():
         refuse("pack builds this project's wheel from its source checkout: run it from a clone of the repository.")

@@ -216,19 +216,32 @@ def test_pack_refuses_missing_glue_tasks_by_name_dry_run_too(tmp_path: Path) -> 
         assert not (tmp_path / "pack").exists()
 
 
-def test_a_pack_dry_run_refuses_a_folder_pack_would_refuse_and_names_only_what_it_packs(tmp_path: Path, capsys) -> None:
+def test_a_pack_dry_run_refuses_a_folder_pack_would_refuse_and_names_only_what_it_packs(
+    tmp_path: Path, capsys, tiny_tokenizer
+) -> None:
     """The dry run said it would pack into a folder holding a file, which pack then refused; a model folder without a
-    hub id showed "(None)", and ``--wheel`` alone an empty list of wheels."""
+    hub id showed "(None)", and ``--wheel`` alone an empty list of wheels. A model folder without its tokenizer or a
+    task without its dev file was packed, and every job on the node failed (or trained on unknown tokens)."""
     glue = make_tiny_rte_glue_dir(tmp_path / "glue")
+    model = save_tiny_base(tmp_path / "model", tiny_tokenizer)
     (tmp_path / "pack").mkdir()
     (tmp_path / "pack" / "notes.txt").write_text("mine")
-    arguments = ["--model", str(tmp_path), "--glue-dir", str(glue), "--tasks", "RTE", "--wheel"]
+    arguments = ["--model", str(model), "--glue-dir", str(glue), "--tasks", "RTE", "--wheel"]
     with pytest.raises(SystemExit, match=f"^{tmp_path}/pack is not empty: give pack a new folder.$"):
         main(["pack", str(tmp_path / "pack"), "--dry-run", *arguments])
     main(["pack", str(tmp_path / "new"), "--dry-run", *arguments])
     said = capsys.readouterr().out
-    assert f"{tmp_path} in fp16, GLUE RTE from {glue}, wheels for Python 3.12: theseus_pl." in said, said
+    assert f"{model} in fp16, GLUE RTE from {glue}, wheels for Python 3.12: theseus_pl." in said, said
     assert not (tmp_path / "new").exists()
+    (glue / "RTE" / "dev.tsv").unlink()
+    missing_dev = rf"^Missing {glue}/RTE/dev\.tsv\. The classic GLUE layout for RTE is .*: give --glue-dir"
+    with pytest.raises(SystemExit, match=missing_dev):
+        main(["pack", str(tmp_path / "new"), "--dry-run", *arguments])
+    make_tiny_rte_glue_dir(tmp_path / "glue")
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json"):
+        (model / name).unlink(missing_ok=True)
+    with pytest.raises(SystemExit, match=rf"^--model {model}: {model} holds no tokenizer \(tokenizer.json, "):
+        main(["pack", str(tmp_path / "new"), "--dry-run", *arguments])
 
 
 @pytest.mark.parametrize(

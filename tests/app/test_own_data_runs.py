@@ -140,7 +140,9 @@ def test_data_that_cannot_be_read_as_given_is_refused(own_data, tmp_path, tiny_t
     empty = tmp_path / "empty"
     empty.mkdir()
     (problem,) = refusal([*base, f"model.predecessor={empty}"])
-    assert problem.startswith(f"model.predecessor={str(empty)!r}: its config cannot be read:")
+    assert problem.startswith(
+        f"model.predecessor={str(empty)!r} (model and tokenizer): {empty} holds no config.json and no weights "
+    )
     assert not (tmp_path / "run").exists()
 
 

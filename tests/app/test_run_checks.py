@@ -85,6 +85,28 @@ def test_model_problems_come_together(tiny_base, tiny_tokenizer, glue_dir, tmp_p
         check_fits_task(str(qnli), glue_task("RTE"))
 
 
+def test_a_model_folder_without_its_tokenizer_or_weights_is_refused(
+    tiny_base, tiny_tokenizer, glue_dir, tmp_path, no_training
+):
+    """Without a tokenizer transformers made up one of an empty vocabulary (the run trained on unknown tokens and
+    shipped that tokenizer); without weights the run failed loading them, after its checks had passed."""
+    no_tokenizer, no_weights = tmp_path / "no_tokenizer", tmp_path / "no_weights"
+    tiny_model("bert", num_labels=2).save_pretrained(no_tokenizer)
+    tiny_tokenizer.save_pretrained(no_weights)
+    (no_weights / "config.json").write_bytes((no_tokenizer / "config.json").read_bytes())
+    overrides = tiny_run_overrides(tiny_base, glue_dir, tmp_path)
+    assert refusal([*overrides, f"model.predecessor={no_tokenizer}"]) == [
+        f"model.predecessor='{no_tokenizer}' (model and tokenizer): {no_tokenizer} holds no tokenizer (tokenizer.json, "
+        "tokenizer_config.json, vocab.txt, ...). Fix: copy the model's files into it (model.save_pretrained(folder) "
+        "and tokenizer.save_pretrained(folder) write them)."
+    ]
+    assert refusal([*overrides, f"model.base={no_weights}"]) == [
+        f"model.base='{no_weights}' (model and tokenizer): {no_weights} holds no weights (model.safetensors or "
+        "pytorch_model.bin). Fix: copy the model's files into it (model.save_pretrained(folder) and "
+        "tokenizer.save_pretrained(folder) write them)."
+    ]
+
+
 def test_a_schedule_that_cannot_finish_is_refused_unless_allowed(tiny_base, glue_dir, tmp_path):
     overrides = [*tiny_run_overrides(tiny_base, glue_dir, tmp_path), "schedule_steps=6"]  # p = 1 at step 6 of 6
     (problem,) = refusal(overrides)

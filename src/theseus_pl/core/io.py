@@ -43,6 +43,24 @@ def has_weights(folder: Path) -> bool:
     return any((folder / name).is_file() for name in WEIGHT_FILES)
 
 
+def model_files_problem(folder: Path, tokenizer: bool = True) -> str | None:
+    """What a model folder to train lacks, in words: its weights, or (``tokenizer``: the model the data is tokenised
+    with) its tokenizer; None where it lacks neither. Without a tokenizer transformers makes up one of an empty
+    vocabulary, and a run trained on unknown tokens alone, scored chance and shipped that tokenizer; without weights
+    it failed as it loaded them, after every check had passed."""
+    missing = [] if (folder / "config.json").is_file() else ["config.json"]
+    if not has_weights(folder):
+        missing.append(f"weights ({' or '.join(WEIGHT_FILES[:4:2])})")
+    if tokenizer and not has_tokenizer(folder):
+        missing.append(f"tokenizer ({', '.join(TOKENIZER_FILES[:3])}, ...)")
+    if not missing:
+        return None
+    return (
+        f"{folder} holds no {' and no '.join(missing)}. Fix: copy the model's files into it "
+        "(model.save_pretrained(folder) and tokenizer.save_pretrained(folder) write them)."
+    )
+
+
 # Where the classes a successor pickle can name lived before theseus_pl 0.2 arranged its modules in floors.
 MOVED_MODULES = {
     "theseus_pl.narrow_width": "theseus_pl.core.successors.narrow_width",

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from theseus_pl.app.config.terms import naming_group
 from theseus_pl.app.methods.method import CompressionMethod, method_from_config
 from theseus_pl.app.predecessors.classifier import looks_like_path
-from theseus_pl.core.io import is_pickled
+from theseus_pl.core.io import is_pickled, model_files_problem
 from theseus_pl.data.datamodule import resolve_source, resolve_task
 from theseus_pl.data.sources import HubSource
 
@@ -50,22 +50,28 @@ def checked_resources(cfg: DictConfig, method: CompressionMethod | None = None) 
         problems[key] = []
         what = f"{key}={name!r} (model and tokenizer)" if key.startswith("model.") else f"{key}={name!r}"
         if looks_like_path(name):
-            if not Path(name).expanduser().is_dir():
-                problems[key].append(
-                    f"{what}: no such folder. Fix: the path of a checkpoint folder, or {PACKAGED_MODEL_FIX}."
-                )
-            elif is_pickled(Path(name).expanduser()):
-                problems[key].append(
-                    f"{what}: a pickled successor (a custom factory's modules, or a narrower hidden width), not a "
-                    "transformers checkpoint, so it cannot be trained on. Fix: a successor saved as a plain "
-                    "checkpoint (copied layers, or a narrower feed-forward network)."
-                )
+            problems[key] += _folder_problems(Path(name).expanduser(), what, tokenizes=key.startswith("model."))
         else:
             needs.append(HubNeed(key, name, "model", what, f"{PACKAGED_MODEL_FIX}, or {key}=PATH to a local copy"))
     problems["data"] = _data_problems(cfg, needs)
     for need, problem in _hub_problems(needs):
         problems[need.key].append(problem)
     return problems
+
+
+def _folder_problems(folder: Path, what: str, tokenizes: bool) -> list[str]:
+    """Why a local model folder cannot be trained on: not there, a pickled successor, or without its weights or (for
+    the model whose tokenizer the data is tokenised with, ``tokenizes``) its tokenizer."""
+    if not folder.is_dir():
+        return [f"{what}: no such folder. Fix: the path of a checkpoint folder, or {PACKAGED_MODEL_FIX}."]
+    if is_pickled(folder):
+        return [
+            f"{what}: a pickled successor (a custom factory's modules, or a narrower hidden width), not a transformers "
+            "checkpoint, so it cannot be trained on. Fix: a successor saved as a plain checkpoint (copied layers, or a "
+            "narrower feed-forward network)."
+        ]
+    problem = model_files_problem(folder, tokenizer=tokenizes)
+    return [f"{what}: {problem}"] if problem else []
 
 
 def language_model_resource_problems(cfg: DictConfig) -> list[str]:

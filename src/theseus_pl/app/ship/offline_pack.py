@@ -28,6 +28,8 @@ from safetensors.torch import load_file, save_file
 from theseus_pl.app.results.envelope import Keys, ResultsError, plain
 from theseus_pl.app.results.field_types import check_types
 from theseus_pl.data.cache_entry import MANIFEST
+from theseus_pl.data.sources import GlueDirSource, is_test_split
+from theseus_pl.data.tasks import glue_task
 
 log = logging.getLogger(__name__)
 
@@ -106,9 +108,20 @@ def half_precision_copy(model_dir: Path, destination: Path) -> None:
 
 
 def glue_tasks_problem(glue_dir: Path, tasks: Sequence[str]) -> str | None:
-    """What is wrong with packing ``tasks`` from ``glue_dir``: the task folders it lacks, by name (None: nothing)."""
+    """What is wrong with packing ``tasks`` from ``glue_dir``: the task folders it lacks, by name, or a labelled
+    split's file a task folder lacks (each job trains and scores on them: on the node, every job failed); None:
+    nothing."""
     missing = [task for task in tasks if not (glue_dir / task).is_dir()]
-    return f"{glue_dir} has no folder {', '.join(missing)}: give --glue-dir the GLUE folder." if missing else None
+    if missing:
+        return f"{glue_dir} has no folder {', '.join(missing)}: give --glue-dir the GLUE folder."
+    source = GlueDirSource(glue_dir)
+    for task in map(glue_task, tasks):
+        for split in [split for split in task.tsv.files if not is_test_split(split)] if task.tsv else []:
+            try:
+                source.path(task, split)
+            except FileNotFoundError as error:
+                return f"{error}: give --glue-dir the GLUE folder, each task with its training and dev files."
+    return None
 
 
 def copy_glue_tasks(glue_dir: Path, tasks: Sequence[str], destination: Path) -> None:
