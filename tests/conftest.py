@@ -167,11 +167,13 @@ WORDS = ["the", "a", "cat", "dog", "sat", "on", "mat", "is", "not", "he", "said"
 
 
 def make_tiny_tokenizer(folder: Path) -> BertTokenizer:
-    """A word-level BERT tokenizer over a few words, built from a vocab file written in ``folder`` (no download)."""
+    """A word-level BERT tokenizer over a few words, built from a vocab file written in ``folder`` (no download).
+    Loaded from the folder: transformers 5's ``BertTokenizer(vocab_file=...)`` leaves the file unread and makes a
+    tokenizer of the five special tokens alone, to which every word is unknown."""
     vocab = folder / "vocab.txt"
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     vocab.write_text("\n".join(specials + WORDS + [f"w{i}" for i in range(VOCAB - len(specials) - len(WORDS))]))
-    return BertTokenizer(vocab_file=str(vocab))
+    return BertTokenizer.from_pretrained(folder)
 
 
 @pytest.fixture

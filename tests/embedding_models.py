@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -62,10 +63,10 @@ def make_sentence_glue_dir(root: Path) -> Path:
     return root
 
 
-def with_a_listed_vocabulary(model: Path, folder: Path) -> Path:
-    """A copy of the tiny sentence-transformers ``model`` in ``folder`` whose ``tokenizer.json`` lists every word of
-    its vocabulary (the tiny tokenizer's lists its special tokens alone, its words living in ``vocab.txt``), as a
-    real model's does: what model2vec's distillation reads the vocabulary from."""
+def with_a_listed_vocabulary(model: Path, folder: Path, words: Sequence[str] = tuple(WORDS)) -> Path:
+    """A copy of the tiny sentence-transformers ``model`` in ``folder`` whose ``tokenizer.json`` lists its special
+    tokens, ``words`` (the tiny tokenizer's) and fillers up to the model's vocabulary size: what model2vec's
+    distillation reads the vocabulary from. With no ``words``, every word of the dev pairs is unknown to it."""
     import json
     import shutil
 
@@ -75,7 +76,7 @@ def with_a_listed_vocabulary(model: Path, folder: Path) -> Path:
     shutil.copytree(model, folder)
     size = json.loads((model / "config.json").read_text())["vocab_size"]
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    words = specials + WORDS + [f"w{i}" for i in range(size - len(specials) - len(WORDS))]
+    words = [*specials, *words, *[f"w{i}" for i in range(size - len(specials) - len(words))]]
     tokenizer = Tokenizer(models.WordPiece({word: i for i, word in enumerate(words)}, unk_token="[UNK]"))
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()

@@ -292,8 +292,11 @@ def test_model2vec_distils_the_predecessor_once_scored_and_timed_as_the_trials_a
     assert own_length_groups(["aaa", "a", "aa"], 1, len) == [["aaa"], ["a"], ["aa"]]  # as the trials' rows
     assert own_length_groups(["aaa", "a", "aa", "aaaa"], 2, len) == [["a", "aa"], ["aaa", "aaaa"]]  # sorted, then cut
     monkeypatch.undo()
+    unknown = shutil.copytree(embedding_run, tmp_path / "unknown_words")
+    no_words = with_a_listed_vocabulary(Path(record.predecessor.dir), tmp_path / "no_words", words=[])
+    write_results(unknown / "results.json", replace(record, predecessor=replace(record.predecessor, dir=str(no_words))))
     with caplog.at_level(logging.WARNING):
-        assert static_reference(embedding_run, 1, tmp_path / "cache") == []  # its tokenizer.json lists no word
+        assert static_reference(unknown, 1, tmp_path / "cache") == []  # no word of the dev pairs in its vocabulary
         assert "scored no number on the STS-B dev pairs" in caplog.text
         monkeypatch.setitem(sys.modules, "model2vec", None)  # not installed: no point, and the search goes on
         assert static_reference(trial, 1, tmp_path / "cache") == []
