@@ -42,6 +42,7 @@ def test_every_experiment_passes_as_shipped(experiment):
         ("data.max_length=0", "data.max_length=0 must be null (the task's own) or at least 2 tokens"),
         ("data.max_eval_samples=0", "data.max_eval_samples=0 must be null (all rows)"),
         ("trainer.val_check_interval=0", "trainer.val_check_interval=0 must be a whole number of steps"),
+        ("trainer.check_val_every_n_epoch=0", "trainer.check_val_every_n_epoch=0 must be null (validations"),
         ("trainer.max_steps=0", "trainer.max_steps=0 must be at least 1"),
         ("trainer.max_epochs=0", "trainer.max_epochs=0 must be -1 (the run ends at trainer.max_steps) or a whole"),
         ("+trainer.limit_train_batches=0", "trainer.limit_train_batches=0 must be a whole number of batches an epoch"),

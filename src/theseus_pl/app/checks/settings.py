@@ -164,6 +164,10 @@ RULES: dict[str, Rule] = {
     "trainer.accumulate_grad_batches": Rule(positive_int, "a whole number of batches a step, at least 1"),
     "trainer.val_check_interval": Rule(share_or_count,
                                        "a whole number of steps, or a share of an epoch in (0, 1]"),
+    # Lightning's Trainer takes 0 and divides by it at the first epoch's end, after the data and predecessor are made
+    "trainer.check_val_every_n_epoch": Rule(lambda v: v is None or positive_int(v),
+                                            "null (validations counted in steps over the whole run) or a whole number "
+                                            "of epochs, at least 1"),
     "checkpoint.every_n_steps": Rule(optional_positive_int,
                                      "null (at validations only) or a whole number, at least 1"),
     "checkpoint.keep": Rule(boolean, "true or false"),
