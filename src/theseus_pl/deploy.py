@@ -41,7 +41,7 @@ import argparse
 import contextlib
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -128,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> Deployment | list[dict[str, Any]]
             )
             print("\n".join([f"Dry run: nothing was exported. Deploying {args.folder} would:", *plan]))
             return None
-        with _stdout_kept_for_json():
+        with _stdout_kept_for_json(), _interrupt_said(args.folder):
             if deployer:
                 block = deployer.deploy(args.folder, settings, args.glue_dir)
             else:
@@ -215,7 +215,7 @@ def _deploy_gguf(args: argparse.Namespace, unread: list[str]) -> list[dict[str, 
             plan = planned_language_model_deployment(args.folder, settings)
             print("\n".join([f"Dry run: nothing was exported. Deploying {args.folder} would:", *plan]))
             return None
-        with _stdout_kept_for_json():
+        with _stdout_kept_for_json(), _interrupt_said(args.folder):
             rows = deploy_language_model_run(args.folder, settings)
     except (GGUFExportError, ValueError, OSError, RuntimeError) as error:  # the data source's own message names it
         refuse(str(error))
@@ -277,6 +277,18 @@ class FlagWords(SettingWords):
     def fix(self, needs: Sequence[tuple[str, Any]]) -> str:
         return " and ".join(f"drop {typed}" if (typed := self.typed(name)) else f"give --{name.replace('_', '-')} "
                             f"{value}" for name, value in needs)  # fmt: skip
+
+
+@contextlib.contextmanager
+def _interrupt_said(folder: Path) -> Iterator[None]:
+    """Ctrl-C mid-deployment in one line and status 130, as a shell reports it, not under a traceback: the deployment
+    has removed what it wrote by then (a failed step, recorded as such where there is a run's record)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        print(f"Interrupted: the deployment of {folder} removed what it had written. Rerun the command to deploy "
+              "it.", file=sys.stderr)  # fmt: skip
+        raise SystemExit(130) from None
 
 
 def _stdout_kept_for_json() -> contextlib.AbstractContextManager[Any]:

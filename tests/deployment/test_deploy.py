@@ -244,7 +244,7 @@ def test_a_successor_whose_weights_are_not_finite_is_refused_before_its_export(t
     assert not (successor / "onnx").exists() and (successor / "model.safetensors").is_file()
 
 
-def test_a_deployment_stopped_after_its_export_leaves_none_of_its_files(tmp_path, tiny_tokenizer, monkeypatch):
+def test_a_deployment_stopped_after_its_export_leaves_none_of_its_files(tmp_path, tiny_tokenizer, monkeypatch, capsys):
     """Ctrl-C in the minutes of timing (or the quantiser, or NNCF's calibration, failing) left the exported files,
     unchecked or untimed, with no record of them: publish uploaded them under a card that said nothing of them."""
     successor = saved_classifier(tmp_path / "successor", tiny_tokenizer)
@@ -256,6 +256,14 @@ def test_a_deployment_stopped_after_its_export_leaves_none_of_its_files(tmp_path
     with pytest.raises(KeyboardInterrupt):
         deploy_model(successor, QUICK)
     assert not (successor / "onnx").exists() and (successor / "model.safetensors").is_file()
+    # the command says so in one line, with the shell's status for Ctrl-C (it printed the traceback)
+    with pytest.raises(SystemExit) as stopped:
+        main([str(successor), "--quantize", "none", "--no-openvino", "--batch-sizes", "1", "--repeats", "1",
+              "--sequence-length", "12"])  # fmt: skip
+    assert stopped.value.code == 130 and not (successor / "onnx").exists()
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"Interrupted: the deployment of {successor} removed what it had written. Rerun the command to deploy it."
+    )
 
 
 def test_check_says_what_the_runs_deploy_stage_would_make_and_ship(tiny_base, glue_dir, tmp_path):
