@@ -5,8 +5,9 @@ import os
 import sys
 
 import pytest
-from app_runs import tiny_run_overrides
+from app_runs import compose_config, tiny_run_overrides
 from command_runs import run_command
+from omegaconf import OmegaConf
 
 from theseus_pl.__main__ import cli
 from theseus_pl.app.checks import multirun
@@ -42,6 +43,25 @@ def test_hydra_mode_multirun_without_m_is_checked_as_the_multirun_hydra_runs(tmp
         "- every job: optimizer.lr=0 must be a number above 0, e.g. 2e-5.",
     ]
     assert not list(tmp_path.iterdir())  # no multirun folder, no job started
+
+
+def test_a_job_folder_holding_a_finished_run_of_other_settings_is_named_before_any_job_runs(tmp_path):
+    """``--check`` passed such a sweep, and the sweep ran until that job, which refused itself in a traceback."""
+    sweep = tmp_path / "sweep"
+    (sweep / "0" / ".hydra").mkdir(parents=True)
+    OmegaConf.save(
+        compose_config("+experiment=demo", "seed=1", "optimizer.lr=5e-4"), sweep / "0" / ".hydra" / "config.yaml"
+    )
+    (sweep / "0" / "results.json").write_text("{}")
+    (sweep / "1").mkdir()  # a job folder holding nothing: a job that had not started
+    (refusal,) = multirun_refusals(["+experiment=demo", "seed=1,2", f"hydra.sweep.dir={sweep}"])
+    assert refusal.startswith(
+        f"job 0 (seed=1): {sweep / '0'} holds a finished run of other settings than this command's: "
+        "optimizer.lr=0.0005 there, "
+    )
+    assert refusal.endswith("Fix: resume=force to redo it here with this command's settings, or "
+                            "hydra.sweep.dir=ANOTHER_FOLDER for a new run.")  # fmt: skip
+    assert multirun_refusals(["+experiment=demo", "seed=1,2", f"hydra.sweep.dir={sweep}", "resume=force"]) == []
 
 
 def test_the_jobs_are_the_sweeps_combinations_from_the_command_line_and_the_sweep_config():

@@ -16,12 +16,14 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from hydra import compose, initialize_config_module
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
+from theseus_pl.app.checks.resume import SWEEP_ELSEWHERE, finished_run_problems, resume_problems
 from theseus_pl.app.checks.settings import checked_settings
 
 log = logging.getLogger(__name__)
@@ -71,7 +73,7 @@ def multirun_refusals(
         return []
     jobs = jobs or []
     checked = _first_of_each_value(jobs) if each_value_once else range(len(jobs))
-    return job_refusals(jobs, checked, overrides, job_problems)
+    return job_refusals(jobs, checked, overrides, job_problems, sweep_folder=_sweep_folder(overrides))
 
 
 def job_refusals(
@@ -80,10 +82,13 @@ def job_refusals(
     overrides: Sequence[str],
     job_problems: Callable[[DictConfig], list[str]] | None = None,
     noun: str = "job",
+    sweep_folder: Path | None = None,
 ) -> list[str]:
     """The problems of the ``checked`` jobs of ``jobs`` (each its whole overrides), each job named by what it adds
     to the command line's ``overrides`` (``noun``: what a job is to the sweep's users); a problem of every job (of
-    several) said once."""
+    several) said once. With the ``sweep_folder`` (each job's folder its number in it), also what a job's folder
+    holds: a finished run or a checkpoint of other settings, which refused that job as it started, after the jobs
+    before it had run (and ``--check`` had passed the sweep)."""
     by_problem: dict[str, list[str]] = {}
     with initialize_config_module(CONFIG[0], version_base="1.3"):
         for number in checked:
@@ -92,6 +97,8 @@ def job_refusals(
             problems = checked_settings(cfg).problems
             if not problems and job_problems is not None:
                 problems = job_problems(cfg)
+            if not problems and sweep_folder is not None:
+                problems = _folder_problems(sweep_folder / str(number), cfg)
             for problem in dict.fromkeys(problems):  # once a job, as a job is counted once
                 by_problem.setdefault(problem, []).append(f"{noun} {number} ({swept or 'as given'})")
     lines = []
@@ -103,6 +110,28 @@ def job_refusals(
         else:
             lines.append(f"all {len(checked)} {noun}s checked (one for each swept value): {problem}")
     return lines
+
+
+def _sweep_folder(overrides: Sequence[str]) -> Path | None:
+    """The folder a sweep's jobs are made in, each its job number there (Hydra's ``hydra.sweep.subdir`` as this
+    project sets it); None where the command names them otherwise."""
+    fixed = [
+        o.input_line for o in OverridesParser.create().parse_overrides(list(overrides)) if not o.is_sweep_override()
+    ]
+    with initialize_config_module(CONFIG[0], version_base="1.3"):
+        sweep = compose(CONFIG[1], overrides=fixed, return_hydra_config=True).hydra.sweep
+    if OmegaConf.to_container(sweep, resolve=False).get("subdir") != "${hydra.job.num}":
+        return None
+    return Path(sweep.dir)
+
+
+def _folder_problems(folder: Path, cfg: DictConfig) -> list[str]:
+    """What the job's folder holds that refuses the job: a finished run of other settings, or a checkpoint to resume
+    that was trained with others."""
+    if not folder.is_dir():
+        return []
+    _, resume_refusals = resume_problems(folder, cfg, SWEEP_ELSEWHERE)
+    return finished_run_problems(folder, cfg, elsewhere=SWEEP_ELSEWHERE) + resume_refusals
 
 
 def _first_of_each_value(jobs: list[list[str]]) -> list[int]:

@@ -40,6 +40,9 @@ SHAPING_CALLBACKS = (
     "callbacks.model_checkpoint.mode",
 )
 NOT_SET = "(not set)"
+# The option that runs a refused command in another folder: a run's, and a sweep job's (whose folder the sweep's is)
+RUN_ELSEWHERE = "hydra.run.dir=ANOTHER_FOLDER"
+SWEEP_ELSEWHERE = "hydra.sweep.dir=ANOTHER_FOLDER"
 PRECISION = "trainer.precision"  # what the user asks for (auto); the precision in effect is compared apart
 
 
@@ -60,10 +63,13 @@ def training_settings(cfg: DictConfig) -> dict[str, Any]:
     return {key: value for key, value in flat.items() if not _free_to_change(key)}
 
 
-def resume_problems(output_dir: Path, cfg: DictConfig) -> tuple[ResumePoint | None, list[str]]:
+def resume_problems(
+    output_dir: Path, cfg: DictConfig, elsewhere: str = RUN_ELSEWHERE
+) -> tuple[ResumePoint | None, list[str]]:
     """Where a rerun of ``cfg`` into ``output_dir`` resumes (None: it starts afresh), or what stops it: a checkpoint
     that cannot be read, or one trained with other settings than the command's, each key named with both values
-    (those set by interpolation, ``data.seed: ${seed}``, only where nothing else differs)."""
+    (those set by interpolation, ``data.seed: ${seed}``, only where nothing else differs). ``elsewhere``: the
+    option that runs it in another folder (a sweep's job: :data:`SWEEP_ELSEWHERE`)."""
     last = last_checkpoint(output_dir)
     if cfg.resume is not True or not last.is_file():
         return None, []
@@ -89,7 +95,7 @@ def resume_problems(output_dir: Path, cfg: DictConfig) -> tuple[ResumePoint | No
     return None, [
         f"{last} (step {step}) was trained with other settings than this command's: "
         f"{_both_values(cfg, differ, recorded, settings)}. Rerun with its settings to resume, resume=false to start "
-        "over in this folder, or hydra.run.dir=ANOTHER_FOLDER for a new run."
+        f"over in this folder, or {elsewhere} for a new run."
     ]
 
 
@@ -122,7 +128,10 @@ def precision_problems(resumed: ResumePoint | None, precision: str, requested: s
 
 
 def finished_run_problems(
-    output_dir: Path, cfg: DictConfig, recorded_settings: Mapping[str, Any] | None = None
+    output_dir: Path,
+    cfg: DictConfig,
+    recorded_settings: Mapping[str, Any] | None = None,
+    elsewhere: str = RUN_ELSEWHERE,
 ) -> list[str]:
     """A command that would leave the finished run in ``output_dir`` as it is, though it asks for other settings than
     those that trained it (its ``.hydra/config.yaml``): it would end as if it had run what it asked for. Settings
@@ -133,7 +142,7 @@ def finished_run_problems(
     if cfg.resume == "force" or not (output_dir / "results.json").is_file():
         return []
     if not composed.is_file():
-        return _recorded_settings_problems(output_dir, cfg, recorded_settings or {})
+        return _recorded_settings_problems(output_dir, cfg, recorded_settings or {}, elsewhere)
     recorded_config = OmegaConf.load(composed)
     recorded_config.paths = cfg.paths  # free to change, and resolved by Hydra's resolver only inside the run's job
     try:
@@ -143,7 +152,7 @@ def finished_run_problems(
         return []
     settings = training_settings(cfg)
     differ = [key for key in sorted(recorded.keys() & settings.keys()) if recorded[key] != settings[key]]
-    return _other_settings(output_dir, _both_values(cfg, differ, recorded, settings)) if differ else []
+    return _other_settings(output_dir, _both_values(cfg, differ, recorded, settings), elsewhere) if differ else []
 
 
 # Keys of a record's settings that are no config paths, or not the config's value: the model the run named
@@ -151,20 +160,22 @@ def finished_run_problems(
 NOT_AS_CONFIGURED = ("model", "theseus.init")
 
 
-def _recorded_settings_problems(output_dir: Path, cfg: DictConfig, recorded: Mapping[str, Any]) -> list[str]:
+def _recorded_settings_problems(
+    output_dir: Path, cfg: DictConfig, recorded: Mapping[str, Any], elsewhere: str
+) -> list[str]:
     absent = object()
     here = {key: OmegaConf.select(cfg, key, default=absent) for key in recorded if key not in NOT_AS_CONFIGURED}
     here = {key: OmegaConf.to_container(v) if isinstance(v, DictConfig | ListConfig) else v for key, v in here.items()}
     differ = [key for key, value in here.items() if value is not absent and value != recorded[key]]
     values = "; ".join(f"{key}={recorded[key]} there, {here[key]} here" for key in differ)
-    return _other_settings(output_dir, f"{values} (its results.json: it has no .hydra/config.yaml)") if differ else []
+    return _other_settings(output_dir, f"{values} (its results.json: it has no .hydra/config.yaml)", elsewhere) \
+        if differ else []  # fmt: skip
 
 
-def _other_settings(output_dir: Path, values: str) -> list[str]:
+def _other_settings(output_dir: Path, values: str, elsewhere: str) -> list[str]:
     return [
         f"{output_dir} holds a finished run of other settings than this command's: {values}; it would be left as it "
-        "is. Fix: resume=force to redo it here with this command's settings, or hydra.run.dir=ANOTHER_FOLDER for a "
-        "new run."
+        f"is. Fix: resume=force to redo it here with this command's settings, or {elsewhere} for a new run."
     ]
 
 
