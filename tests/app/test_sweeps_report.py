@@ -23,6 +23,7 @@ from transformers.models.bert.modeling_bert import BertLayer
 from theseus_pl.app.config.resolvers import package_path
 from theseus_pl.app.kinds.task_model.record import ModelShape, ParamCounts, TaskModelResults
 from theseus_pl.app.kinds.task_model.report import budget_table, build_table, find_runs, protocol_warnings
+from theseus_pl.app.report.tables import results_files
 from theseus_pl.app.results.envelope import WandbLink, write_results
 from theseus_pl.app.results.reading import read_run
 from theseus_pl.report import main
@@ -258,8 +259,13 @@ def test_runs_gathered_by_links_are_reported_and_a_link_loop_ends(tmp_path):
     fake_run(tmp_path / "picked" / "mine", "RTE", "fine_tuning", 60.0)
     (tmp_path / "picked" / "0").symlink_to(tmp_path / "sweep" / "0")  # ln -s
     (tmp_path / "picked" / "mine" / "up").symlink_to(tmp_path / "picked")  # a loop
+    copy = tmp_path / "sweep" / "0" / "wandb" / "offline-run-20261207_120000-x1" / "files"  # W&B's copy of the run
+    copy.mkdir(parents=True)
+    (copy / "results.json").write_bytes((tmp_path / "sweep" / "0" / "results.json").read_bytes())
+    (tmp_path / "sweep" / "0" / "wandb" / "latest-run").symlink_to(copy.parent)  # and W&B's link to it
     report = main([str(tmp_path / "picked"), "--output", str(tmp_path / "out")])
-    assert set(report["table"]) == {"predecessor", "kd", "fine_tuning"}
+    assert set(report["table"]) == {"predecessor", "kd", "fine_tuning"} and report["warnings"] == []
+    assert len(results_files([tmp_path / "picked", tmp_path / "sweep"])) == 2  # each run once
 
 
 @pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["report", "dry run"])
@@ -274,8 +280,8 @@ def test_a_report_over_folders_without_results_says_so(tmp_path, dry_run, capsys
         main([str(tmp_path), "--output", str(tmp_path / "out"), *dry_run])
     said = capsys.readouterr().err.splitlines()[-1]
     assert said.endswith(
-        f"error: No run under {tmp_path} has finished yet: 2 jobs have no results.json ({tmp_path / '0'}, "
-        f"{tmp_path / '1'}); report them once one has."
+        f"error: No run under {tmp_path} has finished yet: 2 jobs have no results.json, still running or stopped "
+        f"before their end ({tmp_path / '0'}, {tmp_path / '1'}); report them once one has finished."
     )
     assert not (tmp_path / "out").exists()
 

@@ -87,7 +87,8 @@ def results_files(folders: Sequence[Path]) -> list[Path]:
     for folder in folders:
         if not folder.is_dir():
             raise FileNotFoundError(f"{folder} is not a folder.")
-    return [path for path in found_below(folders, Path("results.json")) if not _is_wandb_copy(path)]
+    found = [path for path in found_below(folders, Path("results.json")) if not _is_wandb_copy(path)]
+    return list({path.resolve(): path for path in found}.values())  # one file that two links reach: once
 
 
 def found_below(folders: Sequence[Path], relative: Path) -> list[Path]:
@@ -126,8 +127,8 @@ def no_results(folders: Sequence[Path], give: str = FINISHED_RUNS) -> FileNotFou
         )
     if running := [job for job in _jobs_without_results(folders) if ended_by_search(job) is None]:
         return FileNotFoundError(
-            f"No run under {where} has finished yet: {len(running)} jobs have no results.json "
-            f"({', '.join(map(str, running))}); report them once one has."
+            f"No run under {where} has finished yet: {len(running)} jobs have no results.json, still running or "
+            f"stopped before their end ({', '.join(map(str, running))}); report them once one has finished."
         )
     return FileNotFoundError(f"No results.json under {where}: give {give}.")
 
@@ -141,8 +142,9 @@ def _readable(results: Path) -> bool:
 
 
 def _is_wandb_copy(results: Path) -> bool:
-    """The copy each run saves into its W&B run's files (``wandb/offline-run-*/files/``): the same run again."""
-    run_folder = results.parent.parent.name
+    """The copy each run saves into its W&B run's files (``wandb/offline-run-*/files/``): the same run again, also
+    where it is reached by W&B's link ``wandb/latest-run``."""
+    run_folder = results.resolve().parent.parent.name
     return results.parent.name == "files" and run_folder.startswith(("run-", "offline-run-"))
 
 
