@@ -29,7 +29,7 @@ from theseus_pl.app.config.command_line import (
 )
 from theseus_pl.app.config.composition import composition_problems
 from theseus_pl.app.config.resolvers import register_resolvers, resolution_problem
-from theseus_pl.app.config.run_folder import made_by_this_command, record_finishing_command
+from theseus_pl.app.config.run_folder import made_by_this_command, record_command
 
 log = logging.getLogger("theseus_pl")
 CHECK_FLAG = "--check"
@@ -86,8 +86,8 @@ def main(cfg: DictConfig) -> float | None:
         raise SystemExit(0)  # before Hydra's end of job, which would write into the run folder again
     if results is None:  # a DDP rank other than 0: rank 0 reports
         return None
-    if (results.resumed_from or cfg.resume == "force") and HydraConfig.get().output_subdir is None:
-        record_finishing_command(cfg, output_dir)  # resumed, or a finished run redone: Hydra recorded nothing
+    if results.resumed_from and HydraConfig.get().output_subdir is None:  # resumed: Hydra recorded nothing
+        record_command(cfg, output_dir)
     log.info("%s; results in %s", results.headline(), cfg.paths.output_dir)
     for step, error in results.failed_steps.items():
         log.warning("Step %r did not complete: %s", step, error)

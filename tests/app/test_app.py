@@ -24,7 +24,7 @@ from theseus_pl.app.config.resolvers import run_kind_name
 from theseus_pl.app.kinds.task_model.record import TaskModelResults
 from theseus_pl.app.methods.schedules import build_schedule
 from theseus_pl.app.results.reading import read_run
-from theseus_pl.app.run.pipeline import run
+from theseus_pl.app.run.pipeline import plan, run
 from theseus_pl.app.run.stages import run_hardware
 from theseus_pl.core.io import PICKLED
 from theseus_pl.data.tasks import glue_task, is_glue_task
@@ -221,6 +221,10 @@ def test_a_finished_run_folder_is_left_untouched_unless_forced(tiny_base, glue_d
     with pytest.raises(RunRefused, match=r"theseus\.successor_layers=10 must be between 1"):
         run(compose_config(*overrides, "resume=force", "theseus.successor_layers=10"))
     assert read_run(folder / "results.json", TaskModelResults) == first and stale.exists()
+    assert plan(compose_config(*overrides, "resume=force", "check_steps=0"))[-1] == (
+        f"outputs: {folder} holds a finished run, which resume=force redoes: its results, checkpoints and successor "
+        "go as the run starts"
+    )
     redone = run(compose_config(*overrides, "resume=force"))
     assert redone.resumed_from is None and redone.steps == 6
     assert not stale.exists() and not any(path.exists() for path in old_files)

@@ -48,8 +48,8 @@ def sweep_folder() -> Path | None:
 def record_subdir(output_dir: str, resume: bool | str) -> str | None:
     """``hydra.output_subdir``: where Hydra records the command that runs in ``output_dir``, or None (it records
     nothing) where the folder holds a run: a finished one (``results.json``), whose record stays its command's
-    unless ``resume=force`` redoes it and finishes (:func:`record_finishing_command`; a redo refused by its checks
-    left the refused command as the old results' record), or an interrupted one that it resumes
+    unless ``resume=force`` redoes it (:func:`record_command` once its checks pass; a redo refused by them left the
+    refused command as the old results' record), or an interrupted one that it resumes
     (``checkpoints/last.ckpt``), whose record stays the command that started it: a resume repeats every setting that
     shapes training, or is refused."""
     folder = Path(output_dir)
@@ -58,14 +58,16 @@ def record_subdir(output_dir: str, resume: bool | str) -> str | None:
     return None if finished or resumed else RECORD_SUBDIR
 
 
-def record_finishing_command(cfg: DictConfig, output_dir: Path) -> None:
-    """Make the record in ``output_dir/.hydra/`` (its config and overrides) the command that resumed, or redid
-    (``resume=force``), and finished the run there. Hydra wrote nothing as it started (:func:`record_subdir`): the
-    checks had not yet passed. A resume repeats every setting that shapes training, but the others may differ
-    (``deploy.onnx=true``, the benchmark), and the record said what the first command asked, not what the run did."""
+def record_command(cfg: DictConfig, output_dir: Path) -> None:
+    """Make the record in ``output_dir/.hydra/`` (its config and overrides) this command's: one that resumed and
+    finished the run there, or one that redoes it (``resume=force``, the folder made where it had none). Hydra wrote
+    nothing as it started (:func:`record_subdir`): the checks had not yet passed. A resume repeats every setting that
+    shapes training, but the others may differ (``deploy.onnx=true``, the benchmark), and the record said what the
+    first command asked, not what the run did. Nothing outside a Hydra job (a run called from Python)."""
     folder = output_dir / RECORD_SUBDIR
-    if not folder.is_dir():
+    if not HydraConfig.initialized() or not (folder.is_dir() or cfg.resume == "force"):
         return
+    folder.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(cfg, folder / "config.yaml")
     OmegaConf.save(OmegaConf.create(list(HydraConfig.get().overrides.task)), folder / "overrides.yaml")
 

@@ -34,6 +34,7 @@ from theseus_pl.app.checks.schedule import total_steps
 from theseus_pl.app.checks.settings import RunSettings, checked_settings
 from theseus_pl.app.checks.trainer import planned_trainer
 from theseus_pl.app.config.resolvers import run_kind_name
+from theseus_pl.app.config.run_folder import record_command
 from theseus_pl.app.methods.method import SoftTargets
 from theseus_pl.app.results.envelope import Hardware, RunRecord, write_results
 from theseus_pl.app.results.registry import parts
@@ -79,7 +80,8 @@ def run(cfg: DictConfig) -> RunRecord | None:
         torch.set_num_threads(cfg.threads)
     pl.seed_everything(cfg.seed, workers=True)
     fingerprint = _prepared_data(kind, resumed)
-    clear_finished_run(output_dir, cfg.resume)  # every check passed: resume=force's old results go now
+    if clear_finished_run(output_dir, cfg.resume):  # every check passed: resume=force's old run goes now
+        record_command(cfg, output_dir)  # and the folder's record is the command redoing it (W&B uploads it)
     output_dir.mkdir(parents=True, exist_ok=True)
     hardware = run_hardware(cfg.trainer, kind.cache_dir, output_dir)
     _check_precision(resumed, hardware)
@@ -225,6 +227,11 @@ def _outputs_line(output_dir: Path, resume: bool | str, resumed: ResumePoint | N
     if _holds_finished_run(output_dir, resume):
         return (
             f"outputs: {output_dir} holds a finished run, which the run would leave as it is (resume=force redoes it)"
+        )
+    if (output_dir / "results.json").is_file():  # resume=force
+        return (
+            f"outputs: {output_dir} holds a finished run, which resume=force redoes: its results, checkpoints and "
+            "successor go as the run starts"
         )
     if resumed is not None:
         return f"outputs: {output_dir}, resuming from step {resumed.step} ({resumed.path})"

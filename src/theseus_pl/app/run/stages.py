@@ -89,16 +89,17 @@ def finished_record_in(output_dir: Path, cfg: DictConfig) -> RunRecord | None:
 
 
 def clear_finished_run(output_dir: Path, resume: bool | str) -> bool:
-    """For ``resume=force``, a finished run's results and checkpoints removed, so nothing of the old run is resumed or
-    mistaken for the new one's; whether there was one. Called once the new command has passed every check: a command
-    refused after the old results went left a folder with neither run's record (and the old successor deployable
-    as an unfinished run's)."""
+    """For ``resume=force``, a finished run's results, checkpoints and successor removed, so nothing of the old run
+    is resumed or mistaken for the new one's (a redo that crashes leaves no old successor to deploy as its own);
+    whether there was one. Called once the new command has passed every check: a command refused after the old
+    results went left a folder with neither run's record."""
     results = output_dir / "results.json"
     if resume != "force" or not results.is_file():
         return False
-    log.warning("resume=force: redoing the finished run in %s; its results and checkpoints go.", output_dir)
+    log.warning("resume=force: redoing the finished run in %s; its results, checkpoints and successor go.", output_dir)
     results.unlink()
     shutil.rmtree(output_dir / "checkpoints", ignore_errors=True)
+    empty_successor_folder(output_dir)
     return True
 
 
