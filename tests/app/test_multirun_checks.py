@@ -62,6 +62,8 @@ def test_a_job_folder_holding_a_finished_run_of_other_settings_is_named_before_a
     assert refusal.endswith("Fix: resume=force to redo it here with this command's settings, or "
                             "hydra.sweep.dir=ANOTHER_FOLDER for a new run.")  # fmt: skip
     assert multirun_refusals(["+experiment=demo", "seed=1,2", f"hydra.sweep.dir={sweep}", "resume=force"]) == []
+    # a folder named by what only the job knows (its name, Hydra's runtime): not read, and no traceback
+    assert multirun_refusals(["+experiment=demo", "seed=1,2", "hydra.sweep.dir=out/${hydra:job.name}"]) == []
 
 
 def test_the_jobs_are_the_sweeps_combinations_from_the_command_line_and_the_sweep_config():

@@ -22,6 +22,7 @@ from hydra import compose, initialize_config_module
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from theseus_pl.app.checks.resume import SWEEP_ELSEWHERE, finished_run_problems, resume_problems
 from theseus_pl.app.checks.settings import checked_settings
@@ -86,9 +87,9 @@ def job_refusals(
 ) -> list[str]:
     """The problems of the ``checked`` jobs of ``jobs`` (each its whole overrides), each job named by what it adds
     to the command line's ``overrides`` (``noun``: what a job is to the sweep's users); a problem of every job (of
-    several) said once. With the ``sweep_folder`` (each job's folder its number in it), also what a job's folder
-    holds: a finished run or a checkpoint of other settings, which refused that job as it started, after the jobs
-    before it had run (and ``--check`` had passed the sweep)."""
+    several) said once. With the ``sweep_folder`` (each job's folder its number in it), also what a checked job's
+    folder holds: a finished run or a checkpoint of other settings, which refused that job as it started, after the
+    jobs before it had run (and ``--check`` had passed the sweep)."""
     by_problem: dict[str, list[str]] = {}
     with initialize_config_module(CONFIG[0], version_base="1.3"):
         for number in checked:
@@ -115,14 +116,19 @@ def job_refusals(
 def _sweep_folder(overrides: Sequence[str]) -> Path | None:
     """The folder a sweep's jobs are made in, each its job number there (Hydra's ``hydra.sweep.subdir`` as this
     project sets it); None where the command names them otherwise."""
-    fixed = [
-        o.input_line for o in OverridesParser.create().parse_overrides(list(overrides)) if not o.is_sweep_override()
-    ]
-    with initialize_config_module(CONFIG[0], version_base="1.3"):
-        sweep = compose(CONFIG[1], overrides=fixed, return_hydra_config=True).hydra.sweep
-    if OmegaConf.to_container(sweep, resolve=False).get("subdir") != "${hydra.job.num}":
+    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    fixed = [override.input_line for override in parsed if not override.is_sweep_override()]
+    try:
+        with initialize_config_module(CONFIG[0], version_base="1.3"):
+            sweep = compose(CONFIG[1], overrides=fixed, return_hydra_config=True).hydra.sweep
+        written = OmegaConf.to_container(sweep, resolve=False)
+        # the job's name and Hydra's runtime values are the job's own, only known as it runs
+        if written.get("subdir") != "${hydra.job.num}" or "${hydra" in str(written.get("dir")):
+            return None
+        return Path(sweep.dir)
+    except (HydraException, OmegaConfBaseException) as error:
+        log.debug("The sweep's folder is not known before it runs (%s): its jobs' folders are not read.", error)
         return None
-    return Path(sweep.dir)
 
 
 def _folder_problems(folder: Path, cfg: DictConfig) -> list[str]:
