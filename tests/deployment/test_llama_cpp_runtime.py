@@ -76,3 +76,22 @@ def test_the_deploy_stage_times_and_scores_every_type_against_the_predecessor_at
         assert in_llama_cpp["successor_perplexity"] == pytest.approx(row["perplexity"], rel=0.05)
     assert rows[0]["llama_cpp"]["successor_perplexity"] == pytest.approx(rows[0]["perplexity"], rel=1e-4)
     assert len(list((tmp_path / "cache" / "gguf-export").iterdir())) == 2 + 2  # a predecessor file a type (+ locks)
+
+
+def test_a_deployment_stopped_midway_leaves_none_of_its_files(tmp_path, monkeypatch):
+    """Ctrl-C while the second type was checked left the first type's file, which no row described."""
+    from theseus_pl.deployment import gguf_stage
+
+    model, tokenizer = _saved(tmp_path / "successor", 2)
+    windows = torch.tensor([tokenizer("the president said the economy")["input_ids"]])
+    checked = gguf_stage.gguf_logit_check
+
+    def interrupted_at_the_second(reference, path, windows):
+        if path.name == "model.q8_0.gguf":
+            raise KeyboardInterrupt
+        return checked(reference, path, windows)
+
+    monkeypatch.setattr(gguf_stage, "gguf_logit_check", interrupted_at_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        deploy_gguf(tmp_path / "successor", model, tmp_path / "successor", ["f32", "q8_0"], windows)
+    assert not list((tmp_path / "successor" / "gguf").glob("*.gguf"))

@@ -46,31 +46,50 @@ def deploy_gguf(
 
     An earlier deployment's files are removed first (:func:`gguf_deployment_files`): ``gguf/`` then holds the files
     the rows name and none of other types (``publish`` uploads the folder), and any file of the user's own, such as a
-    k-quant ``llama-quantize`` made from ``model.f16.gguf``, as it was (the folder was emptied)."""
+    k-quant ``llama-quantize`` made from ``model.f16.gguf``, as it was (the folder was emptied). A deployment that
+    does not finish removes the files it wrote."""
     for path in gguf_deployment_files(successor_dir):
         path.unlink()
     with torch.no_grad():
         reference = successor.float().eval()(windows).logits  # once, for every file
-    rows = []
-    for kind in types:
-        path = export_gguf(successor_dir, successor_dir / "gguf" / f"model.{kind}.gguf", kind, tokenizer_gguf)
-        check = gguf_logit_check(reference, path, windows)
-        floor = AGREEMENT_FLOORS[kind]
-        if check.agreement < floor:
-            log.warning(
-                "GGUF %s agrees with the PyTorch successor on %.1f%% of next tokens, below this type's %.1f%%: check "
-                "the file before shipping it.", kind, 100 * check.agreement, 100 * floor,
-            )  # fmt: skip
-        in_llama_cpp = None
-        if timing is not None:
-            predecessor = _predecessor_gguf(predecessor_dir, kind, tokenizer_gguf, cache_dir or successor_dir.parent)
-            in_llama_cpp = _in_llama_cpp(predecessor, path, windows, timing)
-            if was_busy(in_llama_cpp.get("other_cores")):
-                log.warning("llama.cpp timed %s beside other processes (%.2f cores): its speed-ups are not the "
-                            "model's.", kind, in_llama_cpp["other_cores"])  # fmt: skip
-        rows.append({"type": kind, "file": str(path.relative_to(successor_dir)), "mib": path.stat().st_size / 2**20,
-                     **asdict(check), "agreement_floor": floor, "llama_cpp": in_llama_cpp})  # fmt: skip
-    return rows
+    try:
+        return [_deployed(kind, successor_dir, reference, windows, predecessor_dir, tokenizer_gguf, timing, cache_dir)
+                for kind in types]  # fmt: skip
+    except BaseException:  # Ctrl-C, or a failure midway: no file is left without the row that describes it
+        for path in gguf_deployment_files(successor_dir):
+            path.unlink()
+        raise
+
+
+def _deployed(
+    kind: str,
+    successor_dir: Path,
+    reference: torch.Tensor,
+    windows: torch.Tensor,
+    predecessor_dir: Path,
+    tokenizer_gguf: Path | None,
+    timing: dict[str, Any] | None,
+    cache_dir: Path | None,
+) -> dict[str, Any]:
+    """One type's file written, checked against the PyTorch successor's ``reference`` logits and (``timing``) timed
+    in llama.cpp beside the predecessor at that type: its row."""
+    path = export_gguf(successor_dir, successor_dir / "gguf" / f"model.{kind}.gguf", kind, tokenizer_gguf)
+    check = gguf_logit_check(reference, path, windows)
+    floor = AGREEMENT_FLOORS[kind]
+    if check.agreement < floor:
+        log.warning(
+            "GGUF %s agrees with the PyTorch successor on %.1f%% of next tokens, below this type's %.1f%%: check "
+            "the file before shipping it.", kind, 100 * check.agreement, 100 * floor,
+        )  # fmt: skip
+    in_llama_cpp = None
+    if timing is not None:
+        predecessor = _predecessor_gguf(predecessor_dir, kind, tokenizer_gguf, cache_dir or successor_dir.parent)
+        in_llama_cpp = _in_llama_cpp(predecessor, path, windows, timing)
+        if was_busy(in_llama_cpp.get("other_cores")):
+            log.warning("llama.cpp timed %s beside other processes (%.2f cores): its speed-ups are not the "
+                        "model's.", kind, in_llama_cpp["other_cores"])  # fmt: skip
+    return {"type": kind, "file": str(path.relative_to(successor_dir)), "mib": path.stat().st_size / 2**20,
+            **asdict(check), "agreement_floor": floor, "llama_cpp": in_llama_cpp}  # fmt: skip
 
 
 def gguf_deployment_files(successor_dir: Path) -> list[Path]:
