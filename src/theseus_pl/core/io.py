@@ -23,6 +23,7 @@ PICKLED = "successor.pt"
 # The files a saved tokenizer leaves, one at least: a model folder without any is of no use to a reader.
 TOKENIZER_FILES = (
     "tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model", "tokenizer.model",
+    "spm.model", "sentencepiece.bpe.model", "source.spm",  # DeBERTa-v2's, XLM-R's and Marian's SentencePiece files
 )  # fmt: skip
 
 
@@ -44,10 +45,10 @@ def has_weights(folder: Path) -> bool:
 
 
 def model_files_problem(folder: Path, tokenizer: bool = True) -> str | None:
-    """What a model folder to train lacks, in words: its weights, or (``tokenizer``: the model the data is tokenised
-    with) its tokenizer; None where it lacks neither. Without a tokenizer transformers makes up one of an empty
-    vocabulary, and a run trained on unknown tokens alone, scored chance and shipped that tokenizer; without weights
-    it failed as it loaded them, after every check had passed."""
+    """What a model folder to train lacks, in words: its ``config.json``, its weights, or (``tokenizer``: the model
+    the data is tokenised with) its tokenizer; None where it lacks none. Without a tokenizer transformers makes up
+    one of an empty vocabulary, and a run trained on unknown tokens alone, scored chance and shipped that tokenizer;
+    without weights it failed as it loaded them, after every check had passed."""
     missing = [] if (folder / "config.json").is_file() else ["config.json"]
     if not has_weights(folder):
         missing.append(f"weights ({' or '.join(WEIGHT_FILES[:4:2])})")

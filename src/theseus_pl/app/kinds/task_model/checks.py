@@ -51,7 +51,7 @@ def checked_datamodule(cfg: DictConfig, settings: RunSettings) -> TextTaskDataMo
     if not resources[start_key]:
         try:
             config = AutoConfig.from_pretrained(start_model)
-        except (OSError, ValueError) as error:  # a folder without a config.json, or one transformers cannot read
+        except (OSError, ValueError) as error:  # a hub model's config that cannot be had, or one it cannot read
             problems.append(f"{start_key}={start_model!r}: its config cannot be read: {error}")
         else:
             problems += model_fit_problems(cfg, start_model, config, task, settings)
