@@ -36,11 +36,21 @@ CONFIG = ("theseus_pl.conf", "train")
 def multirun_jobs(overrides: Sequence[str]) -> list[list[str]] | None:
     """Each job's overrides, as the basic sweeper makes them; None where they cannot be listed here (another
     sweeper, such as Optuna's, chooses its jobs as it goes)."""
-    parser = OverridesParser.create()
-    parsed = parser.parse_overrides(list(overrides))
+    return _jobs_of(overrides, _sweep_hydra(overrides))
+
+
+def _sweep_hydra(overrides: Sequence[str]) -> DictConfig:
+    """The sweep's Hydra config, composed with the command line's overrides but its sweeps."""
+    parsed = OverridesParser.create().parse_overrides(list(overrides))
     fixed = [override.input_line for override in parsed if not override.is_sweep_override()]
     with initialize_config_module(CONFIG[0], version_base="1.3"):
-        hydra = compose(CONFIG[1], overrides=fixed, return_hydra_config=True).hydra
+        return compose(CONFIG[1], overrides=fixed, return_hydra_config=True).hydra
+
+
+def _jobs_of(overrides: Sequence[str], hydra: DictConfig) -> list[list[str]] | None:
+    """:func:`multirun_jobs` from the sweep's composed ``hydra`` config."""
+    parser = OverridesParser.create()
+    parsed = parser.parse_overrides(list(overrides))
     if hydra.sweeper.get("_target_") != BASIC_SWEEPER:
         return None
     params = hydra.sweeper.get("params")
@@ -68,13 +78,14 @@ def multirun_refusals(
     the values, not their product: a grid of hundreds of jobs composed in seconds), so a problem of one value is
     found and one of a combination of values may not be."""
     try:
-        jobs = multirun_jobs(overrides)
+        hydra = _sweep_hydra(overrides)
+        jobs = _jobs_of(overrides, hydra)
     except (HydraException, ValueError) as error:  # the sweep itself is malformed: Hydra says so when it starts
         log.debug("Could not list the sweep's jobs (%s); each job checks itself.", error)
         return []
     jobs = jobs or []
     checked = _first_of_each_value(jobs) if each_value_once else range(len(jobs))
-    return job_refusals(jobs, checked, overrides, job_problems, sweep_folder=_sweep_folder(overrides))
+    return job_refusals(jobs, checked, overrides, job_problems, sweep_folder=_sweep_folder(hydra.sweep))
 
 
 def job_refusals(
@@ -113,18 +124,14 @@ def job_refusals(
     return lines
 
 
-def _sweep_folder(overrides: Sequence[str]) -> Path | None:
-    """The folder a sweep's jobs are made in, each its job number there (Hydra's ``hydra.sweep.subdir`` as this
-    project sets it); None where the command names them otherwise."""
-    parsed = OverridesParser.create().parse_overrides(list(overrides))
-    fixed = [override.input_line for override in parsed if not override.is_sweep_override()]
+def _sweep_folder(sweep: DictConfig) -> Path | None:
+    """The folder a sweep's jobs are made in (its ``hydra.sweep``), each its job number there (Hydra's
+    ``hydra.sweep.subdir`` as this project sets it); None where the command names them otherwise."""
+    written = OmegaConf.to_container(sweep, resolve=False)
+    # the job's name and Hydra's runtime values are the job's own, only known as it runs
+    if written.get("subdir") != "${hydra.job.num}" or "${hydra" in str(written.get("dir")):
+        return None
     try:
-        with initialize_config_module(CONFIG[0], version_base="1.3"):
-            sweep = compose(CONFIG[1], overrides=fixed, return_hydra_config=True).hydra.sweep
-        written = OmegaConf.to_container(sweep, resolve=False)
-        # the job's name and Hydra's runtime values are the job's own, only known as it runs
-        if written.get("subdir") != "${hydra.job.num}" or "${hydra" in str(written.get("dir")):
-            return None
         return Path(sweep.dir)
     except (HydraException, OmegaConfBaseException) as error:
         log.debug("The sweep's folder is not known before it runs (%s): its jobs' folders are not read.", error)
